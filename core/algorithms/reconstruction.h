@@ -1,0 +1,63 @@
+// Reconstruction requests and the registry of algorithms that run them.
+//
+// A ReconstructionRequest is the core's view of a job: a validated geometry, the volume
+// to produce and the typed options of one algorithm. The AlgorithmRegistry is an object
+// filled at start-up (no singleton); tomod and `tomo local` each make one and list its
+// names in GetServerInfo.
+//
+//   AlgorithmRegistry registry = AlgorithmRegistry::WithBuiltins();
+//   TOMO_ASSIGN_OR_RETURN(Array3D volume, registry.Run(request, projections, backend, ctx));
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/fbp.h"
+#include "core/base/run_context.h"
+#include "core/data/array3d.h"
+#include "core/geometry/parallel_geometry_2d.h"
+#include "core/geometry/volume_geometry.h"
+#include "core/operators/backend.h"
+
+namespace tomo::core {
+
+using AlgorithmOptions = std::variant<FbpOptions>;
+
+struct ReconstructionRequest {
+  ParallelGeometry2D geometry;
+  VolumeGeometry volume;
+  AlgorithmOptions algorithm;
+};
+
+// The registry name of the algorithm the options select ("fbp", ...).
+std::string AlgorithmName(const AlgorithmOptions& options);
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  // INVALID_ARGUMENT when the options are not this algorithm's; else as the method.
+  virtual absl::StatusOr<Array3D> Run(const ReconstructionRequest& request,
+                                      const Array3D& projections, Backend& backend,
+                                      const RunContext& context) const = 0;
+};
+
+class AlgorithmRegistry {
+ public:
+  static AlgorithmRegistry WithBuiltins();
+
+  void Register(std::string name, std::unique_ptr<Algorithm> algorithm);
+  std::vector<std::string> Names() const;
+  // INVALID_ARGUMENT naming the known algorithms when none is registered under the name of
+  // request.algorithm; INVALID_ARGUMENT when projections do not match the geometry.
+  absl::StatusOr<Array3D> Run(const ReconstructionRequest& request, const Array3D& projections,
+                              Backend& backend, const RunContext& context) const;
+
+ private:
+  std::map<std::string, std::unique_ptr<Algorithm>> algorithms_;
+};
+
+}  // namespace tomo::core

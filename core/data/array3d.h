@@ -1,0 +1,62 @@
+// Array3D: a dense float32 host array of three dimensions, slowest first.
+//
+// Volumes are (z, y, x) and projections (view, row, column), x and column fastest.
+// Move-only, so that a large volume is never copied by accident; Clone() copies on
+// purpose. Not thread-safe for concurrent writes to the same element.
+//
+//   Array3D volume({1, 512, 512});           // zero-filled
+//   volume.at(0, y, x) = 1.0f;
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tomo::core {
+
+struct Dims3 {
+  int64_t d0 = 0;  // slowest: z or view
+  int64_t d1 = 0;  // y or detector row
+  int64_t d2 = 0;  // fastest: x or detector column
+  int64_t count() const { return d0 * d1 * d2; }
+  friend bool operator==(const Dims3& a, const Dims3& b) {
+    return a.d0 == b.d0 && a.d1 == b.d1 && a.d2 == b.d2;
+  }
+  friend bool operator!=(const Dims3& a, const Dims3& b) { return !(a == b); }
+};
+
+class Array3D {
+ public:
+  Array3D() = default;
+  explicit Array3D(Dims3 dims, float fill = 0.0f)
+      : dims_(dims), values_(static_cast<size_t>(dims.count()), fill) {}
+  Array3D(Array3D&&) noexcept = default;
+  Array3D& operator=(Array3D&&) noexcept = default;
+  Array3D(const Array3D&) = delete;
+  Array3D& operator=(const Array3D&) = delete;
+
+  Array3D Clone() const {
+    Array3D copy(dims_);
+    copy.values_ = values_;
+    return copy;
+  }
+
+  const Dims3& dims() const { return dims_; }
+  int64_t size() const { return static_cast<int64_t>(values_.size()); }
+  size_t size_bytes() const { return values_.size() * sizeof(float); }
+  float* data() { return values_.data(); }
+  const float* data() const { return values_.data(); }
+
+  float& at(int64_t i0, int64_t i1, int64_t i2) {
+    return values_[static_cast<size_t>((i0 * dims_.d1 + i1) * dims_.d2 + i2)];
+  }
+  float at(int64_t i0, int64_t i1, int64_t i2) const {
+    return values_[static_cast<size_t>((i0 * dims_.d1 + i1) * dims_.d2 + i2)];
+  }
+
+ private:
+  Dims3 dims_;
+  std::vector<float> values_;
+};
+
+}  // namespace tomo::core

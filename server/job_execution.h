@@ -1,0 +1,33 @@
+// Runs one validated job from its input file to its result files: decode the projections,
+// run the algorithm on a backend, write each requested output format with its CRC-32.
+// Shared by tomod's workers and `tomo local`, so both produce the same bytes.
+//
+// Errors: INVALID_ARGUMENT for input data that cannot be decoded (size, NaN/Inf with the
+// first index); CANCELLED when context says so; the algorithm's and backend's errors;
+// INTERNAL/DATA_LOSS for files that cannot be written, naming the path.
+//
+//   TOMO_ASSIGN_OR_RETURN(auto results, ExecuteJob(job, "/spool/7/input.bin",
+//                                                 "/spool/7/results", *backend, registry, ctx));
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/reconstruction.h"
+#include "core/base/run_context.h"
+#include "core/operators/backend.h"
+#include "server/job_spec.h"
+#include "tomoserve/v1/tomoserve.pb.h"
+
+namespace tomo::server {
+
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
+    const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
+    core::Backend& backend, const core::AlgorithmRegistry& registry,
+    const core::RunContext& context);
+
+// File name of an output format inside output_dir, e.g. "volume.raw".
+std::string ResultFileName(tomoserve::v1::OutputFormat format);
+
+}  // namespace tomo::server

@@ -1,0 +1,40 @@
+// Validation of a tomoserve.v1.JobSpec and its conversion to the core's request: the one
+// place where proto and core meet (DESIGN.md). Used by tomod before it stores any data
+// and by `tomo local`.
+//
+// Every error is INVALID_ARGUMENT with the field's path in the proto, its value and the
+// allowed range, e.g.
+//   "geometry.parallel_2d.num_detectors: 0 is out of range [1, 65536]"
+//   "input.size_bytes: 1000 does not match the geometry: 720 views x 1 row x 768 detectors
+//    x 4 bytes = 2211840"
+// or RESOURCE_EXHAUSTED naming the server limit that the spec exceeds.
+//
+//   TOMO_ASSIGN_OR_RETURN(ValidatedJob job, ValidateJobSpec(spec, limits));
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/reconstruction.h"
+#include "tomoserve/v1/tomoserve.pb.h"
+
+namespace tomo::server {
+
+struct ServerLimits {
+  uint64_t max_upload_bytes = 16ull << 30;
+  uint64_t max_voxels = 1ull << 32;
+  uint32_t max_views = 100000;
+  uint32_t max_queue_length = 1000;
+};
+
+struct ValidatedJob {
+  core::ReconstructionRequest request;
+  uint64_t input_bytes = 0;  // what the upload must total
+  // Outputs with defaults applied (never empty, never UNSPECIFIED).
+  std::vector<tomoserve::v1::OutputFormat> outputs;
+};
+
+absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
+                                             const ServerLimits& limits);
+
+}  // namespace tomo::server
