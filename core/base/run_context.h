@@ -38,7 +38,9 @@ struct RunContext {
   // CANCELLED naming where the run stopped, or OK.
   absl::Status CheckCancelled(std::string_view where) const {
     if (is_cancelled && is_cancelled()) {
-      return absl::CancelledError(absl::StrCat("cancelled at ", where));
+      // This Abseil's string_view is its own type, not std::string_view.
+      return absl::CancelledError(
+          absl::StrCat("cancelled at ", absl::string_view(where.data(), where.size())));
     }
     return absl::OkStatus();
   }

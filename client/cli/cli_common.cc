@@ -1,0 +1,214 @@
+#include "client/cli/cli_common.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/time_util.h"
+
+#ifndef TOMO_VERSION
+#define TOMO_VERSION "unknown"
+#endif
+
+namespace tomo::cli {
+namespace {
+
+namespace v1 = ::tomoserve::v1;
+
+struct WindowEntry {
+  const char* name;
+  v1::FilterWindow window;
+};
+constexpr WindowEntry kWindows[] = {
+    {"ram-lak", v1::FILTER_WINDOW_RAM_LAK}, {"shepp-logan", v1::FILTER_WINDOW_SHEPP_LOGAN},
+    {"cosine", v1::FILTER_WINDOW_COSINE},   {"hamming", v1::FILTER_WINDOW_HAMMING},
+    {"hann", v1::FILTER_WINDOW_HANN},
+};
+
+}  // namespace
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitOk;
+    case absl::StatusCode::kNotFound:
+      return kExitNotFound;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return kExitInvalid;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnavailable;
+    default:
+      return kExitError;
+  }
+}
+
+std::string OneLine(absl::string_view text) {
+  std::string line(text);
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+int Fail(absl::string_view what, absl::string_view message, int code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "tomo: %s: %s\n", OneLine(what).c_str(), OneLine(message).c_str());
+  std::fflush(stderr);
+  return code;
+}
+
+int Fail(absl::string_view what, const absl::Status& status) {
+  std::string message(status.message());
+  if (message.empty()) message = absl::StatusCodeToString(status.code());
+  return Fail(what, message, ExitCodeFor(status));
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, units[unit]);
+}
+
+std::string FormatTime(const google::protobuf::Timestamp& time) {
+  if (time.seconds() == 0 && time.nanos() == 0) return "-";
+  return google::protobuf::util::TimeUtil::ToString(time);
+}
+
+std::string WindowName(v1::FilterWindow window) {
+  if (window == v1::FILTER_WINDOW_UNSPECIFIED) window = v1::FILTER_WINDOW_RAM_LAK;
+  for (const WindowEntry& entry : kWindows) {
+    if (entry.window == window) return entry.name;
+  }
+  return absl::StrCat("window ", static_cast<int>(window));
+}
+
+std::vector<std::string> WindowNames() {
+  std::vector<std::string> names;
+  for (const WindowEntry& entry : kWindows) names.push_back(entry.name);
+  return names;
+}
+
+bool ParseWindow(const std::string& name, v1::FilterWindow* window) {
+  for (const WindowEntry& entry : kWindows) {
+    if (name == entry.name) {
+      *window = entry.window;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
+  switch (algorithm.kind_case()) {
+    case v1::Algorithm::kFbp: {
+      std::string text = absl::StrCat("fbp (window ", WindowName(algorithm.fbp().window()));
+      if (algorithm.fbp().has_cutoff()) absl::StrAppend(&text, ", cutoff ", algorithm.fbp().cutoff());
+      return text + ")";
+    }
+    case v1::Algorithm::KIND_NOT_SET:
+      return "(not set)";
+  }
+  return "(unknown)";
+}
+
+bool ProgressWanted(const GlobalOptions& global) {
+  return !global.quiet && ::isatty(STDERR_FILENO) == 1;
+}
+
+absl::Status MatchDataSize(const std::vector<std::string>& data_paths, v1::JobSpec* spec) {
+  uint64_t total = 0;
+  for (const std::string& path : data_paths) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      std::string message = absl::StrCat("cannot open ", path, ": ", std::strerror(errno));
+      return errno == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
+    }
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  if (spec->input().size_bytes() == 0) {
+    spec->mutable_input()->set_size_bytes(total);
+  } else if (spec->input().size_bytes() != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input.size_bytes: ", spec->input().size_bytes(),
+                     " does not match the data: ", absl::StrJoin(data_paths, " + "), " holds ",
+                     total, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"tomo: the tomoserve client. Submits tomography jobs to tomod, watches and "
+               "fetches them, or runs them here (tomo local).",
+               "tomo"};
+  app.set_version_flag("--version", std::string("tomo ") + TOMO_VERSION);
+  app.footer(kExitCodesHelp);
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  GlobalOptions global;
+  app.add_option("--server", global.server, "tomod address, host:port")
+      ->envname("TOMO_SERVER")
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", global.quiet, "no progress bars");
+
+  std::vector<Command> commands;
+  AddJobCommands(app, global, commands);
+  AddLocalCommands(app, global, commands);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string where = "usage";
+    for (const CLI::App* sub : app.get_subcommands()) where = sub->get_name();
+    if (where == "usage") {
+      // CLI11 reports an unknown command as a missing one: name it.
+      for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        if (arg == "--server") {
+          ++i;
+          continue;
+        }
+        if (arg.empty() || arg[0] == '-') continue;
+        bool known = false;
+        for (const Command& command : commands) known |= command.app->get_name() == arg;
+        if (!known) {
+          return Fail("usage", absl::StrCat("unknown command \"", arg, "\" (see tomo --help)"),
+                      kExitUsage);
+        }
+        break;
+      }
+    }
+    std::string hint = where == "usage" ? "see tomo --help"
+                                        : absl::StrCat("see tomo ", where, " --help");
+    return Fail(where == "usage" ? "usage" : absl::StrCat(where, ": usage"),
+                absl::StrCat(e.what(), " (", hint, ")"), kExitUsage);
+  }
+  for (const Command& command : commands) {
+    if (command.app->parsed()) return command.run();
+  }
+  return Fail("usage", "no command given (see tomo --help)", kExitUsage);
+}
+
+}  // namespace tomo::cli

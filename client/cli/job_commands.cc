@@ -1,0 +1,469 @@
+// The commands that talk to tomod: submit, watch, status, list, fetch, cancel, delete,
+// info.
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli/cli_common.h"
+#include "client/cli/progress_bar.h"
+#include "client/job_spec_json.h"
+#include "client/tomo_client.h"
+
+namespace tomo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = ::tomoserve::v1;
+using client::TomoClient;
+
+// Fail() for a status from tomod: UNAVAILABLE also says which address was tried.
+int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    return Fail(what, absl::UnavailableError(absl::StrCat("cannot reach tomod at ",
+                                                          global.server, ": ",
+                                                          status.message())));
+  }
+  return Fail(what, status);
+}
+
+std::string ProgressLabel(v1::JobState state, const v1::Progress& progress) {
+  std::string label = client::JobStateName(state, /*lower=*/true);
+  if (!progress.stage().empty()) absl::StrAppend(&label, " ", progress.stage());
+  if (progress.iterations_total() > 1) {
+    absl::StrAppend(&label, " ", progress.iteration(), "/", progress.iterations_total());
+  }
+  return label;
+}
+
+std::string PercentText(double fraction) {
+  return absl::StrFormat("%5.1f%%", 100.0 * std::clamp(fraction, 0.0, 1.0));
+}
+
+// The job's end after its watch stream closed: 0 for SUCCEEDED, else the one-line report.
+int ReportFinalState(const std::string& what, const v1::Job& job) {
+  switch (job.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return kExitOk;
+    case v1::JOB_STATE_FAILED:
+      return Fail(what, absl::StrCat("job ", job.id(), " FAILED",
+                                     job.error().empty() ? "" : ": ", job.error()),
+                  kExitJobFailed);
+    case v1::JOB_STATE_CANCELLED:
+      return Fail(what, absl::StrCat("job ", job.id(), " was CANCELLED"), kExitJobFailed);
+    default:
+      return Fail(what,
+                  absl::StrCat("the watch of job ", job.id(), " ended while it is ",
+                               client::JobStateName(job.state())),
+                  kExitError);
+  }
+}
+
+// Watches job_id until it ends, drawing the bar; then returns the job as it ended.
+absl::StatusOr<v1::Job> WatchToEnd(TomoClient& client, const std::string& job_id,
+                                   ProgressBar& bar) {
+  absl::Status watched = client.Watch(job_id, [&](const v1::JobEvent& event) {
+    bar.Update(event.progress().fraction(), ProgressLabel(event.state(), event.progress()));
+  });
+  if (!watched.ok()) return watched;
+  absl::StatusOr<v1::Job> job = client.GetJob(job_id);
+  if (job.ok()) {
+    bar.Update(job->progress().fraction(), ProgressLabel(job->state(), job->progress()));
+  }
+  bar.Finish();
+  return job;
+}
+
+// Downloads results into out_dir (created), one line per path on stdout.
+int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& job,
+              const std::vector<std::string>& names, const fs::path& out_dir, bool resume,
+              const std::string& what) {
+  std::error_code error;
+  fs::create_directories(out_dir, error);
+  if (error) {
+    return Fail(what, absl::StrCat("cannot create ", out_dir.string(), ": ", error.message()),
+                kExitError);
+  }
+  for (const std::string& name : names) {
+    fs::path path = out_dir / name;
+    ProgressBar bar(ProgressWanted(global));
+    absl::StatusOr<v1::ResultFile> file = client.Fetch(
+        job.id(), name, path.string(), resume, [&](uint64_t done, uint64_t total) {
+          bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
+                     absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+        });
+    bar.Finish();
+    if (!file.ok()) {
+      return FailRpc(global, absl::StrCat(what, " ", job.id(), "/", name), file.status());
+    }
+    std::cout << path.string() << "\n";
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+std::vector<std::string> ResultNames(const v1::Job& job) {
+  std::vector<std::string> names;
+  for (const v1::ResultFile& result : job.results()) names.push_back(result.name());
+  return names;
+}
+
+// ----------------------------------------------------------------------------- submit
+
+struct SubmitArgs {
+  std::string spec_path;
+  std::vector<std::string> data_paths;
+  bool wait = false;
+  std::string out;
+  int priority = 0;
+  bool priority_set = false;
+  std::string name;
+};
+
+int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
+  absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(args.spec_path);
+  if (!spec.ok()) return Fail("submit", spec.status());
+  if (args.priority_set) spec->set_priority(args.priority);
+  if (!args.name.empty()) spec->set_name(args.name);
+  if (absl::Status sized = MatchDataSize(args.data_paths, &*spec); !sized.ok()) {
+    return Fail("submit", sized);
+  }
+
+  TomoClient client(global.server);
+  ProgressBar bar(ProgressWanted(global));
+  absl::StatusOr<v1::Job> job =
+      client.Submit(*spec, args.data_paths, [&](uint64_t sent, uint64_t total) {
+        bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
+                   absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
+      });
+  bar.Finish();
+  if (!job.ok()) return FailRpc(global, "submit", job.status());
+  std::cout << job->id() << std::endl;
+  if (!args.wait) return kExitOk;
+
+  absl::StatusOr<v1::Job> ended = WatchToEnd(client, job->id(), bar);
+  if (!ended.ok()) {
+    return FailRpc(global, absl::StrCat("submit: watch ", job->id()), ended.status());
+  }
+  if (int code = ReportFinalState("submit", *ended); code != kExitOk) return code;
+  fs::path out = args.out.empty() ? fs::path(".") / ended->id() : fs::path(args.out);
+  return FetchInto(client, global, *ended, ResultNames(*ended), out, /*resume=*/true,
+                   "submit: fetch");
+}
+
+// ----------------------------------------------------------------------------- watch
+
+int RunWatch(const GlobalOptions& global, const std::string& job_id, bool as_bar) {
+  TomoClient client(global.server);
+  const std::string what = absl::StrCat("watch ", job_id);
+  if (as_bar) {
+    ProgressBar bar(!global.quiet);
+    absl::StatusOr<v1::Job> ended = WatchToEnd(client, job_id, bar);
+    if (!ended.ok()) return FailRpc(global, what, ended.status());
+    return ReportFinalState(what, *ended);
+  }
+  absl::Status watched = client.Watch(job_id, [&](const v1::JobEvent& event) {
+    std::string line = absl::StrFormat(
+        "%s  %-9s %s  %s", FormatTime(event.time()), client::JobStateName(event.state()),
+        PercentText(event.progress().fraction()), event.progress().stage());
+    if (event.progress().iterations_total() > 0) {
+      absl::StrAppend(&line, absl::StrFormat("  iteration %d/%d", event.progress().iteration(),
+                                             event.progress().iterations_total()));
+    }
+    if (!event.message().empty()) absl::StrAppend(&line, "  ", OneLine(event.message()));
+    std::cout << line << std::endl;
+  });
+  if (!watched.ok()) return FailRpc(global, what, watched);
+  absl::StatusOr<v1::Job> job = client.GetJob(job_id);
+  if (!job.ok()) return FailRpc(global, what, job.status());
+  return ReportFinalState(what, *job);
+}
+
+// ----------------------------------------------------------------------------- status
+
+void PrintJob(const v1::Job& job) {
+  const v1::JobSpec& spec = job.spec();
+  auto row = [](const char* key, const std::string& value) {
+    std::cout << absl::StrFormat("%-11s%s\n", key, value);
+  };
+  row("job", job.id());
+  if (!spec.name().empty()) row("name", spec.name());
+  row("state", client::JobStateName(job.state()));
+  std::string progress = absl::StrCat(PercentText(job.progress().fraction()));
+  if (!job.progress().stage().empty()) absl::StrAppend(&progress, "  ", job.progress().stage());
+  if (job.progress().iterations_total() > 0) {
+    absl::StrAppend(&progress, "  iteration ", job.progress().iteration(), "/",
+                    job.progress().iterations_total());
+  }
+  row("progress", progress);
+  if (!job.error().empty()) row("error", OneLine(job.error()));
+  row("priority", absl::StrCat(spec.priority()));
+  row("device", job.device().empty() ? "-" : job.device());
+  row("created", FormatTime(job.created()));
+  row("started", FormatTime(job.started()));
+  row("finished", FormatTime(job.finished()));
+  row("input", HumanBytes(job.input_bytes()));
+  row("algorithm", DescribeAlgorithm(spec.algorithm()));
+  if (spec.geometry().has_parallel_2d()) {
+    const v1::ParallelBeam2D& p = spec.geometry().parallel_2d();
+    std::string views = p.angles().has_uniform()
+                            ? absl::StrFormat("%d views over %g deg", p.angles().uniform().count(),
+                                              p.angles().uniform().span_deg())
+                            : absl::StrFormat("%d views", p.angles().list().degrees_size());
+    row("geometry", absl::StrFormat("parallel 2D, %s, %d detectors x %g mm", views,
+                                    p.num_detectors(), p.detector_spacing_mm()));
+  }
+  const v1::Volume& volume = spec.volume();
+  row("volume", absl::StrFormat("%d x %d x %d voxels of %g x %g x %g mm", volume.size().x(),
+                                volume.size().y(), volume.size().z(),
+                                volume.voxel_size_mm().x(), volume.voxel_size_mm().y(),
+                                volume.voxel_size_mm().z()));
+  for (const v1::ResultFile& result : job.results()) {
+    row("result", absl::StrFormat("%s  %s  crc32 %08x", result.name(),
+                                  HumanBytes(result.size_bytes()), result.crc32()));
+  }
+}
+
+int RunStatus(const GlobalOptions& global, const std::string& job_id, bool json) {
+  TomoClient client(global.server);
+  absl::StatusOr<v1::Job> job = client.GetJob(job_id);
+  if (!job.ok()) return FailRpc(global, absl::StrCat("status ", job_id), job.status());
+  if (json) {
+    std::cout << client::MessageToJson(*job);
+  } else {
+    PrintJob(*job);
+  }
+  return kExitOk;
+}
+
+// ----------------------------------------------------------------------------- list
+
+int RunList(const GlobalOptions& global, const std::vector<std::string>& state_names,
+            bool json) {
+  std::vector<v1::JobState> states;
+  for (const std::string& name : state_names) {
+    for (absl::string_view part : absl::StrSplit(name, ',', absl::SkipWhitespace())) {
+      absl::StatusOr<v1::JobState> state = client::ParseJobState(std::string(part));
+      if (!state.ok()) return Fail("list: usage", state.status().message(), kExitUsage);
+      states.push_back(*state);
+    }
+  }
+  TomoClient client(global.server);
+  absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs(states);
+  if (!jobs.ok()) return FailRpc(global, "list", jobs.status());
+  if (json) {
+    v1::ListJobsResponse response;
+    for (const v1::Job& job : *jobs) *response.add_jobs() = job;
+    std::cout << client::MessageToJson(response);
+    return kExitOk;
+  }
+  if (jobs->empty()) return kExitOk;
+  size_t id_width = 2;
+  for (const v1::Job& job : *jobs) id_width = std::max(id_width, job.id().size());
+  std::cout << absl::StrFormat("%-*s  %-9s  %6s  %-27s  %s\n", id_width, "ID", "STATE",
+                               "DONE", "CREATED", "NAME");
+  for (const v1::Job& job : *jobs) {
+    std::cout << absl::StrFormat("%-*s  %-9s  %6s  %-27s  %s\n", id_width, job.id(),
+                                 client::JobStateName(job.state()),
+                                 PercentText(job.progress().fraction()),
+                                 FormatTime(job.created()), job.spec().name());
+  }
+  return kExitOk;
+}
+
+// ----------------------------------------------------------------------------- fetch
+
+int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::string& name,
+             const std::string& out, bool no_resume) {
+  const std::string what = absl::StrCat("fetch ", job_id);
+  TomoClient client(global.server);
+  absl::StatusOr<v1::Job> job = client.GetJob(job_id);
+  if (!job.ok()) return FailRpc(global, what, job.status());
+  std::vector<std::string> names = ResultNames(*job);
+  if (names.empty()) {
+    return Fail(what,
+                absl::StrCat("job ", job_id, " has no results (it is ",
+                             client::JobStateName(job->state()), ")"),
+                job->state() == v1::JOB_STATE_FAILED || job->state() == v1::JOB_STATE_CANCELLED
+                    ? kExitJobFailed
+                    : kExitError);
+  }
+  if (!name.empty()) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return Fail(what,
+                  absl::StrCat("job ", job_id, " has no result named \"", name,
+                               "\"; it has: ", absl::StrJoin(names, ", ")),
+                  kExitNotFound);
+    }
+    names = {name};
+  }
+  fs::path out_path = out.empty() ? fs::path(".") / job_id : fs::path(out);
+  std::error_code error;
+  const bool is_dir = name.empty() || (!out.empty() && out.back() == '/') ||
+                      fs::is_directory(out_path, error);
+  if (is_dir) return FetchInto(client, global, *job, names, out_path, !no_resume, "fetch");
+
+  // One result into a file.
+  if (out_path.has_parent_path()) fs::create_directories(out_path.parent_path(), error);
+  ProgressBar bar(ProgressWanted(global));
+  absl::StatusOr<v1::ResultFile> file = client.Fetch(
+      job_id, name, out_path.string(), !no_resume, [&](uint64_t done, uint64_t total) {
+        bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
+                   absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+      });
+  bar.Finish();
+  if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", name), file.status());
+  std::cout << out_path.string() << std::endl;
+  return kExitOk;
+}
+
+// ----------------------------------------------------------------------------- cancel, delete
+
+int RunCancel(const GlobalOptions& global, const std::string& job_id) {
+  TomoClient client(global.server);
+  absl::StatusOr<v1::Job> job = client.Cancel(job_id);
+  if (!job.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), job.status());
+  std::cout << job->id() << " " << client::JobStateName(job->state()) << std::endl;
+  return kExitOk;
+}
+
+int RunDelete(const GlobalOptions& global, const std::string& job_id) {
+  TomoClient client(global.server);
+  absl::Status deleted = client.Delete(job_id);
+  if (!deleted.ok()) return FailRpc(global, absl::StrCat("delete ", job_id), deleted);
+  std::cout << job_id << " deleted" << std::endl;
+  return kExitOk;
+}
+
+// ----------------------------------------------------------------------------- info
+
+int RunInfo(const GlobalOptions& global, bool json) {
+  TomoClient client(global.server);
+  absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
+  if (!info.ok()) return FailRpc(global, "info", info.status());
+  if (json) {
+    std::cout << client::MessageToJson(*info);
+    return kExitOk;
+  }
+  auto row = [](const char* key, const std::string& value) {
+    std::cout << absl::StrFormat("%-11s%s\n", key, value);
+  };
+  row("server", global.server);
+  row("version", info->version());
+  for (const v1::Device& device : info->devices()) {
+    std::string text = absl::StrCat(device.id(), "  ", device.name());
+    if (device.memory_total_bytes() > 0) {
+      absl::StrAppend(&text, "  ", HumanBytes(device.memory_free_bytes()), " free of ",
+                      HumanBytes(device.memory_total_bytes()));
+    }
+    row("device", text);
+  }
+  row("algorithms", absl::StrJoin(info->algorithms(), ", "));
+  const v1::Limits& limits = info->limits();
+  row("limits", absl::StrFormat("upload %s, %d voxels, %d views, queue of %d",
+                                HumanBytes(limits.max_upload_bytes()), limits.max_voxels(),
+                                limits.max_views(), limits.max_queue_length()));
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Command>& commands) {
+  const GlobalOptions* g = &global;
+
+  {
+    auto args = std::make_shared<SubmitArgs>();
+    CLI::App* sub = app.add_subcommand(
+        "submit", "Upload a job (spec + data) to tomod and print its id; --wait also shows "
+                  "its progress and fetches the results.");
+    sub->add_option("--spec", args->spec_path, "JobSpec JSON file")->required();
+    sub->add_option("--data", args->data_paths,
+                    "projection data file(s), concatenated in order")
+        ->required();
+    sub->add_flag("--wait", args->wait,
+                  "wait for the job, then fetch every result into --out");
+    sub->add_option("--out", args->out, "with --wait: result directory (default ./<job id>)");
+    sub->add_option_function<int>(
+        "--priority",
+        [args](const int& p) {
+          args->priority = p;
+          args->priority_set = true;
+        },
+        "overrides the spec's priority (higher runs first, -100..100)");
+    sub->add_option("--name", args->name, "overrides the spec's name");
+    commands.push_back({sub, [g, args] { return RunSubmit(*g, *args); }});
+  }
+  {
+    auto id = std::make_shared<std::string>();
+    auto bar = std::make_shared<bool>(false);
+    CLI::App* sub = app.add_subcommand(
+        "watch", "Follow a job's events until it ends: one line per event (or --bar). Exits 3 "
+                 "when the job failed or was cancelled.");
+    sub->add_option("id", *id, "job id")->required();
+    sub->add_flag("--bar", *bar, "a progress bar on stderr instead of event lines");
+    commands.push_back({sub, [g, id, bar] { return RunWatch(*g, *id, *bar); }});
+  }
+  {
+    auto id = std::make_shared<std::string>();
+    auto json = std::make_shared<bool>(false);
+    CLI::App* sub = app.add_subcommand("status", "Show one job.");
+    sub->add_option("id", *id, "job id")->required();
+    sub->add_flag("--json", *json, "print the Job message as JSON");
+    commands.push_back({sub, [g, id, json] { return RunStatus(*g, *id, *json); }});
+  }
+  {
+    auto states = std::make_shared<std::vector<std::string>>();
+    auto json = std::make_shared<bool>(false);
+    CLI::App* sub = app.add_subcommand("list", "List jobs, oldest first.");
+    sub->add_option("--state", *states,
+                    "only jobs in these states, comma-separated: uploading, queued, running, "
+                    "succeeded, failed, cancelled");
+    sub->add_flag("--json", *json, "print a ListJobsResponse as JSON");
+    commands.push_back({sub, [g, states, json] { return RunList(*g, *states, *json); }});
+  }
+  {
+    struct FetchArgs {
+      std::string id, name, out;
+      bool no_resume = false;
+    };
+    auto args = std::make_shared<FetchArgs>();
+    CLI::App* sub = app.add_subcommand(
+        "fetch", "Download results, resuming a partial download (<file>.partial). Without "
+                 "--name every result goes into the directory --out; with --name, --out is "
+                 "a file unless it is a directory or ends in '/'.");
+    sub->add_option("id", args->id, "job id")->required();
+    sub->add_option("--name", args->name, "one result, e.g. volume.raw");
+    sub->add_option("--out", args->out, "directory or file (default ./<job id>/)");
+    sub->add_flag("--no-resume", args->no_resume, "start over even if a partial file exists");
+    commands.push_back(
+        {sub, [g, args] { return RunFetch(*g, args->id, args->name, args->out, args->no_resume); }});
+  }
+  {
+    auto id = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand(
+        "cancel", "Cancel a job: a queued job at once, a running one at its next step.");
+    sub->add_option("id", *id, "job id")->required();
+    commands.push_back({sub, [g, id] { return RunCancel(*g, *id); }});
+  }
+  {
+    auto id = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand("delete", "Remove a finished job and its files.");
+    sub->add_option("id", *id, "job id")->required();
+    commands.push_back({sub, [g, id] { return RunDelete(*g, *id); }});
+  }
+  {
+    auto json = std::make_shared<bool>(false);
+    CLI::App* sub =
+        app.add_subcommand("info", "Show tomod's version, devices, algorithms and limits.");
+    sub->add_flag("--json", *json, "print the ServerInfo message as JSON");
+    commands.push_back({sub, [g, json] { return RunInfo(*g, *json); }});
+  }
+}
+
+}  // namespace tomo::cli

@@ -1,0 +1,149 @@
+// TomoClient: the C++ client of tomod, one object per server, speaking the
+// tomoserve.v1.Reconstruction service (proto/tomoserve/v1/tomoserve.proto).
+//
+// What it does for each RPC:
+//   Submit   streams the JobSpec, then the data file(s) in 1 MiB chunks, then an UploadEnd
+//            with the byte total and the zlib CRC-32 of every byte sent. It returns only
+//            when tomod has stored the data and the job is QUEUED. When the spec's
+//            input.size_bytes is 0 it is filled from the files' total size; when it is set
+//            and differs, nothing is sent (INVALID_ARGUMENT naming input.size_bytes).
+//   Watch    calls on_event for every JobEvent until the server closes the stream (the
+//            job ended: OK) or the stream breaks (its status).
+//   Fetch    downloads one result into `output_path + ".partial"`, resuming from that
+//            file's size when it exists and resume is true, checks the size and CRC-32 of
+//            the whole file against the server's final message, fsyncs and renames it to
+//            output_path. On a checksum mismatch the partial file is removed (DATA_LOSS);
+//            on a broken stream it is kept, so the next Fetch resumes.
+//   ListJobs follows next_page_token until the last page.
+//
+// Channel: insecure credentials unless ClientOptions::credentials is set (TLS comes
+// later), max send/receive message size set explicitly (16 MiB by default). Unary calls
+// carry a deadline (ClientOptions::unary_timeout); streams do not.
+//
+// Errors: a failed RPC's grpc::Status becomes an absl::Status with the same code and
+// message (UNAVAILABLE: tomod cannot be reached; NOT_FOUND: unknown job or result;
+// INVALID_ARGUMENT: a spec or data tomod refuses, the message naming the field;
+// FAILED_PRECONDITION: the job's state forbids it; RESOURCE_EXHAUSTED: a server limit).
+// Local file problems: NOT_FOUND or INTERNAL naming the path; DATA_LOSS for a download or
+// upload whose bytes are not what they should be.
+//
+// Thread safety: a TomoClient may be used from several threads at once (the channel is
+// shared, each call has its own context). Callbacks run on the calling thread.
+//
+// Example:
+//   tomo::client::TomoClient client("127.0.0.1:50051");
+//   absl::StatusOr<tomoserve::v1::JobSpec> spec = tomo::client::ReadJobSpecFile("job.json");
+//   if (!spec.ok()) return spec.status();
+//   absl::StatusOr<tomoserve::v1::Job> job = client.Submit(*spec, {"sinogram.raw"});
+//   if (!job.ok()) return job.status();
+//   absl::Status watched = client.Watch(job->id(), [](const tomoserve::v1::JobEvent& e) {
+//     std::cout << e.progress().fraction() << " " << e.progress().stage() << "\n";
+//   });
+//   absl::StatusOr<tomoserve::v1::ResultFile> file =
+//       client.Fetch(job->id(), "volume.raw", "out/volume.raw");
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "tomoserve/v1/tomoserve.grpc.pb.h"
+
+namespace tomo::client {
+
+struct ClientOptions {
+  // Max size of one gRPC message, both directions. Data chunks are 1 MiB, so 16 MiB
+  // leaves room for any spec or job listing.
+  int max_message_bytes = 16 << 20;
+  // Deadline of each unary call (GetJob, ListJobs pages, Cancel, Delete, GetServerInfo).
+  absl::Duration unary_timeout = absl::Seconds(60);
+  // Null: insecure channel credentials.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+};
+
+// Bytes done and the total, for uploads and downloads.
+using ByteProgressFn = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
+using JobEventFn = std::function<void(const tomoserve::v1::JobEvent& event)>;
+
+// Size of one data chunk in Submit.
+inline constexpr size_t kUploadChunkBytes = 1 << 20;
+
+class TomoClient {
+ public:
+  // target: "host:port" as gRPC takes it, e.g. "127.0.0.1:50051". The channel connects
+  // lazily: a server that is down shows up as UNAVAILABLE on the first call.
+  explicit TomoClient(std::string target, ClientOptions options = {});
+  // For tests and embedding: a channel made by the caller.
+  explicit TomoClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options = {});
+
+  TomoClient(const TomoClient&) = delete;
+  TomoClient& operator=(const TomoClient&) = delete;
+
+  const std::string& target() const { return target_; }
+
+  // Uploads the concatenation of data_paths as the job's input. on_progress is called
+  // after each chunk (and once with 0 before the first).
+  absl::StatusOr<tomoserve::v1::Job> Submit(const tomoserve::v1::JobSpec& spec,
+                                            const std::vector<std::string>& data_paths,
+                                            const ByteProgressFn& on_progress = {});
+  absl::StatusOr<tomoserve::v1::Job> GetJob(const std::string& job_id);
+  // Jobs in any of `states` (all when empty), oldest first, every page.
+  absl::StatusOr<std::vector<tomoserve::v1::Job>> ListJobs(
+      const std::vector<tomoserve::v1::JobState>& states = {});
+  absl::Status Watch(const std::string& job_id, const JobEventFn& on_event);
+  absl::StatusOr<tomoserve::v1::Job> Cancel(const std::string& job_id);
+  absl::Status Delete(const std::string& job_id);
+  // result_name empty: the job's first result. Returns result_name and the downloaded
+  // file's size and CRC-32 (format is left unset).
+  absl::StatusOr<tomoserve::v1::ResultFile> Fetch(const std::string& job_id,
+                                                  const std::string& result_name,
+                                                  const std::string& output_path,
+                                                  bool resume = true,
+                                                  const ByteProgressFn& on_progress = {});
+  absl::StatusOr<tomoserve::v1::ServerInfo> GetServerInfo();
+
+  // The generated stub, for what this class does not wrap.
+  tomoserve::v1::Reconstruction::Stub& stub() { return *stub_; }
+
+ private:
+  void SetUnaryDeadline(grpc::ClientContext& context) const;
+  absl::StatusOr<tomoserve::v1::ResultFile> FetchOnce(const std::string& job_id,
+                                                      const std::string& result_name,
+                                                      const std::string& output_path,
+                                                      bool resume,
+                                                      const ByteProgressFn& on_progress,
+                                                      bool* offset_refused);
+
+  std::string target_;
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<tomoserve::v1::Reconstruction::Stub> stub_;
+};
+
+// The channel TomoClient makes for a target: credentials and message sizes from options.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const ClientOptions& options);
+
+// grpc::Status -> absl::Status with the same code (the numeric values agree) and message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// zlib CRC-32 (IEEE) of a whole file. NOT_FOUND or INTERNAL naming the path.
+absl::StatusOr<uint32_t> FileCrc32(const std::string& path);
+// Continues a CRC-32: Crc32Update(0, bytes) is the CRC of bytes.
+uint32_t Crc32Update(uint32_t crc, const void* data, size_t size);
+
+// "JOB_STATE_RUNNING" -> "RUNNING"; lower case with lower = true.
+std::string JobStateName(tomoserve::v1::JobState state, bool lower = false);
+// "running", "RUNNING", "job_state_running" -> JOB_STATE_RUNNING; INVALID_ARGUMENT naming
+// the known states otherwise.
+absl::StatusOr<tomoserve::v1::JobState> ParseJobState(const std::string& text);
+// True for SUCCEEDED, FAILED and CANCELLED.
+bool IsFinal(tomoserve::v1::JobState state);
+
+}  // namespace tomo::client

@@ -1,0 +1,74 @@
+#include "core/algorithms/reconstruction.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tomo::core {
+namespace {
+
+// Names per alternative of AlgorithmOptions; a new alternative fails to compile here
+// until it is given a name.
+struct NameOf {
+  std::string operator()(const FbpOptions&) const { return "fbp"; }
+};
+
+class FbpAlgorithm final : public Algorithm {
+ public:
+  absl::StatusOr<Array3D> Run(const ReconstructionRequest& request, const Array3D& projections,
+                              Backend& backend, const RunContext& context) const override {
+    const FbpOptions* options = std::get_if<FbpOptions>(&request.algorithm);
+    if (options == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("algorithm: fbp was given the options of ",
+                                                     AlgorithmName(request.algorithm)));
+    }
+    return Fbp(request.geometry, request.volume, projections, *options, backend, context);
+  }
+};
+
+}  // namespace
+
+std::string AlgorithmName(const AlgorithmOptions& options) { return std::visit(NameOf{}, options); }
+
+AlgorithmRegistry AlgorithmRegistry::WithBuiltins() {
+  AlgorithmRegistry registry;
+  registry.Register("fbp", std::make_unique<FbpAlgorithm>());
+  return registry;
+}
+
+void AlgorithmRegistry::Register(std::string name, std::unique_ptr<Algorithm> algorithm) {
+  algorithms_[std::move(name)] = std::move(algorithm);
+}
+
+std::vector<std::string> AlgorithmRegistry::Names() const {
+  std::vector<std::string> names;
+  names.reserve(algorithms_.size());
+  for (const auto& [name, algorithm] : algorithms_) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<Array3D> AlgorithmRegistry::Run(const ReconstructionRequest& request,
+                                               const Array3D& projections, Backend& backend,
+                                               const RunContext& context) const {
+  const std::string name = AlgorithmName(request.algorithm);
+  const auto found = algorithms_.find(name);
+  if (found == algorithms_.end()) {
+    const std::vector<std::string> known = Names();
+    return absl::InvalidArgumentError(absl::StrCat("algorithm: \"", name,
+                                                   "\" is not available; known algorithms: [",
+                                                   absl::StrJoin(known, ", "), "]"));
+  }
+  const Dims3 expected = request.geometry.projection_dims();
+  const Dims3& actual = projections.dims();
+  if (actual != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("projections: dims (", actual.d0, ", ", actual.d1, ", ", actual.d2,
+                     ") do not match the geometry's (", expected.d0, ", ", expected.d1, ", ",
+                     expected.d2, ") (views, rows, detectors)"));
+  }
+  return found->second->Run(request, projections, backend, context);
+}
+
+}  // namespace tomo::core

@@ -1,0 +1,42 @@
+#include "core/base/parallel_for.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+namespace tomo::core {
+
+int DefaultThreadCount() {
+  // hardware_concurrency() may return 0 when the count is unknown.
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void ParallelFor(int64_t count, const std::function<void(int64_t, int64_t)>& body, int threads) {
+  if (count <= 0) return;
+  if (threads <= 0) threads = DefaultThreadCount();
+  const int64_t workers = std::min<int64_t>(threads, count);
+  if (workers == 1) {
+    body(0, count);
+    return;
+  }
+  // Balanced contiguous chunks: the first `remainder` chunks get one extra item.
+  const int64_t base = count / workers;
+  const int64_t remainder = count % workers;
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(workers - 1));
+  int64_t begin = 0;
+  int64_t first_chunk_end = 0;
+  for (int64_t w = 0; w < workers; ++w) {
+    const int64_t end = begin + base + (w < remainder ? 1 : 0);
+    if (w == 0) {
+      first_chunk_end = end;  // run on the calling thread, after starting the others
+    } else {
+      pool.emplace_back([&body, begin, end] { body(begin, end); });
+    }
+    begin = end;
+  }
+  body(0, first_chunk_end);
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace tomo::core

@@ -1,0 +1,130 @@
+#include "core/io/raw_io.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tomo::core {
+namespace {
+
+// The files are little-endian float32 and are read and written by copying bytes, which
+// is right only on a little-endian host (every platform we build for).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "raw_io copies float32 bytes as they are; add byte swapping for this host");
+static_assert(sizeof(float) == 4, "float32 I/O needs a 4-byte float");
+
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+std::string DimsText(const Dims3& dims) {
+  return absl::StrCat("(", dims.d0, ", ", dims.d1, ", ", dims.d2, ")");
+}
+
+uint64_t ExpectedBytes(const Dims3& dims) {
+  return static_cast<uint64_t>(dims.count()) * sizeof(float);
+}
+
+absl::Status CheckDims(const Dims3& dims) {
+  if (dims.d0 < 0 || dims.d1 < 0 || dims.d2 < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dims ", DimsText(dims), " must not be negative"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Array3D> ReadRawFloat32(const std::string& path, Dims3 dims) {
+  if (absl::Status status = CheckDims(dims); !status.ok()) return status;
+  File file(std::fopen(path.c_str(), "rb"));
+  if (file == nullptr) {
+    const int error = errno;
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(error)));
+  }
+  if (std::fseek(file.get(), 0, SEEK_END) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot seek in ", path));
+  }
+  const long size = std::ftell(file.get());
+  if (size < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot size ", path));
+  std::rewind(file.get());
+  const uint64_t expected = ExpectedBytes(dims);
+  if (static_cast<uint64_t>(size) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": file is ", size, " bytes, expected ",
+                                                   expected, " bytes for float32 dims ",
+                                                   DimsText(dims)));
+  }
+  Array3D array(dims);
+  const size_t read =
+      std::fread(array.data(), sizeof(float), static_cast<size_t>(dims.count()), file.get());
+  if (read != static_cast<size_t>(dims.count())) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": short read, got ", read * sizeof(float), " of ", expected, " bytes"));
+  }
+  return array;
+}
+
+absl::StatusOr<Array3D> Float32FromBytes(const void* bytes, size_t size_bytes, Dims3 dims) {
+  if (absl::Status status = CheckDims(dims); !status.ok()) return status;
+  const uint64_t expected = ExpectedBytes(dims);
+  if (static_cast<uint64_t>(size_bytes) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("data: ", size_bytes, " bytes, expected ",
+                                                   expected, " bytes for float32 dims ",
+                                                   DimsText(dims)));
+  }
+  Array3D array(dims);
+  if (size_bytes > 0) std::memcpy(array.data(), bytes, size_bytes);
+  const float* values = array.data();
+  for (int64_t i = 0; i < array.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("data: value at index ", i, " is ",
+                                                     std::isnan(values[i]) ? "NaN" : "infinite",
+                                                     "; all values must be finite"));
+    }
+  }
+  return array;
+}
+
+absl::Status WriteRawFloat32(const std::string& path, const Array3D& array) {
+  const std::string temporary = path + ".tmp";
+  {
+    File file(std::fopen(temporary.c_str(), "wb"));
+    if (file == nullptr) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", temporary));
+    }
+    const size_t count = static_cast<size_t>(array.size());
+    if (std::fwrite(array.data(), sizeof(float), count, file.get()) != count ||
+        std::fflush(file.get()) != 0) {
+      const int error = errno;
+      std::remove(temporary.c_str());
+      return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", temporary));
+    }
+    // Durable before it becomes visible under its final name.
+    if (fsync(fileno(file.get())) != 0) {
+      const int error = errno;
+      std::remove(temporary.c_str());
+      return absl::ErrnoToStatus(error, absl::StrCat("cannot sync ", temporary));
+    }
+    if (std::fclose(file.release()) != 0) {
+      const int error = errno;
+      std::remove(temporary.c_str());
+      return absl::ErrnoToStatus(error, absl::StrCat("cannot close ", temporary));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot rename ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tomo::core

@@ -1,0 +1,108 @@
+#include "server/job_execution.h"
+
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/data/array3d.h"
+#include "core/io/raw_io.h"
+#include "server/checksum.h"
+
+namespace tomo::server {
+namespace {
+
+namespace pb = ::tomoserve::v1;
+
+// INVALID_ARGUMENT naming the first projection value that is NaN or infinite.
+absl::Status CheckFiniteProjections(const core::Array3D& projections) {
+  const float* values = projections.data();
+  const int64_t count = projections.size();
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) {
+      const core::Dims3& d = projections.dims();
+      const int64_t view = i / (d.d1 * d.d2);
+      const int64_t row = (i / d.d2) % d.d1;
+      const int64_t column = i % d.d2;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input: value ", values[i], " at index ", i, " (view ", view, ", row ", row,
+          ", detector ", column, ") is not finite; projections must be finite line integrals"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pb::ResultFile> WriteResult(pb::OutputFormat format, const core::Array3D& volume,
+                                           const std::string& output_dir) {
+  const std::string name = ResultFileName(format);
+  const std::string path = (std::filesystem::path(output_dir) / name).string();
+  switch (format) {
+    case pb::OUTPUT_FORMAT_RAW_FLOAT32:
+      TOMO_RETURN_IF_ERROR(core::WriteRawFloat32(path, volume));
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("outputs: ", pb::OutputFormat_Name(format), " (", static_cast<int>(format),
+                       ") cannot be written by this server"));
+  }
+  // Read the file back: the checksum describes the bytes on disk, and the fsync makes the
+  // result durable before the job is reported SUCCEEDED.
+  absl::StatusOr<FileChecksum> sum = Crc32OfFile(path, /*sync=*/true);
+  if (!sum.ok()) {
+    return absl::Status(absl::StatusCode::kInternal,
+                        absl::StrCat("result ", name, ": ", sum.status().message()));
+  }
+  pb::ResultFile result;
+  result.set_name(name);
+  result.set_format(format);
+  result.set_size_bytes(sum->size_bytes);
+  result.set_crc32(sum->crc32);
+  return result;
+}
+
+}  // namespace
+
+std::string ResultFileName(tomoserve::v1::OutputFormat format) {
+  switch (format) {
+    case pb::OUTPUT_FORMAT_RAW_FLOAT32:
+      return "volume.raw";
+    default:
+      return absl::StrCat("output_", static_cast<int>(format), ".bin");
+  }
+}
+
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
+    const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
+    core::Backend& backend, const core::AlgorithmRegistry& registry,
+    const core::RunContext& context) {
+  TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
+  context.Report({0.0, "read input", 0, 0});
+  TOMO_ASSIGN_OR_RETURN(core::Array3D projections,
+                        core::ReadRawFloat32(input_path, job.request.geometry.projection_dims()));
+  TOMO_RETURN_IF_ERROR(CheckFiniteProjections(projections));
+  TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
+
+  TOMO_ASSIGN_OR_RETURN(core::Array3D volume,
+                        registry.Run(job.request, projections, backend, context));
+  projections = core::Array3D();  // free the input before writing
+
+  TOMO_RETURN_IF_ERROR(context.CheckCancelled("write results"));
+  context.Report({1.0, "write results", 0, 0});
+  std::error_code error;
+  std::filesystem::create_directories(output_dir, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot create result directory ", output_dir, ": ", error.message()));
+  }
+  std::vector<pb::ResultFile> results;
+  for (pb::OutputFormat format : job.outputs) {
+    TOMO_ASSIGN_OR_RETURN(pb::ResultFile result, WriteResult(format, volume, output_dir));
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+}  // namespace tomo::server

@@ -1,0 +1,225 @@
+// JobManager: tomod's jobs from upload to deletion, the queue, and one worker thread per
+// device. It knows nothing of gRPC: the service (reconstruction_service.h) maps its calls
+// and statuses onto the wire.
+//
+// A job's way: BeginUpload() validates the spec before anything is stored and creates the
+// job UPLOADING with a spool directory; Upload::Append() writes the projections to
+// <spool>/jobs/<id>/input.bin; Upload::Commit() checks size and CRC-32, fsyncs and makes
+// the job QUEUED. A worker takes the highest-priority queued job (FIFO within a priority),
+// marks it RUNNING, runs ExecuteJob() on its device and ends it SUCCEEDED, FAILED (with
+// the status as Job.error) or CANCELLED. An Upload that is destroyed or fails before its
+// commit removes the job and its files: no half-uploaded job is ever visible afterwards.
+//
+// Every state change and progress step is a JobEvent with a strictly increasing sequence
+// per job; watchers (JobWatcher) get the current state first and then every event in
+// order. Progress events are thinned to steps of JobManagerOptions::progress_step of the
+// fraction (a new stage or iteration is always an event).
+//
+// Job records live in memory for now. Every change of a record goes through one place
+// (JobManager::Commit...), where a durable store (SQLite, issue 4) will write it.
+//
+// Thread safety: all methods are thread-safe. Errors: NOT_FOUND for unknown ids (naming
+// the id), FAILED_PRECONDITION for operations the job's state forbids (naming the state),
+// INVALID_ARGUMENT / RESOURCE_EXHAUSTED from validation and limits, UNAVAILABLE while
+// shutting down.
+//
+//   JobManager manager(options, *spool, registry);
+//   TOMO_RETURN_IF_ERROR(manager.Start());
+//   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<Upload> upload, manager.BeginUpload(spec));
+//   TOMO_RETURN_IF_ERROR(upload->Append(bytes));
+//   TOMO_ASSIGN_OR_RETURN(tomoserve::v1::Job job, upload->Commit(bytes.size(), crc));
+//   ...
+//   manager.Shutdown();   // cancels running jobs, joins the workers
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "core/algorithms/reconstruction.h"
+#include "core/devices/devices.h"
+#include "core/operators/backend.h"
+#include "server/job_queue.h"
+#include "server/job_spec.h"
+#include "server/spool.h"
+#include "tomoserve/v1/tomoserve.pb.h"
+
+namespace tomo::server {
+
+// Receives one job's events. Enqueue() and Close() are called with the manager's lock held
+// and in event order; they must only record what they are given (no blocking, no RPC
+// calls, no calls back into the manager). When one returns true, the manager calls
+// Flush() once, after releasing its lock; until that Flush() has returned, the watcher
+// must stay alive (a watcher returns true only when it is idle, so this is the token
+// that lets exactly one party drive its writes).
+class JobWatcher {
+ public:
+  virtual ~JobWatcher() = default;
+  // An event; after a terminal state (SUCCEEDED, FAILED, CANCELLED) no more calls come.
+  virtual bool Enqueue(const tomoserve::v1::JobEvent& event) = 0;
+  // The watch ends without a terminal event: the job was removed, or tomod stops.
+  virtual bool Close(const absl::Status& status) = 0;
+  virtual void Flush() = 0;
+};
+
+struct JobManagerOptions {
+  ServerLimits limits;
+  // One worker thread each, in this order.
+  std::vector<core::DeviceInfo> devices;
+  // Smallest change of Progress.fraction that makes a progress event.
+  double progress_step = 0.01;
+};
+
+bool IsTerminal(tomoserve::v1::JobState state);
+
+class Upload;
+
+class JobManager {
+ public:
+  // spool and registry must outlive the manager.
+  JobManager(JobManagerOptions options, const Spool& spool,
+             const core::AlgorithmRegistry& registry);
+  // Shutdown().
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  // Makes a backend for each device and starts the workers. FAILED_PRECONDITION without
+  // devices; a backend's error naming the device.
+  absl::Status Start();
+  // Refuses new uploads, cancels running jobs, joins the workers and closes every watch
+  // with UNAVAILABLE. Idempotent.
+  void Shutdown();
+
+  // Validates spec (INVALID_ARGUMENT / RESOURCE_EXHAUSTED), checks the queue length
+  // (RESOURCE_EXHAUSTED naming --max_queue_length) and creates the job UPLOADING.
+  absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(const tomoserve::v1::JobSpec& spec);
+
+  absl::StatusOr<tomoserve::v1::Job> GetJob(absl::string_view id) const;
+  // Oldest first. INVALID_ARGUMENT for page_size > 1000 or a token not from ListJobs.
+  absl::StatusOr<tomoserve::v1::ListJobsResponse> ListJobs(
+      const tomoserve::v1::ListJobsRequest& request) const;
+  // QUEUED: CANCELLED at once. RUNNING: the run is asked to stop and ends CANCELLED; the
+  // job is returned still RUNNING. CANCELLED: returned as is. UPLOADING, SUCCEEDED,
+  // FAILED: FAILED_PRECONDITION.
+  absl::StatusOr<tomoserve::v1::Job> CancelJob(absl::string_view id);
+  // Removes a finished job and its spool directory; FAILED_PRECONDITION while active.
+  absl::Status DeleteJob(absl::string_view id);
+
+  // Registers watcher and gives it the job's latest event at once (through Enqueue), then
+  // every later one. NOT_FOUND for an unknown id (watcher not called).
+  absl::Status Watch(absl::string_view id, JobWatcher* watcher);
+  // After Unwatch returns, the manager no longer calls watcher. Harmless when not watching.
+  void Unwatch(absl::string_view id, JobWatcher* watcher);
+
+  struct ResultLocation {
+    std::string path;
+    tomoserve::v1::ResultFile file;
+  };
+  // FAILED_PRECONDITION unless SUCCEEDED; name empty: the first result; NOT_FOUND for an
+  // unknown name, listing the job's result names.
+  absl::StatusOr<ResultLocation> FindResult(absl::string_view id, absl::string_view name) const;
+
+  // While paused, workers take no new jobs (running ones go on). For maintenance and tests.
+  void SetSchedulingPaused(bool paused);
+
+  const ServerLimits& limits() const { return options_.limits; }
+  const std::vector<core::DeviceInfo>& devices() const { return options_.devices; }
+  // Jobs QUEUED or UPLOADING (what --max_queue_length bounds).
+  size_t queue_length() const;
+
+ private:
+  friend class Upload;
+  class Flushes;
+  struct Record {
+    tomoserve::v1::Job job;
+    std::shared_ptr<const ValidatedJob> validated;
+    tomoserve::v1::JobEvent last_event;
+    std::vector<JobWatcher*> watchers;
+    // Set while RUNNING; the run polls it.
+    std::shared_ptr<std::atomic<bool>> cancel;
+    std::string cancel_reason;
+  };
+
+  // Upload's end: QUEUED, or the job removed.
+  absl::StatusOr<tomoserve::v1::Job> CommitUpload(const std::string& id);
+  void AbortUpload(const std::string& id, const absl::Status& reason);
+
+  // Stamps the record's state as an event, sends it to the watchers. The single point
+  // where a record's change is committed.
+  void CommitLocked(Record& record, const std::string& message, Flushes& flushes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Record*> FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const Record*> FindLocked(absl::string_view id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WorkerShouldWakeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WorkerLoop(size_t index);
+  void RunJob(size_t index, const std::string& id, std::shared_ptr<const ValidatedJob> job,
+              std::shared_ptr<std::atomic<bool>> cancel);
+  void OnProgress(const std::string& id, const core::ProgressUpdate& update);
+
+  const JobManagerOptions options_;
+  const Spool& spool_;
+  const core::AlgorithmRegistry& registry_;
+  std::vector<std::unique_ptr<core::Backend>> backends_;
+  std::vector<std::thread> workers_;
+
+  mutable absl::Mutex mu_;
+  // Ordered by id, that is by creation time.
+  std::map<std::string, Record, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);
+  JobQueue queue_ ABSL_GUARDED_BY(mu_);
+  size_t uploading_ ABSL_GUARDED_BY(mu_) = 0;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool watches_closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// One job's upload: bytes go to the spool file, counted and checksummed. Any error from
+// Append or Commit, and destruction before a successful Commit, remove the job and its
+// files. Not thread-safe (one Submit stream drives it).
+class Upload {
+ public:
+  ~Upload();
+  Upload(const Upload&) = delete;
+  Upload& operator=(const Upload&) = delete;
+
+  const std::string& job_id() const { return id_; }
+  uint64_t expected_bytes() const { return expected_bytes_; }
+  uint64_t received_bytes() const { return received_bytes_; }
+
+  // INVALID_ARGUMENT when the bytes would exceed input.size_bytes; file errors.
+  absl::Status Append(absl::string_view data);
+  // INVALID_ARGUMENT unless total_bytes == input.size_bytes == bytes received and crc32 is
+  // their CRC-32, naming both values; then fsync and QUEUED. Returns the job.
+  absl::StatusOr<tomoserve::v1::Job> Commit(uint64_t total_bytes, uint32_t crc32);
+  // Removes the job and its files (no-op after Commit or an earlier abort).
+  void Abort(const absl::Status& reason);
+
+ private:
+  friend class JobManager;
+  Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file)
+      : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes),
+        file_(std::move(file)) {}
+
+  JobManager* manager_;
+  std::string id_;
+  uint64_t expected_bytes_;
+  uint64_t received_bytes_ = 0;
+  uint32_t crc32_ = 0;
+  AppendFile file_;
+  bool done_ = false;
+};
+
+}  // namespace tomo::server

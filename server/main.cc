@@ -1,0 +1,54 @@
+// tomod: the tomoserve reconstruction daemon. Parses flags and calls RunServer().
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "server/tomod_server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "address to serve gRPC on, host:port (port 0 picks a free one) or unix:path; "
+          "plain text is allowed only on loopback unless --allow_insecure_remote");
+ABSL_FLAG(std::string, port_file, "",
+          "if set, write the bound port there (atomically) once the server listens");
+ABSL_FLAG(std::string, spool_dir, "/var/lib/tomoserve/spool",
+          "directory for uploaded projections and results; created if missing");
+ABSL_FLAG(bool, cpu_worker, false,
+          "also run jobs on the CPU when there are GPUs (without a GPU the CPU is always used)");
+ABSL_FLAG(uint64_t, max_upload_bytes, uint64_t{16} << 30, "largest accepted upload, in bytes");
+ABSL_FLAG(uint64_t, max_voxels, uint64_t{1} << 32, "largest accepted volume, in voxels");
+ABSL_FLAG(uint32_t, max_views, 100000, "most projection views a job may have");
+ABSL_FLAG(uint32_t, max_queue_length, 1000,
+          "most jobs queued or uploading at once; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(bool, allow_insecure_remote, false,
+          "serve plain-text gRPC on a non-loopback --listen address (no TLS yet)");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "tomod: the tomoserve reconstruction daemon.\n"
+      "  tomod --listen=127.0.0.1:50051 --spool_dir=/var/lib/tomoserve/spool");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "tomod: unexpected argument \"%s\"; tomod takes only flags\n", rest[1]);
+    return 2;
+  }
+  tomo::server::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.port_file = absl::GetFlag(FLAGS_port_file);
+  options.spool_dir = absl::GetFlag(FLAGS_spool_dir);
+  options.cpu_worker = absl::GetFlag(FLAGS_cpu_worker);
+  options.allow_insecure_remote = absl::GetFlag(FLAGS_allow_insecure_remote);
+  options.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
+  options.limits.max_voxels = absl::GetFlag(FLAGS_max_voxels);
+  options.limits.max_views = absl::GetFlag(FLAGS_max_views);
+  options.limits.max_queue_length = absl::GetFlag(FLAGS_max_queue_length);
+  absl::Status status = tomo::server::RunServer(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "tomod: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,387 @@
+#include "server/reconstruction_service.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/devices/devices.h"
+#include "server/grpc_status.h"
+#include "server/log.h"
+
+#ifndef TOMO_VERSION
+#define TOMO_VERSION "unknown"
+#endif
+
+namespace tomo::server {
+
+namespace pb = ::tomoserve::v1;
+
+namespace {
+
+// ---------------------------------------------------------------- Submit
+
+class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
+ public:
+  SubmitReactor(JobManager& manager, grpc::CallbackServerContext* context,
+                pb::SubmitResponse* response)
+      : manager_(manager), context_(context), response_(response) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The stream ended (half-close or cancellation) before upload_end.
+      absl::Status status;
+      if (!upload_) {
+        status = absl::InvalidArgumentError(
+            "the Submit stream ended before its first message, the spec");
+      } else {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            "the upload of job ", upload_->job_id(), " ended after ", upload_->received_bytes(),
+            " of ", upload_->expected_bytes(), " bytes without upload_end; the job is removed"));
+        upload_->Abort(context_->IsCancelled() ? absl::CancelledError("the client cancelled")
+                                               : status);
+      }
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    absl::Status status = Handle();
+    if (finished_) return;
+    if (!status.ok()) {
+      if (upload_) upload_->Abort(status);
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override { delete this; }  // ~Upload removes an uncommitted job
+
+ private:
+  absl::Status Handle() {
+    switch (request_.part_case()) {
+      case pb::SubmitRequest::kSpec: {
+        if (upload_) {
+          return absl::InvalidArgumentError(
+              "spec: sent twice; a Submit stream carries one spec, then data");
+        }
+        absl::StatusOr<std::unique_ptr<Upload>> upload = manager_.BeginUpload(request_.spec());
+        if (!upload.ok()) return upload.status();
+        upload_ = std::move(*upload);
+        return absl::OkStatus();
+      }
+      case pb::SubmitRequest::kData:
+        if (!upload_) {
+          return absl::InvalidArgumentError(
+              "data: sent before spec; the first SubmitRequest must be the spec");
+        }
+        return upload_->Append(request_.data());
+      case pb::SubmitRequest::kUploadEnd: {
+        if (!upload_) {
+          return absl::InvalidArgumentError(
+              "upload_end: sent before spec; the first SubmitRequest must be the spec");
+        }
+        absl::StatusOr<pb::Job> job =
+            upload_->Commit(request_.upload_end().total_bytes(), request_.upload_end().crc32());
+        if (!job.ok()) return job.status();
+        *response_->mutable_job() = std::move(*job);
+        finished_ = true;
+        Finish(grpc::Status::OK);
+        return absl::OkStatus();
+      }
+      case pb::SubmitRequest::PART_NOT_SET:
+        break;
+    }
+    return absl::InvalidArgumentError(
+        "SubmitRequest: no part set; expected one of spec, data, upload_end");
+  }
+
+  JobManager& manager_;
+  grpc::CallbackServerContext* context_;
+  pb::SubmitResponse* response_;
+  pb::SubmitRequest request_;
+  std::unique_ptr<Upload> upload_;
+  bool finished_ = false;
+};
+
+// ---------------------------------------------------------------- WatchJob
+
+// Writes are driven by whoever holds the busy token (busy_ set under mu_): the manager
+// after Enqueue/Close returned true (it then calls Flush), or this reactor between
+// StartWrite and OnWriteDone. Only the holder calls StartWrite or Finish, always outside
+// mu_, so there is at most one write in flight and Finish comes exactly once.
+class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public JobWatcher {
+ public:
+  WatchReactor(JobManager& manager, std::string job_id)
+      : manager_(manager), job_id_(std::move(job_id)) {
+    absl::Status status = manager_.Watch(job_id_, this);
+    if (!status.ok()) Finish(ToGrpcStatus(status));
+  }
+
+  bool Enqueue(const pb::JobEvent& event) override {
+    absl::MutexLock lock(&mu_);
+    if (final_status_) return false;
+    pending_.push_back(event);
+    if (event.state() == pb::JOB_STATE_SUCCEEDED || event.state() == pb::JOB_STATE_FAILED ||
+        event.state() == pb::JOB_STATE_CANCELLED) {
+      final_status_ = grpc::Status::OK;
+    }
+    return TakeTokenLocked();
+  }
+
+  bool Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    if (final_status_) return false;
+    final_status_ = ToGrpcStatus(status);
+    return TakeTokenLocked();
+  }
+
+  void Flush() override { Drive(); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;  // the stream is broken; only Finish is left to do
+    }
+    Drive();
+  }
+
+  void OnCancel() override {
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      finish = TakeTokenLocked();
+    }
+    if (finish) Drive();
+  }
+
+  void OnDone() override {
+    manager_.Unwatch(job_id_, this);
+    delete this;
+  }
+
+ private:
+  // True when the caller now holds the token (the reactor was idle).
+  bool TakeTokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (busy_ || finishing_) return false;
+    busy_ = true;
+    return true;
+  }
+
+  // Called by the token holder: starts the next write, or Finish, or gives the token back.
+  void Drive() {
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) {
+        finish = grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+      } else if (!pending_.empty()) {
+        in_flight_ = std::move(pending_.front());
+        pending_.pop_front();
+      } else if (final_status_) {
+        finish = *final_status_;
+      } else {
+        busy_ = false;
+        return;
+      }
+      if (finish) {
+        finishing_ = true;
+        busy_ = false;
+      }
+    }
+    if (finish) {
+      Finish(*finish);
+    } else {
+      StartWrite(&in_flight_);
+    }
+  }
+
+  JobManager& manager_;
+  const std::string job_id_;
+  pb::JobEvent in_flight_;  // owned by the token holder
+  absl::Mutex mu_;
+  std::deque<pb::JobEvent> pending_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// ---------------------------------------------------------------- FetchResult
+
+class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultResponse> {
+ public:
+  FetchReactor(JobManager& manager, const pb::FetchResultRequest& request) {
+    absl::StatusOr<JobManager::ResultLocation> result =
+        manager.FindResult(request.job_id(), request.name());
+    if (!result.ok()) {
+      Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    file_ = result->file;
+    if (request.offset() > file_.size_bytes()) {
+      Finish(grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                          absl::StrCat("offset: ", request.offset(), " is beyond the end of ",
+                                       file_.name(), " (", file_.size_bytes(), " bytes)")));
+      return;
+    }
+    fd_ = ::open(result->path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat("cannot open result ", file_.name(), " of job ",
+                                       request.job_id(), ": ", std::strerror(errno))));
+      return;
+    }
+    offset_ = request.offset();
+    SendNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "fetch cancelled"));
+      return;
+    }
+    SendNext();
+  }
+
+  void OnDone() override {
+    if (fd_ >= 0) ::close(fd_);
+    delete this;
+  }
+
+ private:
+  void SendNext() {
+    const uint64_t size = file_.size_bytes();
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kFetchChunkBytes, size - offset_));
+    response_.Clear();
+    response_.set_offset(offset_);
+    std::string* data = response_.mutable_data();
+    data->resize(n);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t got = ::pread(fd_, data->data() + done, n - done,
+                            static_cast<off_t>(offset_ + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                            absl::StrCat("result ", file_.name(), ": read failed at byte ",
+                                         offset_ + done, " of ", size,
+                                         got < 0 ? absl::StrCat(": ", std::strerror(errno))
+                                                 : ": file is shorter than recorded")));
+        return;
+      }
+      done += static_cast<size_t>(got);
+    }
+    offset_ += n;
+    if (offset_ == size) {
+      response_.set_last(true);
+      response_.set_total_bytes(size);
+      response_.set_crc32(file_.crc32());
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&response_);
+    }
+  }
+
+  pb::ResultFile file_;
+  int fd_ = -1;
+  uint64_t offset_ = 0;
+  pb::FetchResultResponse response_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<pb::SubmitRequest>* ReconstructionService::Submit(
+    grpc::CallbackServerContext* context, pb::SubmitResponse* response) {
+  return new SubmitReactor(manager_, context, response);
+}
+
+grpc::ServerUnaryReactor* ReconstructionService::GetJob(grpc::CallbackServerContext* context,
+                                                        const pb::GetJobRequest* request,
+                                                        pb::Job* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<pb::Job> job = manager_.GetJob(request->job_id());
+  if (job.ok()) *response = std::move(*job);
+  reactor->Finish(ToGrpcStatus(job.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ReconstructionService::ListJobs(grpc::CallbackServerContext* context,
+                                                          const pb::ListJobsRequest* request,
+                                                          pb::ListJobsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<pb::ListJobsResponse> jobs = manager_.ListJobs(*request);
+  if (jobs.ok()) *response = std::move(*jobs);
+  reactor->Finish(ToGrpcStatus(jobs.status()));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<pb::JobEvent>* ReconstructionService::WatchJob(
+    grpc::CallbackServerContext* /*context*/, const pb::WatchJobRequest* request) {
+  return new WatchReactor(manager_, request->job_id());
+}
+
+grpc::ServerUnaryReactor* ReconstructionService::CancelJob(grpc::CallbackServerContext* context,
+                                                           const pb::CancelJobRequest* request,
+                                                           pb::Job* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<pb::Job> job = manager_.CancelJob(request->job_id());
+  if (job.ok()) *response = std::move(*job);
+  reactor->Finish(ToGrpcStatus(job.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(
+    grpc::CallbackServerContext* context, const pb::DeleteJobRequest* request,
+    pb::DeleteJobResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(manager_.DeleteJob(request->job_id())));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<pb::FetchResultResponse>* ReconstructionService::FetchResult(
+    grpc::CallbackServerContext* /*context*/, const pb::FetchResultRequest* request) {
+  return new FetchReactor(manager_, *request);
+}
+
+grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
+    grpc::CallbackServerContext* context, const pb::GetServerInfoRequest* /*request*/,
+    pb::ServerInfo* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  response->set_version(TOMO_VERSION);
+  // Fresh free-memory figures for the devices that have workers.
+  const std::vector<core::DeviceInfo> now = core::ListDevices();
+  for (const core::DeviceInfo& device : manager_.devices()) {
+    const core::DeviceInfo* current = &device;
+    for (const core::DeviceInfo& d : now) {
+      if (d.id == device.id) current = &d;
+    }
+    pb::Device* out = response->add_devices();
+    out->set_id(current->id);
+    out->set_name(current->name);
+    out->set_memory_total_bytes(current->memory_total_bytes);
+    out->set_memory_free_bytes(current->memory_free_bytes);
+  }
+  for (const std::string& name : registry_.Names()) response->add_algorithms(name);
+  const ServerLimits& limits = manager_.limits();
+  pb::Limits* out = response->mutable_limits();
+  out->set_max_upload_bytes(limits.max_upload_bytes);
+  out->set_max_voxels(limits.max_voxels);
+  out->set_max_views(limits.max_views);
+  out->set_max_queue_length(limits.max_queue_length);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace tomo::server

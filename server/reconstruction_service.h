@@ -1,0 +1,62 @@
+// ReconstructionService: tomoserve.v1.Reconstruction on gRPC's callback API, a thin layer
+// that maps the wire onto JobManager (job_manager.h) and absl::Status onto gRPC codes.
+//
+//   Submit       ServerReadReactor: spec first (validated before any data is stored),
+//                data chunks straight to the spool file, upload_end -> QUEUED -> reply.
+//                Any failure, a stream that ends early or a client cancel remove the job.
+//   WatchJob     ServerWriteReactor and JobWatcher: current state, then every event until
+//                a terminal state; no thread per watcher (writes chained by OnWriteDone).
+//   FetchResult  ServerWriteReactor: 1 MiB chunks from the offset; the last message has
+//                last=true, total_bytes and the CRC-32 of the whole file.
+//   others       unary, answered at once (ServerUnaryReactor).
+//
+// The service holds no state of its own; it must not outlive the manager and registry.
+//
+//   ReconstructionService service(manager, registry);
+//   builder.RegisterService(&service);
+#pragma once
+
+#include "core/algorithms/reconstruction.h"
+#include "server/job_manager.h"
+#include "tomoserve/v1/tomoserve.grpc.pb.h"
+
+namespace tomo::server {
+
+// Largest data field FetchResult sends, and the chunk size clients are advised to upload.
+inline constexpr size_t kFetchChunkBytes = 1 << 20;
+
+class ReconstructionService final : public tomoserve::v1::Reconstruction::CallbackService {
+ public:
+  ReconstructionService(JobManager& manager, const core::AlgorithmRegistry& registry)
+      : manager_(manager), registry_(registry) {}
+
+  grpc::ServerReadReactor<tomoserve::v1::SubmitRequest>* Submit(
+      grpc::CallbackServerContext* context, tomoserve::v1::SubmitResponse* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const tomoserve::v1::GetJobRequest* request,
+                                   tomoserve::v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const tomoserve::v1::ListJobsRequest* request,
+                                     tomoserve::v1::ListJobsResponse* response) override;
+  grpc::ServerWriteReactor<tomoserve::v1::JobEvent>* WatchJob(
+      grpc::CallbackServerContext* context,
+      const tomoserve::v1::WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const tomoserve::v1::CancelJobRequest* request,
+                                      tomoserve::v1::Job* response) override;
+  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
+                                      const tomoserve::v1::DeleteJobRequest* request,
+                                      tomoserve::v1::DeleteJobResponse* response) override;
+  grpc::ServerWriteReactor<tomoserve::v1::FetchResultResponse>* FetchResult(
+      grpc::CallbackServerContext* context,
+      const tomoserve::v1::FetchResultRequest* request) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const tomoserve::v1::GetServerInfoRequest* request,
+                                          tomoserve::v1::ServerInfo* response) override;
+
+ private:
+  JobManager& manager_;
+  const core::AlgorithmRegistry& registry_;
+};
+
+}  // namespace tomo::server

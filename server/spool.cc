@@ -1,0 +1,189 @@
+#include "server/spool.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tomo::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status ErrnoStatus(int err, absl::string_view what, absl::string_view path) {
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  if (err == ENOSPC || err == EDQUOT) code = absl::StatusCode::kResourceExhausted;
+  if (err == EACCES || err == EPERM || err == EROFS) code = absl::StatusCode::kPermissionDenied;
+  if (err == ENOENT) code = absl::StatusCode::kNotFound;
+  if (err == EEXIST) code = absl::StatusCode::kAlreadyExists;
+  return absl::Status(code, absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(err)));
+}
+
+absl::Status FsStatus(const std::error_code& error, absl::string_view what,
+                      absl::string_view path) {
+  return ErrnoStatus(error.value(), what, path);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Spool>> Spool::Open(const std::string& root) {
+  if (root.empty()) {
+    return absl::InvalidArgumentError("--spool_dir: must not be empty");
+  }
+  std::error_code error;
+  const fs::path jobs = fs::path(root) / "jobs";
+  fs::create_directories(jobs, error);
+  if (error) return FsStatus(error, "create spool directory", jobs.string());
+
+  const std::string lock_path = (fs::path(root) / "tomod.lock").string();
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, "open", lock_path);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spool directory ", root, " is in use by another tomod (", lock_path,
+          " is locked); give each daemon its own --spool_dir"));
+    }
+    return ErrnoStatus(err, "lock", lock_path);
+  }
+  // The pid, for people looking at the spool; the lock is what counts.
+  std::string pid = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "write", lock_path);
+  }
+  return std::unique_ptr<Spool>(new Spool(fs::absolute(root).lexically_normal().string(), fd));
+}
+
+Spool::~Spool() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+std::string Spool::JobDir(const std::string& id) const {
+  return (fs::path(root_) / "jobs" / id).string();
+}
+std::string Spool::InputPath(const std::string& id) const {
+  return (fs::path(JobDir(id)) / "input.bin").string();
+}
+std::string Spool::ResultsDir(const std::string& id) const {
+  return (fs::path(JobDir(id)) / "results").string();
+}
+std::string Spool::ResultPath(const std::string& id, const std::string& name) const {
+  return (fs::path(ResultsDir(id)) / name).string();
+}
+
+absl::Status Spool::CreateJobDir(const std::string& id) const {
+  const std::string dir = JobDir(id);
+  if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, "create", dir);
+  return absl::OkStatus();
+}
+
+absl::Status Spool::RemoveJobDir(const std::string& id) const {
+  std::error_code error;
+  fs::remove_all(JobDir(id), error);
+  if (error) return FsStatus(error, "remove", JobDir(id));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Spool::ListJobDirs() const {
+  std::vector<std::string> ids;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(fs::path(root_) / "jobs", error)) {
+    if (entry.is_directory()) ids.push_back(entry.path().filename().string());
+  }
+  return ids;
+}
+
+absl::StatusOr<AppendFile> AppendFile::Create(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, "create", path);
+  return AppendFile(path, fd);
+}
+
+AppendFile::AppendFile(AppendFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+
+AppendFile& AppendFile::operator=(AppendFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status AppendFile::Append(absl::string_view data) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "write", path_);
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AppendFile::Sync() {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+  if (::fsync(fd_) != 0) return ErrnoStatus(errno, "fsync", path_);
+  return FsyncDirectory(fs::path(path_).parent_path().string());
+}
+
+absl::Status AppendFile::Close() {
+  if (fd_ < 0) return absl::OkStatus();
+  int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) return ErrnoStatus(errno, "close", path_);
+  return absl::OkStatus();
+}
+
+absl::Status FsyncDirectory(const std::string& path) {
+  int fd = ::open(path.empty() ? "." : path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "open directory", path);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus(err, "fsync directory", path);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+  const std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
+  ::unlink(temp.c_str());
+  {
+    absl::StatusOr<AppendFile> file = AppendFile::Create(temp);
+    if (!file.ok()) return file.status();
+    absl::Status status = file->Append(contents);
+    if (status.ok()) status = file->Sync();
+    if (status.ok()) status = file->Close();
+    if (!status.ok()) {
+      ::unlink(temp.c_str());
+      return status;
+    }
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(temp.c_str());
+    return ErrnoStatus(err, "rename to", path);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tomo::server

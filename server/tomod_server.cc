@@ -1,0 +1,211 @@
+#include "server/tomod_server.h"
+
+#include <arpa/inet.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "core/base/status_macros.h"
+#include "server/log.h"
+
+#ifndef TOMO_VERSION
+#define TOMO_VERSION "unknown"
+#endif
+
+namespace tomo::server {
+namespace {
+
+bool IsUnixAddress(absl::string_view listen) {
+  return absl::StartsWith(listen, "unix:") || absl::StartsWith(listen, "unix-abstract:");
+}
+
+bool IsLoopbackHost(std::string host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+absl::Status CheckLimits(const ServerLimits& limits) {
+  if (limits.max_upload_bytes < 1) {
+    return absl::InvalidArgumentError("--max_upload_bytes: 0 is out of range [1, 2^64)");
+  }
+  if (limits.max_voxels < 1) {
+    return absl::InvalidArgumentError("--max_voxels: 0 is out of range [1, 2^64)");
+  }
+  if (limits.max_views < 1) {
+    return absl::InvalidArgumentError("--max_views: 0 is out of range [1, 2^32)");
+  }
+  if (limits.max_queue_length < 1) {
+    return absl::InvalidArgumentError("--max_queue_length: 0 is out of range [1, 2^32)");
+  }
+  return absl::OkStatus();
+}
+
+// glibc hands freed memory back to the OS eagerly; with gRPC's receive buffers that made
+// uploads 3-5x slower in a measurement (issue 4). Keep up to 256 MiB of free heap, and
+// serve blocks up to 32 MiB (glibc's maximum for this setting) from the heap.
+void ConfigureAllocator() {
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+}
+
+}  // namespace
+
+std::vector<core::DeviceInfo> SelectDevices(const ServerOptions& options) {
+  if (!options.devices.empty()) return options.devices;
+  std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
+  if (devices.empty() || options.cpu_worker) devices.push_back(core::CpuDevice());
+  return devices;
+}
+
+absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_remote) {
+  if (listen.empty()) return absl::InvalidArgumentError("--listen: must not be empty");
+  if (IsUnixAddress(listen)) return absl::OkStatus();
+  const size_t colon = listen.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", listen, ": expected host:port (port 0 picks a free one) or unix:path"));
+  }
+  const std::string host = listen.substr(0, colon);
+  if (IsLoopbackHost(host) || allow_insecure_remote) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--listen=", listen, ": ", host.empty() ? "all interfaces" : host,
+      " is not a loopback address, and tomod serves plain-text gRPC (no TLS yet) only on "
+      "loopback (127.0.0.0/8, ::1, localhost) or unix sockets; pass "
+      "--allow_insecure_remote to serve without encryption on this address anyway"));
+}
+
+absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(const ServerOptions& options) {
+  return Start(options, core::AlgorithmRegistry::WithBuiltins());
+}
+
+absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
+    const ServerOptions& options, core::AlgorithmRegistry registry) {
+  TOMO_RETURN_IF_ERROR(CheckListenAddress(options.listen, options.allow_insecure_remote));
+  TOMO_RETURN_IF_ERROR(CheckLimits(options.limits));
+  std::unique_ptr<TomodServer> server(new TomodServer);
+  server->options_ = options;
+  server->registry_ = std::move(registry);
+  TOMO_ASSIGN_OR_RETURN(server->spool_, Spool::Open(options.spool_dir));
+
+  JobManagerOptions manager_options;
+  manager_options.limits = options.limits;
+  manager_options.devices = SelectDevices(options);
+  server->manager_ =
+      std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
+  TOMO_RETURN_IF_ERROR(server->manager_->Start());
+  server->service_ = std::make_unique<ReconstructionService>(*server->manager_, server->registry_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &selected_port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || selected_port == 0) {
+    server->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat("--listen=", options.listen,
+                     ": cannot listen there (address in use, or not an address of this host)"));
+  }
+  server->port_ = IsUnixAddress(options.listen) ? 0 : selected_port;
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(tomoserve::v1::Reconstruction::service_full_name(), true);
+  }
+  if (!options.port_file.empty()) {
+    absl::Status written =
+        WriteFileAtomically(options.port_file, absl::StrCat(server->port_, "\n"));
+    if (!written.ok()) {
+      server->Shutdown();
+      return absl::Status(written.code(),
+                          absl::StrCat("--port_file: ", written.message()));
+    }
+  }
+  Log(absl::StrCat("listening on ", options.listen,
+                   server->port_ != 0 ? absl::StrCat(" (port ", server->port_, ")") : "",
+                   ", spool ", server->spool_->root(), ", version ", TOMO_VERSION));
+  return server;
+}
+
+TomodServer::~TomodServer() { Shutdown(); }
+
+void TomodServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) {
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    if (health != nullptr) health->SetServingStatus(false);
+  }
+  if (manager_) manager_->Shutdown();
+  if (server_) {
+    const auto deadline =
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace));
+    server_->Shutdown(deadline);
+    server_->Wait();
+  }
+}
+
+absl::Status RunServer(const ServerOptions& options) {
+  ConfigureAllocator();
+  // Blocked here, before any other thread exists, so that every thread inherits the mask
+  // and only sigwait below sees the signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<TomodServer> server, TomodServer::Start(options));
+
+  absl::Notification stop;
+  int received = 0;
+  std::thread waiter([&] {
+    int signal_number = 0;
+    if (sigwait(&signals, &signal_number) == 0) received = signal_number;
+    stop.Notify();
+  });
+  stop.WaitForNotification();
+  waiter.join();
+  Log(absl::StrCat("received ", received == SIGINT ? "SIGINT" : "SIGTERM",
+                   "; shutting down: health NOT_SERVING, cancelling running jobs"));
+  server->Shutdown();
+  Log("stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace tomo::server

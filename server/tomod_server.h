@@ -1,0 +1,98 @@
+// tomod's server: the gRPC server with the Reconstruction service, the health service and
+// reflection, over a JobManager and a Spool; and RunServer(), the daemon's whole life.
+//
+// Plain-text gRPC is served only on loopback addresses (127.0.0.0/8, ::1, localhost) and
+// unix sockets unless allow_insecure_remote is set; TLS arrives in a later issue.
+//
+// Shutdown (SIGTERM/SIGINT in RunServer, or Shutdown()): health NOT_SERVING, new uploads
+// refused, running jobs cancelled, workers joined, watches closed, then the gRPC server
+// shut down with a deadline. Log lines go to stderr.
+//
+//   ServerOptions options;
+//   options.listen = "127.0.0.1:0";
+//   options.spool_dir = "/tmp/spool";
+//   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<TomodServer> server, TomodServer::Start(options));
+//   ... connect to 127.0.0.1:server->port() ...
+//   server->Shutdown();
+//
+// Errors of Start: INVALID_ARGUMENT for a bad --listen or a refused insecure address,
+// FAILED_PRECONDITION for a spool in use, UNAVAILABLE when the address cannot be bound.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/algorithms/reconstruction.h"
+#include "core/devices/devices.h"
+#include "server/job_manager.h"
+#include "server/job_spec.h"
+#include "server/reconstruction_service.h"
+#include "server/spool.h"
+
+namespace tomo::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";
+  // When set, the bound port is written there (atomically) once the server listens.
+  std::string port_file;
+  std::string spool_dir = "/var/lib/tomoserve/spool";
+  // Adds the CPU as one more device when there are GPUs (without GPUs it is always used).
+  bool cpu_worker = false;
+  bool allow_insecure_remote = false;
+  ServerLimits limits;
+  // Devices to run jobs on; empty: the CUDA devices (plus the CPU per cpu_worker), or the
+  // CPU when there is none. Tests set {core::CpuDevice()}.
+  std::vector<core::DeviceInfo> devices;
+  int max_message_bytes = 16 << 20;
+  absl::Duration shutdown_grace = absl::Seconds(5);
+};
+
+// The devices options select (see ServerOptions::devices).
+std::vector<core::DeviceInfo> SelectDevices(const ServerOptions& options);
+
+// OK when listen is a loopback address or a unix socket, or allow_insecure_remote is set;
+// INVALID_ARGUMENT explaining the choice otherwise, or for an address that cannot be parsed.
+absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_remote);
+
+class TomodServer {
+ public:
+  // registry: the algorithms jobs may use (AlgorithmRegistry::WithBuiltins() in tomod).
+  static absl::StatusOr<std::unique_ptr<TomodServer>> Start(
+      const ServerOptions& options, core::AlgorithmRegistry registry);
+  static absl::StatusOr<std::unique_ptr<TomodServer>> Start(const ServerOptions& options);
+  // Shutdown().
+  ~TomodServer();
+  TomodServer(const TomodServer&) = delete;
+  TomodServer& operator=(const TomodServer&) = delete;
+
+  // The port bound (the one chosen when listen asked for port 0; 0 for unix sockets).
+  int port() const { return port_; }
+  JobManager& manager() { return *manager_; }
+  // The drain sequence described above. Idempotent; blocks until done.
+  void Shutdown();
+
+ private:
+  TomodServer() = default;
+
+  ServerOptions options_;
+  core::AlgorithmRegistry registry_;
+  std::unique_ptr<Spool> spool_;
+  std::unique_ptr<JobManager> manager_;
+  std::unique_ptr<ReconstructionService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+// tomod's life: allocator settings, signals blocked (SIGTERM and SIGINT are taken by
+// sigwait on a dedicated thread), TomodServer::Start, wait for a signal, Shutdown. Returns
+// OK after a clean shutdown, or the start-up error.
+absl::Status RunServer(const ServerOptions& options);
+
+}  // namespace tomo::server

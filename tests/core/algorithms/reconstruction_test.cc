@@ -1,0 +1,84 @@
+#include "core/algorithms/reconstruction.h"
+
+#include <memory>
+
+#include "core/operators/cpu/cpu_backend.h"
+#include "core/phantom/ellipse_phantom.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tomo::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+ReconstructionRequest SmallRequest() {
+  return {ParallelGeometry2D::Create(48, 1.0, 0.0, ParallelGeometry2D::UniformAngles(30, 0, M_PI))
+              .value(),
+          VolumeGeometry::Create({32, 32, 1}, {1, 1, 1}, {}).value(), FbpOptions{}};
+}
+
+TEST(ReconstructionTest, BuiltinsAreNamedByTheirOptions) {
+  EXPECT_EQ(AlgorithmName(FbpOptions{}), "fbp");
+  EXPECT_THAT(AlgorithmRegistry::WithBuiltins().Names(), ElementsAre("fbp"));
+}
+
+TEST(ReconstructionTest, UnknownAlgorithmListsTheKnownOnes) {
+  const ReconstructionRequest request = SmallRequest();
+  const Array3D sinogram(request.geometry.projection_dims(), 1.0f);
+  CpuBackend backend;
+  AlgorithmRegistry empty;
+  absl::StatusOr<Array3D> result = empty.Run(request, sinogram, backend, {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("\"fbp\" is not available"));
+  EXPECT_THAT(result.status().message(), HasSubstr("known algorithms: []"));
+
+  class Nothing final : public Algorithm {
+   public:
+    absl::StatusOr<Array3D> Run(const ReconstructionRequest&, const Array3D&, Backend&,
+                                const RunContext&) const override {
+      return Array3D();
+    }
+  };
+  AlgorithmRegistry others;
+  others.Register("sirt", std::make_unique<Nothing>());
+  others.Register("art", std::make_unique<Nothing>());
+  result = others.Run(request, sinogram, backend, {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("known algorithms: [art, sirt]"));
+}
+
+TEST(ReconstructionTest, RunsFbpThroughTheRegistry) {
+  const ReconstructionRequest request = SmallRequest();
+  const Array3D sinogram =
+      EllipsePhantom::ModifiedSheppLogan(15.0).ParallelProjections(request.geometry, 2);
+  CpuBackend backend;
+  const AlgorithmRegistry registry = AlgorithmRegistry::WithBuiltins();
+  absl::StatusOr<Array3D> through_registry = registry.Run(request, sinogram, backend, {});
+  ASSERT_TRUE(through_registry.ok()) << through_registry.status();
+  absl::StatusOr<Array3D> direct =
+      Fbp(request.geometry, request.volume, sinogram, FbpOptions{}, backend, {});
+  ASSERT_TRUE(direct.ok());
+  ASSERT_EQ(through_registry->dims(), request.volume.dims());
+  double energy = 0;
+  for (int64_t i = 0; i < direct->size(); ++i) {
+    EXPECT_EQ(through_registry->data()[i], direct->data()[i]);
+    energy += direct->data()[i] * direct->data()[i];
+  }
+  EXPECT_GT(energy, 0.0);
+}
+
+TEST(ReconstructionTest, MismatchedProjectionsAreRefused) {
+  const ReconstructionRequest request = SmallRequest();
+  const Array3D sinogram({29, 1, 48}, 1.0f);
+  CpuBackend backend;
+  absl::StatusOr<Array3D> result =
+      AlgorithmRegistry::WithBuiltins().Run(request, sinogram, backend, {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("(29, 1, 48)"));
+  EXPECT_THAT(result.status().message(), HasSubstr("(30, 1, 48)"));
+}
+
+}  // namespace
+}  // namespace tomo::core

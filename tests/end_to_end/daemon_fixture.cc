@@ -1,0 +1,150 @@
+#include "tests/end_to_end/daemon_fixture.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace tomo::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string MakeTempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(base && *base ? base : "/tmp", "/tomo-e2e-XXXXXX");
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) return "";
+  return std::string(buffer.data());
+}
+
+std::string Tail(const std::string& text, size_t max_chars = 4000) {
+  return text.size() <= max_chars ? text : "..." + text.substr(text.size() - max_chars);
+}
+
+}  // namespace
+
+void DaemonTest::SetUp() {
+  dir_ = MakeTempDir();
+  ASSERT_FALSE(dir_.empty()) << "cannot create a temporary directory";
+  StartDaemon();
+}
+
+void DaemonTest::TearDown() {
+  if (!daemon_stopped_) {
+    const int code = StopDaemon();
+    EXPECT_EQ(code, 0) << "tomod did not exit cleanly on SIGTERM; its log:\n"
+                       << Tail(ReadFileOrEmpty(tomod_log()));
+  }
+  if (HasFailure()) {
+    std::cerr << "kept the test directory " << dir_ << " (tomod log: " << tomod_log() << ")\n";
+  } else if (!dir_.empty()) {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+}
+
+void DaemonTest::StartDaemon(const std::vector<std::string>& extra_flags) {
+  const std::string port_file = dir_ + "/port";
+  std::error_code ignored;
+  fs::remove(port_file, ignored);
+  std::vector<std::string> argv = {TOMOD_BINARY, "--listen=127.0.0.1:0",
+                                   "--port_file=" + port_file, "--spool_dir=" + spool_dir()};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  absl::Status started = tomod_.Start(argv, dir_ + "/tomod.out", tomod_log());
+  ASSERT_TRUE(started.ok()) << started;
+  daemon_stopped_ = false;
+
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (true) {
+    std::string text(absl::StripAsciiWhitespace(ReadFileOrEmpty(port_file)));
+    int port = 0;
+    if (!text.empty() && absl::SimpleAtoi(text, &port) && port > 0) {
+      server_ = absl::StrCat("127.0.0.1:", port);
+      return;
+    }
+    if (std::optional<int> code = tomod_.Poll(); code.has_value()) {
+      daemon_stopped_ = true;
+      FAIL() << "tomod exited with " << *code << " before listening; its log:\n"
+             << Tail(ReadFileOrEmpty(tomod_log()));
+    }
+    if (absl::Now() > deadline) {
+      FAIL() << "tomod wrote no port to " << port_file << " within 60 s; its log:\n"
+             << Tail(ReadFileOrEmpty(tomod_log()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+int DaemonTest::StopDaemon(absl::Duration timeout) {
+  if (daemon_stopped_) return tomod_.Poll().value_or(-1);
+  daemon_stopped_ = true;
+  tomod_.Signal(SIGTERM);
+  std::optional<int> code = tomod_.Wait(timeout);
+  if (!code.has_value()) {
+    tomod_.Signal(SIGKILL);
+    tomod_.Wait(absl::Seconds(10));
+    return -1;
+  }
+  return *code;
+}
+
+ProcessResult DaemonTest::Tomo(const std::vector<std::string>& args, absl::Duration timeout,
+                               const std::vector<std::string>& env) {
+  std::vector<std::string> argv = {"--server", server_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return TomoRaw(argv, timeout, env);
+}
+
+ProcessResult DaemonTest::TomoRaw(const std::vector<std::string>& args, absl::Duration timeout,
+                                  const std::vector<std::string>& env) {
+  std::vector<std::string> argv = {TOMO_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  // The tests say where the server is; the caller's TOMO_SERVER must not leak in.
+  std::vector<std::string> environment = {"TOMO_SERVER="};
+  environment.insert(environment.end(), env.begin(), env.end());
+  return RunProcess(argv, dir_, timeout, environment);
+}
+
+std::string DaemonTest::MakePhantom(const std::string& name, int size, int views,
+                                    const std::vector<std::string>& extra) {
+  const std::string out = dir_ + "/" + name;
+  std::vector<std::string> args = {"phantom", "--out-dir", out, "--size",
+                                   std::to_string(size), "--views", std::to_string(views)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcessResult r = TomoRaw(args);
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(r.OutLines().size(), 3u) << r.Describe();
+  return out;
+}
+
+::testing::AssertionResult OneErrorLine(const ProcessResult& result) {
+  std::vector<std::string> lines = result.ErrLines();
+  if (lines.size() != 1) {
+    return ::testing::AssertionFailure()
+           << "expected exactly one line on stderr, got " << lines.size() << ":\n"
+           << result.Describe();
+  }
+  if (lines[0].rfind("tomo: ", 0) != 0) {
+    return ::testing::AssertionFailure()
+           << "stderr does not start with \"tomo: \":\n" << result.Describe();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::string FileBytes(const std::string& path) { return ReadFileOrEmpty(path); }
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+}  // namespace tomo::testing

@@ -1,0 +1,312 @@
+#include "server/job_spec.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tomo::server {
+namespace {
+
+namespace pb = ::tomoserve::v1;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+pb::JobSpec ValidSpec() {
+  pb::JobSpec spec;
+  spec.set_name("phantom");
+  spec.set_priority(5);
+  auto* g = spec.mutable_geometry()->mutable_parallel_2d();
+  g->set_num_detectors(768);
+  g->set_detector_spacing_mm(0.5);
+  g->set_detector_offset_mm(0.25);
+  g->mutable_angles()->mutable_uniform()->set_count(720);
+  g->mutable_angles()->mutable_uniform()->set_span_deg(180);
+  auto* v = spec.mutable_volume();
+  v->mutable_size()->set_x(512);
+  v->mutable_size()->set_y(256);
+  v->mutable_size()->set_z(1);
+  v->mutable_voxel_size_mm()->set_x(0.5);
+  v->mutable_voxel_size_mm()->set_y(0.5);
+  v->mutable_voxel_size_mm()->set_z(0.5);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_size_bytes(720ull * 768 * 4);
+  spec.mutable_algorithm()->mutable_fbp()->set_window(pb::FILTER_WINDOW_HANN);
+  spec.mutable_algorithm()->mutable_fbp()->set_cutoff(0.8);
+  return spec;
+}
+
+absl::Status Validate(const pb::JobSpec& spec, const ServerLimits& limits = {}) {
+  return ValidateJobSpec(spec, limits).status();
+}
+
+TEST(JobSpecTest, ValidSpecPasses) {
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(ValidSpec(), {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->input_bytes, 720ull * 768 * 4);
+  EXPECT_EQ(job->request.geometry.num_views(), 720);
+  EXPECT_EQ(job->request.geometry.num_detectors(), 768);
+  EXPECT_DOUBLE_EQ(job->request.geometry.detector_offset_mm(), 0.25);
+  EXPECT_NEAR(job->request.geometry.angles_rad()[1], M_PI / 720, 1e-12);
+  EXPECT_EQ(job->request.volume.size().x, 512);
+  EXPECT_EQ(job->request.volume.size().y, 256);
+  EXPECT_EQ(job->request.volume.size().z, 1);
+  ASSERT_TRUE(std::holds_alternative<core::FbpOptions>(job->request.algorithm));
+  const auto& fbp = std::get<core::FbpOptions>(job->request.algorithm);
+  EXPECT_EQ(fbp.filter.window, core::FilterWindow::kHann);
+  EXPECT_DOUBLE_EQ(fbp.filter.cutoff, 0.8);
+  ASSERT_EQ(job->outputs.size(), 1u);  // empty -> [RAW_FLOAT32]
+  EXPECT_EQ(job->outputs[0], pb::OUTPUT_FORMAT_RAW_FLOAT32);
+}
+
+TEST(JobSpecTest, DefaultsApply) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_algorithm()->mutable_fbp()->clear_cutoff();
+  spec.mutable_algorithm()->mutable_fbp()->set_window(pb::FILTER_WINDOW_UNSPECIFIED);
+  spec.mutable_volume()->mutable_size()->set_z(0);            // 0 means 1
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_z(0);   // unused in 2D
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const auto& fbp = std::get<core::FbpOptions>(job->request.algorithm);
+  EXPECT_EQ(fbp.filter.window, core::FilterWindow::kRamLak);
+  EXPECT_DOUBLE_EQ(fbp.filter.cutoff, 1.0);
+  EXPECT_EQ(job->request.volume.size().z, 1);
+}
+
+TEST(JobSpecTest, AngleListIsAccepted) {
+  pb::JobSpec spec = ValidSpec();
+  auto* list = spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_list();
+  for (int i = 0; i < 3; ++i) list->add_degrees(i * 60.0);
+  spec.mutable_input()->set_size_bytes(3ull * 768 * 4);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->request.geometry.num_views(), 3);
+  EXPECT_NEAR(job->request.geometry.angles_rad()[2], 2 * M_PI / 3, 1e-12);
+}
+
+TEST(JobSpecTest, ZeroViews) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_uniform()->set_count(0);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("geometry.parallel_2d.angles.uniform.count: 0 is out of range "
+                        "[1, 100000]"));
+}
+
+TEST(JobSpecTest, TooManyViewsNamesTheFlag) {
+  pb::JobSpec spec = ValidSpec();
+  ServerLimits limits;
+  limits.max_views = 100;
+  absl::Status status = Validate(spec, limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("uniform.count: 720 is out of range [1, 100]"),
+                                      HasSubstr("--max_views")));
+}
+
+TEST(JobSpecTest, ZeroDetectors) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_geometry()->mutable_parallel_2d()->set_num_detectors(0);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "geometry.parallel_2d.num_detectors: 0 is out of range [1, 65536]");
+}
+
+TEST(JobSpecTest, NegativeDetectorSpacing) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_geometry()->mutable_parallel_2d()->set_detector_spacing_mm(-0.5);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("geometry.parallel_2d.detector_spacing_mm: -0.5 is out of range (0, "));
+}
+
+TEST(JobSpecTest, NegativeVoxelSize) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_y(-1);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("volume.voxel_size_mm.y: -1 is out of range (0, "));
+}
+
+TEST(JobSpecTest, VolumeSizeChecks) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_volume()->mutable_size()->set_x(0);
+  EXPECT_EQ(Validate(spec).message(), "volume.size.x: 0 is out of range [1, 65536]");
+  spec = ValidSpec();
+  spec.mutable_volume()->mutable_size()->set_z(4);
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("volume.size.z: 4 is out of range [0, 1] for a 2D geometry"));
+}
+
+TEST(JobSpecTest, DataSizeMismatchShowsTheProduct) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_input()->set_size_bytes(1000);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "input.size_bytes: 1000 does not match the geometry: 720 views x 1 row x 768 "
+            "detectors x 4 bytes = 2211840");
+}
+
+TEST(JobSpecTest, EncodingMustBeFloat32) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_UNSPECIFIED);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("input.encoding: DATA_ENCODING_UNSPECIFIED"),
+                    HasSubstr("DATA_ENCODING_FLOAT32_LE")));
+}
+
+TEST(JobSpecTest, UnsetGeometry) {
+  pb::JobSpec spec = ValidSpec();
+  spec.clear_geometry();
+  EXPECT_EQ(Validate(spec).message(), "geometry: none set; expected one of parallel_2d");
+}
+
+TEST(JobSpecTest, UnsetAngles) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_geometry()->mutable_parallel_2d()->clear_angles();
+  EXPECT_EQ(Validate(spec).message(),
+            "geometry.parallel_2d.angles: none set; expected one of uniform, list");
+}
+
+TEST(JobSpecTest, UnsetAlgorithm) {
+  pb::JobSpec spec = ValidSpec();
+  spec.clear_algorithm();
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "algorithm: none set; expected one of fbp");
+}
+
+TEST(JobSpecTest, UnknownAlgorithmFromANewerClient) {
+  // Algorithm field 99 (unknown to this server) arrives as an unknown field: no kind set.
+  pb::JobSpec spec = ValidSpec();
+  spec.clear_algorithm();
+  std::string wire = spec.SerializeAsString();
+  // field 7 (algorithm), length-delimited, containing field 99 as an empty message.
+  wire += std::string("\x3a\x03\x9a\x06\x00", 5);
+  pb::JobSpec parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire));
+  ASSERT_TRUE(parsed.has_algorithm());
+  EXPECT_EQ(Validate(parsed).message(), "algorithm: none set; expected one of fbp");
+}
+
+TEST(JobSpecTest, NanAndInfinityAreRefusedNamingTheField) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_geometry()->mutable_parallel_2d()->set_detector_offset_mm(nan);
+  EXPECT_EQ(Validate(spec).message(),
+            "geometry.parallel_2d.detector_offset_mm: nan is not a finite number");
+
+  spec = ValidSpec();
+  spec.mutable_geometry()->mutable_parallel_2d()->set_detector_spacing_mm(nan);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("detector_spacing_mm: nan"));
+
+  spec = ValidSpec();
+  spec.mutable_volume()->mutable_center_mm()->set_y(-inf);
+  EXPECT_EQ(Validate(spec).message(), "volume.center_mm.y: -inf is not a finite number");
+
+  spec = ValidSpec();
+  spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_uniform()
+      ->set_start_deg(inf);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("angles.uniform.start_deg: inf"));
+
+  spec = ValidSpec();
+  auto* list = spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_list();
+  list->add_degrees(0);
+  list->add_degrees(nan);
+  spec.mutable_input()->set_size_bytes(2ull * 768 * 4);
+  EXPECT_EQ(Validate(spec).message(),
+            "geometry.parallel_2d.angles.list.degrees[1]: nan is not a finite number");
+
+  spec = ValidSpec();
+  spec.mutable_algorithm()->mutable_fbp()->set_cutoff(nan);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("algorithm.fbp.cutoff: nan"));
+}
+
+TEST(JobSpecTest, AngularSpan) {
+  pb::JobSpec spec = ValidSpec();
+  auto* uniform =
+      spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_uniform();
+  uniform->set_span_deg(0);
+  EXPECT_EQ(Validate(spec).message(),
+            "geometry.parallel_2d.angles.uniform.span_deg: 0 is out of range (0, 720]");
+  uniform->set_span_deg(721);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("span_deg: 721 is out of range (0, 720]"));
+  uniform->set_span_deg(360);
+  EXPECT_TRUE(Validate(spec).ok());
+}
+
+TEST(JobSpecTest, CutoffZero) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_algorithm()->mutable_fbp()->set_cutoff(0);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "algorithm.fbp.cutoff: 0 is out of range (0, 1]");
+  spec.mutable_algorithm()->mutable_fbp()->set_cutoff(1.5);
+  EXPECT_EQ(Validate(spec).message(), "algorithm.fbp.cutoff: 1.5 is out of range (0, 1]");
+}
+
+TEST(JobSpecTest, WindowOutOfRange) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_algorithm()->mutable_fbp()->set_window(static_cast<pb::FilterWindow>(9));
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("algorithm.fbp.window: 9 is out of range [0, 5]"));
+}
+
+TEST(JobSpecTest, Priority) {
+  pb::JobSpec spec = ValidSpec();
+  spec.set_priority(1000);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "priority: 1000 is out of range [-100, 100]");
+  spec.set_priority(-100);
+  EXPECT_TRUE(Validate(spec).ok());
+}
+
+TEST(JobSpecTest, Outputs) {
+  pb::JobSpec spec = ValidSpec();
+  spec.add_outputs(pb::OUTPUT_FORMAT_UNSPECIFIED);
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("outputs[0]: OUTPUT_FORMAT_UNSPECIFIED is not an output format"));
+  spec.clear_outputs();
+  spec.add_outputs(pb::OUTPUT_FORMAT_RAW_FLOAT32);
+  spec.add_outputs(pb::OUTPUT_FORMAT_RAW_FLOAT32);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("outputs[1]: OUTPUT_FORMAT_RAW_FLOAT32 is "
+                                                  "listed twice"));
+  spec.clear_outputs();
+  spec.add_outputs(static_cast<pb::OutputFormat>(42));
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("outputs[0]: 42 is not an output format"));
+}
+
+TEST(JobSpecTest, TooManyVoxelsIsResourceExhausted) {
+  ServerLimits limits;
+  limits.max_voxels = 1000;
+  absl::Status status = Validate(ValidSpec(), limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("512 x 256 x 1 = 131072 voxels"),
+                                      HasSubstr("1000"), HasSubstr("--max_voxels")));
+}
+
+TEST(JobSpecTest, TooLargeUploadIsResourceExhausted) {
+  ServerLimits limits;
+  limits.max_upload_bytes = 1 << 20;
+  absl::Status status = Validate(ValidSpec(), limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("input.size_bytes: 2211840"),
+                                      HasSubstr("1048576"), HasSubstr("--max_upload_bytes")));
+}
+
+TEST(JobSpecTest, LongNameIsRefused) {
+  pb::JobSpec spec = ValidSpec();
+  spec.set_name(std::string(2000, 'a'));
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("name: length 2000 bytes is out of range"));
+}
+
+}  // namespace
+}  // namespace tomo::server

@@ -1,0 +1,79 @@
+#include "test_jobs.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "core/geometry/parallel_geometry_2d.h"
+#include "core/phantom/ellipse_phantom.h"
+#include "gtest/gtest.h"
+
+namespace tomo::server::testing {
+
+tomoserve::v1::JobSpec SmallSpec(uint32_t detectors, uint32_t views, uint32_t n) {
+  tomoserve::v1::JobSpec spec;
+  spec.set_name("small phantom");
+  auto* geometry = spec.mutable_geometry()->mutable_parallel_2d();
+  geometry->set_num_detectors(detectors);
+  geometry->set_detector_spacing_mm(1.0);
+  auto* angles = geometry->mutable_angles()->mutable_uniform();
+  angles->set_count(views);
+  angles->set_start_deg(0);
+  angles->set_span_deg(180);
+  auto* volume = spec.mutable_volume();
+  volume->mutable_size()->set_x(n);
+  volume->mutable_size()->set_y(n);
+  volume->mutable_size()->set_z(1);
+  volume->mutable_voxel_size_mm()->set_x(1.0);
+  volume->mutable_voxel_size_mm()->set_y(1.0);
+  volume->mutable_voxel_size_mm()->set_z(1.0);
+  spec.mutable_input()->set_encoding(tomoserve::v1::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_size_bytes(uint64_t{views} * detectors * 4);
+  spec.mutable_algorithm()->mutable_fbp()->set_window(tomoserve::v1::FILTER_WINDOW_SHEPP_LOGAN);
+  return spec;
+}
+
+std::string PhantomSinogramBytes(const tomoserve::v1::JobSpec& spec) {
+  const auto& p = spec.geometry().parallel_2d();
+  const auto& u = p.angles().uniform();
+  constexpr double kPi = 3.14159265358979323846;
+  auto geometry = core::ParallelGeometry2D::Create(
+      p.num_detectors(), p.detector_spacing_mm(), p.detector_offset_mm(),
+      core::ParallelGeometry2D::UniformAngles(u.count(), u.start_deg() * kPi / 180,
+                                              u.span_deg() * kPi / 180));
+  EXPECT_TRUE(geometry.ok()) << geometry.status();
+  const double radius = 0.45 * p.num_detectors() * p.detector_spacing_mm();
+  core::Array3D sinogram =
+      core::EllipsePhantom::ModifiedSheppLogan(radius).ParallelProjections(*geometry, 2);
+  return std::string(reinterpret_cast<const char*>(sinogram.data()), sinogram.size_bytes());
+}
+
+uint32_t Crc32(const std::string& bytes) {
+  return static_cast<uint32_t>(
+      crc32_z(0, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
+}
+
+std::string NewTempDir(const std::string& name) {
+  static std::atomic<int> counter{0};
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                              absl::StrCat("tomo_server_", name, "_", ::getpid(), "_", counter++);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace tomo::server::testing

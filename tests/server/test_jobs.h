@@ -1,0 +1,22 @@
+// Helpers for the server tests: a small valid JobSpec, its phantom sinogram as bytes, the
+// CRC-32 of bytes, and a fresh temporary directory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tomoserve/v1/tomoserve.pb.h"
+
+namespace tomo::server::testing {
+
+// A parallel-beam FBP job: detectors x views, an n x n volume of 1 mm voxels.
+tomoserve::v1::JobSpec SmallSpec(uint32_t detectors = 64, uint32_t views = 90, uint32_t n = 64);
+// The analytic sinogram of a modified Shepp-Logan phantom for spec's geometry, as
+// little-endian float32 bytes (view-row-column).
+std::string PhantomSinogramBytes(const tomoserve::v1::JobSpec& spec);
+uint32_t Crc32(const std::string& bytes);
+// A new empty directory under the test's temporary directory.
+std::string NewTempDir(const std::string& name);
+std::string ReadFile(const std::string& path);
+
+}  // namespace tomo::server::testing
