@@ -24,6 +24,8 @@ namespace {
 
 constexpr uint32_t kDefaultPageSize = 100;
 constexpr uint32_t kMaxPageSize = 1000;
+// Well below the 16 MiB message limit tomod and its clients set.
+constexpr size_t kMaxListBytes = 8 << 20;
 
 void SetTimestamp(google::protobuf::Timestamp* timestamp, absl::Time time) {
   const int64_t nanos = absl::ToUnixNanos(time);
@@ -318,13 +320,18 @@ absl::StatusOr<pb::ListJobsResponse> JobManager::ListJobs(
   pb::ListJobsResponse response;
   absl::MutexLock lock(&mu_);
   auto it = request.page_token().empty() ? jobs_.begin() : jobs_.upper_bound(request.page_token());
+  size_t bytes = 0;
   for (; it != jobs_.end(); ++it) {
     const pb::Job& job = it->second.job;
     if (!states.empty() && states.count(job.state()) == 0) continue;
-    if (static_cast<uint32_t>(response.jobs_size()) == page_size) {
+    const size_t job_bytes = job.ByteSizeLong();
+    // A page also ends before it outgrows kMaxListBytes (specs with long angle lists).
+    if (static_cast<uint32_t>(response.jobs_size()) == page_size ||
+        (response.jobs_size() > 0 && bytes + job_bytes > kMaxListBytes)) {
       response.set_next_page_token(response.jobs(response.jobs_size() - 1).id());
       break;
     }
+    bytes += job_bytes;
     *response.add_jobs() = job;
   }
   return response;
@@ -435,6 +442,13 @@ void JobManager::SetSchedulingPaused(bool paused) {
 size_t JobManager::queue_length() const {
   absl::MutexLock lock(&mu_);
   return queue_.size() + uploading_;
+}
+
+size_t JobManager::watcher_count() const {
+  absl::MutexLock lock(&mu_);
+  size_t count = 0;
+  for (const auto& [id, record] : jobs_) count += record.watchers.size();
+  return count;
 }
 
 // ---------------------------------------------------------------- workers

@@ -137,6 +137,8 @@ class JobManager {
   const std::vector<core::DeviceInfo>& devices() const { return options_.devices; }
   // Jobs QUEUED or UPLOADING (what --max_queue_length bounds).
   size_t queue_length() const;
+  // Watchers registered over all jobs.
+  size_t watcher_count() const;
 
  private:
   friend class Upload;

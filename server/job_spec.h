@@ -7,7 +7,11 @@
 //   "geometry.parallel_2d.num_detectors: 0 is out of range [1, 65536]"
 //   "input.size_bytes: 1000 does not match the geometry: 720 views x 1 row x 768 detectors
 //    x 4 bytes = 2211840"
-// or RESOURCE_EXHAUSTED naming the server limit that the spec exceeds.
+// or RESOURCE_EXHAUSTED naming the server limit that the spec exceeds and the tomod flag
+// that sets it (--max_voxels, --max_upload_bytes). Defaults applied: volume.size.z 0 means
+// 1; volume.voxel_size_mm.z 0 means the x size (unused in 2D); fbp.window UNSPECIFIED means
+// RAM_LAK; fbp.cutoff unset means 1; outputs empty means [RAW_FLOAT32]. The view count is
+// checked against limits.max_views (INVALID_ARGUMENT naming --max_views).
 //
 //   TOMO_ASSIGN_OR_RETURN(ValidatedJob job, ValidateJobSpec(spec, limits));
 #pragma once

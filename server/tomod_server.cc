@@ -132,6 +132,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // A second daemon on the same port must fail, not share it (gRPC sets SO_REUSEPORT).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || selected_port == 0) {
     server->Shutdown();
@@ -168,14 +170,18 @@ void TomodServer::Shutdown() {
   if (server_) {
     grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
     if (health != nullptr) health->SetServingStatus(false);
+    Log("health NOT_SERVING; refusing new jobs, cancelling running ones");
   }
   if (manager_) manager_->Shutdown();
   if (server_) {
+    Log(absl::StrCat("workers stopped; closing open calls (grace ",
+                     absl::FormatDuration(options_.shutdown_grace), ")"));
     const auto deadline =
         std::chrono::system_clock::now() +
         std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace));
     server_->Shutdown(deadline);
     server_->Wait();
+    Log("gRPC server stopped");
   }
 }
 
@@ -202,7 +208,7 @@ absl::Status RunServer(const ServerOptions& options) {
   stop.WaitForNotification();
   waiter.join();
   Log(absl::StrCat("received ", received == SIGINT ? "SIGINT" : "SIGTERM",
-                   "; shutting down: health NOT_SERVING, cancelling running jobs"));
+                   "; shutting down"));
   server->Shutdown();
   Log("stopped");
   return absl::OkStatus();

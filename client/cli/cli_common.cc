@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/util/time_util.h"
+#include "absl/time/time.h"
 
 #ifndef TOMO_VERSION
 #define TOMO_VERSION "unknown"
@@ -85,9 +85,11 @@ std::string HumanBytes(uint64_t bytes) {
   return absl::StrFormat("%.1f %s", value, units[unit]);
 }
 
-std::string FormatTime(const google::protobuf::Timestamp& time) {
+std::string FormatTime(const google::protobuf::Timestamp& time, bool milliseconds) {
   if (time.seconds() == 0 && time.nanos() == 0) return "-";
-  return google::protobuf::util::TimeUtil::ToString(time);
+  const absl::Time t = absl::FromUnixSeconds(time.seconds()) + absl::Nanoseconds(time.nanos());
+  return absl::FormatTime(milliseconds ? "%Y-%m-%dT%H:%M:%E3SZ" : "%Y-%m-%dT%H:%M:%SZ", t,
+                          absl::UTCTimeZone());
 }
 
 std::string WindowName(v1::FilterWindow window) {

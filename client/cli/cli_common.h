@@ -68,8 +68,8 @@ int Fail(absl::string_view what, absl::string_view message, int code);
 std::string OneLine(absl::string_view text);
 // "12.3 MiB"
 std::string HumanBytes(uint64_t bytes);
-// RFC 3339 in UTC, "-" when unset.
-std::string FormatTime(const google::protobuf::Timestamp& time);
+// RFC 3339 in UTC to the second (or millisecond), "-" when unset.
+std::string FormatTime(const google::protobuf::Timestamp& time, bool milliseconds = false);
 // "fbp (window ram-lak)"
 std::string DescribeAlgorithm(const tomoserve::v1::Algorithm& algorithm);
 // "ram-lak" <-> FILTER_WINDOW_RAM_LAK

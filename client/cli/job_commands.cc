@@ -35,6 +35,7 @@ int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Sta
 
 std::string ProgressLabel(v1::JobState state, const v1::Progress& progress) {
   std::string label = client::JobStateName(state, /*lower=*/true);
+  if (client::IsFinal(state)) return label;
   if (!progress.stage().empty()) absl::StrAppend(&label, " ", progress.stage());
   if (progress.iterations_total() > 1) {
     absl::StrAppend(&label, " ", progress.iteration(), "/", progress.iterations_total());
@@ -170,7 +171,7 @@ int RunWatch(const GlobalOptions& global, const std::string& job_id, bool as_bar
   }
   absl::Status watched = client.Watch(job_id, [&](const v1::JobEvent& event) {
     std::string line = absl::StrFormat(
-        "%s  %-9s %s  %s", FormatTime(event.time()), client::JobStateName(event.state()),
+        "%s  %-9s %s  %s", FormatTime(event.time(), /*milliseconds=*/true), client::JobStateName(event.state()),
         PercentText(event.progress().fraction()), event.progress().stage());
     if (event.progress().iterations_total() > 0) {
       absl::StrAppend(&line, absl::StrFormat("  iteration %d/%d", event.progress().iteration(),
@@ -266,10 +267,10 @@ int RunList(const GlobalOptions& global, const std::vector<std::string>& state_n
   if (jobs->empty()) return kExitOk;
   size_t id_width = 2;
   for (const v1::Job& job : *jobs) id_width = std::max(id_width, job.id().size());
-  std::cout << absl::StrFormat("%-*s  %-9s  %6s  %-27s  %s\n", id_width, "ID", "STATE",
+  std::cout << absl::StrFormat("%-*s  %-9s  %6s  %-20s  %s\n", id_width, "ID", "STATE",
                                "DONE", "CREATED", "NAME");
   for (const v1::Job& job : *jobs) {
-    std::cout << absl::StrFormat("%-*s  %-9s  %6s  %-27s  %s\n", id_width, job.id(),
+    std::cout << absl::StrFormat("%-*s  %-9s  %6s  %-20s  %s\n", id_width, job.id(),
                                  client::JobStateName(job.state()),
                                  PercentText(job.progress().fraction()),
                                  FormatTime(job.created()), job.spec().name());

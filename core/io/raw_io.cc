@@ -1,5 +1,6 @@
 #include "core/io/raw_io.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,14 +51,17 @@ absl::StatusOr<Array3D> ReadRawFloat32(const std::string& path, Dims3 dims) {
     const int error = errno;
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(error)));
   }
-  if (std::fseek(file.get(), 0, SEEK_END) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot seek in ", path));
+  struct stat info;
+  if (fstat(fileno(file.get()), &info) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", path));
   }
-  const long size = std::ftell(file.get());
-  if (size < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot size ", path));
-  std::rewind(file.get());
+  // A directory opens for reading too, and has a size that means nothing here.
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
+  const uint64_t size = static_cast<uint64_t>(info.st_size);
   const uint64_t expected = ExpectedBytes(dims);
-  if (static_cast<uint64_t>(size) != expected) {
+  if (size != expected) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": file is ", size, " bytes, expected ",
                                                    expected, " bytes for float32 dims ",
                                                    DimsText(dims)));

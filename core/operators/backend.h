@@ -3,7 +3,7 @@
 // tests/core/operators/cuda). Algorithms never include a device header.
 //
 // Projector: Joseph's ray-driven method. For each ray, step one pixel at a time along the
-// image axis the ray is closest to (x when |sin theta| >= |cos theta|, else y), linearly
+// image axis the ray is closest to (y when |cos theta| >= |sin theta|, else x), linearly
 // interpolate between the two nearest pixels across it (pixels outside the image count as
 // zero) and weight by the path length per step, pixel size / |direction component|.
 // BackProject is the exact transpose of ForwardProject (<A x, y> = <x, A^T y> up to

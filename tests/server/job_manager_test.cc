@@ -343,6 +343,12 @@ TEST_F(JobManagerTest, CancelRunningJob) {
   RecordingWatcher watcher;
   ASSERT_TRUE(manager_->Watch(job->id(), &watcher).ok());
   WaitForState(job->id(), pb::JOB_STATE_RUNNING);
+  // Cancel once the algorithm runs (its progress is in), not while the input is read.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (manager_->GetJob(job->id())->progress().stage() != "blocking" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   auto cancelling = manager_->CancelJob(job->id());
   ASSERT_TRUE(cancelling.ok());
   pb::Job done = WaitForState(job->id(), pb::JOB_STATE_CANCELLED);

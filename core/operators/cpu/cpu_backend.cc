@@ -70,9 +70,16 @@ inline double Position(const JosephView& view, int64_t k, int64_t line) {
          (view.per_line * static_cast<double>(line) + view.offset);
 }
 
+// Weight of pixel `pixel` in the interpolation at `position`: the linear-interpolation
+// "hat", 1 - frac for floor(position) and frac for the next pixel. Both directions call
+// this with the same arguments, so A and A^T hold bitwise the same weights.
+inline double InterpolationWeight(double position, int64_t pixel) {
+  return 1.0 - std::abs(position - static_cast<double>(pixel));
+}
+
 // floor() for the small values Joseph's loops convert (positions within the image,
-// detector indices clamped to the detector), without the libm call that baseline x86-64 makes of
-// std::floor. Equal to std::floor for every such value.
+// detector indices clamped to the detector), without the libm call that baseline x86-64
+// makes of std::floor. Equal to std::floor for every such value.
 inline int64_t FloorToInt(double value) {
   const int64_t truncated = static_cast<int64_t>(value);
   return value < static_cast<double>(truncated) ? truncated - 1 : truncated;
@@ -178,10 +185,11 @@ absl::Status CpuBackend::ForwardProject(const ParallelGeometry2D& geometry,
               // Both neighbours outside the image: nothing to add (and no overflow below).
               if (!(position > -1.0 && position < static_cast<double>(num_along))) continue;
               const int64_t i0 = FloorToInt(position);
-              const double frac = position - static_cast<double>(i0);
               const float* row = image + line * line_stride;
-              if (i0 >= 0) sum += (1.0 - frac) * row[i0 * along_stride];
-              if (i0 + 1 < num_along) sum += frac * row[(i0 + 1) * along_stride];
+              if (i0 >= 0) sum += InterpolationWeight(position, i0) * row[i0 * along_stride];
+              if (i0 + 1 < num_along) {
+                sum += InterpolationWeight(position, i0 + 1) * row[(i0 + 1) * along_stride];
+              }
             }
             output[v * num_detectors + k] = static_cast<float>(sum * view.path_length);
           }
@@ -203,10 +211,10 @@ absl::Status CpuBackend::BackProject(const ParallelGeometry2D& geometry,
   float* image = volume.data();
 
   // The forward pass reads pixel `along` of line `line` from ray k when floor(position) is
-  // `along` (weight 1 - frac) or `along - 1` (weight frac): position in [along - 1,
-  // along + 1). position is affine in k, so those k form a range, found by solving for k
-  // and then tested exactly. Rounding can only drop a k at the range's ends, whose weight
-  // there is zero to within rounding.
+  // `along` or `along - 1`: position in [along - 1, along + 1), where the weight is the
+  // hat InterpolationWeight(position, along). position is affine in k, so those k form a
+  // range, found by solving for k. Rounding can only drop a k at the range's ends, whose
+  // weight there is zero to within rounding.
   auto gather = [num_detectors](const JosephView& view, const float* row, int64_t line,
                                 int64_t along) {
     const double at_line = view.per_line * static_cast<double>(line) + view.offset;
@@ -218,14 +226,8 @@ absl::Status CpuBackend::BackProject(const ParallelGeometry2D& geometry,
     const int64_t k_last = FloorToInt(std::clamp(std::max(k_a, k_b), -1.0, last));
     double sum = 0;
     for (int64_t k = k_first; k <= k_last; ++k) {
-      const double position = Position(view, k, line);
-      const int64_t i0 = FloorToInt(position);
-      const double frac = position - static_cast<double>(i0);
-      if (i0 == along) {
-        sum += (1.0 - frac) * row[k];
-      } else if (i0 + 1 == along) {
-        sum += frac * row[k];
-      }
+      // max(0, .): a k at the range's very end may sit a rounding error outside it.
+      sum += std::max(0.0, InterpolationWeight(Position(view, k, line), along)) * row[k];
     }
     return sum * view.path_length;
   };

@@ -78,46 +78,85 @@ Errors Reconstruct(const std::vector<double>& angles, FilterOptions filter) {
   return errors;
 }
 
-// Measured 2024 on this code: rmse RAMLAK_RMSE, central RAMLAK_CENTRAL.
-TEST(FbpReferenceTest, RamLak360ViewsOver180DegreesRmseBelow0p0XX) {
+// The phantom's values lie in [0, 1]. Measured: rmse 0.01933 over the whole image (the
+// error sits at the skull's sharp rim), 0.00523 over the central 128 x 128.
+TEST(FbpReferenceTest, RamLak360ViewsOver180DegreesRmseBelow0p021) {
   const Errors errors =
       Reconstruct(ParallelGeometry2D::UniformAngles(360, 0.0, M_PI), {FilterWindow::kRamLak, 1});
-  EXPECT_LT(errors.rmse, 1.0);
-  EXPECT_LT(errors.central_rmse, 1.0);
+  EXPECT_LT(errors.rmse, 0.021);
+  EXPECT_LT(errors.central_rmse, 0.006);
 }
 
-TEST(FbpReferenceTest, FullCircleScanReconstructsAsWellAsAHalfScan) {
+// 720 views over 360 degrees: every line twice. Measured: rmse 0.01933, central 0.00523.
+TEST(FbpReferenceTest, FullCircleScanRmseBelow0p021) {
   const Errors errors = Reconstruct(ParallelGeometry2D::UniformAngles(720, 0.0, 2 * M_PI),
                                     {FilterWindow::kRamLak, 1});
-  EXPECT_LT(errors.rmse, 1.0);
-  EXPECT_LT(errors.central_rmse, 1.0);
+  EXPECT_LT(errors.rmse, 0.021);
+  EXPECT_LT(errors.central_rmse, 0.006);
 }
 
-TEST(FbpReferenceTest, SheppLoganWindow) {
+// Windows trade resolution for noise, so against the sharp truth they lose a little.
+// Measured: rmse 0.02191, central 0.00599.
+TEST(FbpReferenceTest, SheppLoganWindowRmseBelow0p024) {
   const Errors errors = Reconstruct(ParallelGeometry2D::UniformAngles(360, 0.0, M_PI),
                                     {FilterWindow::kSheppLogan, 1});
-  EXPECT_LT(errors.rmse, 1.0);
+  EXPECT_LT(errors.rmse, 0.024);
+  EXPECT_LT(errors.central_rmse, 0.0068);
 }
 
-TEST(FbpReferenceTest, HannWindowWithCutoff) {
+// Measured: rmse 0.04398, central 0.01186.
+TEST(FbpReferenceTest, HannWindowCutoff0p8RmseBelow0p047) {
   const Errors errors =
       Reconstruct(ParallelGeometry2D::UniformAngles(360, 0.0, M_PI), {FilterWindow::kHann, 0.8});
-  EXPECT_LT(errors.rmse, 1.0);
+  EXPECT_LT(errors.rmse, 0.047);
+  EXPECT_LT(errors.central_rmse, 0.013);
 }
 
 TEST(FbpReferenceTest, UnevenAnglesAreWeightedByTheirShareOfTheArc) {
   const uint64_t seed = testing::TestSeed();
   SCOPED_TRACE(testing::SeedTrace(seed));
   std::mt19937_64 random(seed);
-  // 360 views: the first 120 in [0, 60) degrees, the rest spread over [60, 180), in a
-  // shuffled order and shifted by whole turns, which must not matter.
+  // 360 views: 240 crowded into [0, 60) degrees, 120 spread over [60, 180), in a shuffled
+  // order and some shifted by whole turns, which must not matter. Measured: rmse 0.02137;
+  // with every view weighted equally instead it would be 0.140.
   std::vector<double> angles;
-  for (int i = 0; i < 120; ++i) angles.push_back((i + 0.5) * (M_PI / 3) / 120);
-  for (int i = 0; i < 240; ++i) angles.push_back(M_PI / 3 + (i + 0.5) * (2 * M_PI / 3) / 240);
+  for (int i = 0; i < 240; ++i) angles.push_back((i + 0.5) * (M_PI / 3) / 240);
+  for (int i = 0; i < 120; ++i) angles.push_back(M_PI / 3 + (i + 0.5) * (2 * M_PI / 3) / 120);
   std::shuffle(angles.begin(), angles.end(), random);
   for (size_t i = 0; i < angles.size(); i += 7) angles[i] += 2 * M_PI * ((i % 3) - 1.0);
   const Errors errors = Reconstruct(angles, {FilterWindow::kRamLak, 1});
-  EXPECT_LT(errors.rmse, 1.0);
+  EXPECT_LT(errors.rmse, 0.023);
+}
+
+// Standard deviation of the reconstruction of pure detector noise over the central
+// region, per window: what apodisation is for. Measured ratios to Ram-Lak: Shepp-Logan
+// 0.80, Hann 0.35; Hann with cut-off 0.5 is 0.37 of Hann.
+TEST(FbpReferenceTest, WindowsDampReconstructedNoise) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const ParallelGeometry2D geometry =
+      ReferenceGeometry(ParallelGeometry2D::UniformAngles(360, 0.0, M_PI));
+  Array3D noise(geometry.projection_dims());
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  for (int64_t i = 0; i < noise.size(); ++i) noise.data()[i] = normal(random);
+  const Array3D zero(ReferenceVolume().dims());
+  CpuBackend backend;
+  auto noise_level = [&](FilterOptions filter) {
+    absl::StatusOr<Array3D> image = Fbp(geometry, ReferenceVolume(), noise, {filter}, backend, {});
+    EXPECT_TRUE(image.ok()) << image.status();
+    return image.ok() ? Compare(*image, zero).central_rmse : 0.0;
+  };
+  const double ram_lak = noise_level({FilterWindow::kRamLak, 1});
+  const double shepp_logan = noise_level({FilterWindow::kSheppLogan, 1});
+  const double hann = noise_level({FilterWindow::kHann, 1});
+  const double hann_low = noise_level({FilterWindow::kHann, 0.5});
+  std::printf("    noise: ram-lak %.5f, shepp-logan %.5f, hann %.5f, hann 0.5 %.5f\n", ram_lak,
+              shepp_logan, hann, hann_low);
+  EXPECT_GT(ram_lak, 0.0);
+  EXPECT_LT(shepp_logan, 0.85 * ram_lak);
+  EXPECT_LT(hann, 0.40 * ram_lak);
+  EXPECT_LT(hann_low, 0.45 * hann);
 }
 
 ParallelGeometry2D SmallGeometry() {

@@ -95,6 +95,12 @@ TEST(RawIoTest, MissingFileIsNotFound) {
   EXPECT_THAT(status.message(), HasSubstr(path));
 }
 
+TEST(RawIoTest, DirectoryIsNotARawFile) {
+  const absl::Status status = ReadRawFloat32(::testing::TempDir(), {1, 1, 1}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("is not a regular file"));
+}
+
 TEST(RawIoTest, WriteIntoAMissingDirectoryFailsWithoutLeavingFiles) {
   const std::string path = TempPath("no_such_directory/volume.raw");
   const absl::Status status = WriteRawFloat32(path, Array3D({1, 1, 4}, 1.0f));

@@ -1,0 +1,355 @@
+// Unit tests of the client library (client/tomo_client.h, client/job_spec_json.h) against an
+// in-process fake of the service, so that the wire behaviour the real daemon never shows
+// (a stream that breaks halfway, a wrong final checksum) is covered too.
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/job_spec_json.h"
+#include "client/tomo_client.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace tomo::client {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = ::tomoserve::v1;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+std::string TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "tomo-client-XXXXXX").string();
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  return ::mkdtemp(buffer.data()) ? std::string(buffer.data()) : "";
+}
+
+// ----------------------------------------------------------------------------- fake service
+
+class FakeService final : public v1::Reconstruction::Service {
+ public:
+  // FetchResult serves `file` in 1000-byte chunks; after break_after bytes it fails the
+  // stream with UNAVAILABLE (once); a final CRC of wrong_crc ^ real when wrong_crc != 0.
+  std::string file;
+  uint64_t break_after = 0;
+  uint32_t wrong_crc = 0;
+  std::vector<uint64_t> fetch_offsets;
+
+  // What Submit received.
+  std::vector<std::string> submit_kinds;  // "spec", "data:<size>", "end"
+  std::string submitted_data;
+  v1::UploadEnd submitted_end;
+  v1::JobSpec submitted_spec;
+
+  std::mutex mu;
+
+  grpc::Status Submit(grpc::ServerContext*, grpc::ServerReader<v1::SubmitRequest>* reader,
+                      v1::SubmitResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    v1::SubmitRequest request;
+    while (reader->Read(&request)) {
+      switch (request.part_case()) {
+        case v1::SubmitRequest::kSpec:
+          submit_kinds.push_back("spec");
+          submitted_spec = request.spec();
+          if (request.spec().priority() == 99) {
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "priority: 99 is not liked here");
+          }
+          break;
+        case v1::SubmitRequest::kData:
+          submit_kinds.push_back("data:" + std::to_string(request.data().size()));
+          submitted_data += request.data();
+          break;
+        case v1::SubmitRequest::kUploadEnd:
+          submit_kinds.push_back("end");
+          submitted_end = request.upload_end();
+          break;
+        default:
+          break;
+      }
+    }
+    response->mutable_job()->set_id("job-1");
+    response->mutable_job()->set_state(v1::JOB_STATE_QUEUED);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status FetchResult(grpc::ServerContext*, const v1::FetchResultRequest* request,
+                           grpc::ServerWriter<v1::FetchResultResponse>* writer) override {
+    std::lock_guard<std::mutex> lock(mu);
+    fetch_offsets.push_back(request->offset());
+    if (request->offset() > file.size()) {
+      return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "offset beyond the end");
+    }
+    uint64_t at = request->offset();
+    while (true) {
+      if (break_after > 0 && at >= break_after) {
+        break_after = 0;
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost (fake)");
+      }
+      v1::FetchResultResponse response;
+      const uint64_t n = std::min<uint64_t>(1000, file.size() - at);
+      response.set_offset(at);
+      response.set_data(file.substr(at, n));
+      at += n;
+      if (at == file.size()) {
+        response.set_last(true);
+        response.set_total_bytes(file.size());
+        response.set_crc32(Crc32Update(0, file.data(), file.size()) ^ wrong_crc);
+        writer->Write(response);
+        return grpc::Status::OK;
+      }
+      writer->Write(response);
+    }
+  }
+
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                      v1::Job*) override {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "job " + request->job_id() + " not found");
+  }
+
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override {
+    // Three pages of one job each.
+    int page = request->page_token().empty() ? 0 : std::stoi(request->page_token());
+    response->add_jobs()->set_id("job-" + std::to_string(page));
+    if (page < 2) response->set_next_page_token(std::to_string(page + 1));
+    return grpc::Status::OK;
+  }
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir();
+    ASSERT_FALSE(dir_.empty());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_TRUE(server_ != nullptr);
+    ASSERT_GT(port, 0);
+    client_ = std::make_unique<TomoClient>("127.0.0.1:" + std::to_string(port));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  std::string dir_;
+  FakeService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<TomoClient> client_;
+};
+
+std::string Pattern(size_t size) {
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 7919u) >> 3);
+  return bytes;
+}
+
+TEST_F(ClientTest, SubmitSendsSpecChunksAndEnd) {
+  const std::string data = Pattern((5u << 19) + 123);  // 2.5 MiB + 123
+  WriteAll(dir_ + "/a.raw", data.substr(0, 100));
+  WriteAll(dir_ + "/b.raw", data.substr(100));
+  v1::JobSpec spec;
+  spec.set_name("fake");
+  std::vector<uint64_t> progress;
+  absl::StatusOr<v1::Job> job = client_->Submit(
+      spec, {dir_ + "/a.raw", dir_ + "/b.raw"},
+      [&](uint64_t sent, uint64_t total) {
+        EXPECT_EQ(total, data.size());
+        progress.push_back(sent);
+      });
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->id(), "job-1");
+  std::lock_guard<std::mutex> lock(service_.mu);
+  ASSERT_GE(service_.submit_kinds.size(), 3u);
+  EXPECT_EQ(service_.submit_kinds.front(), "spec");
+  EXPECT_EQ(service_.submit_kinds.back(), "end");
+  // Files are read one after the other; no chunk is over 1 MiB.
+  for (size_t i = 1; i + 1 < service_.submit_kinds.size(); ++i) {
+    const std::string& kind = service_.submit_kinds[i];
+    ASSERT_EQ(kind.rfind("data:", 0), 0u) << kind;
+    EXPECT_LE(std::stoul(kind.substr(5)), kUploadChunkBytes);
+  }
+  EXPECT_EQ(service_.submit_kinds[2], "data:" + std::to_string(kUploadChunkBytes));
+  EXPECT_TRUE(service_.submitted_data == data);
+  EXPECT_EQ(service_.submitted_end.total_bytes(), data.size());
+  EXPECT_EQ(service_.submitted_end.crc32(), Crc32Update(0, data.data(), data.size()));
+  // size_bytes 0 is filled in from the files.
+  EXPECT_EQ(service_.submitted_spec.input().size_bytes(), data.size());
+  EXPECT_EQ(progress.front(), 0u);
+  EXPECT_EQ(progress.back(), data.size());
+}
+
+TEST_F(ClientTest, SubmitRefusalsKeepCodeAndMessage) {
+  WriteAll(dir_ + "/a.raw", Pattern(10));
+  v1::JobSpec spec;
+  spec.set_priority(99);
+  absl::StatusOr<v1::Job> job = client_->Submit(spec, {dir_ + "/a.raw"});
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().message(), "priority: 99 is not liked here");
+
+  spec.set_priority(0);
+  spec.mutable_input()->set_size_bytes(11);
+  job = client_->Submit(spec, {dir_ + "/a.raw"});
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(job.status().message().find("input.size_bytes"), absl::string_view::npos);
+
+  job = client_->Submit(spec, {dir_ + "/missing.raw"});
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(job.status().message().find("missing.raw"), absl::string_view::npos);
+}
+
+TEST_F(ClientTest, FetchResumesAfterABrokenStream) {
+  service_.file = Pattern(25000);
+  service_.break_after = 12000;
+  const std::string out = dir_ + "/volume.raw";
+  absl::StatusOr<v1::ResultFile> first = client_->Fetch("job-1", "volume.raw", out);
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(fs::file_size(out + ".partial"), 12000u);  // kept for the next try
+
+  absl::StatusOr<v1::ResultFile> second = client_->Fetch("job-1", "volume.raw", out);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{0, 12000}));
+  EXPECT_TRUE(ReadAll(out) == service_.file);
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_EQ(second->size_bytes(), 25000u);
+}
+
+TEST_F(ClientTest, FetchRejectsAWrongChecksumAndRemovesThePartialFile) {
+  service_.file = Pattern(5000);
+  service_.wrong_crc = 0x10;
+  const std::string out = dir_ + "/volume.raw";
+  absl::StatusOr<v1::ResultFile> file = client_->Fetch("job-1", "volume.raw", out);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
+TEST_F(ClientTest, FetchStartsOverWhenThePartialFileIsTooLong) {
+  service_.file = Pattern(3000);
+  const std::string out = dir_ + "/volume.raw";
+  WriteAll(out + ".partial", Pattern(4000));
+  absl::StatusOr<v1::ResultFile> file = client_->Fetch("job-1", "volume.raw", out);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{4000, 0}));
+  EXPECT_TRUE(ReadAll(out) == service_.file);
+}
+
+TEST_F(ClientTest, ListJobsFollowsPagesAndErrorsKeepTheirCode) {
+  absl::StatusOr<std::vector<v1::Job>> jobs = client_->ListJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[2].id(), "job-2");
+
+  absl::StatusOr<v1::Job> job = client_->GetJob("42");
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(job.status().message(), "job 42 not found");
+  // Not implemented by the fake: the code comes through as it is.
+  absl::StatusOr<v1::ServerInfo> info = client_->GetServerInfo();
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// ----------------------------------------------------------------------------- helpers
+
+TEST(ClientHelpersTest, Crc32IsZlibs) {
+  const std::string text = "123456789";
+  EXPECT_EQ(Crc32Update(0, text.data(), text.size()), 0xCBF43926u);
+  EXPECT_EQ(Crc32Update(Crc32Update(0, "1234", 4), "56789", 5), 0xCBF43926u);
+}
+
+TEST(ClientHelpersTest, FromGrpcStatusKeepsCodeAndMessage) {
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+  absl::Status status =
+      FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue is full"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(), "queue is full");
+}
+
+TEST(ClientHelpersTest, JobStateNamesRoundTrip) {
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_RUNNING), "RUNNING");
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_RUNNING, /*lower=*/true), "running");
+  for (const char* text : {"queued", "QUEUED", "job_state_queued", " Queued "}) {
+    absl::StatusOr<v1::JobState> state = ParseJobState(text);
+    ASSERT_TRUE(state.ok()) << text;
+    EXPECT_EQ(*state, v1::JOB_STATE_QUEUED);
+  }
+  EXPECT_EQ(ParseJobState("sleeping").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseJobState("unspecified").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(IsFinal(v1::JOB_STATE_CANCELLED));
+  EXPECT_FALSE(IsFinal(v1::JOB_STATE_QUEUED));
+}
+
+TEST(JobSpecJsonTest, RoundTripsInLowerCamelCase) {
+  v1::JobSpec spec;
+  spec.set_name("round trip");
+  spec.mutable_geometry()->mutable_parallel_2d()->set_num_detectors(768);
+  spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_uniform()->set_count(
+      720);
+  spec.mutable_input()->set_size_bytes(2211840);
+  spec.mutable_algorithm()->mutable_fbp()->set_window(v1::FILTER_WINDOW_HANN);
+  spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
+  const std::string json = MessageToJson(spec);
+  EXPECT_NE(json.find("\"numDetectors\": 768"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"priority\": 0"), std::string::npos) << "primitives are printed";
+  EXPECT_NE(json.find("FILTER_WINDOW_HANN"), std::string::npos);
+  EXPECT_EQ(json.back(), '\n');
+  absl::StatusOr<v1::JobSpec> parsed = JobSpecFromJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->SerializeAsString(), spec.SerializeAsString());
+  // The proto's own field names are accepted too.
+  absl::StatusOr<v1::JobSpec> snake =
+      JobSpecFromJson(R"({"geometry": {"parallel_2d": {"num_detectors": 5}}})");
+  ASSERT_TRUE(snake.ok()) << snake.status();
+  EXPECT_EQ(snake->geometry().parallel_2d().num_detectors(), 5u);
+}
+
+TEST(JobSpecJsonTest, ErrorsNameTheFileAndTheField) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.json";
+  WriteAll(path, R"({"algorithm": {"sart": {}}})");
+  absl::StatusOr<v1::JobSpec> spec = ReadJobSpecFile(path);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(spec.status().message().find(path), absl::string_view::npos) << spec.status();
+  EXPECT_NE(spec.status().message().find("sart"), absl::string_view::npos) << spec.status();
+
+  WriteAll(path, "{\n \"priority\": \n");
+  spec = ReadJobSpecFile(path);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(spec.status().message()).find('\n'), std::string::npos)
+      << "one line: " << spec.status();
+
+  spec = ReadJobSpecFile(dir + "/missing.json");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+
+  v1::JobSpec written;
+  written.set_priority(3);
+  ASSERT_TRUE(WriteJobSpecFile(path, written).ok());
+  spec = ReadJobSpecFile(path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->priority(), 3);
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
+}  // namespace
+}  // namespace tomo::client

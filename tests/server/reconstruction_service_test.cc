@@ -1,0 +1,489 @@
+// The service through a real gRPC stub: an in-process tomod on 127.0.0.1:0 with the CPU
+// backend.
+#include "server/reconstruction_service.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/devices/devices.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/tomod_server.h"
+#include "test_jobs.h"
+#include "tomoserve/v1/tomoserve.grpc.pb.h"
+
+namespace tomo::server {
+namespace {
+
+namespace pb = ::tomoserve::v1;
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using testing::Crc32;
+using testing::NewTempDir;
+using testing::PhantomSinogramBytes;
+using testing::SmallSpec;
+
+class BlockingAlgorithm final : public core::Algorithm {
+ public:
+  absl::StatusOr<core::Array3D> Run(const core::ReconstructionRequest&, const core::Array3D&,
+                                    core::Backend&, const core::RunContext& context) const override {
+    context.Report({0.25, "blocking", 0, 0});
+    for (int i = 0; i < 30000; ++i) {
+      absl::Status status = context.CheckCancelled("blocking");
+      if (!status.ok()) return status;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return absl::DeadlineExceededError("never cancelled");
+  }
+};
+
+struct Fetched {
+  grpc::Status status;
+  std::string data;
+  std::vector<pb::FetchResultResponse> messages;  // without data
+};
+
+class ReconstructionServiceTest : public ::testing::Test {
+ protected:
+  void StartServer(std::unique_ptr<core::Algorithm> fbp = nullptr) {
+    spool_dir_ = NewTempDir("service");
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.spool_dir = spool_dir_;
+    options.devices = {core::CpuDevice()};
+    options.shutdown_grace = absl::Seconds(1);
+    core::AlgorithmRegistry registry = core::AlgorithmRegistry::WithBuiltins();
+    if (fbp) registry.Register("fbp", std::move(fbp));
+    auto server = TomodServer::Start(options, std::move(registry));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    ASSERT_GT(server_->port(), 0);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(16 << 20);
+    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                         grpc::InsecureChannelCredentials(), args);
+    stub_ = pb::Reconstruction::NewStub(channel_);
+  }
+
+  void SetUp() override { StartServer(); }
+
+  void TearDown() override {
+    stub_.reset();
+    channel_.reset();
+    if (server_) server_->Shutdown();
+  }
+
+  // Submits spec and bytes in chunks; crc_xor spoils the checksum, send_end=false omits
+  // upload_end.
+  grpc::Status Submit(const pb::JobSpec& spec, const std::string& bytes, pb::Job* job,
+                      uint32_t crc_xor = 0, bool send_end = true, size_t chunk = 4096) {
+    grpc::ClientContext context;
+    pb::SubmitResponse response;
+    auto writer = stub_->Submit(&context, &response);
+    pb::SubmitRequest request;
+    *request.mutable_spec() = spec;
+    bool ok = writer->Write(request);
+    for (size_t at = 0; ok && at < bytes.size(); at += chunk) {
+      request.set_data(bytes.substr(at, chunk));
+      ok = writer->Write(request);
+    }
+    if (ok && send_end) {
+      request.mutable_upload_end()->set_total_bytes(bytes.size());
+      request.mutable_upload_end()->set_crc32(Crc32(bytes) ^ crc_xor);
+      writer->Write(request);
+    }
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    if (status.ok() && job != nullptr) *job = response.job();
+    return status;
+  }
+
+  grpc::Status Watch(const std::string& id, std::vector<pb::JobEvent>* events) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    pb::WatchJobRequest request;
+    request.set_job_id(id);
+    auto reader = stub_->WatchJob(&context, request);
+    pb::JobEvent event;
+    while (reader->Read(&event)) events->push_back(event);
+    return reader->Finish();
+  }
+
+  Fetched Fetch(const std::string& id, uint64_t offset, const std::string& name = "") {
+    grpc::ClientContext context;
+    pb::FetchResultRequest request;
+    request.set_job_id(id);
+    request.set_name(name);
+    request.set_offset(offset);
+    auto reader = stub_->FetchResult(&context, request);
+    Fetched fetched;
+    pb::FetchResultResponse response;
+    while (reader->Read(&response)) {
+      EXPECT_EQ(response.offset(), offset + fetched.data.size());
+      fetched.data += response.data();
+      response.clear_data();
+      fetched.messages.push_back(response);
+    }
+    fetched.status = reader->Finish();
+    return fetched;
+  }
+
+  grpc::Status GetJob(const std::string& id, pb::Job* job) {
+    grpc::ClientContext context;
+    pb::GetJobRequest request;
+    request.set_job_id(id);
+    return stub_->GetJob(&context, request, job);
+  }
+
+  std::vector<pb::Job> ListJobs() {
+    grpc::ClientContext context;
+    pb::ListJobsResponse response;
+    grpc::Status status = stub_->ListJobs(&context, pb::ListJobsRequest(), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return {response.jobs().begin(), response.jobs().end()};
+  }
+
+  // Waits up to 10 s for ListJobs and the spool to be empty (an abort finishes on the
+  // server's threads, possibly after the client has its status).
+  bool NoJobsLeft() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (!ListJobs().empty() ||
+           !std::filesystem::is_empty(std::filesystem::path(spool_dir_) / "jobs")) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return true;
+  }
+
+  std::string spool_dir_;
+  std::unique_ptr<TomodServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Reconstruction::Stub> stub_;
+};
+
+TEST_F(ReconstructionServiceTest, SubmitWatchFetchListDelete) {
+  pb::JobSpec spec = SmallSpec(64, 90, 64);
+  const std::string bytes = PhantomSinogramBytes(spec);
+  pb::Job job;
+  grpc::Status status = Submit(spec, bytes, &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(job.state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.input_bytes(), bytes.size());
+  EXPECT_EQ(job.spec().name(), "small phantom");
+
+  std::vector<pb::JobEvent> events;
+  status = Watch(job.id(), &events);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_GE(events.size(), 2u);
+  for (size_t i = 1; i < events.size(); ++i) {
+    EXPECT_GT(events[i].sequence(), events[i - 1].sequence());
+  }
+  EXPECT_EQ(events.back().state(), pb::JOB_STATE_SUCCEEDED);
+
+  pb::Job done;
+  ASSERT_TRUE(GetJob(job.id(), &done).ok());
+  EXPECT_EQ(done.state(), pb::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.results_size(), 1);
+  const pb::ResultFile& file = done.results(0);
+  EXPECT_EQ(file.name(), "volume.raw");
+  EXPECT_EQ(file.size_bytes(), 64u * 64u * 4u);
+
+  Fetched whole = Fetch(job.id(), 0);
+  ASSERT_TRUE(whole.status.ok()) << whole.status.error_message();
+  EXPECT_EQ(whole.data.size(), file.size_bytes());
+  EXPECT_EQ(Crc32(whole.data), file.crc32());
+  ASSERT_FALSE(whole.messages.empty());
+  EXPECT_TRUE(whole.messages.back().last());
+  EXPECT_EQ(whole.messages.back().total_bytes(), file.size_bytes());
+  EXPECT_EQ(whole.messages.back().crc32(), file.crc32());
+  for (size_t i = 0; i + 1 < whole.messages.size(); ++i) EXPECT_FALSE(whole.messages[i].last());
+
+  Fetched tail = Fetch(job.id(), 1000, "volume.raw");
+  ASSERT_TRUE(tail.status.ok()) << tail.status.error_message();
+  EXPECT_EQ(tail.data, whole.data.substr(1000));
+  EXPECT_EQ(tail.messages.back().crc32(), file.crc32());
+
+  Fetched end = Fetch(job.id(), file.size_bytes());
+  ASSERT_TRUE(end.status.ok());
+  EXPECT_TRUE(end.data.empty());
+  ASSERT_EQ(end.messages.size(), 1u);
+  EXPECT_TRUE(end.messages[0].last());
+
+  Fetched beyond = Fetch(job.id(), file.size_bytes() + 1);
+  EXPECT_EQ(beyond.status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  Fetched unknown = Fetch(job.id(), 0, "volume.nii");
+  EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(unknown.status.error_message(), HasSubstr("volume.raw"));
+
+  std::vector<pb::Job> jobs = ListJobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].id(), job.id());
+
+  {
+    grpc::ClientContext context;
+    pb::DeleteJobRequest request;
+    request.set_job_id(job.id());
+    pb::DeleteJobResponse response;
+    ASSERT_TRUE(stub_->DeleteJob(&context, request, &response).ok());
+  }
+  EXPECT_EQ(GetJob(job.id(), &done).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(NoJobsLeft());
+}
+
+TEST_F(ReconstructionServiceTest, LargeChunksUpTo16MiB) {
+  pb::JobSpec spec = SmallSpec(1024, 1024, 16);  // 4 MiB of projections
+  const std::string bytes(spec.input().size_bytes(), '\0');
+  pb::Job job;
+  grpc::Status status = Submit(spec, bytes, &job, 0, true, bytes.size());
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(job.input_bytes(), bytes.size());
+}
+
+TEST_F(ReconstructionServiceTest, CancelQueuedJob) {
+  server_->manager().SetSchedulingPaused(true);
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  pb::Job job;
+  ASSERT_TRUE(Submit(spec, std::string(spec.input().size_bytes(), '\0'), &job).ok());
+  grpc::ClientContext context;
+  pb::CancelJobRequest request;
+  request.set_job_id(job.id());
+  pb::Job cancelled;
+  ASSERT_TRUE(stub_->CancelJob(&context, request, &cancelled).ok());
+  EXPECT_EQ(cancelled.state(), pb::JOB_STATE_CANCELLED);
+  std::vector<pb::JobEvent> events;
+  ASSERT_TRUE(Watch(job.id(), &events).ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].state(), pb::JOB_STATE_CANCELLED);
+  Fetched fetched = Fetch(job.id(), 0);
+  EXPECT_EQ(fetched.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(fetched.status.error_message(), HasSubstr("CANCELLED"));
+}
+
+TEST_F(ReconstructionServiceTest, BadSpecIsInvalidArgumentAndLeavesNoJob) {
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_uniform()->set_count(0);
+  grpc::Status status = Submit(spec, std::string(512, '\0'), nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("geometry.parallel_2d.angles.uniform.count: 0 is out of range"));
+
+  spec = SmallSpec(16, 8, 16);
+  spec.mutable_input()->set_size_bytes(1000);
+  status = Submit(spec, std::string(1000, '\0'), nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("input.size_bytes: 1000 does not match"));
+  EXPECT_TRUE(NoJobsLeft());
+}
+
+TEST_F(ReconstructionServiceTest, DataBeforeSpecIsInvalidArgument) {
+  grpc::ClientContext context;
+  pb::SubmitResponse response;
+  auto writer = stub_->Submit(&context, &response);
+  pb::SubmitRequest request;
+  request.set_data("abcd");
+  writer->Write(request);
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("first SubmitRequest must be the spec"));
+  EXPECT_TRUE(NoJobsLeft());
+}
+
+TEST_F(ReconstructionServiceTest, WrongChecksumLeavesNoJob) {
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  grpc::Status status = Submit(spec, std::string(spec.input().size_bytes(), '\7'), nullptr, 0x1);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("upload_end.crc32"));
+  EXPECT_TRUE(NoJobsLeft());
+}
+
+TEST_F(ReconstructionServiceTest, StreamWithoutUploadEndLeavesNoJob) {
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  grpc::Status status =
+      Submit(spec, std::string(spec.input().size_bytes(), '\7'), nullptr, 0, /*send_end=*/false);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("without upload_end"));
+  EXPECT_TRUE(NoJobsLeft());
+}
+
+TEST_F(ReconstructionServiceTest, TooManyBytesLeaveNoJob) {
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  grpc::Status status = Submit(spec, std::string(spec.input().size_bytes() + 8, '\7'), nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("exceed input.size_bytes 512"));
+  EXPECT_TRUE(NoJobsLeft());
+}
+
+TEST_F(ReconstructionServiceTest, CancelledUploadLeavesNoJob) {
+  pb::JobSpec spec = SmallSpec(64, 90, 64);
+  grpc::ClientContext context;
+  pb::SubmitResponse response;
+  auto writer = stub_->Submit(&context, &response);
+  pb::SubmitRequest request;
+  *request.mutable_spec() = spec;
+  ASSERT_TRUE(writer->Write(request));
+  request.set_data(std::string(4096, '\0'));
+  ASSERT_TRUE(writer->Write(request));
+  // Wait until the server has the job, then hang up mid-stream.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (ListJobs().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(2));
+  std::vector<pb::Job> jobs = ListJobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].state(), pb::JOB_STATE_UPLOADING);
+  context.TryCancel();
+  grpc::Status status = writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+  EXPECT_TRUE(NoJobsLeft());
+}
+
+TEST_F(ReconstructionServiceTest, UnknownIds) {
+  std::vector<pb::JobEvent> events;
+  grpc::Status status = Watch("20990101-000000-000000-000000000000", &events);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("20990101-000000-000000-000000000000"));
+  EXPECT_TRUE(events.empty());
+
+  pb::Job job;
+  EXPECT_EQ(GetJob("nope", &job).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext context;
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id("nope");
+  EXPECT_EQ(stub_->CancelJob(&context, cancel, &job).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext context2;
+  pb::DeleteJobRequest del;
+  del.set_job_id("nope");
+  pb::DeleteJobResponse deleted;
+  grpc::Status delete_status = stub_->DeleteJob(&context2, del, &deleted);
+  EXPECT_EQ(delete_status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(delete_status.error_message(), HasSubstr("\"nope\""));
+  EXPECT_EQ(Fetch("nope", 0).status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ReconstructionServiceTest, ListJobsPageSizeLimit) {
+  grpc::ClientContext context;
+  pb::ListJobsRequest request;
+  request.set_page_size(1001);
+  pb::ListJobsResponse response;
+  grpc::Status status = stub_->ListJobs(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("page_size: 1001"));
+}
+
+TEST_F(ReconstructionServiceTest, ManyWatchersSeeTheSameEvents) {
+  server_->manager().SetSchedulingPaused(true);
+  pb::JobSpec spec = SmallSpec(32, 30, 32);
+  pb::Job job;
+  ASSERT_TRUE(Submit(spec, PhantomSinogramBytes(spec), &job).ok());
+  constexpr int kWatchers = 16;
+  std::vector<std::vector<pb::JobEvent>> events(kWatchers);
+  std::vector<grpc::Status> statuses(kWatchers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWatchers; ++i) {
+    threads.emplace_back([&, i] { statuses[i] = Watch(job.id(), &events[i]); });
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  server_->manager().SetSchedulingPaused(false);
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kWatchers; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
+    ASSERT_FALSE(events[i].empty());
+    EXPECT_EQ(events[i].back().state(), pb::JOB_STATE_SUCCEEDED);
+    for (size_t k = 1; k < events[i].size(); ++k) {
+      EXPECT_GT(events[i][k].sequence(), events[i][k - 1].sequence());
+    }
+  }
+}
+
+TEST_F(ReconstructionServiceTest, WatcherThatHangsUpIsCleanedUp) {
+  server_->manager().SetSchedulingPaused(true);
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  pb::Job job;
+  ASSERT_TRUE(Submit(spec, std::string(spec.input().size_bytes(), '\0'), &job).ok());
+  for (int i = 0; i < 5; ++i) {
+    grpc::ClientContext context;
+    pb::WatchJobRequest request;
+    request.set_job_id(job.id());
+    auto reader = stub_->WatchJob(&context, request);
+    pb::JobEvent event;
+    ASSERT_TRUE(reader->Read(&event));
+    EXPECT_EQ(event.state(), pb::JOB_STATE_QUEUED);
+    context.TryCancel();
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // Every hung-up watch has unsubscribed (OnDone runs on the server's threads).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server_->manager().watcher_count() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(server_->manager().watcher_count(), 0u);
+  // The job still runs to the end, with nobody left to tell.
+  server_->manager().SetSchedulingPaused(false);
+  std::vector<pb::JobEvent> events;
+  ASSERT_TRUE(Watch(job.id(), &events).ok());
+  EXPECT_EQ(events.back().state(), pb::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(ReconstructionServiceTest, GetServerInfo) {
+  grpc::ClientContext context;
+  pb::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&context, pb::GetServerInfoRequest(), &info).ok());
+  EXPECT_FALSE(info.version().empty());
+  EXPECT_NE(info.version(), "unknown");
+  ASSERT_EQ(info.devices_size(), 1);
+  EXPECT_EQ(info.devices(0).id(), "cpu");
+  EXPECT_THAT(info.algorithms(), Contains("fbp"));
+  EXPECT_EQ(info.limits().max_views(), ServerLimits().max_views);
+  EXPECT_EQ(info.limits().max_queue_length(), ServerLimits().max_queue_length);
+}
+
+class ReconstructionServiceCancelTest : public ReconstructionServiceTest {
+ protected:
+  void SetUp() override { StartServer(std::make_unique<BlockingAlgorithm>()); }
+};
+
+TEST_F(ReconstructionServiceCancelTest, CancelRunningJob) {
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  pb::Job job;
+  ASSERT_TRUE(Submit(spec, std::string(spec.input().size_bytes(), '\0'), &job).ok());
+  std::vector<pb::JobEvent> events;
+  grpc::Status watch_status;
+  std::thread watcher([&] { watch_status = Watch(job.id(), &events); });
+  pb::Job current;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (GetJob(job.id(), &current).ok() && current.state() != pb::JOB_STATE_RUNNING &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ(current.state(), pb::JOB_STATE_RUNNING);
+  {
+    grpc::ClientContext context;
+    pb::DeleteJobRequest request;
+    request.set_job_id(job.id());
+    pb::DeleteJobResponse response;
+    grpc::Status status = stub_->DeleteJob(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(status.error_message(), AllOf(HasSubstr("RUNNING"), HasSubstr("cancel it first")));
+  }
+  grpc::ClientContext context;
+  pb::CancelJobRequest request;
+  request.set_job_id(job.id());
+  pb::Job response;
+  ASSERT_TRUE(stub_->CancelJob(&context, request, &response).ok());
+  watcher.join();
+  ASSERT_TRUE(watch_status.ok()) << watch_status.error_message();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().state(), pb::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(GetJob(job.id(), &current).ok());
+  EXPECT_EQ(current.state(), pb::JOB_STATE_CANCELLED);
+}
+
+}  // namespace
+}  // namespace tomo::server

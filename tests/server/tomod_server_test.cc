@@ -1,0 +1,150 @@
+#include "server/tomod_server.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tomoserve/v1/tomoserve.grpc.pb.h"
+
+namespace tomo::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  auto dir = std::filesystem::path(::testing::TempDir()) /
+             absl::StrCat("tomod_server_", name, "_", ::getpid());
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+ServerOptions TestOptions(const std::string& name) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.spool_dir = TempDir(name) + "/spool";
+  options.devices = {core::CpuDevice()};
+  options.shutdown_grace = absl::Seconds(1);
+  return options;
+}
+
+TEST(CheckListenAddressTest, LoopbackOnlyUnlessAllowed) {
+  EXPECT_TRUE(CheckListenAddress("127.0.0.1:50051", false).ok());
+  EXPECT_TRUE(CheckListenAddress("127.1.2.3:0", false).ok());
+  EXPECT_TRUE(CheckListenAddress("localhost:50051", false).ok());
+  EXPECT_TRUE(CheckListenAddress("[::1]:50051", false).ok());
+  EXPECT_TRUE(CheckListenAddress("unix:/tmp/tomod.sock", false).ok());
+  absl::Status status = CheckListenAddress("0.0.0.0:50051", false);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("--allow_insecure_remote"));
+  EXPECT_FALSE(CheckListenAddress("[::]:50051", false).ok());
+  EXPECT_FALSE(CheckListenAddress("10.1.2.3:50051", false).ok());
+  EXPECT_FALSE(CheckListenAddress(":50051", false).ok());
+  EXPECT_TRUE(CheckListenAddress("0.0.0.0:50051", true).ok());
+  EXPECT_FALSE(CheckListenAddress("127.0.0.1", false).ok());
+  EXPECT_FALSE(CheckListenAddress("127.0.0.1:99999", false).ok());
+}
+
+TEST(SelectDevicesTest, ExplicitDevicesWin) {
+  ServerOptions options;
+  options.devices = {core::CpuDevice()};
+  ASSERT_EQ(SelectDevices(options).size(), 1u);
+  options.devices.clear();
+  std::vector<core::DeviceInfo> devices = SelectDevices(options);
+  ASSERT_FALSE(devices.empty());
+  if (core::ListCudaDevices().empty()) {
+    EXPECT_EQ(devices.back().id, "cpu");
+  }
+}
+
+TEST(TomodServerTest, WritesThePortFileAndServesHealth) {
+  ServerOptions options = TestOptions("port");
+  options.port_file = TempDir("port") + "_port";
+  auto server = TomodServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::ifstream in(options.port_file);
+  std::string line;
+  std::getline(in, line);
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(line, &port)) << line;
+  EXPECT_EQ(port, (*server)->port());
+  EXPECT_TRUE(std::filesystem::exists(options.spool_dir + "/jobs"));
+
+  // grpc.health.v1.Health/Check with an empty request: SERVING is field 1 = 1.
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty;
+  request = grpc::ByteBuffer(&empty, 1);
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                 &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes += std::string(s.begin(), s.end());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  (*server)->Shutdown();
+}
+
+TEST(TomodServerTest, ServesOnAUnixSocket) {
+  ServerOptions options = TestOptions("unix");
+  const std::string socket = TempDir("unix") + ".sock";
+  options.listen = absl::StrCat("unix:", socket);
+  auto server = TomodServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->port(), 0);
+  auto stub = tomoserve::v1::Reconstruction::NewStub(
+      grpc::CreateChannel(options.listen, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  tomoserve::v1::ServerInfo info;
+  grpc::Status status = stub->GetServerInfo(&context, {}, &info);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(info.version().empty());
+}
+
+TEST(TomodServerTest, SpoolIsExclusive) {
+  ServerOptions options = TestOptions("exclusive");
+  auto first = TomodServer::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = TomodServer::Start(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use by another tomod"));
+}
+
+TEST(TomodServerTest, RefusesInsecureRemoteAndBadLimits) {
+  ServerOptions options = TestOptions("refuse");
+  options.listen = "0.0.0.0:0";
+  EXPECT_EQ(TomodServer::Start(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = TestOptions("refuse");
+  options.limits.max_queue_length = 0;
+  EXPECT_THAT(TomodServer::Start(options).status().message(), HasSubstr("--max_queue_length"));
+}
+
+TEST(TomodServerTest, PortInUseIsUnavailable) {
+  auto first = TomodServer::Start(TestOptions("inuse1"));
+  ASSERT_TRUE(first.ok());
+  ServerOptions options = TestOptions("inuse2");
+  options.listen = absl::StrCat("127.0.0.1:", (*first)->port());
+  auto second = TomodServer::Start(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tomo::server
