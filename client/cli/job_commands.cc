@@ -94,8 +94,13 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
   for (const std::string& name : names) {
     fs::path path = out_dir / name;
     ProgressBar bar(ProgressWanted(global));
+    uint64_t expected = 0;
+    for (const v1::ResultFile& result : job.results()) {
+      if (result.name() == name) expected = result.size_bytes();
+    }
     absl::StatusOr<v1::ResultFile> file = client.Fetch(
         job.id(), name, path.string(), resume, [&](uint64_t done, uint64_t total) {
+          if (total == 0) total = expected;
           bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
                      absl::StrCat("fetching ", name, " ", HumanBytes(done)));
         });
@@ -313,8 +318,13 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
   // One result into a file.
   if (out_path.has_parent_path()) fs::create_directories(out_path.parent_path(), error);
   ProgressBar bar(ProgressWanted(global));
+  uint64_t expected = 0;
+  for (const v1::ResultFile& result : job->results()) {
+    if (result.name() == name) expected = result.size_bytes();
+  }
   absl::StatusOr<v1::ResultFile> file = client.Fetch(
       job_id, name, out_path.string(), !no_resume, [&](uint64_t done, uint64_t total) {
+        if (total == 0) total = expected;
         bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
                    absl::StrCat("fetching ", name, " ", HumanBytes(done)));
       });

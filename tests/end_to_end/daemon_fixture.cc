@@ -26,6 +26,13 @@ std::string MakeTempDir() {
   return std::string(buffer.data());
 }
 
+// The binaries under test: those this build made, or those in $TOMO_E2E_BIN_DIR (for
+// running a built test binary elsewhere, e.g. on the GPU machine with bundled binaries).
+std::string BinaryPath(const char* name, const char* built) {
+  const char* dir = std::getenv("TOMO_E2E_BIN_DIR");
+  return dir && *dir ? absl::StrCat(dir, "/", name) : std::string(built);
+}
+
 std::string Tail(const std::string& text, size_t max_chars = 4000) {
   return text.size() <= max_chars ? text : "..." + text.substr(text.size() - max_chars);
 }
@@ -56,7 +63,7 @@ void DaemonTest::StartDaemon(const std::vector<std::string>& extra_flags) {
   const std::string port_file = dir_ + "/port";
   std::error_code ignored;
   fs::remove(port_file, ignored);
-  std::vector<std::string> argv = {TOMOD_BINARY, "--listen=127.0.0.1:0",
+  std::vector<std::string> argv = {BinaryPath("tomod", TOMOD_BINARY), "--listen=127.0.0.1:0",
                                    "--port_file=" + port_file, "--spool_dir=" + spool_dir()};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   absl::Status started = tomod_.Start(argv, dir_ + "/tomod.out", tomod_log());
@@ -106,7 +113,7 @@ ProcessResult DaemonTest::Tomo(const std::vector<std::string>& args, absl::Durat
 
 ProcessResult DaemonTest::TomoRaw(const std::vector<std::string>& args, absl::Duration timeout,
                                   const std::vector<std::string>& env) {
-  std::vector<std::string> argv = {TOMO_BINARY};
+  std::vector<std::string> argv = {BinaryPath("tomo", TOMO_BINARY)};
   argv.insert(argv.end(), args.begin(), args.end());
   // The tests say where the server is; the caller's TOMO_SERVER must not leak in.
   std::vector<std::string> environment = {"TOMO_SERVER="};

@@ -2,6 +2,9 @@
 // a fresh spool (--listen 127.0.0.1:0 --port_file), runs the real tomo binary against it,
 // and at the end stops tomod with SIGTERM, expecting exit code 0.
 //
+// The binaries are those of this build ($<TARGET_FILE:tomod>, $<TARGET_FILE:tomo>), or
+// $TOMO_E2E_BIN_DIR/tomod and /tomo when that variable is set.
+//
 // Each test gets its own temporary directory (kept, with tomod's log, when the test
 // fails) so tests may run in parallel under ctest.
 //
