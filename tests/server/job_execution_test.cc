@@ -81,7 +81,11 @@ TEST_F(JobExecutionTest, SmallFbpWritesVolumeRawWithItsCrc) {
     sum += d * d;
   }
   const double rmse = std::sqrt(sum / static_cast<double>(truth.size()));
-  EXPECT_LT(rmse, 0.2) << "rmse " << rmse;  // densities are in [0, 1]; a loose sanity bound
+  RecordProperty("rmse", std::to_string(rmse));
+  // Densities are in [0, 1]; measured 0.055 for this 64 x 64, 90-view case (edges of a
+  // coarse grid dominate). The core's tests own the accuracy claims; this checks the
+  // plumbing (right geometry, right scale, right byte order).
+  EXPECT_LT(rmse, 0.08) << "rmse " << rmse;
 }
 
 TEST_F(JobExecutionTest, NanInInputIsInvalidArgumentNamingTheIndex) {
