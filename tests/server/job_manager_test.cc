@@ -24,26 +24,11 @@ namespace pb = ::tomoserve::v1;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::BlockingAlgorithm;
 using testing::Crc32;
 using testing::NewTempDir;
 using testing::PhantomSinogramBytes;
 using testing::SmallSpec;
-
-// Runs until cancelled, reporting progress once.
-class BlockingAlgorithm final : public core::Algorithm {
- public:
-  absl::StatusOr<core::Array3D> Run(const core::ReconstructionRequest&, const core::Array3D&,
-                                    core::Backend&, const core::RunContext& context) const override {
-    context.Report({0.5, "blocking", 1, 2});
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      absl::Status status = context.CheckCancelled("blocking");
-      if (!status.ok()) return status;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return absl::DeadlineExceededError("never cancelled");
-  }
-};
 
 class FailingAlgorithm final : public core::Algorithm {
  public:

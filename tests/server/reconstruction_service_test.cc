@@ -26,24 +26,11 @@ namespace pb = ::tomoserve::v1;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using testing::BlockingAlgorithm;
 using testing::Crc32;
 using testing::NewTempDir;
 using testing::PhantomSinogramBytes;
 using testing::SmallSpec;
-
-class BlockingAlgorithm final : public core::Algorithm {
- public:
-  absl::StatusOr<core::Array3D> Run(const core::ReconstructionRequest&, const core::Array3D&,
-                                    core::Backend&, const core::RunContext& context) const override {
-    context.Report({0.25, "blocking", 0, 0});
-    for (int i = 0; i < 30000; ++i) {
-      absl::Status status = context.CheckCancelled("blocking");
-      if (!status.ok()) return status;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return absl::DeadlineExceededError("never cancelled");
-  }
-};
 
 struct Fetched {
   grpc::Status status;

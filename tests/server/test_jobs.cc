@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/phantom/ellipse_phantom.h"
 #include "gtest/gtest.h"
@@ -74,6 +76,19 @@ std::string ReadFile(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+absl::StatusOr<core::Array3D> BlockingAlgorithm::Run(const core::ReconstructionRequest&,
+                                                     const core::Array3D&, core::Backend&,
+                                                     const core::RunContext& context) const {
+  context.Report({0.5, "blocking", 1, 2});
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    absl::Status status = context.CheckCancelled("blocking");
+    if (!status.ok()) return status;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return absl::DeadlineExceededError("never cancelled");
 }
 
 }  // namespace tomo::server::testing

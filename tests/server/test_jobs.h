@@ -1,10 +1,11 @@
 // Helpers for the server tests: a small valid JobSpec, its phantom sinogram as bytes, the
-// CRC-32 of bytes, and a fresh temporary directory.
+// CRC-32 of bytes, a fresh temporary directory, and an algorithm that runs until cancelled.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "core/algorithms/reconstruction.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::server::testing {
@@ -18,5 +19,14 @@ uint32_t Crc32(const std::string& bytes);
 // A new empty directory under the test's temporary directory.
 std::string NewTempDir(const std::string& name);
 std::string ReadFile(const std::string& path);
+
+// Reports progress once (stage "blocking", fraction 0.5, iteration 1 of 2), then waits for
+// cancellation (CANCELLED) for at most 30 s (then DEADLINE_EXCEEDED).
+class BlockingAlgorithm final : public core::Algorithm {
+ public:
+  absl::StatusOr<core::Array3D> Run(const core::ReconstructionRequest& request,
+                                    const core::Array3D& projections, core::Backend& backend,
+                                    const core::RunContext& context) const override;
+};
 
 }  // namespace tomo::server::testing

@@ -15,54 +15,17 @@
 #include "absl/strings/string_view.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/operators/parallel_2d_joseph.h"
 
 namespace tomo::core {
 namespace {
 
-std::string DimsText(const Dims3& dims) {
-  return absl::StrCat("(", dims.d0, ", ", dims.d1, ", ", dims.d2, ")");
-}
-
-absl::Status CheckDims(absl::string_view what, const Dims3& actual, const Dims3& expected,
-                       absl::string_view axes) {
-  if (actual != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": dims ", DimsText(actual),
-                                                   " do not match the geometry's ",
-                                                   DimsText(expected), " ", axes));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckOperands(const ParallelGeometry2D& geometry,
-                           const VolumeGeometry& volume_geometry, const Array3D& volume,
-                           const Array3D& projections) {
-  if (volume_geometry.size().z != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("size.z: ", volume_geometry.size().z,
-                     " is not supported by the 2D parallel-beam projector, which needs 1"));
-  }
-  TOMO_RETURN_IF_ERROR(CheckDims("volume", volume.dims(), volume_geometry.dims(), "(z, y, x)"));
-  return CheckDims("projections", projections.dims(), geometry.projection_dims(),
-                   "(views, rows, detectors)");
-}
-
-// One view of Joseph's projector, in the form both directions evaluate.
-//
-// The ray through detector element k is marched one image line at a time: rows (lines of
-// constant y) when the ray is closer to the y axis, |cos theta| >= |sin theta|, else
-// columns. On line `line` it crosses the other axis at the fractional pixel index
-//   position(k, line) = per_detector * k + (per_line * line + offset),
-// is interpolated linearly between floor(position) and floor(position) + 1, and the
-// result is weighted by the path length per line, pixel size / |direction component|.
+// A view's Joseph parameters (parallel_2d_joseph.h) plus the reciprocal that the gather
+// in BackProject solves for detector indices with, instead of dividing per pixel.
 // ForwardProject and BackProject call Position() with the same arguments, so their
 // interpolation weights are the same numbers and BackProject is A's exact transpose.
-struct JosephView {
-  bool step_rows = true;
-  double per_detector = 0;
-  double detectors_per_position = 0;  // 1 / per_detector, to solve for k without dividing
-  double per_line = 0;
-  double offset = 0;
-  double path_length = 0;
+struct JosephView : JosephViewParameters {
+  double detectors_per_position = 0;
 };
 
 inline double Position(const JosephView& view, int64_t k, int64_t line) {
@@ -85,38 +48,11 @@ inline int64_t FloorToInt(double value) {
   return value < static_cast<double>(truncated) ? truncated - 1 : truncated;
 }
 
-std::vector<JosephView> MakeJosephViews(const ParallelGeometry2D& geometry,
-                                        const VolumeGeometry& volume) {
-  const double ds = geometry.detector_spacing_mm();
-  const double s_first = geometry.detector_position_mm(0);
-  const double dx = volume.voxel_size_mm().x;
-  const double dy = volume.voxel_size_mm().y;
-  const double x_first = volume.x_mm(0);
-  const double y_first = volume.y_mm(0);
+std::vector<JosephView> MakeCpuJosephViews(const ParallelGeometry2D& geometry,
+                                           const VolumeGeometry& volume) {
   std::vector<JosephView> views;
-  views.reserve(static_cast<size_t>(geometry.num_views()));
-  for (double theta : geometry.angles_rad()) {
-    const double c = std::cos(theta);
-    const double s = std::sin(theta);
-    JosephView view;
-    // The same test, on the same host-computed values, decides the case in the CUDA
-    // backend, so both march the same lines at exactly 45 degrees.
-    view.step_rows = std::abs(c) >= std::abs(s);
-    if (view.step_rows) {
-      // Row y meets the ray x cos + y sin = s_k at x = (s_k - y sin) / cos.
-      view.per_detector = ds / (c * dx);
-      view.per_line = -dy * s / (c * dx);
-      view.offset = (s_first - y_first * s) / (c * dx) - x_first / dx;
-      view.path_length = dy / std::abs(c);
-    } else {
-      // Column x meets it at y = (s_k - x cos) / sin.
-      view.per_detector = ds / (s * dy);
-      view.per_line = -dx * c / (s * dy);
-      view.offset = (s_first - x_first * c) / (s * dy) - y_first / dy;
-      view.path_length = dx / std::abs(s);
-    }
-    view.detectors_per_position = 1.0 / view.per_detector;
-    views.push_back(view);
+  for (const JosephViewParameters& parameters : MakeJosephViews(geometry, volume)) {
+    views.push_back(JosephView{parameters, 1.0 / parameters.per_detector});
   }
   return views;
 }
@@ -160,8 +96,8 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : DefaultTh
 absl::Status CpuBackend::ForwardProject(const ParallelGeometry2D& geometry,
                                         const VolumeGeometry& volume_geometry,
                                         const Array3D& volume, Array3D& projections) {
-  TOMO_RETURN_IF_ERROR(CheckOperands(geometry, volume_geometry, volume, projections));
-  const std::vector<JosephView> views = MakeJosephViews(geometry, volume_geometry);
+  TOMO_RETURN_IF_ERROR(CheckProjectorOperands(geometry, volume_geometry, volume, projections));
+  const std::vector<JosephView> views = MakeCpuJosephViews(geometry, volume_geometry);
   const int64_t nx = volume_geometry.size().x;
   const int64_t ny = volume_geometry.size().y;
   const int64_t num_detectors = geometry.num_detectors();
@@ -202,8 +138,8 @@ absl::Status CpuBackend::ForwardProject(const ParallelGeometry2D& geometry,
 absl::Status CpuBackend::BackProject(const ParallelGeometry2D& geometry,
                                      const VolumeGeometry& volume_geometry,
                                      const Array3D& projections, Array3D& volume) {
-  TOMO_RETURN_IF_ERROR(CheckOperands(geometry, volume_geometry, volume, projections));
-  const std::vector<JosephView> views = MakeJosephViews(geometry, volume_geometry);
+  TOMO_RETURN_IF_ERROR(CheckProjectorOperands(geometry, volume_geometry, volume, projections));
+  const std::vector<JosephView> views = MakeCpuJosephViews(geometry, volume_geometry);
   const int64_t nx = volume_geometry.size().x;
   const int64_t ny = volume_geometry.size().y;
   const int64_t num_detectors = geometry.num_detectors();

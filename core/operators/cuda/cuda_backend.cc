@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/operators/backend.h"
+#include "core/operators/parallel_2d_joseph.h"
 #include "core/operators/cuda/cuda_backend_internal.h"
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_resources.h"
@@ -49,72 +50,21 @@ constexpr int64_t kMaxFilterSamplesPerBatch = int64_t{1} << 26;
 // cuFFT plans kept per backend; the oldest (lowest key) goes first beyond this.
 constexpr size_t kMaxCachedPlans = 8;
 
-// Argument checks and messages as in the CPU reference, so that both backends refuse the
-// same calls with the same words.
-std::string DimsText(const Dims3& dims) {
-  return absl::StrCat("(", dims.d0, ", ", dims.d1, ", ", dims.d2, ")");
-}
-
-absl::Status CheckDims(const char* what, const Dims3& actual, const Dims3& expected,
-                       const char* axes) {
-  if (actual != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": dims ", DimsText(actual),
-                                                   " do not match the geometry's ",
-                                                   DimsText(expected), " ", axes));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckProjectorArguments(const ParallelGeometry2D& geometry,
-                                     const VolumeGeometry& volume_geometry,
-                                     const Array3D& volume, const Array3D& projections) {
-  if (volume_geometry.size().z != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "size.z: ", volume_geometry.size().z,
-        " is not supported by the 2D parallel-beam projector, which needs 1"));
-  }
-  TOMO_RETURN_IF_ERROR(CheckDims("volume", volume.dims(), volume_geometry.dims(), "(z, y, x)"));
-  return CheckDims("projections", projections.dims(), geometry.projection_dims(),
-                   "(views, rows, detectors)");
-}
-
-// The Joseph parameters of every view, in double, by the CPU reference's formulas and case
-// decision (cpu_backend.cc, MakeJosephViews): the ray through detector k at angle t is the
-// line x cos t + y sin t = s_k. When |cos t| >= |sin t| it is stepped row by row (row y
-// meets it at x = (s_k - y sin t) / cos t), else column by column (column x meets it at
-// y = (s_k - x cos t) / sin t). Deciding on the same host doubles makes both backends
-// step the same lines at exactly 45 degrees.
-std::vector<JosephView> MakeJosephViews(const ParallelGeometry2D& geometry,
-                                        const VolumeGeometry& volume_geometry) {
-  const double ds = geometry.detector_spacing_mm();
-  const double s_first = geometry.detector_position_mm(0);
-  const double dx = volume_geometry.voxel_size_mm().x;
-  const double dy = volume_geometry.voxel_size_mm().y;
-  const double x_first = volume_geometry.x_mm(0);
-  const double y_first = volume_geometry.y_mm(0);
+// The kernels' per-view parameters: the shared float64 ones (parallel_2d_joseph.h), with
+// float copies for the inner loops.
+std::vector<JosephView> MakeDeviceJosephViews(const ParallelGeometry2D& geometry,
+                                              const VolumeGeometry& volume_geometry) {
   std::vector<JosephView> views;
-  views.reserve(geometry.angles_rad().size());
-  for (const double theta : geometry.angles_rad()) {
-    const double c = std::cos(theta);
-    const double s = std::sin(theta);
+  for (const JosephViewParameters& p : MakeJosephViews(geometry, volume_geometry)) {
     JosephView view{};
-    const bool step_rows = std::abs(c) >= std::abs(s);
-    if (step_rows) {
-      view.step_along_x = 0;
-      view.across_per_detector = ds / (c * dx);
-      view.across_per_step = -dy * s / (c * dx);
-      view.across0 = (s_first - y_first * s) / (c * dx) - x_first / dx;
-      view.step_weight = static_cast<float>(dy / std::abs(c));
-    } else {
-      view.step_along_x = 1;
-      view.across_per_detector = ds / (s * dy);
-      view.across_per_step = -dx * c / (s * dy);
-      view.across0 = (s_first - x_first * c) / (s * dy) - y_first / dy;
-      view.step_weight = static_cast<float>(dx / std::abs(s));
-    }
-    view.across_per_step_f = static_cast<float>(view.across_per_step);
-    view.across_per_detector_f = static_cast<float>(view.across_per_detector);
-    view.detector_per_across_f = static_cast<float>(1.0 / view.across_per_detector);
+    view.step_along_x = p.step_rows ? 0 : 1;
+    view.across0 = p.offset;
+    view.across_per_step = p.per_line;
+    view.across_per_detector = p.per_detector;
+    view.step_weight = static_cast<float>(p.path_length);
+    view.across_per_step_f = static_cast<float>(p.per_line);
+    view.across_per_detector_f = static_cast<float>(p.per_detector);
+    view.detector_per_across_f = static_cast<float>(1.0 / p.per_detector);
     views.push_back(view);
   }
   return views;
@@ -146,12 +96,12 @@ class CudaBackend final : public Backend {
                               const VolumeGeometry& volume_geometry, const Array3D& volume,
                               Array3D& projections) override {
     TOMO_RETURN_IF_ERROR(
-        CheckProjectorArguments(geometry, volume_geometry, volume, projections));
+        CheckProjectorOperands(geometry, volume_geometry, volume, projections));
     std::lock_guard<std::mutex> lock(mu_);
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
     const cudaStream_t stream = stream_.get();
     const Parallel2dShape shape = MakeShape(geometry, volume_geometry);
-    const std::vector<JosephView> views = MakeJosephViews(geometry, volume_geometry);
+    const std::vector<JosephView> views = MakeDeviceJosephViews(geometry, volume_geometry);
     bool any_along_x = false;
     for (const JosephView& v : views) any_along_x = any_along_x || v.step_along_x != 0;
 
@@ -188,12 +138,12 @@ class CudaBackend final : public Backend {
                            const VolumeGeometry& volume_geometry, const Array3D& projections,
                            Array3D& volume) override {
     TOMO_RETURN_IF_ERROR(
-        CheckProjectorArguments(geometry, volume_geometry, volume, projections));
+        CheckProjectorOperands(geometry, volume_geometry, volume, projections));
     std::lock_guard<std::mutex> lock(mu_);
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
     const cudaStream_t stream = stream_.get();
     const Parallel2dShape shape = MakeShape(geometry, volume_geometry);
-    const std::vector<JosephView> views = MakeJosephViews(geometry, volume_geometry);
+    const std::vector<JosephView> views = MakeDeviceJosephViews(geometry, volume_geometry);
 
     TOMO_ASSIGN_OR_RETURN(auto d_views, DeviceBuffer<JosephView>::Allocate(views.size(), stream));
     TOMO_ASSIGN_OR_RETURN(auto d_projections, DeviceBuffer<float>::Allocate(
