@@ -16,6 +16,10 @@ ABSL_FLAG(std::string, port_file, "",
           "if set, write the bound port there (atomically) once the server listens");
 ABSL_FLAG(std::string, spool_dir, "/var/lib/tomoserve/spool",
           "directory for uploaded projections and results; created if missing");
+ABSL_FLAG(std::vector<std::string>, devices, {},
+          "comma-separated ids of the devices to run jobs on, one worker each, e.g. "
+          "cuda:0,cuda:1 or cpu (tomo info lists them); empty: every GPU, or the CPU "
+          "when there is none");
 ABSL_FLAG(bool, cpu_worker, false,
           "also run jobs on the CPU when there are GPUs (without a GPU the CPU is always used)");
 ABSL_FLAG(uint64_t, max_upload_bytes, uint64_t{16} << 30, "largest accepted upload, in bytes");
@@ -39,6 +43,7 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.spool_dir = absl::GetFlag(FLAGS_spool_dir);
+  options.device_ids = absl::GetFlag(FLAGS_devices);
   options.cpu_worker = absl::GetFlag(FLAGS_cpu_worker);
   options.allow_insecure_remote = absl::GetFlag(FLAGS_allow_insecure_remote);
   options.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "core/base/status_macros.h"
 #include "server/log.h"
@@ -77,7 +79,29 @@ void ConfigureAllocator() {
 
 }  // namespace
 
-std::vector<core::DeviceInfo> SelectDevices(const ServerOptions& options) {
+absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions& options) {
+  if (!options.device_ids.empty()) {
+    const std::vector<core::DeviceInfo> present = core::ListDevices();
+    std::vector<core::DeviceInfo> selected;
+    for (const std::string& id : options.device_ids) {
+      auto found = std::find_if(present.begin(), present.end(),
+                                [&](const core::DeviceInfo& d) { return d.id == id; });
+      if (found == present.end()) {
+        std::vector<std::string> ids;
+        for (const core::DeviceInfo& d : present) ids.push_back(d.id);
+        return absl::InvalidArgumentError(absl::StrCat("--devices: ", id,
+                                                       " is not a device here; present: ",
+                                                       absl::StrJoin(ids, ", ")));
+      }
+      if (std::any_of(selected.begin(), selected.end(),
+                      [&](const core::DeviceInfo& d) { return d.id == id; })) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--devices: ", id, " is listed twice; each device gets one worker"));
+      }
+      selected.push_back(*found);
+    }
+    return selected;
+  }
   if (!options.devices.empty()) return options.devices;
   std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
   if (devices.empty() || options.cpu_worker) devices.push_back(core::CpuDevice());
@@ -111,6 +135,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
     const ServerOptions& options, core::AlgorithmRegistry registry) {
   TOMO_RETURN_IF_ERROR(CheckListenAddress(options.listen, options.allow_insecure_remote));
   TOMO_RETURN_IF_ERROR(CheckLimits(options.limits));
+  TOMO_ASSIGN_OR_RETURN(std::vector<core::DeviceInfo> devices, SelectDevices(options));
   std::unique_ptr<TomodServer> server(new TomodServer);
   server->options_ = options;
   server->registry_ = std::move(registry);
@@ -118,7 +143,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
 
   JobManagerOptions manager_options;
   manager_options.limits = options.limits;
-  manager_options.devices = SelectDevices(options);
+  manager_options.devices = std::move(devices);
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
   TOMO_RETURN_IF_ERROR(server->manager_->Start());

@@ -46,15 +46,19 @@ struct ServerOptions {
   bool cpu_worker = false;
   bool allow_insecure_remote = false;
   ServerLimits limits;
-  // Devices to run jobs on; empty: the CUDA devices (plus the CPU per cpu_worker), or the
-  // CPU when there is none. Tests set {core::CpuDevice()}.
+  // Ids of the devices to run jobs on ("cuda:0", "cpu"), one worker each; empty: see
+  // devices.
+  std::vector<std::string> device_ids;
+  // Devices to run jobs on when device_ids is empty; empty too: the CUDA devices (plus the
+  // CPU per cpu_worker), or the CPU when there is none. Tests set {core::CpuDevice()}.
   std::vector<core::DeviceInfo> devices;
   int max_message_bytes = 16 << 20;
   absl::Duration shutdown_grace = absl::Seconds(5);
 };
 
-// The devices options select (see ServerOptions::devices).
-std::vector<core::DeviceInfo> SelectDevices(const ServerOptions& options);
+// The devices options select (see ServerOptions::device_ids and devices). INVALID_ARGUMENT
+// naming the id and the devices present for an id that is not one of them, or is repeated.
+absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions& options);
 
 // OK when listen is a loopback address or a unix socket, or allow_insecure_remote is set;
 // INVALID_ARGUMENT explaining the choice otherwise, or for an address that cannot be parsed.

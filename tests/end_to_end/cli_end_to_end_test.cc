@@ -250,8 +250,12 @@ TEST_F(CliTest, FetchResumesAPartialFileAndRejectsACorruptOne) {
 
 TEST_F(CliTest, CancelQueuedJobAndRunningJob) {
   // One worker per device: a long job keeps it busy and the next one waits in the queue.
-  // "Long" depends on the device (about 4 s for the first size on one CPU core; a GPU is
-  // far faster), so the blocking job grows until the small one is caught in the queue.
+  // The daemon runs on the CPU alone (--devices cpu), where even the first size takes
+  // long enough on most machines; on a GPU a job ends before `tomo cancel` can reach it.
+  // "Long" still depends on the machine, so the blocking job grows until the small one is
+  // caught in the queue.
+  ASSERT_EQ(StopDaemon(), 0);
+  StartDaemon({"--devices", "cpu"});
   const std::string small = MakePhantom("small", 64, 90);
   client::TomoClient client(server());
   std::string big_id, small_id;
@@ -440,10 +444,14 @@ TEST_F(CliTest, LocalGivesTheSameBytesAsTheDaemon) {
 }
 
 TEST_F(CliTest, InfoListsDevicesAlgorithmsAndLimits) {
+  // The devices are those --devices names (the default, every GPU or else the CPU, depends
+  // on the machine).
+  ASSERT_EQ(StopDaemon(), 0);
+  StartDaemon({"--devices", "cpu"});
   ProcessResult info = Tomo({"info"});
   ASSERT_EQ(info.exit_code, 0) << info.Describe();
   EXPECT_THAT(info.out, HasSubstr("version"));
-  EXPECT_THAT(info.out, HasSubstr("cpu"));
+  EXPECT_THAT(info.out, HasSubstr("device     cpu"));
   EXPECT_THAT(info.out, HasSubstr("fbp"));
   EXPECT_THAT(info.out, HasSubstr("limits"));
 

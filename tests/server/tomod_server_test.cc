@@ -18,6 +18,7 @@
 namespace tomo::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string TempDir(const std::string& name) {
@@ -56,13 +57,36 @@ TEST(CheckListenAddressTest, LoopbackOnlyUnlessAllowed) {
 TEST(SelectDevicesTest, ExplicitDevicesWin) {
   ServerOptions options;
   options.devices = {core::CpuDevice()};
-  ASSERT_EQ(SelectDevices(options).size(), 1u);
+  absl::StatusOr<std::vector<core::DeviceInfo>> devices = SelectDevices(options);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 1u);
   options.devices.clear();
-  std::vector<core::DeviceInfo> devices = SelectDevices(options);
-  ASSERT_FALSE(devices.empty());
+  devices = SelectDevices(options);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_FALSE(devices->empty());
   if (core::ListCudaDevices().empty()) {
-    EXPECT_EQ(devices.back().id, "cpu");
+    EXPECT_EQ(devices->back().id, "cpu");
   }
+}
+
+TEST(SelectDevicesTest, DeviceIdsPickDevicesAndUnknownOnesAreNamed) {
+  ServerOptions options;
+  options.device_ids = {"cpu"};
+  absl::StatusOr<std::vector<core::DeviceInfo>> devices = SelectDevices(options);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 1u);
+  EXPECT_EQ(devices->front().id, "cpu");
+
+  options.device_ids = {"cuda:99"};
+  devices = SelectDevices(options);
+  EXPECT_EQ(devices.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(devices.status().message()),
+              AllOf(HasSubstr("--devices: cuda:99 is not a device here"), HasSubstr("cpu")));
+
+  options.device_ids = {"cpu", "cpu"};
+  devices = SelectDevices(options);
+  EXPECT_EQ(devices.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(devices.status().message()), HasSubstr("listed twice"));
 }
 
 TEST(TomodServerTest, WritesThePortFileAndServesHealth) {
