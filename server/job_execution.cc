@@ -81,7 +81,7 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
   context.Report({0.0, "read input", 0, 0});
   TOMO_ASSIGN_OR_RETURN(core::Array3D projections,
-                        core::ReadRawFloat32(input_path, job.request.geometry.projection_dims()));
+                        core::ReadRawFloat32(input_path, core::ProjectionDims(job.request.geometry)));
   TOMO_RETURN_IF_ERROR(CheckFiniteProjections(projections));
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
 

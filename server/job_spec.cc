@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "core/base/status_macros.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/geometry/vector_geometry.h"
 
 namespace tomo::server {
 namespace {
@@ -73,13 +75,14 @@ std::string EnumName(int value, NameFn name_fn) {
   return name.empty() ? absl::StrCat(value) : name;
 }
 
-absl::StatusOr<std::vector<double>> ValidateAngles(const pb::Angles& angles,
+absl::StatusOr<std::vector<double>> ValidateAngles(absl::string_view path,
+                                                   const pb::Angles& angles,
                                                    const ServerLimits& limits) {
   const std::string views_note = absl::StrCat(" (the server's limit, --max_views)");
   switch (angles.kind_case()) {
     case pb::Angles::kUniform: {
       const pb::UniformAngles& u = angles.uniform();
-      constexpr absl::string_view kPath = "geometry.parallel_2d.angles.uniform";
+      const std::string kPath = absl::StrCat(path, ".uniform");
       if (u.count() < 1 || u.count() > limits.max_views) {
         return OutOfRange(absl::StrCat(kPath, ".count"), u.count(), 1, limits.max_views,
                           views_note);
@@ -94,7 +97,7 @@ absl::StatusOr<std::vector<double>> ValidateAngles(const pb::Angles& angles,
     }
     case pb::Angles::kList: {
       const auto& degrees = angles.list().degrees();
-      constexpr absl::string_view kPath = "geometry.parallel_2d.angles.list.degrees";
+      const std::string kPath = absl::StrCat(path, ".list.degrees");
       if (degrees.empty() || static_cast<uint64_t>(degrees.size()) > limits.max_views) {
         return Invalid(kPath, absl::StrCat(degrees.size(), " angles is out of range [1, ",
                                            limits.max_views, "]", views_note));
@@ -110,15 +113,11 @@ absl::StatusOr<std::vector<double>> ValidateAngles(const pb::Angles& angles,
     case pb::Angles::KIND_NOT_SET:
       break;
   }
-  return Invalid("geometry.parallel_2d.angles", "none set; expected one of uniform, list");
+  return Invalid(path, "none set; expected one of uniform, list");
 }
 
-absl::StatusOr<core::ParallelGeometry2D> ValidateGeometry(const pb::JobSpec& spec,
-                                                          const ServerLimits& limits) {
-  if (spec.geometry().kind_case() != pb::Geometry::kParallel2D) {
-    return Invalid("geometry", "none set; expected one of parallel_2d");
-  }
-  const pb::ParallelBeam2D& p = spec.geometry().parallel_2d();
+absl::StatusOr<core::ParallelGeometry2D> ValidateParallel2D(const pb::ParallelBeam2D& p,
+                                                            const ServerLimits& limits) {
   constexpr absl::string_view kPath = "geometry.parallel_2d";
   if (p.num_detectors() < 1 || p.num_detectors() > core::ParallelGeometry2D::kMaxDetectors) {
     return OutOfRange(absl::StrCat(kPath, ".num_detectors"), p.num_detectors(), 1,
@@ -128,14 +127,186 @@ absl::StatusOr<core::ParallelGeometry2D> ValidateGeometry(const pb::JobSpec& spe
       CheckPositive(absl::StrCat(kPath, ".detector_spacing_mm"), p.detector_spacing_mm()));
   TOMO_RETURN_IF_ERROR(
       CheckFinite(absl::StrCat(kPath, ".detector_offset_mm"), p.detector_offset_mm()));
-  TOMO_ASSIGN_OR_RETURN(std::vector<double> angles, ValidateAngles(p.angles(), limits));
+  TOMO_ASSIGN_OR_RETURN(std::vector<double> angles,
+                        ValidateAngles(absl::StrCat(kPath, ".angles"), p.angles(), limits));
   absl::StatusOr<core::ParallelGeometry2D> geometry = core::ParallelGeometry2D::Create(
       p.num_detectors(), p.detector_spacing_mm(), p.detector_offset_mm(), std::move(angles));
   if (!geometry.ok()) return WithPath(kPath, geometry.status());
   return geometry;
 }
 
-absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v,
+absl::StatusOr<core::DetectorShape> ValidateShape(absl::string_view path,
+                                                  pb::DetectorShape shape) {
+  switch (shape) {
+    case pb::DETECTOR_SHAPE_UNSPECIFIED:
+    case pb::DETECTOR_SHAPE_FLAT:
+      return core::DetectorShape::kFlat;
+    case pb::DETECTOR_SHAPE_CYLINDRICAL:
+      return core::DetectorShape::kCylindrical;
+    default:
+      return OutOfRange(path, shape, pb::DetectorShape_MIN, pb::DetectorShape_MAX,
+                        " (DETECTOR_SHAPE_FLAT, DETECTOR_SHAPE_CYLINDRICAL; 0 means FLAT)");
+  }
+}
+
+// Range checks of the counts before anything is allocated; the builders check the rest.
+absl::Status CheckDetectorCounts(absl::string_view path, uint64_t rows, uint64_t columns) {
+  const int64_t max_side = core::VectorGeometry::kMaxDetectorSide;
+  if (rows < 1 || rows > static_cast<uint64_t>(max_side)) {
+    return OutOfRange(absl::StrCat(path, ".rows"), static_cast<int64_t>(rows), 1, max_side);
+  }
+  if (columns < 1 || columns > static_cast<uint64_t>(max_side)) {
+    return OutOfRange(absl::StrCat(path, ".columns"), static_cast<int64_t>(columns), 1,
+                      max_side);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<core::DetectorLayout> ValidateDetector(absl::string_view path,
+                                                      const pb::Detector& d) {
+  TOMO_RETURN_IF_ERROR(CheckDetectorCounts(path, d.rows(), d.columns()));
+  return core::DetectorLayout{d.rows(),          d.columns(),     d.row_spacing_mm(),
+                              d.column_spacing_mm(), d.offset_u_mm(), d.offset_v_mm()};
+}
+
+absl::StatusOr<core::FanConeOptions> ValidateCone(absl::string_view path, const pb::ConeBeam& c,
+                                                  const ServerLimits& limits) {
+  core::FanConeOptions options;
+  TOMO_ASSIGN_OR_RETURN(options.detector,
+                        ValidateDetector(absl::StrCat(path, ".detector"), c.detector()));
+  TOMO_ASSIGN_OR_RETURN(options.shape, ValidateShape(absl::StrCat(path, ".detector.shape"),
+                                                     c.detector().shape()));
+  options.source_origin_mm = c.source_origin_mm();
+  options.origin_detector_mm = c.origin_detector_mm();
+  TOMO_ASSIGN_OR_RETURN(options.angles_rad,
+                        ValidateAngles(absl::StrCat(path, ".angles"), c.angles(), limits));
+  return options;
+}
+
+core::Vec3 FromProto(const pb::Vec3& v) { return {v.x(), v.y(), v.z()}; }
+
+absl::StatusOr<core::VectorGeometry> ValidateViewVectors(const pb::ViewVectorList& list,
+                                                         const ServerLimits& limits) {
+  constexpr absl::string_view kPath = "geometry.vectors";
+  core::BeamKind beam;
+  switch (list.beam()) {
+    case pb::BEAM_KIND_PARALLEL:
+      beam = core::BeamKind::kParallel;
+      break;
+    case pb::BEAM_KIND_CONE:
+      beam = core::BeamKind::kCone;
+      break;
+    default:
+      return OutOfRange(absl::StrCat(kPath, ".beam"), list.beam(), pb::BEAM_KIND_PARALLEL,
+                        pb::BEAM_KIND_CONE, " (BEAM_KIND_PARALLEL, BEAM_KIND_CONE)");
+  }
+  TOMO_ASSIGN_OR_RETURN(core::DetectorShape shape,
+                        ValidateShape(absl::StrCat(kPath, ".shape"), list.shape()));
+  TOMO_RETURN_IF_ERROR(CheckDetectorCounts(kPath, list.rows(), list.columns()));
+  if (list.views().empty() || static_cast<uint64_t>(list.views_size()) > limits.max_views) {
+    return Invalid(absl::StrCat(kPath, ".views"),
+                   absl::StrCat(list.views_size(), " views is out of range [1, ",
+                                limits.max_views, "] (the server's limit, --max_views)"));
+  }
+  std::vector<core::ViewVectors> views;
+  views.reserve(static_cast<size_t>(list.views_size()));
+  for (const pb::ViewVectors& v : list.views()) {
+    views.push_back({FromProto(v.source()), FromProto(v.detector_center()), FromProto(v.u()),
+                     FromProto(v.v())});
+  }
+  return core::VectorGeometry::Create(beam, shape, list.rows(), list.columns(),
+                                      std::move(views));
+}
+
+absl::StatusOr<core::VectorGeometry> ValidateVectorGeometry(const pb::Geometry& g,
+                                                            const ServerLimits& limits) {
+  switch (g.kind_case()) {
+    case pb::Geometry::kFan2D: {
+      const pb::FanBeam2D& f = g.fan_2d();
+      constexpr absl::string_view kPath = "geometry.fan_2d";
+      const int64_t max_side = core::VectorGeometry::kMaxDetectorSide;
+      if (f.num_detectors() < 1 || f.num_detectors() > max_side) {
+        return OutOfRange(absl::StrCat(kPath, ".num_detectors"), f.num_detectors(), 1, max_side);
+      }
+      TOMO_RETURN_IF_ERROR(
+          CheckPositive(absl::StrCat(kPath, ".detector_spacing_mm"), f.detector_spacing_mm()));
+      TOMO_RETURN_IF_ERROR(
+          CheckFinite(absl::StrCat(kPath, ".detector_offset_mm"), f.detector_offset_mm()));
+      core::FanConeOptions options;
+      options.detector = {1, f.num_detectors(), 1.0, f.detector_spacing_mm(),
+                          f.detector_offset_mm(), 0.0};
+      TOMO_ASSIGN_OR_RETURN(options.shape,
+                            ValidateShape(absl::StrCat(kPath, ".shape"), f.shape()));
+      options.source_origin_mm = f.source_origin_mm();
+      options.origin_detector_mm = f.origin_detector_mm();
+      TOMO_ASSIGN_OR_RETURN(options.angles_rad,
+                            ValidateAngles(absl::StrCat(kPath, ".angles"), f.angles(), limits));
+      // The detector fields are checked above under FanBeam2D's names; what the builder
+      // still refuses (distances, angles) has the same names here.
+      absl::StatusOr<core::VectorGeometry> geometry = core::MakeFan2D(options);
+      if (!geometry.ok()) return WithPath(kPath, geometry.status());
+      return geometry;
+    }
+    case pb::Geometry::kParallel3D: {
+      const pb::ParallelBeam3D& p = g.parallel_3d();
+      constexpr absl::string_view kPath = "geometry.parallel_3d";
+      TOMO_ASSIGN_OR_RETURN(core::DetectorLayout detector,
+                            ValidateDetector(absl::StrCat(kPath, ".detector"), p.detector()));
+      if (p.detector().shape() == pb::DETECTOR_SHAPE_CYLINDRICAL) {
+        return Invalid(absl::StrCat(kPath, ".detector.shape"),
+                       "DETECTOR_SHAPE_CYLINDRICAL needs a source; a parallel beam's detector "
+                       "is DETECTOR_SHAPE_FLAT");
+      }
+      TOMO_ASSIGN_OR_RETURN(std::vector<double> angles,
+                            ValidateAngles(absl::StrCat(kPath, ".angles"), p.angles(), limits));
+      absl::StatusOr<core::VectorGeometry> geometry = core::MakeParallel3D(detector, angles);
+      if (!geometry.ok()) return WithPath(kPath, geometry.status());
+      return geometry;
+    }
+    case pb::Geometry::kCone: {
+      constexpr absl::string_view kPath = "geometry.cone";
+      TOMO_ASSIGN_OR_RETURN(core::FanConeOptions options, ValidateCone(kPath, g.cone(), limits));
+      absl::StatusOr<core::VectorGeometry> geometry = core::MakeCircularCone(options);
+      if (!geometry.ok()) return WithPath(kPath, geometry.status());
+      return geometry;
+    }
+    case pb::Geometry::kHelical: {
+      constexpr absl::string_view kPath = "geometry.helical";
+      core::HelicalOptions options;
+      TOMO_ASSIGN_OR_RETURN(options.cone, ValidateCone(absl::StrCat(kPath, ".cone"),
+                                                       g.helical().cone(), limits));
+      options.pitch_mm_per_turn = g.helical().pitch_mm_per_turn();
+      options.z_start_mm = g.helical().z_start_mm();
+      absl::StatusOr<core::VectorGeometry> geometry = core::MakeHelicalCone(options);
+      if (!geometry.ok()) return WithPath(kPath, geometry.status());
+      return geometry;
+    }
+    case pb::Geometry::kVectors: {
+      absl::StatusOr<core::VectorGeometry> geometry = ValidateViewVectors(g.vectors(), limits);
+      if (!geometry.ok()) return WithPath("geometry.vectors", geometry.status());
+      return geometry;
+    }
+    default:
+      break;
+  }
+  return Invalid("geometry", "none set; expected one of parallel_2d, fan_2d, parallel_3d, "
+                             "cone, helical, vectors");
+}
+
+absl::StatusOr<core::Geometry> ValidateGeometry(const pb::JobSpec& spec,
+                                                const ServerLimits& limits) {
+  if (spec.geometry().kind_case() == pb::Geometry::kParallel2D) {
+    return ValidateParallel2D(spec.geometry().parallel_2d(), limits);
+  }
+  return ValidateVectorGeometry(spec.geometry(), limits);
+}
+
+// One detector row means a 2D problem: one slice.
+bool IsTwoDimensional(const core::Geometry& geometry) {
+  return core::ProjectionDims(geometry).d1 == 1;
+}
+
+absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v, bool two_dimensional,
                                                     const ServerLimits& limits) {
   const int64_t max_side = core::VolumeGeometry::kMaxSide;
   if (v.size().x() < 1 || v.size().x() > max_side) {
@@ -144,13 +315,17 @@ absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v,
   if (v.size().y() < 1 || v.size().y() > max_side) {
     return OutOfRange("volume.size.y", v.size().y(), 1, max_side);
   }
-  if (v.size().z() > 1) {
+  if (two_dimensional && v.size().z() > 1) {
     return OutOfRange("volume.size.z", v.size().z(), 0, 1,
                       " for a 2D geometry (0 means 1)");
   }
+  if (v.size().z() > max_side) {
+    return OutOfRange("volume.size.z", v.size().z(), 0, max_side, " (0 means 1)");
+  }
+  const int64_t size_z = v.size().z() == 0 ? 1 : v.size().z();
   TOMO_RETURN_IF_ERROR(CheckPositive("volume.voxel_size_mm.x", v.voxel_size_mm().x()));
   TOMO_RETURN_IF_ERROR(CheckPositive("volume.voxel_size_mm.y", v.voxel_size_mm().y()));
-  // For a 2D geometry the slice thickness is not used; 0 (unset) takes the x size.
+  // The slice thickness of a 2D geometry is not used; 0 (unset) takes the x size.
   double voxel_z = v.voxel_size_mm().z() == 0.0 ? v.voxel_size_mm().x() : v.voxel_size_mm().z();
   if (v.voxel_size_mm().z() != 0.0) {
     TOMO_RETURN_IF_ERROR(CheckPositive("volume.voxel_size_mm.z", v.voxel_size_mm().z()));
@@ -159,23 +334,23 @@ absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v,
   TOMO_RETURN_IF_ERROR(CheckFinite("volume.center_mm.y", v.center_mm().y()));
   TOMO_RETURN_IF_ERROR(CheckFinite("volume.center_mm.z", v.center_mm().z()));
 
-  const uint64_t voxels = uint64_t{v.size().x()} * uint64_t{v.size().y()};
+  const uint64_t voxels =
+      uint64_t{v.size().x()} * uint64_t{v.size().y()} * static_cast<uint64_t>(size_z);
   if (voxels > limits.max_voxels) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "volume.size: ", v.size().x(), " x ", v.size().y(), " x 1 = ", voxels,
+        "volume.size: ", v.size().x(), " x ", v.size().y(), " x ", size_z, " = ", voxels,
         " voxels exceeds the server's limit of ", limits.max_voxels,
         " voxels (--max_voxels)"));
   }
   absl::StatusOr<core::VolumeGeometry> volume = core::VolumeGeometry::Create(
-      core::Size3{v.size().x(), v.size().y(), 1},
+      core::Size3{v.size().x(), v.size().y(), size_z},
       core::Vec3{v.voxel_size_mm().x(), v.voxel_size_mm().y(), voxel_z},
       core::Vec3{v.center_mm().x(), v.center_mm().y(), v.center_mm().z()});
   if (!volume.ok()) return WithPath("volume", volume.status());
   return volume;
 }
 
-absl::Status ValidateInput(const pb::ProjectionInput& input,
-                           const core::ParallelGeometry2D& geometry,
+absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometry& geometry,
                            const ServerLimits& limits) {
   if (input.encoding() != pb::DATA_ENCODING_FLOAT32_LE) {
     return Invalid("input.encoding",
@@ -183,14 +358,13 @@ absl::Status ValidateInput(const pb::ProjectionInput& input,
                                          [](int e) { return pb::DataEncoding_Name(e); }),
                                 " is not supported; expected DATA_ENCODING_FLOAT32_LE"));
   }
-  const uint64_t views = static_cast<uint64_t>(geometry.num_views());
-  const uint64_t detectors = static_cast<uint64_t>(geometry.num_detectors());
-  const uint64_t expected = views * detectors * sizeof(float);
+  const core::Dims3 dims = core::ProjectionDims(geometry);
+  const uint64_t expected = static_cast<uint64_t>(dims.count()) * sizeof(float);
   if (input.size_bytes() != expected) {
     return Invalid("input.size_bytes",
-                   absl::StrCat(input.size_bytes(), " does not match the geometry: ", views,
-                                " views x 1 row x ", detectors, " detectors x 4 bytes = ",
-                                expected));
+                   absl::StrCat(input.size_bytes(), " does not match the geometry: ", dims.d0,
+                                " views x ", dims.d1, dims.d1 == 1 ? " row x " : " rows x ",
+                                dims.d2, " detectors x 4 bytes = ", expected));
   }
   if (input.size_bytes() > limits.max_upload_bytes) {
     return absl::ResourceExhaustedError(
@@ -284,10 +458,20 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   if (spec.priority() < kMinPriority || spec.priority() > kMaxPriority) {
     return OutOfRange("priority", spec.priority(), kMinPriority, kMaxPriority);
   }
-  TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D geometry, ValidateGeometry(spec, limits));
-  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume, ValidateVolume(spec.volume(), limits));
+  TOMO_ASSIGN_OR_RETURN(core::Geometry geometry, ValidateGeometry(spec, limits));
+  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
+                        ValidateVolume(spec.volume(), IsTwoDimensional(geometry), limits));
+  if (const auto* vectors = std::get_if<core::VectorGeometry>(&geometry)) {
+    absl::Status fits = vectors->CheckAgainstVolume(volume);
+    if (!fits.ok()) return WithPath("geometry", fits);
+  }
   TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, limits));
   TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm, ValidateAlgorithm(spec.algorithm()));
+  if (spec.geometry().has_helical() && std::holds_alternative<core::FbpOptions>(algorithm)) {
+    return Invalid("algorithm.fbp",
+                   "FBP/FDK needs a circular orbit or parallel rays; geometry.helical needs an "
+                   "iterative method");
+  }
   TOMO_ASSIGN_OR_RETURN(std::vector<pb::OutputFormat> outputs, ValidateOutputs(spec));
   return ValidatedJob{
       core::ReconstructionRequest{std::move(geometry), std::move(volume), std::move(algorithm)},

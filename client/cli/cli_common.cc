@@ -116,6 +116,58 @@ bool ParseWindow(const std::string& name, v1::FilterWindow* window) {
   return false;
 }
 
+namespace {
+
+std::string DescribeAngles(const v1::Angles& angles) {
+  return angles.has_uniform() ? absl::StrFormat("%d views over %g deg", angles.uniform().count(),
+                                                angles.uniform().span_deg())
+                              : absl::StrFormat("%d views", angles.list().degrees_size());
+}
+
+std::string DescribeDetector(const v1::Detector& d) {
+  return absl::StrFormat("%dx%d %sdetector of %g x %g mm", d.rows(), d.columns(),
+                         d.shape() == v1::DETECTOR_SHAPE_CYLINDRICAL ? "cylindrical " : "",
+                         d.row_spacing_mm(), d.column_spacing_mm());
+}
+
+std::string DescribeCone(const v1::ConeBeam& c) {
+  return absl::StrFormat("%s, %s, source-origin %g mm, origin-detector %g mm",
+                         DescribeAngles(c.angles()), DescribeDetector(c.detector()),
+                         c.source_origin_mm(), c.origin_detector_mm());
+}
+
+}  // namespace
+
+std::string DescribeGeometry(const v1::Geometry& g) {
+  switch (g.kind_case()) {
+    case v1::Geometry::kParallel2D:
+      return absl::StrFormat("parallel 2D, %s, %d detectors x %g mm",
+                             DescribeAngles(g.parallel_2d().angles()),
+                             g.parallel_2d().num_detectors(),
+                             g.parallel_2d().detector_spacing_mm());
+    case v1::Geometry::kFan2D:
+      return absl::StrFormat("fan 2D, %s, %d detectors x %g mm, source-origin %g mm, "
+                             "origin-detector %g mm",
+                             DescribeAngles(g.fan_2d().angles()), g.fan_2d().num_detectors(),
+                             g.fan_2d().detector_spacing_mm(), g.fan_2d().source_origin_mm(),
+                             g.fan_2d().origin_detector_mm());
+    case v1::Geometry::kParallel3D:
+      return absl::StrFormat("parallel 3D, %s, %s", DescribeAngles(g.parallel_3d().angles()),
+                             DescribeDetector(g.parallel_3d().detector()));
+    case v1::Geometry::kCone:
+      return absl::StrCat("cone beam, ", DescribeCone(g.cone()));
+    case v1::Geometry::kHelical:
+      return absl::StrFormat("helical cone beam, %s, pitch %g mm per turn",
+                             DescribeCone(g.helical().cone()), g.helical().pitch_mm_per_turn());
+    case v1::Geometry::kVectors:
+      return absl::StrFormat("%d views as vectors, %dx%d detector", g.vectors().views_size(),
+                             g.vectors().rows(), g.vectors().columns());
+    case v1::Geometry::KIND_NOT_SET:
+      break;
+  }
+  return "-";
+}
+
 std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
   switch (algorithm.kind_case()) {
     case v1::Algorithm::kFbp: {

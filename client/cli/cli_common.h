@@ -72,6 +72,8 @@ std::string HumanBytes(uint64_t bytes);
 std::string FormatTime(const google::protobuf::Timestamp& time, bool milliseconds = false);
 // "fbp (window ram-lak)"
 std::string DescribeAlgorithm(const tomoserve::v1::Algorithm& algorithm);
+// One line, e.g. "cone beam, 360 views over 360 deg, 96x96 detector of 0.67 x 0.67 mm, ...".
+std::string DescribeGeometry(const tomoserve::v1::Geometry& geometry);
 // "ram-lak" <-> FILTER_WINDOW_RAM_LAK
 std::string WindowName(tomoserve::v1::FilterWindow window);
 std::vector<std::string> WindowNames();

@@ -216,15 +216,7 @@ void PrintJob(const v1::Job& job) {
   row("finished", FormatTime(job.finished()));
   row("input", HumanBytes(job.input_bytes()));
   row("algorithm", DescribeAlgorithm(spec.algorithm()));
-  if (spec.geometry().has_parallel_2d()) {
-    const v1::ParallelBeam2D& p = spec.geometry().parallel_2d();
-    std::string views = p.angles().has_uniform()
-                            ? absl::StrFormat("%d views over %g deg", p.angles().uniform().count(),
-                                              p.angles().uniform().span_deg())
-                            : absl::StrFormat("%d views", p.angles().list().degrees_size());
-    row("geometry", absl::StrFormat("parallel 2D, %s, %d detectors x %g mm", views,
-                                    p.num_detectors(), p.detector_spacing_mm()));
-  }
+  row("geometry", DescribeGeometry(spec.geometry()));
   const v1::Volume& volume = spec.volume();
   row("volume", absl::StrFormat("%d x %d x %d voxels of %g x %g x %g mm", volume.size().x(),
                                 volume.size().y(), volume.size().z(),

@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/cli_common.h"
+#include "client/cli/phantom_cases.h"
 #include "client/cli/progress_bar.h"
 #include "client/job_spec_json.h"
 #include "core/algorithms/reconstruction.h"
@@ -37,18 +39,13 @@ namespace v1 = ::tomoserve::v1;
 
 struct PhantomArgs {
   std::string out_dir;
+  std::string geometry = "parallel-2d";
   int64_t size = 512;
   int64_t views = 720;
-  int64_t detectors = 0;  // 0: DefaultDetectors(size)
+  int64_t detectors = 0;  // 0: enough to see the whole grid
   double voxel_size_mm = 0.5;
   std::string window = "ram-lak";
 };
-
-// Enough detectors to see the whole square grid from every angle: its diagonal, plus a
-// margin of two elements on each side.
-int64_t DefaultDetectors(int64_t size) {
-  return static_cast<int64_t>(std::ceil(static_cast<double>(size) * std::sqrt(2.0))) + 4;
-}
 
 int RunPhantom(const PhantomArgs& args) {
   const std::string what = "phantom";
@@ -59,22 +56,29 @@ int RunPhantom(const PhantomArgs& args) {
                              absl::StrJoin(WindowNames(), ", ")),
                 kExitUsage);
   }
-  const int64_t detectors = args.detectors > 0 ? args.detectors : DefaultDetectors(args.size);
-  absl::StatusOr<core::VolumeGeometry> volume =
-      core::VolumeGeometry::Create({args.size, args.size, 1},
-                                   {args.voxel_size_mm, args.voxel_size_mm, args.voxel_size_mm},
-                                   {0, 0, 0});
-  if (!volume.ok()) return Fail(what, volume.status());
-  if (args.views < 1 || args.views > core::ParallelGeometry2D::kMaxViews) {
+  PhantomCaseOptions options;
+  if (args.geometry == "parallel-2d") {
+    options.geometry = PhantomGeometry::kParallel2D;
+  } else if (args.geometry == "fan-2d") {
+    options.geometry = PhantomGeometry::kFan2D;
+  } else if (args.geometry == "cone") {
+    options.geometry = PhantomGeometry::kCone;
+  } else {
     return Fail("phantom: usage",
-                absl::StrCat("--views ", args.views, " is out of range [1, ",
-                             core::ParallelGeometry2D::kMaxViews, "]"),
+                absl::StrCat("--geometry ", args.geometry, ": one of parallel-2d, fan-2d, cone"),
                 kExitUsage);
   }
-  absl::StatusOr<core::ParallelGeometry2D> geometry = core::ParallelGeometry2D::Create(
-      detectors, args.voxel_size_mm, 0.0,
-      core::ParallelGeometry2D::UniformAngles(args.views, 0.0, M_PI));
-  if (!geometry.ok()) return Fail(what, geometry.status());
+  options.size = args.size;
+  options.views = args.views;
+  options.detectors = args.detectors;
+  options.voxel_size_mm = args.voxel_size_mm;
+  absl::StatusOr<PhantomCase> phantom = MakePhantomCase(options);
+  if (!phantom.ok()) {
+    if (absl::StartsWith(phantom.status().message(), "--")) {
+      return Fail("phantom: usage", phantom.status().message(), kExitUsage);
+    }
+    return Fail(what, phantom.status());
+  }
 
   std::error_code error;
   fs::create_directories(args.out_dir, error);
@@ -86,43 +90,23 @@ int RunPhantom(const PhantomArgs& args) {
   const std::string sinogram_path = (dir / "sinogram.raw").string();
   const std::string spec_path = (dir / "job.json").string();
   const std::string truth_path = (dir / "truth.raw").string();
-
-  const double radius_mm = static_cast<double>(args.size) * args.voxel_size_mm / 2.0;
-  const core::EllipsePhantom phantom = core::EllipsePhantom::ModifiedSheppLogan(radius_mm);
-  core::Array3D sinogram = phantom.ParallelProjections(*geometry, /*supersampling=*/4);
-  if (absl::Status written = core::WriteRawFloat32(sinogram_path, sinogram); !written.ok()) {
+  if (absl::Status written = core::WriteRawFloat32(sinogram_path, phantom->projections);
+      !written.ok()) {
     return Fail(what, written);
   }
 
   v1::JobSpec spec;
-  spec.set_name(absl::StrFormat("shepp-logan %dx%d, %d views", args.size, args.size,
-                                args.views));
-  v1::ParallelBeam2D* parallel = spec.mutable_geometry()->mutable_parallel_2d();
-  parallel->set_num_detectors(static_cast<uint32_t>(detectors));
-  parallel->set_detector_spacing_mm(args.voxel_size_mm);
-  parallel->set_detector_offset_mm(0.0);
-  v1::UniformAngles* angles = parallel->mutable_angles()->mutable_uniform();
-  angles->set_count(static_cast<uint32_t>(args.views));
-  angles->set_start_deg(0.0);
-  angles->set_span_deg(180.0);
-  v1::Volume* vol = spec.mutable_volume();
-  vol->mutable_size()->set_x(static_cast<uint32_t>(args.size));
-  vol->mutable_size()->set_y(static_cast<uint32_t>(args.size));
-  vol->mutable_size()->set_z(1);
-  vol->mutable_voxel_size_mm()->set_x(args.voxel_size_mm);
-  vol->mutable_voxel_size_mm()->set_y(args.voxel_size_mm);
-  vol->mutable_voxel_size_mm()->set_z(args.voxel_size_mm);
-  vol->mutable_center_mm();  // (0, 0, 0), printed so that the file shows it
+  spec.set_name(phantom->description);
+  *spec.mutable_geometry() = phantom->geometry;
+  *spec.mutable_volume() = phantom->volume;
   spec.mutable_input()->set_encoding(v1::DATA_ENCODING_FLOAT32_LE);
-  spec.mutable_input()->set_size_bytes(static_cast<uint64_t>(sinogram.size_bytes()));
+  spec.mutable_input()->set_size_bytes(static_cast<uint64_t>(phantom->projections.size_bytes()));
   spec.mutable_algorithm()->mutable_fbp()->set_window(window);
   spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
   if (absl::Status written = client::WriteJobSpecFile(spec_path, spec); !written.ok()) {
     return Fail(what, written);
   }
-
-  core::Array3D truth = phantom.Rasterize(*volume, /*supersampling=*/4);
-  if (absl::Status written = core::WriteRawFloat32(truth_path, truth); !written.ok()) {
+  if (absl::Status written = core::WriteRawFloat32(truth_path, phantom->truth); !written.ok()) {
     return Fail(what, written);
   }
   std::cout << sinogram_path << "\n" << spec_path << "\n" << truth_path << std::endl;
@@ -286,16 +270,20 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
   {
     auto args = std::make_shared<PhantomArgs>();
     CLI::App* sub = app.add_subcommand(
-        "phantom", "Write a modified Shepp-Logan test case into --out-dir: sinogram.raw (exact "
-                   "line integrals, float32 view-column), job.json (its JobSpec, FBP) and "
-                   "truth.raw (the phantom, float32 y-x). Prints the three paths.");
+        "phantom", "Write a Shepp-Logan test case into --out-dir: sinogram.raw (its exact "
+                   "line integrals, float32 view-row-column), job.json (its JobSpec, FBP) and "
+                   "truth.raw (the phantom, float32 z-y-x). Prints the three paths.");
     sub->add_option("--out-dir", args->out_dir, "where the three files go")->required();
-    sub->add_option("--size", args->size, "image side in pixels")->capture_default_str();
-    sub->add_option("--views", args->views, "views over 180 degrees")->capture_default_str();
+    sub->add_option("--geometry", args->geometry,
+                    "parallel-2d (views over 180 degrees), fan-2d or cone (views over 360 "
+                    "degrees; cone: a size^3 volume and the 3D phantom)")
+        ->capture_default_str();
+    sub->add_option("--size", args->size, "grid side in voxels")->capture_default_str();
+    sub->add_option("--views", args->views, "number of views")->capture_default_str();
     sub->add_option("--detectors", args->detectors,
-                    "detector elements (default ceil(size * sqrt 2) + 4)");
+                    "detector columns (default: enough to see the whole grid)");
     sub->add_option("--voxel-size", args->voxel_size_mm,
-                    "pixel and detector spacing in mm")
+                    "voxel size in mm (the detector spacing follows, times the magnification)")
         ->capture_default_str();
     sub->add_option("--window", args->window,
                     "FBP window: ram-lak, shepp-logan, cosine, hamming, hann")

@@ -5,6 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
+#include "core/data/dims_check.h"
 
 namespace tomo::core {
 namespace {
@@ -24,13 +26,21 @@ class FbpAlgorithm final : public Algorithm {
       return absl::InvalidArgumentError(absl::StrCat("algorithm: fbp was given the options of ",
                                                      AlgorithmName(request.algorithm)));
     }
-    return Fbp(request.geometry, request.volume, projections, *options, backend, context);
+    if (const auto* parallel = std::get_if<ParallelGeometry2D>(&request.geometry)) {
+      return Fbp(*parallel, request.volume, projections, *options, backend, context);
+    }
+    return Fdk(std::get<VectorGeometry>(request.geometry), request.volume, projections,
+               FdkOptions{options->filter}, backend, context);
   }
 };
 
 }  // namespace
 
 std::string AlgorithmName(const AlgorithmOptions& options) { return std::visit(NameOf{}, options); }
+
+Dims3 ProjectionDims(const Geometry& geometry) {
+  return std::visit([](const auto& g) { return g.projection_dims(); }, geometry);
+}
 
 AlgorithmRegistry AlgorithmRegistry::WithBuiltins() {
   AlgorithmRegistry registry;
@@ -60,14 +70,8 @@ absl::StatusOr<Array3D> AlgorithmRegistry::Run(const ReconstructionRequest& requ
                                                    "\" is not available; known algorithms: [",
                                                    absl::StrJoin(known, ", "), "]"));
   }
-  const Dims3 expected = request.geometry.projection_dims();
-  const Dims3& actual = projections.dims();
-  if (actual != expected) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("projections: dims (", actual.d0, ", ", actual.d1, ", ", actual.d2,
-                     ") do not match the geometry's (", expected.d0, ", ", expected.d1, ", ",
-                     expected.d2, ") (views, rows, detectors)"));
-  }
+  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
+                                      ProjectionDims(request.geometry), "(views, rows, detectors)"));
   return found->second->Run(request, projections, backend, context);
 }
 

@@ -1,7 +1,10 @@
 // Reconstruction requests and the registry of algorithms that run them.
 //
 // A ReconstructionRequest is the core's view of a job: a validated geometry, the volume
-// to produce and the typed options of one algorithm. The AlgorithmRegistry is an object
+// to produce and the typed options of one algorithm. The geometry is the 2D parallel-beam
+// form, which keeps its exact-transpose projector pair, or the vector geometry that every
+// other acquisition becomes. "fbp" runs Fbp on the first and Fdk (core/algorithms/fdk.h:
+// FBP for parallel beams, fan-weighted FBP or FDK for fan and cone beams) on the second. The AlgorithmRegistry is an object
 // filled at start-up (no singleton); tomod and `tomo local` each make one and list its
 // names in GetServerInfo.
 //
@@ -17,18 +20,24 @@
 
 #include "absl/status/statusor.h"
 #include "core/algorithms/fbp.h"
+#include "core/algorithms/fdk.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
 #include "core/geometry/parallel_geometry_2d.h"
+#include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
 
 namespace tomo::core {
 
 using AlgorithmOptions = std::variant<FbpOptions>;
+using Geometry = std::variant<ParallelGeometry2D, VectorGeometry>;
+
+// (views, rows, columns) of the projections of a geometry.
+Dims3 ProjectionDims(const Geometry& geometry);
 
 struct ReconstructionRequest {
-  ParallelGeometry2D geometry;
+  Geometry geometry;
   VolumeGeometry volume;
   AlgorithmOptions algorithm;
 };

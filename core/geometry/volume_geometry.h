@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/data/array3d.h"
+#include "core/geometry/vec3.h"
 
 namespace tomo::core {
 
@@ -19,9 +20,6 @@ struct Size3 {
   int64_t x = 0, y = 0, z = 0;
 };
 
-struct Vec3 {
-  double x = 0, y = 0, z = 0;
-};
 
 class VolumeGeometry {
  public:

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-
+#include "core/data/dims_check.h"
 namespace tomo::core {
 namespace {
 
@@ -26,9 +26,6 @@ struct FileCloser {
 };
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
-std::string DimsText(const Dims3& dims) {
-  return absl::StrCat("(", dims.d0, ", ", dims.d1, ", ", dims.d2, ")");
-}
 
 uint64_t ExpectedBytes(const Dims3& dims) {
   return static_cast<uint64_t>(dims.count()) * sizeof(float);

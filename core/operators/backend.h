@@ -10,6 +10,20 @@
 // float rounding), evaluated voxel by voxel (a gather: no atomics), so it serves both the
 // iterative methods and FBP.
 //
+// Any geometry (VectorGeometry, 2D and 3D, parallel and cone): ForwardProject is Joseph's
+// method in 3D: each ray steps one voxel plane at a time along the volume axis it is most
+// nearly parallel to, interpolates bilinearly in that plane (voxels outside count as zero)
+// and weights by voxel size / |direction component along that axis|. BackProject is
+// voxel-driven: each voxel centre is projected onto each view's detector and the
+// projections are interpolated bilinearly there (zero outside the detector); it is the
+// transpose of a pixel-driven projector, close to but not exactly ForwardProject's
+// transpose (the adjointness tests state how close). With BackProjectionWeighting::kFdk
+// each view's contribution is multiplied by (D / U)^2, the FDK distance weight: for a flat
+// detector D = distance from the source to the detector plane and U = depth of the voxel
+// along the detector normal from the source; for a cylindrical detector D = its radius and
+// U = distance from the source to the voxel measured perpendicular to v. kFdk is for cone
+// beams only.
+//
 // Thread safety: one Backend serves one job at a time; calls are synchronous (data are
 // host arrays, results are complete when the call returns).
 // Errors: INVALID_ARGUMENT when array dims do not match the geometry; RESOURCE_EXHAUSTED
@@ -22,9 +36,12 @@
 #include "core/data/array3d.h"
 #include "core/filters/ramp_filter.h"
 #include "core/geometry/parallel_geometry_2d.h"
+#include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 
 namespace tomo::core {
+
+enum class BackProjectionWeighting { kNone, kFdk };
 
 class Backend {
  public:
@@ -40,6 +57,15 @@ class Backend {
   virtual absl::Status BackProject(const ParallelGeometry2D& geometry,
                                    const VolumeGeometry& volume_geometry,
                                    const Array3D& projections, Array3D& volume) = 0;
+  // projections (views, rows, columns) = A volume (nz, ny, nx). Overwrites.
+  virtual absl::Status ForwardProject(const VectorGeometry& geometry,
+                                      const VolumeGeometry& volume_geometry,
+                                      const Array3D& volume, Array3D& projections) = 0;
+  // volume = B projections, voxel-driven, weighted as asked. Overwrites.
+  virtual absl::Status BackProject(const VectorGeometry& geometry,
+                                   const VolumeGeometry& volume_geometry,
+                                   const Array3D& projections,
+                                   BackProjectionWeighting weighting, Array3D& volume) = 0;
   // Filters every detector row in place with filter.response() (zero-padded to
   // filter.padded_length()). projections.dims().d2 must equal filter.num_detectors().
   virtual absl::Status FilterRows(const RampFilter& filter, Array3D& projections) = 0;

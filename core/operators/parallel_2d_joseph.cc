@@ -6,25 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/base/status_macros.h"
+#include "core/data/dims_check.h"
 
 namespace tomo::core {
-namespace {
-
-std::string DimsText(const Dims3& dims) {
-  return absl::StrCat("(", dims.d0, ", ", dims.d1, ", ", dims.d2, ")");
-}
-
-absl::Status CheckDims(absl::string_view what, const Dims3& actual, const Dims3& expected,
-                       absl::string_view axes) {
-  if (actual != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": dims ", DimsText(actual),
-                                                   " do not match the geometry's ",
-                                                   DimsText(expected), " ", axes));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 std::vector<JosephViewParameters> MakeJosephViews(const ParallelGeometry2D& geometry,
                                                   const VolumeGeometry& volume_geometry) {
@@ -67,8 +51,8 @@ absl::Status CheckProjectorOperands(const ParallelGeometry2D& geometry,
         absl::StrCat("size.z: ", volume_geometry.size().z,
                      " is not supported by the 2D parallel-beam projector, which needs 1"));
   }
-  TOMO_RETURN_IF_ERROR(CheckDims("volume", volume.dims(), volume_geometry.dims(), "(z, y, x)"));
-  return CheckDims("projections", projections.dims(), geometry.projection_dims(),
+  TOMO_RETURN_IF_ERROR(CheckDimsMatch("volume", volume.dims(), volume_geometry.dims(), "(z, y, x)"));
+  return CheckDimsMatch("projections", projections.dims(), geometry.projection_dims(),
                    "(views, rows, detectors)");
 }
 

@@ -47,7 +47,7 @@ class RecordingAlgorithm final : public core::Algorithm {
                                     const core::Array3D&, core::Backend&,
                                     const core::RunContext&) const override {
     absl::MutexLock lock(mu_);
-    order_->push_back(request.geometry.num_detectors());
+    order_->push_back(core::ProjectionDims(request.geometry).d2);
     return core::Array3D(request.volume.dims());
   }
 

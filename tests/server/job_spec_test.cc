@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "core/geometry/vector_geometry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -46,10 +47,10 @@ TEST(JobSpecTest, ValidSpecPasses) {
   absl::StatusOr<ValidatedJob> job = ValidateJobSpec(ValidSpec(), {});
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->input_bytes, 720ull * 768 * 4);
-  EXPECT_EQ(job->request.geometry.num_views(), 720);
-  EXPECT_EQ(job->request.geometry.num_detectors(), 768);
-  EXPECT_DOUBLE_EQ(job->request.geometry.detector_offset_mm(), 0.25);
-  EXPECT_NEAR(job->request.geometry.angles_rad()[1], M_PI / 720, 1e-12);
+  EXPECT_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).num_views(), 720);
+  EXPECT_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).num_detectors(), 768);
+  EXPECT_DOUBLE_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).detector_offset_mm(), 0.25);
+  EXPECT_NEAR(std::get<core::ParallelGeometry2D>(job->request.geometry).angles_rad()[1], M_PI / 720, 1e-12);
   EXPECT_EQ(job->request.volume.size().x, 512);
   EXPECT_EQ(job->request.volume.size().y, 256);
   EXPECT_EQ(job->request.volume.size().z, 1);
@@ -82,8 +83,8 @@ TEST(JobSpecTest, AngleListIsAccepted) {
   spec.mutable_input()->set_size_bytes(3ull * 768 * 4);
   absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->request.geometry.num_views(), 3);
-  EXPECT_NEAR(job->request.geometry.angles_rad()[2], 2 * M_PI / 3, 1e-12);
+  EXPECT_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).num_views(), 3);
+  EXPECT_NEAR(std::get<core::ParallelGeometry2D>(job->request.geometry).angles_rad()[2], 2 * M_PI / 3, 1e-12);
 }
 
 TEST(JobSpecTest, ZeroViews) {
@@ -164,7 +165,9 @@ TEST(JobSpecTest, EncodingMustBeFloat32) {
 TEST(JobSpecTest, UnsetGeometry) {
   pb::JobSpec spec = ValidSpec();
   spec.clear_geometry();
-  EXPECT_EQ(Validate(spec).message(), "geometry: none set; expected one of parallel_2d");
+  EXPECT_EQ(Validate(spec).message(),
+            "geometry: none set; expected one of parallel_2d, fan_2d, parallel_3d, cone, "
+            "helical, vectors");
 }
 
 TEST(JobSpecTest, UnsetAngles) {
@@ -306,6 +309,163 @@ TEST(JobSpecTest, LongNameIsRefused) {
   pb::JobSpec spec = ValidSpec();
   spec.set_name(std::string(2000, 'a'));
   EXPECT_THAT(Validate(spec).message(), HasSubstr("name: length 2000 bytes is out of range"));
+}
+
+// A 64^3 cone-beam job: 90 views of 48 x 64 pixels of 1.5 mm, source-origin 200 mm.
+pb::JobSpec ValidConeSpec() {
+  pb::JobSpec spec = ValidSpec();
+  pb::ConeBeam* cone = spec.mutable_geometry()->mutable_cone();
+  pb::Detector* detector = cone->mutable_detector();
+  detector->set_rows(48);
+  detector->set_columns(64);
+  detector->set_row_spacing_mm(1.5);
+  detector->set_column_spacing_mm(1.5);
+  cone->set_source_origin_mm(200);
+  cone->set_origin_detector_mm(100);
+  cone->mutable_angles()->mutable_uniform()->set_count(90);
+  cone->mutable_angles()->mutable_uniform()->set_span_deg(360);
+  spec.mutable_volume()->mutable_size()->set_x(64);
+  spec.mutable_volume()->mutable_size()->set_y(64);
+  spec.mutable_volume()->mutable_size()->set_z(64);
+  spec.mutable_input()->set_size_bytes(90ull * 48 * 64 * 4);
+  return spec;
+}
+
+TEST(JobSpecTest, ConeSpecBecomesAVectorGeometry) {
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(ValidConeSpec(), {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const auto* geometry = std::get_if<core::VectorGeometry>(&job->request.geometry);
+  ASSERT_NE(geometry, nullptr);
+  EXPECT_EQ(geometry->beam(), core::BeamKind::kCone);
+  EXPECT_EQ(geometry->num_views(), 90);
+  EXPECT_EQ(geometry->rows(), 48);
+  EXPECT_EQ(geometry->columns(), 64);
+  // At 0 degrees the source sits on +y at source_origin_mm (docs/geometry.md).
+  EXPECT_NEAR(geometry->views()[0].source.y, 200.0, 1e-9);
+  EXPECT_EQ(job->request.volume.size().z, 64);
+  EXPECT_EQ(job->input_bytes, 90ull * 48 * 64 * 4);
+}
+
+TEST(JobSpecTest, OtherGeometriesAreAccepted) {
+  pb::JobSpec fan = ValidSpec();
+  pb::FanBeam2D* f = fan.mutable_geometry()->mutable_fan_2d();
+  f->set_num_detectors(768);
+  f->set_detector_spacing_mm(0.75);
+  f->set_source_origin_mm(500);
+  f->set_origin_detector_mm(250);
+  f->set_shape(pb::DETECTOR_SHAPE_CYLINDRICAL);
+  f->mutable_angles()->mutable_uniform()->set_count(720);
+  f->mutable_angles()->mutable_uniform()->set_span_deg(360);
+  EXPECT_TRUE(Validate(fan).ok()) << Validate(fan);
+
+  pb::JobSpec parallel = ValidConeSpec();
+  pb::ParallelBeam3D* p = parallel.mutable_geometry()->mutable_parallel_3d();
+  *p->mutable_detector() = ValidConeSpec().geometry().cone().detector();
+  *p->mutable_angles() = ValidConeSpec().geometry().cone().angles();
+  EXPECT_TRUE(Validate(parallel).ok()) << Validate(parallel);
+
+  // The same cone as explicit vectors, view by view.
+  pb::JobSpec vectors = ValidConeSpec();
+  absl::StatusOr<ValidatedJob> cone = ValidateJobSpec(ValidConeSpec(), {});
+  ASSERT_TRUE(cone.ok());
+  const auto& cone_geometry = std::get<core::VectorGeometry>(cone->request.geometry);
+  pb::ViewVectorList* list = vectors.mutable_geometry()->mutable_vectors();
+  list->set_beam(pb::BEAM_KIND_CONE);
+  list->set_rows(48);
+  list->set_columns(64);
+  auto set = [](pb::Vec3* to, const core::Vec3& from) {
+    to->set_x(from.x);
+    to->set_y(from.y);
+    to->set_z(from.z);
+  };
+  for (const core::ViewVectors& view : cone_geometry.views()) {
+    pb::ViewVectors* added = list->add_views();
+    set(added->mutable_source(), view.source);
+    set(added->mutable_detector_center(), view.detector_center);
+    set(added->mutable_u(), view.u);
+    set(added->mutable_v(), view.v);
+  }
+  EXPECT_TRUE(Validate(vectors).ok()) << Validate(vectors);
+}
+
+TEST(JobSpecTest, BadConeFieldsAreNamed) {
+  pb::JobSpec spec = ValidConeSpec();
+  spec.mutable_geometry()->mutable_cone()->set_source_origin_mm(-5);
+  EXPECT_EQ(Validate(spec).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("geometry.cone.source_origin_mm: -5"));
+
+  spec = ValidConeSpec();
+  spec.mutable_geometry()->mutable_cone()->mutable_detector()->set_columns(0);
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("geometry.cone.detector.columns: 0 is out of range [1, 65536]"));
+
+  spec = ValidConeSpec();
+  spec.mutable_geometry()->mutable_cone()->mutable_detector()->set_row_spacing_mm(
+      std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(Validate(spec).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("geometry.cone.detector.row_spacing_mm"));
+
+  // A source 10 mm from the axis is inside the 32 mm wide volume (64 voxels of 0.5 mm).
+  spec = ValidConeSpec();
+  spec.mutable_geometry()->mutable_cone()->set_source_origin_mm(10);
+  EXPECT_EQ(Validate(spec).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(Validate(spec).message()),
+              AllOf(HasSubstr("geometry.views[0].source"), HasSubstr("inside the volume")));
+
+  // The projections of a cone are views x rows x columns.
+  spec = ValidConeSpec();
+  spec.mutable_input()->set_size_bytes(90ull * 64 * 4);
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("90 views x 48 rows x 64 detectors x 4 bytes = 1105920"));
+}
+
+TEST(JobSpecTest, DegenerateVectorsAreNamed) {
+  pb::JobSpec spec = ValidConeSpec();
+  pb::ViewVectorList* list = spec.mutable_geometry()->mutable_vectors();
+  list->set_beam(pb::BEAM_KIND_CONE);
+  list->set_rows(48);
+  list->set_columns(64);
+  pb::ViewVectors* view = list->add_views();
+  view->mutable_source()->set_y(200);
+  view->mutable_detector_center()->set_y(-100);
+  view->mutable_u()->set_x(1.5);
+  view->mutable_v()->set_x(1.5);  // parallel to u
+  spec.mutable_input()->set_size_bytes(48ull * 64 * 4);
+  EXPECT_EQ(Validate(spec).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("geometry.vectors.views[0]"));
+
+  view->mutable_v()->set_x(0);
+  view->mutable_v()->set_z(1.5);
+  view->mutable_u()->set_x(std::numeric_limits<double>::infinity());
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("geometry.vectors.views[0].u"));
+
+  list->clear_views();
+  spec.mutable_input()->set_size_bytes(0);
+  EXPECT_THAT(Validate(spec).message(), HasSubstr("geometry.vectors.views: 0 views"));
+}
+
+TEST(JobSpecTest, ThreeDimensionalVolumesOnlyForThreeDimensionalGeometries) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_volume()->mutable_size()->set_z(8);
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("volume.size.z: 8 is out of range [0, 1] for a 2D geometry"));
+  spec = ValidConeSpec();
+  spec.mutable_volume()->mutable_size()->set_z(4096);
+  ServerLimits limits;
+  limits.max_voxels = 1u << 20;
+  absl::Status status = Validate(spec, limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("64 x 64 x 4096 = 16777216 voxels"));
+}
+
+TEST(JobSpecTest, HelicalWithFbpIsRefused) {
+  pb::JobSpec spec = ValidConeSpec();
+  pb::HelicalConeBeam* helical = spec.mutable_geometry()->mutable_helical();
+  *helical->mutable_cone() = ValidConeSpec().geometry().cone();
+  helical->set_pitch_mm_per_turn(20);
+  absl::Status status = Validate(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("algorithm.fbp: FBP/FDK needs a circular orbit"));
 }
 
 }  // namespace

@@ -22,6 +22,13 @@ class CpuBackend final : public Backend {
   absl::Status BackProject(const ParallelGeometry2D& geometry,
                            const VolumeGeometry& volume_geometry, const Array3D& projections,
                            Array3D& volume) override;
+  // Any VectorGeometry; defined in cpu_vector_projector.cc.
+  absl::Status ForwardProject(const VectorGeometry& geometry,
+                              const VolumeGeometry& volume_geometry, const Array3D& volume,
+                              Array3D& projections) override;
+  absl::Status BackProject(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+                           const Array3D& projections, BackProjectionWeighting weighting,
+                           Array3D& volume) override;
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override;
 
  private:

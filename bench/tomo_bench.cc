@@ -1,0 +1,310 @@
+// tomo-bench: GPU timings of the VectorGeometry projectors (issue 3's benchmark cases),
+// printed as a table and written as JSON (--json PATH).
+//
+// Cases (voxel 1 mm, source-origin 3N, origin-detector N, detector pixel 2N / detector
+// for the cone cases; issue 3, case 2), plus the back projection of FDK case 1:
+//   cone-fp-256   256^3 -> 360 x 384^2          cone-bp-256   the transpose direction
+//   cone-fp-512   512^3 -> 720 x 768^2          cone-bp-512
+//   fdk1-bp       496 x 960 rows x 1248 columns (0.32 mm) -> 512^3 (0.5 mm), SO 780,
+//                 OD 420, FDK weight
+// GPU-resident: inputs are random data already on the device; each case is run once to warm
+// up (texture arrays are made then, and kept), then timed --repeats times with CUDA events
+// around one operator call (the device-to-device copy into the texture array plus the
+// kernel; for the layered forward sampler also the two volume transposes and three array
+// copies); the table shows the median and the minimum. Forward: the layered sampler (what
+// CudaBackend uses) and the 3D-texture one; back: the launch-shape variants of
+// vector_kernels.h (the default first), each also with float16 projections ("-f16"), and
+// the exact sampler. GUPS = voxels x views / median
+// time. End to end (--e2e, on by default): one call of CudaBackend's operator from pageable
+// host arrays after a warm-up, wall time (allocation, copies, kernel).
+//
+//   build/bin/tomo-bench --json bench.json [--repeats 5] [--cases fdk1-bp,cone-fp-512]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/base/status_macros.h"
+#include "core/devices/devices.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_vector_projector.h"
+
+namespace tomo::bench {
+namespace {
+
+using core::BackProjectionWeighting;
+using core::cuda::DeviceBuffer;
+using core::cuda::DeviceVectorProjector;
+using core::cuda::VectorSampler;
+
+constexpr double kPi = 3.14159265358979323846;
+
+struct BenchCase {
+  std::string name;
+  bool forward;
+  BackProjectionWeighting weighting;
+  int64_t n;  // volume side
+  double voxel_mm;
+  int64_t views, rows, columns;
+  double pixel_mm, source_origin_mm, origin_detector_mm;
+  std::string target;  // issue 3's target, in words
+};
+
+std::vector<BenchCase> AllCases() {
+  auto cone = [](std::string name, bool forward, int64_t n, int64_t views, int64_t det,
+                 std::string target) {
+    return BenchCase{std::move(name), forward, BackProjectionWeighting::kNone, n, 1.0, views,
+                     det, det, 2.0 * n / det, 3.0 * n, 1.0 * n, std::move(target)};
+  };
+  return {
+      cone("cone-fp-256", true, 256, 360, 384, "-"),
+      cone("cone-bp-256", false, 256, 360, 384, "-"),
+      cone("cone-fp-512", true, 512, 720, 768, "<= 250 ms"),
+      cone("cone-bp-512", false, 512, 720, 768, "-"),
+      BenchCase{"fdk1-bp", false, BackProjectionWeighting::kFdk, 512, 0.5, 496, 960, 1248, 0.32,
+                780, 420, ">= 800 GUPS"},
+  };
+}
+
+struct Result {
+  BenchCase c;
+  std::string sampler;
+  double median_s = 0, min_s = 0, gups = 0, e2e_s = -1;
+};
+
+// Fills a device buffer with uniform random values in [0.25, 1.25) (a 16 Mi-value random
+// block, tiled).
+absl::Status FillRandom(float* device, int64_t count, std::mt19937_64& random,
+                        cudaStream_t stream) {
+  static constexpr int64_t kBlock = int64_t{1} << 24;
+  std::vector<float> block(static_cast<size_t>(std::min(count, kBlock)));
+  std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
+  for (float& v : block) v = uniform(random);
+  for (int64_t i = 0; i < count; i += kBlock) {
+    const int64_t n = std::min(kBlock, count - i);
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device + i, block.data(),
+                                              static_cast<size_t>(n) * sizeof(float),
+                                              cudaMemcpyHostToDevice, stream));
+  }
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<core::VectorGeometry> MakeGeometry(const BenchCase& c) {
+  core::FanConeOptions cone;
+  cone.detector.rows = c.rows;
+  cone.detector.columns = c.columns;
+  cone.detector.row_spacing_mm = c.pixel_mm;
+  cone.detector.column_spacing_mm = c.pixel_mm;
+  cone.source_origin_mm = c.source_origin_mm;
+  cone.origin_detector_mm = c.origin_detector_mm;
+  cone.angles_rad = core::UniformAnglesRad(c.views, 0, 2 * kPi);
+  return core::MakeCircularCone(cone);
+}
+
+std::string SamplerName(VectorSampler sampler, int variant) {
+  switch (sampler) {
+    case VectorSampler::kLayered: return "layered";
+    case VectorSampler::kExact: return "exact";
+    default: return variant < 0 ? "tex3d" : absl::StrCat("tex-v", variant);
+  }
+}
+
+// variant: the back projector's launch shape (vector_kernels.h); -1 for the forward one.
+absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int variant, bool half,
+                               int repeats, bool e2e, std::mt19937_64& random) {
+  TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
+  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume_geometry,
+                        core::VolumeGeometry::Create({c.n, c.n, c.n},
+                                                     {c.voxel_mm, c.voxel_mm, c.voxel_mm}, {}));
+  TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
+  Result result{c, SamplerName(sampler, variant) + (half ? "-f16" : "")};
+  {
+    const cudaStream_t s = stream.get();
+    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
+                          DeviceVectorProjector::Create(geometry, volume_geometry, s));
+    if (variant >= 0) projector.set_back_variant(variant);
+    projector.set_back_half(half);
+    const int64_t voxels = volume_geometry.voxel_count();
+    const int64_t samples = geometry.projection_dims().count();
+    TOMO_ASSIGN_OR_RETURN(auto d_volume, DeviceBuffer<float>::Allocate(voxels, s));
+    TOMO_ASSIGN_OR_RETURN(auto d_projections, DeviceBuffer<float>::Allocate(samples, s));
+    if (c.forward) {
+      TOMO_RETURN_IF_ERROR(FillRandom(d_volume.get(), voxels, random, s));
+    } else {
+      TOMO_RETURN_IF_ERROR(FillRandom(d_projections.get(), samples, random, s));
+    }
+    auto call = [&]() -> absl::Status {
+      if (c.forward) return projector.Forward(d_volume.get(), d_projections.get(), sampler);
+      return projector.Back(d_projections.get(), c.weighting, d_volume.get(), sampler);
+    };
+    TOMO_RETURN_IF_ERROR(call());  // warm-up
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    cudaEvent_t start = nullptr, stop = nullptr;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+    std::vector<double> times;
+    absl::Status status;
+    for (int i = 0; i < repeats && status.ok(); ++i) {
+      status.Update(core::cuda::CudaCallStatus(cudaEventRecord(start, s), "cudaEventRecord",
+                                               __FILE__, __LINE__));
+      status.Update(call());
+      status.Update(core::cuda::CudaCallStatus(cudaEventRecord(stop, s), "cudaEventRecord",
+                                               __FILE__, __LINE__));
+      status.Update(core::cuda::CudaCallStatus(cudaEventSynchronize(stop),
+                                               "cudaEventSynchronize", __FILE__, __LINE__));
+      float ms = 0;
+      status.Update(core::cuda::CudaCallStatus(cudaEventElapsedTime(&ms, start, stop),
+                                               "cudaEventElapsedTime", __FILE__, __LINE__));
+      times.push_back(ms * 1e-3);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    TOMO_RETURN_IF_ERROR(status);
+    std::sort(times.begin(), times.end());
+    result.median_s = times[times.size() / 2];
+    result.min_s = times.front();
+    result.gups = static_cast<double>(voxels) * static_cast<double>(c.views) / result.median_s * 1e-9;
+  }
+  if (e2e) {
+    const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
+    TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::MakeBackend(devices[0]));
+    core::Array3D volume(volume_geometry.dims(), 0.5f);
+    core::Array3D projections(geometry.projection_dims(), 0.5f);
+    std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
+    core::Array3D& input = c.forward ? volume : projections;
+    for (int64_t i = 0; i < input.size(); i += 7) input.data()[i] = uniform(random);
+    auto call = [&]() -> absl::Status {
+      if (c.forward) return backend->ForwardProject(geometry, volume_geometry, volume, projections);
+      return backend->BackProject(geometry, volume_geometry, projections, c.weighting, volume);
+    };
+    TOMO_RETURN_IF_ERROR(call());  // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    TOMO_RETURN_IF_ERROR(call());
+    result.e2e_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return result;
+}
+
+std::string Json(const std::vector<Result>& results, const std::string& device) {
+  std::string out = absl::StrCat("{\n  \"device\": \"", device, "\",\n  \"results\": [\n");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    absl::StrAppend(&out, "    {\"case\": \"", r.c.name, "\", \"operator\": \"",
+                    r.c.forward ? "forward" : "back", "\", \"weighting\": \"",
+                    r.c.weighting == BackProjectionWeighting::kFdk ? "fdk" : "none",
+                    "\", \"sampler\": \"", r.sampler, "\", \"volume\": ", r.c.n,
+                    ", \"views\": ", r.c.views, ", \"rows\": ", r.c.rows,
+                    ", \"columns\": ", r.c.columns, ", \"median_s\": ", r.median_s,
+                    ", \"min_s\": ", r.min_s, ", \"gups\": ", r.gups,
+                    ", \"end_to_end_s\": ", r.e2e_s, ", \"target\": \"", r.c.target, "\"}",
+                    i + 1 < results.size() ? ",\n" : "\n");
+  }
+  absl::StrAppend(&out, "  ]\n}\n");
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"tomo-bench: GPU-resident timings of the tomoserve projectors"};
+  std::string json_path;
+  int repeats = 5;
+  std::string cases_text;
+  bool e2e = true;
+  bool exact = true;
+  app.add_option("--json", json_path, "write the results as JSON to this path");
+  app.add_option("--repeats", repeats, "timed runs per case (median reported)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--cases", cases_text, "comma-separated case names (default: all)");
+  app.add_flag("--e2e,!--no-e2e", e2e, "also time CudaBackend from host arrays");
+  app.add_flag("--exact,!--no-exact", exact,
+               "also time the exact (plain-load) sampler of the back projector");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
+  if (devices.empty()) {
+    std::fprintf(stderr, "tomo-bench: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  const std::string device = prop.name;
+  std::vector<std::string> wanted;
+  if (!cases_text.empty()) wanted = absl::StrSplit(cases_text, ',');
+
+  std::mt19937_64 random(12345);
+  std::vector<Result> results;
+  std::printf("%-12s %-8s %-8s %12s %12s %9s %12s  %s\n", "case", "op", "sampler", "median ms",
+              "min ms", "GUPS", "e2e ms", "target");
+  for (const BenchCase& c : AllCases()) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.name) == wanted.end()) {
+      continue;
+    }
+    // (sampler, back variant): the first is what CudaBackend uses and is also timed end
+    // to end.
+    struct Run {
+      VectorSampler sampler;
+      int variant;
+      bool half;
+    };
+    std::vector<Run> runs;
+    if (c.forward) {
+      runs = {{VectorSampler::kLayered, -1, false}, {VectorSampler::kTexture, -1, false}};
+    } else {
+      runs.push_back({VectorSampler::kTexture, core::cuda::kBpVariantDefault, false});
+      for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
+        if (v != core::cuda::kBpVariantDefault) runs.push_back({VectorSampler::kTexture, v, false});
+      }
+      for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
+        runs.push_back({VectorSampler::kTexture, v, true});
+      }
+      if (exact) runs.push_back({VectorSampler::kExact, core::cuda::kBpVariantDefault, false});
+    }
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const VectorSampler sampler = runs[k].sampler;
+      absl::StatusOr<Result> r = RunCase(c, sampler, runs[k].variant, runs[k].half, repeats,
+                                         e2e && k == 0, random);
+      if (!r.ok()) {
+        std::fprintf(stderr, "tomo-bench: %s: %s\n", c.name.c_str(),
+                     std::string(r.status().message()).c_str());
+        return 1;
+      }
+      std::printf("%-12s %-8s %-8s %12.2f %12.2f %9.1f %12s  %s\n", c.name.c_str(),
+                  c.forward ? "forward" : (c.weighting == BackProjectionWeighting::kFdk ? "back-fdk" : "back"),
+                  r->sampler.c_str(), r->median_s * 1e3, r->min_s * 1e3, r->gups,
+                  r->e2e_s >= 0 ? absl::StrCat(static_cast<int64_t>(r->e2e_s * 1e3 + 0.5)).c_str()
+                                : "-",
+                  c.target.c_str());
+      std::fflush(stdout);
+      results.push_back(*r);
+    }
+  }
+  if (!json_path.empty()) {
+    std::ofstream file(json_path);
+    file << Json(results, device);
+    if (!file) {
+      std::fprintf(stderr, "tomo-bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tomo::bench
+
+int main(int argc, char** argv) { return tomo::bench::Main(argc, argv); }

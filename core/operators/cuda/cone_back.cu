@@ -1,0 +1,235 @@
+// Voxel-driven back projection for any VectorGeometry on CUDA (backend.h): each voxel
+// centre is mapped onto each view's detector by the view's linear forms (VectorBpView in
+// vector_kernels.h: a projective map for flat detectors, atan2 for cylindrical ones), the
+// projection is interpolated bilinearly there (zero outside the detector) and the views'
+// values are summed, times the FDK weight (D / U)^2 when asked.
+//
+//   voxel X (index units) --a,b,d--> (column, row) = (a/d, b/d) on view v's detector
+//                                    value += P_v(row, column) [ / d^2 for FDK ]
+//
+// All views in one pass (the volume is written once); with the texture sampler the host
+// passes at most kMaxTextureLayers views per launch and accumulates.
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/operators/cuda/vector_kernels.h"
+
+namespace tomo::core::cuda {
+namespace {
+
+// Launch shapes (vector_kernels.h, kBpVariant...): blocks of kBlockX x kBlockY voxel
+// columns (x fastest, so a warp's detector positions are neighbours) and kVoxelsPerThread
+// voxels along z per thread, sharing one evaluation of the view's forms (the z step is one
+// add per form). Measured on the H100 (bench/NOTES.md, v0.2; GPU-resident, texture copy
+// included): variant 0, 32 x 4 x 8: 939 GUPS on 512^3 x 720 x 768^2, 705 GUPS on FDK
+// case 1 (863 with float16 projections); the other shapes are within 2% (32 x 4 x 16 the
+// best on FDK case 1: 714, 895 with float16), so the default stays the tested one.
+// Views whose parameters are staged in shared memory at a time (64 bytes each).
+constexpr int kBpViewsPerChunk = 64;
+
+template <VectorSampler kSampler>
+__device__ __forceinline__ float SampleDetector(cudaTextureObject_t texture,
+                                                const float* __restrict__ projections,
+                                                int rows, int columns, int view, float row,
+                                                float column) {
+  if (kSampler == VectorSampler::kTexture) {
+    return tex2DLayered<float>(texture, column + 0.5f, row + 0.5f, view);
+  } else {
+    const float fc = floorf(column), fr = floorf(row);
+    if (!(fc >= -1.0f && fc < static_cast<float>(columns) && fr >= -1.0f &&
+          fr < static_cast<float>(rows))) {
+      return 0.0f;
+    }
+    const float tc = column - fc, tr = row - fr;
+    const int c0 = static_cast<int>(fc), r0 = static_cast<int>(fr);
+    const float* base = projections + static_cast<int64_t>(view) * rows * columns;
+    float sum = 0.0f;
+#pragma unroll
+    for (int dr = 0; dr < 2; ++dr) {
+      const int r = r0 + dr;
+      if (r < 0 || r >= rows) continue;
+      const float wr = dr ? tr : 1.0f - tr;
+#pragma unroll
+      for (int dc = 0; dc < 2; ++dc) {
+        const int c = c0 + dc;
+        if (c < 0 || c >= columns) continue;
+        const float wc = dc ? tc : 1.0f - tc;
+        sum = fmaf(wr * wc, __ldg(base + static_cast<int64_t>(r) * columns + c), sum);
+      }
+    }
+    return sum;
+  }
+}
+
+// Launch: grid (ceil(nx / kBpBlockX), ceil(ny / kBpBlockY), ceil(nz / kVoxelsPerThread)),
+// block (kBpBlockX, kBpBlockY). A thread owns voxels (ix, iy, iz0 .. iz0 + kVoxelsPerThread
+// - 1): for every view it reads the view's VectorBpView (staged by the block in shared
+// memory) and one interpolated detector value per voxel, accumulates in registers and
+// writes (or adds to) each of its voxels once.
+template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
+          int kVoxelsPerThread>
+__global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
+    VectorBackKernel(VectorVolumeShape vol, VectorDetectorShape det,
+                     const VectorBpView* __restrict__ views, int32_t accumulate,
+                     cudaTextureObject_t texture, const float* __restrict__ projections,
+                     float* __restrict__ volume) {
+  __shared__ VectorBpView s_views[kBpViewsPerChunk];
+  const int ix = blockIdx.x * kBpBlockX + threadIdx.x;
+  const int iy = blockIdx.y * kBpBlockY + threadIdx.y;
+  const int iz0 = blockIdx.z * kVoxelsPerThread;
+  const bool inside = ix < vol.nx && iy < vol.ny;
+  const int thread = threadIdx.y * kBpBlockX + threadIdx.x;
+  const float fx = static_cast<float>(ix), fy = static_cast<float>(iy);
+  const float fz = static_cast<float>(iz0);
+
+  float acc[kVoxelsPerThread];
+#pragma unroll
+  for (int k = 0; k < kVoxelsPerThread; ++k) acc[k] = 0.0f;
+
+  for (int v0 = 0; v0 < det.num_views; v0 += kBpViewsPerChunk) {
+    const int count = min(kBpViewsPerChunk, det.num_views - v0);
+    __syncthreads();  // the previous chunk is no longer read
+    for (int t = thread; t < count; t += kBpBlockX * kBpBlockY) s_views[t] = views[v0 + t];
+    __syncthreads();
+    if (!inside) continue;
+    for (int c = 0; c < count; ++c) {
+      const VectorBpView view = s_views[c];
+      const int v = v0 + c;
+      float a = fmaf(view.a.x, fx, fmaf(view.a.y, fy, fmaf(view.a.z, fz, view.a.w)));
+      float b = fmaf(view.b.x, fx, fmaf(view.b.y, fy, fmaf(view.b.z, fz, view.b.w)));
+      float d = fmaf(view.d.x, fx, fmaf(view.d.y, fy, fmaf(view.d.z, fz, view.d.w)));
+#pragma unroll
+      for (int k = 0; k < kVoxelsPerThread; ++k) {
+        if (kCylindrical) {
+          // a: along the central ray, b: along the tangent, d: rows (all over R).
+          if (a > 0.0f) {
+            const float rho2 = fmaf(a, a, b * b);
+            const float inv_rho = rsqrtf(rho2);
+            const float column = fmaf(atan2f(b, a), view.extra.x, view.extra.y);
+            const float row = fmaf(d, inv_rho, view.extra.z);
+            const float value = SampleDetector<kSampler>(texture, projections, det.rows,
+                                                         det.columns, v, row, column);
+            acc[k] = kFdk ? fmaf(value, inv_rho * inv_rho, acc[k]) : acc[k] + value;
+          }
+        } else {
+          if (d > 0.0f) {
+            // Approximate reciprocal (MUFU.RCP, 1 ulp class) instead of an IEEE division.
+            const float inv_d = __fdividef(1.0f, d);
+            const float value = SampleDetector<kSampler>(texture, projections, det.rows,
+                                                         det.columns, v, b * inv_d, a * inv_d);
+            acc[k] = kFdk ? fmaf(value, inv_d * inv_d, acc[k]) : acc[k] + value;
+          }
+        }
+        a += view.a.z;
+        b += view.b.z;
+        d += view.d.z;
+      }
+    }
+  }
+  if (!inside) return;
+#pragma unroll
+  for (int k = 0; k < kVoxelsPerThread; ++k) {
+    const int iz = iz0 + k;
+    if (iz < vol.nz) {
+      float* out = volume + (static_cast<int64_t>(iz) * vol.ny + iy) * vol.nx + ix;
+      *out = accumulate ? *out + acc[k] : acc[k];
+    }
+  }
+}
+
+template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
+          int kVoxelsPerThread>
+cudaError_t LaunchBackShape(const VectorVolumeShape& vol, const VectorDetectorShape& det,
+                            const VectorBpView* views, int32_t accumulate,
+                            cudaTextureObject_t texture, const float* projections,
+                            float* volume, cudaStream_t stream) {
+  const dim3 grid((vol.nx + kBpBlockX - 1) / kBpBlockX, (vol.ny + kBpBlockY - 1) / kBpBlockY,
+                  (vol.nz + kVoxelsPerThread - 1) / kVoxelsPerThread);
+  const dim3 block(kBpBlockX, kBpBlockY);
+  VectorBackKernel<kSampler, kCylindrical, kFdk, kBpBlockX, kBpBlockY, kVoxelsPerThread>
+      <<<grid, block, 0, stream>>>(vol, det, views, accumulate, texture, projections, volume);
+  return cudaGetLastError();
+}
+
+// The launch shape variants of vector_kernels.h; the exact sampler (a correctness
+// reference) uses only the default.
+template <VectorSampler kSampler, bool kCylindrical, bool kFdk>
+cudaError_t LaunchBack(const VectorVolumeShape& vol, const VectorDetectorShape& det,
+                       const VectorBpView* views, int32_t accumulate,
+                       cudaTextureObject_t texture, const float* projections, float* volume,
+                       cudaStream_t stream, int32_t variant) {
+  if (kSampler == VectorSampler::kTexture) {
+    switch (variant) {
+      case 1:
+        return LaunchBackShape<kSampler, kCylindrical, kFdk, 16, 8, 8>(
+            vol, det, views, accumulate, texture, projections, volume, stream);
+      case 2:
+        return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 16>(
+            vol, det, views, accumulate, texture, projections, volume, stream);
+      case 3:
+        return LaunchBackShape<kSampler, kCylindrical, kFdk, 8, 8, 8>(
+            vol, det, views, accumulate, texture, projections, volume, stream);
+      default:
+        break;
+    }
+  }
+  return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 8>(
+      vol, det, views, accumulate, texture, projections, volume, stream);
+}
+
+template <VectorSampler kSampler>
+cudaError_t LaunchBackSampler(const VectorVolumeShape& vol, const VectorDetectorShape& det,
+                              const VectorBpView* views, int32_t fdk, int32_t accumulate,
+                              cudaTextureObject_t texture, const float* projections,
+                              float* volume, cudaStream_t stream, int32_t variant) {
+  if (det.cylindrical) {
+    return fdk ? LaunchBack<kSampler, true, true>(vol, det, views, accumulate, texture,
+                                                  projections, volume, stream, variant)
+               : LaunchBack<kSampler, true, false>(vol, det, views, accumulate, texture,
+                                                   projections, volume, stream, variant);
+  }
+  return fdk ? LaunchBack<kSampler, false, true>(vol, det, views, accumulate, texture,
+                                                 projections, volume, stream, variant)
+             : LaunchBack<kSampler, false, false>(vol, det, views, accumulate, texture,
+                                                  projections, volume, stream, variant);
+}
+
+// Launch: grid-stride, 256 threads; a thread converts elements i, i + stride, ...
+__global__ void FloatToHalfKernel(const float* __restrict__ in, int64_t count,
+                                  __half* __restrict__ out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = __float2half_rn(in[i]);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchFloatToHalf(const float* in, int64_t count, uint16_t* out, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((count + 255) / 256, 132 * 32);
+  FloatToHalfKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      in, count, reinterpret_cast<__half*>(out));
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchVectorBack(const VectorVolumeShape& volume_shape,
+                             const VectorDetectorShape& detector, const VectorBpView* views,
+                             VectorSampler sampler, int32_t fdk, int32_t accumulate,
+                             cudaTextureObject_t projection_texture, const float* projections,
+                             float* volume, cudaStream_t stream, int32_t variant) {
+  if (volume_shape.nx <= 0 || volume_shape.ny <= 0 || volume_shape.nz <= 0) return cudaSuccess;
+  if (sampler == VectorSampler::kTexture) {
+    return LaunchBackSampler<VectorSampler::kTexture>(volume_shape, detector, views, fdk,
+                                                      accumulate, projection_texture,
+                                                      projections, volume, stream, variant);
+  }
+  return LaunchBackSampler<VectorSampler::kExact>(volume_shape, detector, views, fdk,
+                                                  accumulate, projection_texture, projections,
+                                                  volume, stream, variant);
+}
+
+}  // namespace tomo::core::cuda

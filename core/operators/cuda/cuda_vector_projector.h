@@ -1,0 +1,151 @@
+// Inside the CUDA backend (host code, g++ only): the VectorGeometry projectors on data that
+// already live on the device, for CudaBackend (which adds the host copies) and for
+// bench/tomo_bench.cc (which times them GPU-resident). Not for users of the core: they go
+// through Backend (core/operators/backend.h).
+//
+// DeviceVectorProjector holds, for one (VectorGeometry, VolumeGeometry) pair on one device
+// and stream: the per-view kernel parameters (computed on the host in double, uploaded
+// once) and, made on first use and kept, the CUDA arrays and texture objects the texture
+// samplers read (for the forward projector a 3D array of the volume, or three layered 2D
+// arrays with their transpose scratch; for the back projector a layered 2D array of at most
+// kMaxTextureLayers views, float32 or float16). Every method enqueues work on
+// the stream and returns without synchronising; errors are absl::Status as in
+// cuda_check.h. The caller keeps the device current (ScopedDevice) for every call and for
+// the destructor. Not thread-safe.
+//
+//   TOMO_ASSIGN_OR_RETURN(auto projector,
+//                         DeviceVectorProjector::Create(geometry, volume_geometry, stream));
+//   TOMO_RETURN_IF_ERROR(projector.Forward(d_volume, d_projections, VectorSampler::kTexture));
+//   TOMO_RETURN_IF_ERROR(projector.Back(d_projections, BackProjectionWeighting::kFdk,
+//                                       d_volume, VectorSampler::kTexture));
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/geometry/vector_geometry.h"
+#include "core/geometry/volume_geometry.h"
+#include "core/operators/backend.h"
+#include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/vector_kernels.h"
+
+namespace tomo::core::cuda {
+
+// Layers of a layered 2D texture on every current CUDA device (cudaDeviceProp
+// maxTexture2DLayered[2] is 2048 on Hopper).
+constexpr int64_t kMaxTextureLayers = 2048;
+
+// The kernels' per-view parameters (vector_kernels.h), computed in double.
+std::vector<VectorFpView> MakeVectorFpViews(const VectorGeometry& geometry,
+                                            const VolumeGeometry& volume_geometry);
+std::vector<VectorBpView> MakeVectorBpViews(const VectorGeometry& geometry,
+                                            const VolumeGeometry& volume_geometry);
+
+// A CUDA array with a texture object reading it: linear filtering, border addressing
+// (outside reads 0), unnormalised coordinates. Move-only.
+class TextureArray {
+ public:
+  TextureArray() = default;
+  // A 3D array of (width, height, depth) floats; layered: depth is the number of layers of
+  // a layered 2D texture.
+  // half: IEEE binary16 elements (read as float by the kernels).
+  static absl::StatusOr<TextureArray> Create(int64_t width, int64_t height, int64_t depth,
+                                             bool layered, bool half = false);
+  TextureArray(TextureArray&& other) noexcept
+      : array_(std::exchange(other.array_, nullptr)),
+        texture_(std::exchange(other.texture_, 0)),
+        width_(other.width_), height_(other.height_), depth_(other.depth_),
+        element_bytes_(other.element_bytes_) {}
+  TextureArray& operator=(TextureArray&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      array_ = std::exchange(other.array_, nullptr);
+      texture_ = std::exchange(other.texture_, 0);
+      width_ = other.width_;
+      height_ = other.height_;
+      depth_ = other.depth_;
+      element_bytes_ = other.element_bytes_;
+    }
+    return *this;
+  }
+  TextureArray(const TextureArray&) = delete;
+  TextureArray& operator=(const TextureArray&) = delete;
+  ~TextureArray() { Reset(); }
+
+  // Copies `depth` slices of width x height elements (contiguous, from host or device
+  // memory, `kind` says which) into slices [first, first + depth) of the array, on `stream`.
+  absl::Status Load(const void* source, int64_t first, int64_t depth, cudaMemcpyKind kind,
+                    cudaStream_t stream) const;
+  bool half() const { return element_bytes_ == 2; }
+
+  cudaTextureObject_t texture() const { return texture_; }
+  bool valid() const { return array_ != nullptr; }
+  int64_t width() const { return width_; }
+  int64_t height() const { return height_; }
+  int64_t depth() const { return depth_; }
+  void Reset();
+
+ private:
+  cudaArray_t array_ = nullptr;
+  cudaTextureObject_t texture_ = 0;
+  int64_t width_ = 0, height_ = 0, depth_ = 0;
+  int64_t element_bytes_ = 4;
+};
+
+class DeviceVectorProjector {
+ public:
+  // INVALID_ARGUMENT for sizes beyond the kernels' int32 indexing.
+  static absl::StatusOr<DeviceVectorProjector> Create(const VectorGeometry& geometry,
+                                                      const VolumeGeometry& volume_geometry,
+                                                      cudaStream_t stream);
+
+  // Whether the texture sampler can be used for these sizes (3D texture at most 16384 per
+  // side, layered texture at most 32768 per side).
+  bool TextureFitsForward() const;
+  bool LayeredFitsForward() const;  // kLayered: every side <= kMaxTextureLayers
+  bool TextureFitsBack() const;
+  // The fastest forward sampler these sizes allow: kLayered, else kTexture, else kExact.
+  VectorSampler BestForwardSampler() const;
+
+  // The back projector's launch shape (vector_kernels.h, kBpVariant...), for benchmarks.
+  void set_back_variant(int32_t variant) { back_variant_ = variant; }
+  // Store the projections as float16 in the back projector's texture (kTexture): half the
+  // texture bytes, an extra relative rounding of 2^-11 per value. Off by default.
+  void set_back_half(bool half) { back_half_ = half; }
+
+  // d_projections (views, rows, columns) = A d_volume (nz, ny, nx); every element written.
+  // kTexture copies the volume into the kept 3D array first (device to device); kLayered
+  // transposes it into two kept scratch buffers and copies the three orientations into
+  // the kept layered arrays (3 times the volume's memory in arrays, 2 in scratch).
+  absl::Status Forward(const float* d_volume, float* d_projections, VectorSampler sampler);
+  // d_volume = B d_projections, every voxel written. kTexture copies the projections into
+  // the kept layered array, kMaxTextureLayers views per pass.
+  // kLayered is taken as kTexture here. INVALID_ARGUMENT: kFdk with a parallel beam.
+  absl::Status Back(const float* d_projections, BackProjectionWeighting weighting,
+                    float* d_volume, VectorSampler sampler);
+
+  const VectorVolumeShape& volume_shape() const { return volume_shape_; }
+  const VectorDetectorShape& detector_shape() const { return detector_shape_; }
+
+ private:
+  DeviceVectorProjector() = default;
+  cudaStream_t stream_ = nullptr;
+  VectorVolumeShape volume_shape_;
+  VectorDetectorShape detector_shape_;
+  DeviceBuffer<VectorFpView> fp_views_;
+  DeviceBuffer<VectorBpView> bp_views_;
+  int32_t back_variant_ = kBpVariantDefault;
+  bool back_half_ = false;
+  DeviceBuffer<uint16_t> half_scratch_;
+  TextureArray volume_texture_;
+  TextureArray along_x_, along_y_, along_z_;
+  DeviceBuffer<float> scratch_x_, scratch_y_;
+  TextureArray projection_texture_;
+};
+
+}  // namespace tomo::core::cuda

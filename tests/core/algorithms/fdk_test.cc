@@ -1,0 +1,263 @@
+#include "core/algorithms/fdk.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/algorithms/fbp.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/geometry/parallel_geometry_2d.h"
+#include "core/operators/cpu/cpu_backend.h"
+#include "core/phantom/ellipse_phantom.h"
+#include "core/phantom/ellipsoid_phantom.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tomo::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kPi = 3.14159265358979323846;
+
+// 3D problems: a 3D Shepp-Logan of radius 28 mm in a 64^3 volume of 1 mm voxels.
+constexpr double kRadius3DMm = 28.0;
+
+VolumeGeometry Volume3D() { return VolumeGeometry::Create({64, 64, 64}, {1, 1, 1}, {}).value(); }
+
+const EllipsoidPhantom& Phantom3D() {
+  static const EllipsoidPhantom phantom = EllipsoidPhantom::SheppLogan3D(kRadius3DMm);
+  return phantom;
+}
+
+const Array3D& Truth3D() {
+  static const Array3D truth = Phantom3D().Rasterize(Volume3D(), 2);
+  return truth;
+}
+
+// Circular cone: source-origin 150 mm, source-detector 300 mm (magnification 2), 64 x 64
+// pixels of 2 mm (1 mm at the axis).
+FanConeOptions Cone(std::vector<double> angles) {
+  FanConeOptions cone;
+  cone.detector = {64, 64, 2.0, 2.0, 0, 0};
+  cone.source_origin_mm = 150;
+  cone.origin_detector_mm = 150;
+  cone.angles_rad = std::move(angles);
+  return cone;
+}
+
+// RMSE over the slices with |z| <= 8 mm (the cone angle is small there; the inner
+// structures at z = -7 mm included), inside the brain's outline (away from the skull's
+// sharp rim, whose partial-volume errors dominate otherwise).
+double CentralRmse3D(const Array3D& image, const Array3D& truth) {
+  const Dims3 d = truth.dims();
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t z = d.d0 / 2 - 8; z < d.d0 / 2 + 8; ++z) {
+    for (int64_t y = 0; y < d.d1; ++y) {
+      for (int64_t x = 0; x < d.d2; ++x) {
+        const double px = (x - 0.5 * (d.d2 - 1)) / (0.62 * kRadius3DMm);
+        const double py = (y - 0.5 * (d.d1 - 1)) / (0.82 * kRadius3DMm);
+        if (px * px + py * py > 1.0) continue;
+        const double e = image.at(z, y, x) - truth.at(z, y, x);
+        sum += e * e;
+        ++count;
+      }
+    }
+  }
+  return std::sqrt(sum / static_cast<double>(count));
+}
+
+// 2D problems: the modified Shepp-Logan of radius 60 mm on 128^2 pixels of 1 mm, its
+// projections from the same ellipses extruded along z (so the z = 0 line integrals are
+// the 2D ones).
+constexpr double kRadius2DMm = 60.0;
+
+VolumeGeometry Volume2D() { return VolumeGeometry::Create({128, 128, 1}, {1, 1, 1}, {}).value(); }
+
+const EllipsePhantom& Phantom2D() {
+  static const EllipsePhantom phantom = EllipsePhantom::ModifiedSheppLogan(kRadius2DMm);
+  return phantom;
+}
+
+const EllipsoidPhantom& Extruded2D() {
+  static const EllipsoidPhantom phantom = [] {
+    std::vector<Ellipsoid> ellipsoids;
+    for (const Ellipse& e : Phantom2D().ellipses()) {
+      ellipsoids.push_back(Ellipsoid{{e.center_x_mm, e.center_y_mm, 0},
+                                     {e.semi_axis_a_mm, e.semi_axis_b_mm, 1e5},
+                                     e.rotation_rad,
+                                     e.density});
+    }
+    return EllipsoidPhantom(std::move(ellipsoids));
+  }();
+  return phantom;
+}
+
+const Array3D& Truth2D() {
+  static const Array3D truth = Phantom2D().Rasterize(Volume2D(), 4);
+  return truth;
+}
+
+// RMSE over the central 64 x 64 pixels (inside the skull).
+double CentralRmse2D(const Array3D& image, const Array3D& truth) {
+  const int64_t ny = truth.dims().d1, nx = truth.dims().d2;
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t y = ny / 4; y < 3 * ny / 4; ++y) {
+    for (int64_t x = nx / 4; x < 3 * nx / 4; ++x) {
+      const double e = image.at(0, y, x) - truth.at(0, y, x);
+      sum += e * e;
+      ++count;
+    }
+  }
+  return std::sqrt(sum / static_cast<double>(count));
+}
+
+// Fan beam: source-origin 200 mm, source-detector 400 mm, 384 columns of 1 mm.
+FanConeOptions Fan(DetectorShape shape, std::vector<double> angles) {
+  FanConeOptions fan;
+  fan.detector = {1, 384, 1.0, 1.0, 0, 0};
+  fan.shape = shape;
+  fan.source_origin_mm = 200;
+  fan.origin_detector_mm = 200;
+  fan.angles_rad = std::move(angles);
+  return fan;
+}
+
+Array3D Reconstruct(const VectorGeometry& geometry, const VolumeGeometry& volume,
+                    const EllipsoidPhantom& phantom, int supersampling) {
+  const Array3D projections = phantom.Project(geometry, supersampling);
+  CpuBackend backend;
+  auto result = Fdk(geometry, volume, projections, {}, backend, {});
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? std::move(result).value() : Array3D(volume.dims());
+}
+
+double FanRmse(DetectorShape shape, std::vector<double> angles) {
+  const VectorGeometry geometry = MakeFan2D(Fan(shape, std::move(angles))).value();
+  return CentralRmse2D(Reconstruct(geometry, Volume2D(), Extruded2D(), 4), Truth2D());
+}
+
+TEST(FdkTest, ConeFullScanReconstructsSheppLogan3D) {
+  const VectorGeometry geometry = MakeCircularCone(Cone(UniformAnglesRad(240, 0, 2 * kPi))).value();
+  const Array3D image = Reconstruct(geometry, Volume3D(), Phantom3D(), 2);
+  const double rmse = CentralRmse3D(image, Truth3D());
+  std::printf("cone full scan: central RMSE %.4f\n", rmse);
+  EXPECT_LT(rmse, 0.012);  // measured 0.0097
+  // The brain's mean level is right (the overall scale).
+  EXPECT_NEAR(image.at(32, 32 - 10, 32), 0.2, 0.03);
+}
+
+TEST(FdkTest, ConeShortScanWithParkerWeightsIsCloseToFullScan) {
+  const FanConeOptions full = Cone(UniformAnglesRad(240, 0, 2 * kPi));
+  const double fan = FanAngleRad(full);
+  const VectorGeometry geometry =
+      MakeCircularCone(Cone(UniformAnglesRad(150, 0.3, kPi + fan))).value();
+  const Array3D image = Reconstruct(geometry, Volume3D(), Phantom3D(), 2);
+  const double rmse = CentralRmse3D(image, Truth3D());
+  std::printf("cone short scan (%.1f degrees): central RMSE %.4f\n", (kPi + fan) * 180 / kPi, rmse);
+  EXPECT_LT(rmse, 0.012);  // measured 0.0099 (full scan 0.0097)
+}
+
+TEST(FdkTest, ParallelBeam3D) {
+  const VectorGeometry geometry =
+      MakeParallel3D({64, 96, 1.0, 1.0, 0, 0}, UniformAnglesRad(180, 0, kPi)).value();
+  const Array3D image = Reconstruct(geometry, Volume3D(), Phantom3D(), 2);
+  const double rmse = CentralRmse3D(image, Truth3D());
+  std::printf("parallel 3D: central RMSE %.4f\n", rmse);
+  EXPECT_LT(rmse, 0.012);  // measured 0.0098
+}
+
+TEST(FdkTest, FanBeamFlatAndCylindrical) {
+  const double flat = FanRmse(DetectorShape::kFlat, UniformAnglesRad(360, 0, 2 * kPi));
+  const double arc = FanRmse(DetectorShape::kCylindrical, UniformAnglesRad(360, 0, 2 * kPi));
+  std::printf("fan flat: central RMSE %.4f, cylindrical %.4f\n", flat, arc);
+  EXPECT_LT(flat, 0.0045);  // measured 0.0036
+  EXPECT_LT(arc, 0.0052);   // measured 0.0042
+}
+
+TEST(FdkTest, FanShortScanWithParkerWeightsIsCloseToFullScan) {
+  const FanConeOptions full = Fan(DetectorShape::kFlat, UniformAnglesRad(360, 0, 2 * kPi));
+  const double span = kPi + FanAngleRad(full);
+  const double full_rmse = FanRmse(DetectorShape::kFlat, UniformAnglesRad(360, 0, 2 * kPi));
+  const double short_rmse = FanRmse(DetectorShape::kFlat, UniformAnglesRad(240, 1.0, span));
+  // Listed in any order, starting anywhere: the same weights.
+  std::vector<double> shuffled = UniformAnglesRad(240, -2.0, span);
+  std::reverse(shuffled.begin(), shuffled.end());
+  const double shuffled_rmse = FanRmse(DetectorShape::kFlat, shuffled);
+  std::printf("fan short scan: central RMSE %.4f (full %.4f, reversed from -2 rad %.4f)\n",
+              short_rmse, full_rmse, shuffled_rmse);
+  // Measured 0.0035 and 0.0039 against 0.0036.
+  EXPECT_LT(short_rmse, 1.2 * full_rmse);
+  EXPECT_LT(shuffled_rmse, 1.2 * full_rmse);
+}
+
+TEST(FdkTest, VectorParallel2DMatchesFbp) {
+  const std::vector<double> angles = UniformAnglesRad(180, 0, kPi);
+  const ParallelGeometry2D classic = ParallelGeometry2D::Create(183, 1.0, 0.0, angles).value();
+  const VectorGeometry vector = MakeParallel2D({1, 183, 1.0, 1.0, 0, 0}, angles).value();
+  const Array3D sinogram = Phantom2D().ParallelProjections(classic, 4);
+  CpuBackend backend;
+  const Array3D fbp = Fbp(classic, Volume2D(), sinogram, {}, backend, {}).value();
+  const Array3D fdk = Fdk(vector, Volume2D(), sinogram, {}, backend, {}).value();
+  const double difference = CentralRmse2D(fdk, fbp);
+  const double fbp_error = CentralRmse2D(fbp, Truth2D());
+  const double fdk_error = CentralRmse2D(fdk, Truth2D());
+  std::printf("parallel 2D: vector vs Fbp RMSE %.4f; errors %.4f (Fbp) %.4f (vector)\n", difference,
+              fbp_error, fdk_error);
+  // Measured: 0.0023 apart; errors 0.0083 (Fbp) and 0.0085.
+  EXPECT_LT(difference, 0.003);
+  EXPECT_LT(fdk_error, 1.1 * fbp_error);
+}
+
+TEST(FdkTest, ReportsStagesAndCancels) {
+  const VectorGeometry geometry =
+      MakeFan2D(Fan(DetectorShape::kFlat, UniformAnglesRad(64, 0, 2 * kPi))).value();
+  const Array3D projections(geometry.projection_dims(), 1.0f);
+  CpuBackend backend;
+  std::vector<std::string> stages;
+  RunContext context;
+  context.on_progress = [&](const ProgressUpdate& p) { stages.push_back(p.stage); };
+  context.is_cancelled = [] { return false; };
+  ASSERT_TRUE(Fdk(geometry, Volume2D(), projections, {}, backend, context).ok());
+  EXPECT_EQ(stages.front(), "weight and filter");
+  EXPECT_EQ(stages.back(), "back projection");
+
+  // Cancelled at once, and later, between back projection blocks.
+  for (int allowed : {0, 3}) {
+    std::atomic<int> calls{0};
+    context.is_cancelled = [&] { return calls++ >= allowed; };
+    auto result = Fdk(geometry, Volume2D(), projections, {}, backend, context);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << allowed;
+    EXPECT_THAT(result.status().message(),
+                HasSubstr(allowed == 0 ? "weight and filter" : "back projection"));
+  }
+}
+
+TEST(FdkTest, RefusesHelicalAndShortRanges) {
+  CpuBackend backend;
+  HelicalOptions helical;
+  helical.cone = Cone(UniformAnglesRad(32, 0, 2 * kPi));
+  helical.pitch_mm_per_turn = 10;
+  const VectorGeometry helix = MakeHelicalCone(helical).value();
+  auto refused = Fdk(helix, Volume3D(), Array3D(helix.projection_dims()), {}, backend, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("circular"));
+
+  const VectorGeometry half =
+      MakeFan2D(Fan(DetectorShape::kFlat, UniformAnglesRad(90, 0, kPi))).value();
+  auto short_range = Fdk(half, Volume2D(), Array3D(half.projection_dims()), {}, backend, {});
+  EXPECT_EQ(short_range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(short_range.status().message(), HasSubstr("span 180 degrees"));
+  EXPECT_THAT(short_range.status().message(), HasSubstr("at least 180 + the fan angle"));
+
+  auto wrong_dims = Fdk(half, Volume2D(), Array3D({3, 1, 384}), {}, backend, {});
+  EXPECT_EQ(wrong_dims.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tomo::core
