@@ -7,26 +7,42 @@
 //   cone-fp-512   512^3 -> 720 x 768^2          cone-bp-512
 //   fdk1-bp       496 x 960 rows x 1248 columns (0.32 mm) -> 512^3 (0.5 mm), SO 780,
 //                 OD 420, FDK weight
+//   fdk1-total    the same FDK case 1 in total, GPU-resident: cosine (and full-scan 1/2)
+//                 weighting and Ram-Lak ramp filter on the device (DeviceRowFilter: weight
+//                 and zero-pad kernel, cuFFT R2C, multiply, C2R, unpad), then the back
+//                 projection with float16 texels (as CudaBackend); "filter" = the first part
+//                 alone
+//   2d-par-bp     2D parallel, 180 views (over pi) x 729 detectors (1 mm) -> 729^2 (1 mm),
+//                 the vector back projector (one slice: its 2D kernel, variants v0..v3)
+//   2d-par-bp-tr  the same with the exact-transpose 2D parallel back projector (the one
+//                 CudaBackend uses for ParallelGeometry2D, what SIRT/CGLS need)
+//   2d-fan-bp     2D fan, 720 views (over 2 pi) x 1024 detectors (2 mm), SO 2048, OD 1024
+//                 -> 1024^2 (1 mm)
 // GPU-resident: inputs are random data already on the device; each case is run once to warm
 // up (texture arrays are made then, and kept), then timed --repeats times with CUDA events
 // around one operator call (the device-to-device copy into the texture array plus the
 // kernel; for the layered forward sampler also the two volume transposes and three array
 // copies); the table shows the median and the minimum. Forward: the layered sampler (what
-// CudaBackend uses) and the 3D-texture one; back: the launch-shape variants of
+// CudaBackend uses up to 512^3) and the 3D-texture one, each also with v0.2's block order
+// (views slowest, "-vslow"); back: the launch-shape variants of
 // vector_kernels.h (the default first), each also with float16 projections ("-f16"), and
 // the exact sampler. GUPS = voxels x views / median
 // time. End to end (--e2e, on by default): one call of CudaBackend's operator from pageable
 // host arrays after a warm-up, wall time (allocation, copies, kernel).
 //
 //   build/bin/tomo-bench --json bench.json [--repeats 5] [--cases fdk1-bp,cone-fp-512]
+// fdk1-total and 2d-par-bp-tr have no end-to-end column (the host FDK is
+// core/algorithms/fdk.cc's; 2D parallel from host arrays is covered by cuda_backend_test).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -39,10 +55,13 @@
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "core/devices/devices.h"
+#include "core/filters/ramp_filter.h"
+#include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
+#include "core/operators/cuda/parallel_2d_kernels.h"
 
 namespace tomo::bench {
 namespace {
@@ -63,6 +82,9 @@ struct BenchCase {
   int64_t views, rows, columns;
   double pixel_mm, source_origin_mm, origin_detector_mm;
   std::string target;  // issue 3's target, in words
+  enum Kind { kCone, kFdkTotal, kParallel2d, kParallel2dTranspose, kFan2d };
+  Kind kind = kCone;
+  bool two_d() const { return kind == kParallel2d || kind == kParallel2dTranspose || kind == kFan2d; }
 };
 
 std::vector<BenchCase> AllCases() {
@@ -78,6 +100,14 @@ std::vector<BenchCase> AllCases() {
       cone("cone-bp-512", false, 512, 720, 768, "-"),
       BenchCase{"fdk1-bp", false, BackProjectionWeighting::kFdk, 512, 0.5, 496, 960, 1248, 0.32,
                 780, 420, ">= 800 GUPS"},
+      BenchCase{"fdk1-total", false, BackProjectionWeighting::kFdk, 512, 0.5, 496, 960, 1248,
+                0.32, 780, 420, "<= 100 ms", BenchCase::kFdkTotal},
+      BenchCase{"2d-par-bp", false, BackProjectionWeighting::kNone, 729, 1.0, 180, 1, 729, 1.0,
+                0, 0, "<= 0.12 ms", BenchCase::kParallel2d},
+      BenchCase{"2d-par-bp-tr", false, BackProjectionWeighting::kNone, 729, 1.0, 180, 1, 729,
+                1.0, 0, 0, "-", BenchCase::kParallel2dTranspose},
+      BenchCase{"2d-fan-bp", false, BackProjectionWeighting::kNone, 1024, 1.0, 720, 1, 1024, 2.0,
+                2048, 1024, "-", BenchCase::kFan2d},
   };
 }
 
@@ -106,6 +136,18 @@ absl::Status FillRandom(float* device, int64_t count, std::mt19937_64& random,
 }
 
 absl::StatusOr<core::VectorGeometry> MakeGeometry(const BenchCase& c) {
+  if (c.kind == BenchCase::kParallel2d || c.kind == BenchCase::kParallel2dTranspose) {
+    return core::MakeParallel2D({1, c.columns, 1.0, c.pixel_mm, 0, 0},
+                                core::UniformAnglesRad(c.views, 0, kPi));
+  }
+  if (c.kind == BenchCase::kFan2d) {
+    core::FanConeOptions fan;
+    fan.detector = {1, c.columns, 1.0, c.pixel_mm, 0, 0};
+    fan.source_origin_mm = c.source_origin_mm;
+    fan.origin_detector_mm = c.origin_detector_mm;
+    fan.angles_rad = core::UniformAnglesRad(c.views, 0, 2 * kPi);
+    return core::MakeFan2D(fan);
+  }
   core::FanConeOptions cone;
   cone.detector.rows = c.rows;
   cone.detector.columns = c.columns;
@@ -125,20 +167,45 @@ std::string SamplerName(VectorSampler sampler, int variant) {
   }
 }
 
-// variant: the back projector's launch shape (vector_kernels.h); -1 for the forward one.
+// FDK case 1's pre-weights per detector pixel (the same for every view of a full circular
+// scan): cosine D / sqrt(D^2 + a^2 + b^2) times the full-scan 1/2 (core/algorithms/fdk.cc).
+std::vector<float> FdkPixelWeights(const BenchCase& c) {
+  const double d = c.source_origin_mm + c.origin_detector_mm;
+  std::vector<float> weight(static_cast<size_t>(c.rows * c.columns));
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const double b = (static_cast<double>(r) - 0.5 * static_cast<double>(c.rows - 1)) * c.pixel_mm;
+    for (int64_t k = 0; k < c.columns; ++k) {
+      const double a =
+          (static_cast<double>(k) - 0.5 * static_cast<double>(c.columns - 1)) * c.pixel_mm;
+      weight[static_cast<size_t>(r * c.columns + k)] =
+          static_cast<float>(0.5 * d / std::sqrt(d * d + a * a + b * b));
+    }
+  }
+  return weight;
+}
+
+// variant: the back projector's launch shape (vector_kernels.h); -1 for the forward one
+// (-2: the forward one with the v0.2 block order, views slowest);
+// for fdk1-total, -3 = the weighting and filter alone.
 absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int variant, bool half,
                                int repeats, bool e2e, std::mt19937_64& random) {
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume_geometry,
-                        core::VolumeGeometry::Create({c.n, c.n, c.n},
+                        core::VolumeGeometry::Create({c.n, c.n, c.two_d() ? 1 : c.n},
                                                      {c.voxel_mm, c.voxel_mm, c.voxel_mm}, {}));
   TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
-  Result result{c, SamplerName(sampler, variant) + (half ? "-f16" : "")};
+  Result result{c, SamplerName(sampler, variant) + (half ? "-f16" : "") +
+                       (variant == -2 ? "-vslow" : "")};
+  if (c.kind == BenchCase::kParallel2dTranspose) result.sampler = "transpose";
+  if (c.kind == BenchCase::kFdkTotal) {
+    result.sampler = variant == -3 ? "filter" : absl::StrCat("total-f16-v", variant);
+  }
   {
     const cudaStream_t s = stream.get();
     TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
                           DeviceVectorProjector::Create(geometry, volume_geometry, s));
     if (variant >= 0) projector.set_back_variant(variant);
+    if (variant == -2) projector.set_forward_views_inner(false);
     projector.set_back_half(half);
     const int64_t voxels = volume_geometry.voxel_count();
     const int64_t samples = geometry.projection_dims().count();
@@ -149,8 +216,48 @@ absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int va
     } else {
       TOMO_RETURN_IF_ERROR(FillRandom(d_projections.get(), samples, random, s));
     }
+    // fdk1-total: the device-resident weighting and ramp filter into d_filtered.
+    std::optional<core::cuda::DeviceRowFilter> row_filter;
+    DeviceBuffer<float> d_filtered;
+    if (c.kind == BenchCase::kFdkTotal) {
+      const double spacing = c.pixel_mm * c.source_origin_mm / (c.source_origin_mm + c.origin_detector_mm);
+      TOMO_ASSIGN_OR_RETURN(core::RampFilter ramp,
+                            core::RampFilter::Create(core::FilterOptions{}, c.columns, spacing));
+      TOMO_ASSIGN_OR_RETURN(row_filter,
+                            core::cuda::DeviceRowFilter::Create(ramp, c.views * c.rows, c.rows,
+                                                                FdkPixelWeights(c), s));
+      TOMO_ASSIGN_OR_RETURN(d_filtered, DeviceBuffer<float>::Allocate(samples, s));
+    }
+    // 2d-par-bp-tr: the exact-transpose 2D parallel projector's views.
+    DeviceBuffer<core::cuda::JosephView> d_joseph;
+    core::cuda::Parallel2dShape shape2d;
+    if (c.kind == BenchCase::kParallel2dTranspose) {
+      TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D geometry2d,
+                            core::ParallelGeometry2D::Create(
+                                c.columns, c.pixel_mm, 0,
+                                core::ParallelGeometry2D::UniformAngles(c.views, 0, kPi)));
+      const std::vector<core::cuda::JosephView> views =
+          core::cuda::MakeDeviceJosephViews(geometry2d, volume_geometry);
+      TOMO_ASSIGN_OR_RETURN(d_joseph, DeviceBuffer<core::cuda::JosephView>::Allocate(views.size(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_joseph.get(), views.data(),
+                                                d_joseph.size_bytes(), cudaMemcpyHostToDevice, s));
+      shape2d.nx = static_cast<int32_t>(c.n);
+      shape2d.ny = static_cast<int32_t>(c.n);
+      shape2d.num_views = static_cast<int32_t>(c.views);
+      shape2d.num_detectors = static_cast<int32_t>(c.columns);
+    }
     auto call = [&]() -> absl::Status {
       if (c.forward) return projector.Forward(d_volume.get(), d_projections.get(), sampler);
+      if (c.kind == BenchCase::kParallel2dTranspose) {
+        TOMO_CUDA_RETURN_IF_ERROR(core::cuda::LaunchParallel2dBack(
+            shape2d, d_joseph.get(), d_projections.get(), d_volume.get(), s));
+        return absl::OkStatus();
+      }
+      if (c.kind == BenchCase::kFdkTotal) {
+        TOMO_RETURN_IF_ERROR(row_filter->Apply(d_projections.get(), d_filtered.get()));
+        if (variant == -3) return absl::OkStatus();
+        return projector.Back(d_filtered.get(), c.weighting, d_volume.get(), sampler);
+      }
       return projector.Back(d_projections.get(), c.weighting, d_volume.get(), sampler);
     };
     TOMO_RETURN_IF_ERROR(call());  // warm-up
@@ -181,7 +288,7 @@ absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int va
     result.min_s = times.front();
     result.gups = static_cast<double>(voxels) * static_cast<double>(c.views) / result.median_s * 1e-9;
   }
-  if (e2e) {
+  if (e2e && c.kind != BenchCase::kParallel2dTranspose && c.kind != BenchCase::kFdkTotal) {
     const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
     TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::MakeBackend(devices[0]));
     core::Array3D volume(volume_geometry.dims(), 0.5f);
@@ -263,7 +370,16 @@ int Main(int argc, char** argv) {
     };
     std::vector<Run> runs;
     if (c.forward) {
-      runs = {{VectorSampler::kLayered, -1, false}, {VectorSampler::kTexture, -1, false}};
+      // -2: the v0.2 block order (views slowest, "-vslow").
+      runs = {{VectorSampler::kLayered, -1, false}, {VectorSampler::kTexture, -1, false},
+              {VectorSampler::kLayered, -2, false}, {VectorSampler::kTexture, -2, false}};
+    } else if (c.kind == BenchCase::kFdkTotal) {
+      // The back projection as CudaBackend does it for kFdk; -3: the filter alone.
+      runs = {{VectorSampler::kTexture, core::cuda::kBpVariantFdk, true},
+              {VectorSampler::kTexture, core::cuda::kBpVariantDefault, true},
+              {VectorSampler::kTexture, -3, true}};
+    } else if (c.kind == BenchCase::kParallel2dTranspose) {
+      runs = {{VectorSampler::kExact, -1, false}};
     } else {
       runs.push_back({VectorSampler::kTexture, core::cuda::kBpVariantDefault, false});
       for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {

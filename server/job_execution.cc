@@ -74,9 +74,26 @@ std::string ResultFileName(tomoserve::v1::OutputFormat format) {
   }
 }
 
+uint64_t EffectiveMemoryBudget(uint64_t job_bytes, uint64_t flag_bytes,
+                               uint64_t device_free_bytes) {
+  uint64_t budget = 0;
+  for (uint64_t bytes : {job_bytes, flag_bytes, device_free_bytes}) {
+    if (bytes != 0 && (budget == 0 || bytes < budget)) budget = bytes;
+  }
+  return budget;
+}
+
 absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
     core::Backend& backend, const core::AlgorithmRegistry& registry,
+    const core::RunContext& context) {
+  return ExecuteJob(job, input_path, output_dir, std::vector<core::Backend*>{&backend}, registry,
+                    context);
+}
+
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
+    const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
+    const std::vector<core::Backend*>& backends, const core::AlgorithmRegistry& registry,
     const core::RunContext& context) {
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
   context.Report({0.0, "read input", 0, 0});
@@ -86,7 +103,7 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
 
   TOMO_ASSIGN_OR_RETURN(core::Array3D volume,
-                        registry.Run(job.request, projections, backend, context));
+                        registry.RunOnBackends(job.request, projections, backends, context));
   projections = core::Array3D();  // free the input before writing
 
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("write results"));

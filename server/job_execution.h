@@ -10,6 +10,7 @@
 //                                                 "/spool/7/results", *backend, registry, ctx));
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,18 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
     core::Backend& backend, const core::AlgorithmRegistry& registry,
     const core::RunContext& context);
+
+// The same with the work of one job shared among several backends (devices; at least one):
+// `tomo local --device cuda:0,cuda:1`. tomod runs each job on one device.
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
+    const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
+    const std::vector<core::Backend*>& backends, const core::AlgorithmRegistry& registry,
+    const core::RunContext& context);
+
+// The memory budget of a run (RunContext::memory_budget_bytes): the smallest non-zero of
+// the job's JobSpec.memory_budget_bytes, the runner's flag and the device's free memory
+// (pass 0 for the CPU: no limit), or 0 (no limit) when all three are 0.
+uint64_t EffectiveMemoryBudget(uint64_t job_bytes, uint64_t flag_bytes, uint64_t device_free_bytes);
 
 // File name of an output format inside output_dir, e.g. "volume.raw".
 std::string ResultFileName(tomoserve::v1::OutputFormat format);

@@ -68,6 +68,20 @@ class JobManager::Flushes {
   std::vector<JobWatcher*> watchers_;
 };
 
+namespace {
+
+// The GPU's free memory now (0 for the CPU, or when the device is not listed): the default
+// memory budget of a job on it.
+uint64_t DeviceFreeBytes(const core::DeviceInfo& device) {
+  if (device.kind != core::DeviceKind::kCuda) return 0;
+  for (const core::DeviceInfo& listed : core::ListDevices()) {
+    if (listed.id == device.id) return listed.memory_free_bytes;
+  }
+  return 0;
+}
+
+}  // namespace
+
 JobManager::JobManager(JobManagerOptions options, const Spool& spool,
                        const core::AlgorithmRegistry& registry)
     : options_(std::move(options)), spool_(spool), registry_(registry) {}
@@ -487,6 +501,9 @@ void JobManager::RunJob(size_t index, const std::string& id,
                         std::shared_ptr<std::atomic<bool>> cancel) {
   core::RunContext context;
   context.is_cancelled = [cancel] { return cancel->load(std::memory_order_relaxed); };
+  context.memory_budget_bytes = EffectiveMemoryBudget(
+      job->memory_budget_bytes, options_.memory_budget_bytes,
+      DeviceFreeBytes(options_.devices[index]));
   context.on_progress = [this, &id](const core::ProgressUpdate& update) {
     OnProgress(id, update);
   };

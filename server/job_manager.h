@@ -78,6 +78,10 @@ struct JobManagerOptions {
   std::vector<core::DeviceInfo> devices;
   // Smallest change of Progress.fraction that makes a progress event.
   double progress_step = 0.01;
+  // tomod's --memory_budget_bytes (0: none). A run's RunContext.memory_budget_bytes is the
+  // smallest non-zero of the job's JobSpec.memory_budget_bytes, this and the GPU's free
+  // memory when the job starts (EffectiveMemoryBudget; the CPU has no limit of its own).
+  uint64_t memory_budget_bytes = 0;
 };
 
 bool IsTerminal(tomoserve::v1::JobState state);

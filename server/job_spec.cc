@@ -475,7 +475,10 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   TOMO_ASSIGN_OR_RETURN(std::vector<pb::OutputFormat> outputs, ValidateOutputs(spec));
   return ValidatedJob{
       core::ReconstructionRequest{std::move(geometry), std::move(volume), std::move(algorithm)},
-      spec.input().size_bytes(), std::move(outputs)};
+      spec.input().size_bytes(), std::move(outputs),
+      // Any value is valid (0: the device's free memory); too small for the job is
+      // RESOURCE_EXHAUSTED when it runs, from the slab plan.
+      spec.memory_budget_bytes()};
 }
 
 }  // namespace tomo::server

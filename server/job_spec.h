@@ -12,6 +12,7 @@
 // 1; volume.voxel_size_mm.z 0 means the x size (unused in 2D); fbp.window UNSPECIFIED means
 // RAM_LAK; fbp.cutoff unset means 1; outputs empty means [RAW_FLOAT32]. The view count is
 // checked against limits.max_views (INVALID_ARGUMENT naming --max_views).
+// memory_budget_bytes is carried as given (any value; 0 means the device's free memory).
 //
 //   TOMO_ASSIGN_OR_RETURN(ValidatedJob job, ValidateJobSpec(spec, limits));
 #pragma once
@@ -36,6 +37,9 @@ struct ValidatedJob {
   uint64_t input_bytes = 0;  // what the upload must total
   // Outputs with defaults applied (never empty, never UNSPECIFIED).
   std::vector<tomoserve::v1::OutputFormat> outputs;
+  // JobSpec.memory_budget_bytes as given: 0 means the device's free memory (the runner
+  // takes the smallest non-zero of this, its flag and the device's free memory).
+  uint64_t memory_budget_bytes = 0;
 };
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,

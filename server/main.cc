@@ -27,6 +27,10 @@ ABSL_FLAG(uint64_t, max_voxels, uint64_t{1} << 32, "largest accepted volume, in 
 ABSL_FLAG(uint32_t, max_views, 100000, "most projection views a job may have");
 ABSL_FLAG(uint32_t, max_queue_length, 1000,
           "most jobs queued or uploading at once; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint64_t, memory_budget_bytes, 0,
+          "most device memory one job may use, in bytes; 0: the device's free memory. A job "
+          "that does not fit is reconstructed in z-slabs that do; a job's "
+          "JobSpec.memory_budget_bytes may lower it further");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "serve plain-text gRPC on a non-loopback --listen address (no TLS yet)");
 
@@ -50,6 +54,7 @@ int main(int argc, char** argv) {
   options.limits.max_voxels = absl::GetFlag(FLAGS_max_voxels);
   options.limits.max_views = absl::GetFlag(FLAGS_max_views);
   options.limits.max_queue_length = absl::GetFlag(FLAGS_max_queue_length);
+  options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   absl::Status status = tomo::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "tomod: %s\n", std::string(status.message()).c_str());

@@ -143,6 +143,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
 
   JobManagerOptions manager_options;
   manager_options.limits = options.limits;
+  manager_options.memory_budget_bytes = options.memory_budget_bytes;
   manager_options.devices = std::move(devices);
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);

@@ -52,6 +52,9 @@ struct ServerOptions {
   // Devices to run jobs on when device_ids is empty; empty too: the CUDA devices (plus the
   // CPU per cpu_worker), or the CPU when there is none. Tests set {core::CpuDevice()}.
   std::vector<core::DeviceInfo> devices;
+  // --memory_budget_bytes: upper bound on the device memory one job may use (0: the
+  // device's free memory); a job's JobSpec.memory_budget_bytes may lower it further.
+  uint64_t memory_budget_bytes = 0;
   int max_message_bytes = 16 << 20;
   absl::Duration shutdown_grace = absl::Seconds(5);
 };

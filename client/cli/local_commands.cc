@@ -122,7 +122,8 @@ struct LocalArgs {
   std::string spec_path;
   std::vector<std::string> data_paths;
   std::string out_dir;
-  std::string device;
+  std::string device;           // "cuda:0" or a comma list "cuda:0,cuda:1"
+  uint64_t memory_budget_bytes = 0;  // 0: the device's free memory
 };
 
 int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
@@ -141,23 +142,53 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
 
   std::vector<core::DeviceInfo> devices = core::ListDevices();
   if (devices.empty()) return Fail(what, "no device to compute on", kExitError);
-  const core::DeviceInfo* device = &devices.front();
-  if (!args.device.empty()) {
-    device = nullptr;
+  // The devices to share the job among: --device, a comma list; default the first device.
+  std::vector<const core::DeviceInfo*> chosen;
+  if (args.device.empty()) {
+    chosen.push_back(&devices.front());
+  } else {
     std::vector<std::string> ids;
-    for (const core::DeviceInfo& d : devices) {
-      ids.push_back(d.id);
-      if (d.id == args.device) device = &d;
+    for (const core::DeviceInfo& d : devices) ids.push_back(d.id);
+    for (absl::string_view wanted : absl::StrSplit(args.device, ',', absl::SkipWhitespace())) {
+      const core::DeviceInfo* device = nullptr;
+      for (const core::DeviceInfo& d : devices) {
+        if (d.id == wanted) device = &d;
+      }
+      if (device == nullptr) {
+        return Fail("local: usage",
+                    absl::StrCat("--device ", wanted, " is not available here; devices: ",
+                                 absl::StrJoin(ids, ", ")),
+                    kExitUsage);
+      }
+      for (const core::DeviceInfo* seen : chosen) {
+        if (seen == device) {
+          return Fail("local: usage", absl::StrCat("--device ", wanted, " is listed twice"),
+                      kExitUsage);
+        }
+      }
+      chosen.push_back(device);
     }
-    if (device == nullptr) {
-      return Fail("local: usage",
-                  absl::StrCat("--device ", args.device, " is not available here; devices: ",
-                               absl::StrJoin(ids, ", ")),
-                  kExitUsage);
+    if (chosen.empty()) return Fail("local: usage", "--device lists no device", kExitUsage);
+  }
+  std::vector<std::unique_ptr<core::Backend>> owned;
+  std::vector<core::Backend*> backends;
+  std::vector<std::string> chosen_ids;
+  // The budget: the smallest non-zero of the spec's, --memory-budget and the smallest free
+  // memory of the chosen GPUs (the CPU has no limit of its own).
+  uint64_t device_free = 0;
+  for (const core::DeviceInfo* device : chosen) {
+    absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(*device);
+    if (!backend.ok()) {
+      return Fail(absl::StrCat(what, ": device ", device->id), backend.status());
+    }
+    backends.push_back(backend->get());
+    owned.push_back(std::move(*backend));
+    chosen_ids.push_back(device->id);
+    if (device->kind == core::DeviceKind::kCuda) {
+      device_free = server::EffectiveMemoryBudget(device_free, device->memory_free_bytes, 0);
     }
   }
-  absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(*device);
-  if (!backend.ok()) return Fail(absl::StrCat(what, ": device ", device->id), backend.status());
+  const std::string device_names = absl::StrJoin(chosen_ids, ",");
   const core::AlgorithmRegistry registry = core::AlgorithmRegistry::WithBuiltins();
 
   std::error_code error;
@@ -177,13 +208,15 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
     bar.Update(update.fraction, label);
   };
   context.is_cancelled = [] { return g_interrupted.load(); };
+  context.memory_budget_bytes =
+      server::EffectiveMemoryBudget(job->memory_budget_bytes, args.memory_budget_bytes, device_free);
   auto previous = std::signal(SIGINT, OnInterrupt);
   absl::StatusOr<std::vector<v1::ResultFile>> results = server::ExecuteJob(
-      *job, args.data_paths.front(), args.out_dir, **backend, registry, context);
+      *job, args.data_paths.front(), args.out_dir, backends, registry, context);
   std::signal(SIGINT, previous);
   bar.Finish();
   if (!results.ok()) {
-    return Fail(absl::StrCat(what, " on ", device->id), results.status().message(),
+    return Fail(absl::StrCat(what, " on ", device_names), results.status().message(),
                 kExitJobFailed);
   }
   for (const v1::ResultFile& result : *results) {
@@ -298,7 +331,13 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
     sub->add_option("--spec", args->spec_path, "JobSpec JSON file")->required();
     sub->add_option("--data", args->data_paths, "projection data file")->required();
     sub->add_option("--out", args->out_dir, "result directory")->required();
-    sub->add_option("--device", args->device, "cpu or cuda:N (default: the first device)");
+    sub->add_option("--device", args->device,
+                    "cpu or cuda:N, or a comma list (cuda:0,cuda:1) to share the job's z-slabs "
+                    "among several devices (default: the first device)");
+    sub->add_option("--memory-budget", args->memory_budget_bytes,
+                    "most device memory the job may use, in bytes (0: the device's free "
+                    "memory); a job that does not fit is reconstructed in z-slabs that do")
+        ->capture_default_str();
     commands.push_back({sub, [g, args] { return RunLocal(*g, *args); }});
   }
   {

@@ -2,14 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/algorithms/angular_weights.h"
+#include "core/algorithms/slab_plan.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
@@ -23,8 +29,8 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kCircularOrbitRelativeZ = 1e-6;
 // Slack on the short-scan minimum, for angles computed in float64 from degrees.
 constexpr double kRangeToleranceRad = 1e-6;
-// At most this many back projection calls (cancellation points); each call returns a whole
-// volume, so more blocks cost more host memory traffic.
+// At most this many back projection calls per slab (cancellation points) when the plan has
+// one view chunk; each call returns a whole slab, so more blocks cost more host traffic.
 constexpr int64_t kMaxBackProjectionBlocks = 4;
 
 double Degrees(double radians) { return radians * 180.0 / kPi; }
@@ -66,43 +72,162 @@ double ParkerWeight(double beta, double gamma, double delta) {
   return 1.0;
 }
 
-// Back projects `filtered` in view blocks, checking for cancellation and reporting
-// progress between them, and sums the blocks.
-absl::StatusOr<Array3D> BackProjectInBlocks(const VectorGeometry& geometry,
-                                            const VolumeGeometry& volume, const Array3D& filtered,
-                                            BackProjectionWeighting weighting, Backend& backend,
-                                            const RunContext& context) {
+// Bytes per projection value on the device for the back projection: the CUDA backend keeps
+// kFdk projections as float16 in its texture (core/operators/cuda/cuda_backend.cc), every
+// other path float32.
+int ProjectionValueBytes(const std::vector<Backend*>& backends,
+                         BackProjectionWeighting weighting) {
+  int bytes = 2;
+  for (const Backend* backend : backends) {
+    const bool half = weighting == BackProjectionWeighting::kFdk &&
+                      absl::StartsWith(backend->name(), "cuda");
+    bytes = std::max(bytes, half ? 2 : 4);
+  }
+  return bytes;
+}
+
+// The views of one chunk: its geometry and its filtered projections, or the whole set.
+struct ChunkInput {
+  const VectorGeometry* geometry = nullptr;
+  const Array3D* data = nullptr;
+};
+
+// Back projects `filtered` into `volume` slab by slab and view chunk by view chunk as the
+// SlabPlan for context.memory_budget_bytes says (core/algorithms/slab_plan.h), each slab
+// written into its place in the result. With several backends the slabs are handed out to
+// one host thread per backend (at least one slab per backend). Cancellation and progress
+// between chunks. With one chunk in the plan and a cancellable context, the views are still
+// cut into up to kMaxBackProjectionBlocks blocks (cancellation points); the blocks are the
+// same for every slab, so a split volume equals the unsplit one voxel for voxel (the
+// back projection is voxel-wise).
+absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
+                                           const VolumeGeometry& volume, const Array3D& filtered,
+                                           BackProjectionWeighting weighting,
+                                           const std::vector<Backend*>& backends,
+                                           const RunContext& context) {
   const int64_t views = geometry.num_views();
-  const int64_t blocks = context.is_cancelled ? std::min(views, kMaxBackProjectionBlocks) : 1;
-  if (blocks == 1) {
-    Array3D result(volume.dims());
-    TOMO_RETURN_IF_ERROR(backend.BackProject(geometry, volume, filtered, weighting, result));
-    return result;
+  TOMO_ASSIGN_OR_RETURN(
+      SlabPlan plan,
+      PlanSlabs(geometry, volume, ProjectionValueBytes(backends, weighting),
+                context.memory_budget_bytes, static_cast<int64_t>(backends.size())));
+  std::vector<ViewChunk> chunks = plan.view_chunks;
+  if (chunks.size() == 1 && context.is_cancelled) {
+    const int64_t blocks = std::min(views, kMaxBackProjectionBlocks);
+    chunks.clear();
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t begin = block * views / blocks;
+      const int64_t end = (block + 1) * views / blocks;
+      chunks.push_back({begin, end - begin});
+    }
   }
-  const int64_t view_size = geometry.rows() * geometry.columns();
-  Array3D sum(volume.dims());
-  Array3D part(volume.dims());
-  for (int64_t block = 0; block < blocks; ++block) {
-    TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
-    const int64_t begin = block * views / blocks;
-    const int64_t end = (block + 1) * views / blocks;
-    std::vector<ViewVectors> block_views(geometry.views().begin() + begin,
-                                         geometry.views().begin() + end);
-    TOMO_ASSIGN_OR_RETURN(
-        VectorGeometry block_geometry,
-        VectorGeometry::Create(geometry.beam(), geometry.detector(), geometry.rows(),
-                               geometry.columns(), std::move(block_views)));
-    Array3D block_data({end - begin, geometry.rows(), geometry.columns()});
-    std::copy(filtered.data() + begin * view_size, filtered.data() + end * view_size,
-              block_data.data());
-    TOMO_RETURN_IF_ERROR(backend.BackProject(block_geometry, volume, block_data, weighting, part));
-    float* out = sum.data();
-    const float* in = part.data();
-    for (int64_t i = 0; i < sum.size(); ++i) out[i] += in[i];
-    context.Report({0.5 + 0.5 * static_cast<double>(block + 1) / static_cast<double>(blocks),
-                    "back projection"});
+
+  // The chunks' geometries and data, made once and shared (read-only) by all threads.
+  std::vector<VectorGeometry> chunk_geometries;
+  std::vector<Array3D> chunk_data;
+  std::vector<ChunkInput> inputs;
+  if (chunks.size() == 1) {
+    inputs.push_back({&geometry, &filtered});
+  } else {
+    const int64_t view_size = geometry.rows() * geometry.columns();
+    chunk_geometries.reserve(chunks.size());
+    chunk_data.reserve(chunks.size());
+    for (const ViewChunk& chunk : chunks) {
+      const int64_t begin = chunk.first_view, end = chunk.first_view + chunk.views;
+      std::vector<ViewVectors> chunk_views(geometry.views().begin() + begin,
+                                           geometry.views().begin() + end);
+      TOMO_ASSIGN_OR_RETURN(
+          VectorGeometry chunk_geometry,
+          VectorGeometry::Create(geometry.beam(), geometry.detector(), geometry.rows(),
+                                 geometry.columns(), std::move(chunk_views)));
+      chunk_geometries.push_back(std::move(chunk_geometry));
+      Array3D data({end - begin, geometry.rows(), geometry.columns()});
+      std::copy(filtered.data() + begin * view_size, filtered.data() + end * view_size,
+                data.data());
+      chunk_data.push_back(std::move(data));
+    }
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      inputs.push_back({&chunk_geometries[i], &chunk_data[i]});
+    }
   }
-  return sum;
+
+  Array3D result(volume.dims());
+  const int64_t slice_size = volume.size().x * volume.size().y;
+  const int64_t steps = static_cast<int64_t>(plan.slabs.size() * inputs.size());
+  std::mutex mu;  // guards steps_done, error and the progress reports
+  int64_t steps_done = 0;
+  absl::Status error;
+  std::atomic<bool> failed{false};
+  std::atomic<size_t> next_slab{0};
+
+  // One slab on one backend, into `target` (the slab's dims).
+  auto run_slab = [&](Backend& backend, const VolumeGeometry& slab_volume,
+                      Array3D& target) -> absl::Status {
+    Array3D part;
+    if (inputs.size() > 1) part = Array3D(slab_volume.dims());
+    for (const ChunkInput& input : inputs) {
+      TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
+      if (failed.load()) return absl::OkStatus();  // another thread reports its error
+      if (inputs.size() == 1) {
+        TOMO_RETURN_IF_ERROR(
+            backend.BackProject(*input.geometry, slab_volume, *input.data, weighting, target));
+      } else {
+        TOMO_RETURN_IF_ERROR(
+            backend.BackProject(*input.geometry, slab_volume, *input.data, weighting, part));
+        float* out = target.data();
+        const float* in = part.data();
+        for (int64_t i = 0; i < target.size(); ++i) out[i] += in[i];
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      ++steps_done;
+      context.Report({0.5 + 0.5 * static_cast<double>(steps_done) / static_cast<double>(steps),
+                      "back projection"});
+    }
+    return absl::OkStatus();
+  };
+  // A backend's thread: takes the next slab until none is left or one failed.
+  auto worker = [&](Backend& backend) {
+    for (size_t s = next_slab++; s < plan.slabs.size() && !failed.load(); s = next_slab++) {
+      const Slab& slab = plan.slabs[s];
+      absl::Status status;
+      if (plan.slabs.size() == 1) {
+        status = run_slab(backend, volume, result);
+      } else {
+        absl::StatusOr<VolumeGeometry> slab_volume = SlabVolume(volume, slab);
+        status = slab_volume.status();
+        if (status.ok()) {
+          Array3D slab_data(slab_volume->dims());
+          status = run_slab(backend, *slab_volume, slab_data);
+          if (status.ok()) {
+            std::copy(slab_data.data(), slab_data.data() + slab_data.size(),
+                      result.data() + slab.first_slice * slice_size);
+          }
+        }
+      }
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (error.ok()) {
+          error = absl::Status(status.code(),
+                               plan.slabs.size() == 1
+                                   ? std::string(status.message())
+                                   : absl::StrCat("slab of slices [", slab.first_slice, ", ",
+                                                  slab.first_slice + slab.slices, ") on ",
+                                                  backend.name(), ": ", status.message()));
+        }
+        failed.store(true);
+        return;
+      }
+    }
+  };
+  if (backends.size() == 1) {
+    worker(*backends.front());
+  } else {
+    std::vector<std::thread> threads;
+    threads.reserve(backends.size());
+    for (Backend* backend : backends) threads.emplace_back(worker, std::ref(*backend));
+    for (std::thread& thread : threads) thread.join();
+  }
+  if (!error.ok()) return error;
+  return result;
 }
 
 // Ramp-filters every row in place with the filter made for `spacing_mm[0]`, after scaling
@@ -129,7 +254,9 @@ absl::Status FilterViews(const FdkOptions& options, const std::vector<double>& s
 // scale is just its angular weight.
 absl::StatusOr<Array3D> ParallelFbp(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                     const Array3D& projections, const FdkOptions& options,
-                                    Backend& backend, const RunContext& context) {
+                                    const std::vector<Backend*>& backends,
+                                    const RunContext& context) {
+  Backend& backend = *backends.front();
   const int64_t views = geometry.num_views();
   std::vector<double> angles(static_cast<size_t>(views));
   std::vector<double> spacing(static_cast<size_t>(views));
@@ -147,8 +274,8 @@ absl::StatusOr<Array3D> ParallelFbp(const VectorGeometry& geometry, const Volume
 
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
   context.Report({0.5, "back projection"});
-  return BackProjectInBlocks(geometry, volume, filtered, BackProjectionWeighting::kNone, backend,
-                             context);
+  return BackProjectBySlabs(geometry, volume, filtered, BackProjectionWeighting::kNone, backends,
+                            context);
 }
 
 // Fan and circular cone beams, FDK as in Kak and Slaney (ch. 3.6) on the virtual detector
@@ -169,7 +296,8 @@ absl::StatusOr<Array3D> ParallelFbp(const VectorGeometry& geometry, const Volume
 // 0.0042 for the arc against 0.0036 for the flat detector, on densities of 0.2 to 1).
 absl::StatusOr<Array3D> ConeFdk(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                 const Array3D& projections, const FdkOptions& options,
-                                Backend& backend, const RunContext& context) {
+                                const std::vector<Backend*>& backends, const RunContext& context) {
+  Backend& backend = *backends.front();
   const int64_t views = geometry.num_views();
   const int64_t rows = geometry.rows();
   const int64_t columns = geometry.columns();
@@ -267,24 +395,46 @@ absl::StatusOr<Array3D> ConeFdk(const VectorGeometry& geometry, const VolumeGeom
 
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
   context.Report({0.5, "back projection"});
-  return BackProjectInBlocks(geometry, volume, weighted, BackProjectionWeighting::kFdk, backend,
-                             context);
+  return BackProjectBySlabs(geometry, volume, weighted, BackProjectionWeighting::kFdk, backends,
+                            context);
 }
 
 }  // namespace
 
 absl::StatusOr<Array3D> Fdk(const VectorGeometry& geometry, const VolumeGeometry& volume,
-                            const Array3D& projections, const FdkOptions& options, Backend& backend,
-                            const RunContext& context) {
+                            const Array3D& projections, const FdkOptions& options,
+                            const std::vector<Backend*>& backends, const RunContext& context) {
+  if (backends.empty()) {
+    return absl::InvalidArgumentError("backends: FDK needs at least one backend");
+  }
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (backends[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("backends[", i, "]: is null"));
+    }
+  }
   TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
                                       geometry.projection_dims(), "(views, rows, columns)"));
   TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume));
+  // A budget too small for one slice and one view fails here, before the filtering.
+  const BackProjectionWeighting weighting = geometry.beam() == BeamKind::kParallel
+                                                ? BackProjectionWeighting::kNone
+                                                : BackProjectionWeighting::kFdk;
+  TOMO_RETURN_IF_ERROR(PlanSlabs(geometry, volume, ProjectionValueBytes(backends, weighting),
+                                 context.memory_budget_bytes,
+                                 static_cast<int64_t>(backends.size()))
+                           .status());
   TOMO_ASSIGN_OR_RETURN(Array3D result,
                         geometry.beam() == BeamKind::kParallel
-                            ? ParallelFbp(geometry, volume, projections, options, backend, context)
-                            : ConeFdk(geometry, volume, projections, options, backend, context));
+                            ? ParallelFbp(geometry, volume, projections, options, backends, context)
+                            : ConeFdk(geometry, volume, projections, options, backends, context));
   context.Report({1.0, "back projection"});
   return result;
+}
+
+absl::StatusOr<Array3D> Fdk(const VectorGeometry& geometry, const VolumeGeometry& volume,
+                            const Array3D& projections, const FdkOptions& options, Backend& backend,
+                            const RunContext& context) {
+  return Fdk(geometry, volume, projections, options, std::vector<Backend*>{&backend}, context);
 }
 
 }  // namespace tomo::core

@@ -32,9 +32,27 @@ class FbpAlgorithm final : public Algorithm {
     return Fdk(std::get<VectorGeometry>(request.geometry), request.volume, projections,
                FdkOptions{options->filter}, backend, context);
   }
+  absl::StatusOr<Array3D> RunOnBackends(const ReconstructionRequest& request,
+                                        const Array3D& projections,
+                                        const std::vector<Backend*>& backends,
+                                        const RunContext& context) const override {
+    const FbpOptions* options = std::get_if<FbpOptions>(&request.algorithm);
+    if (options == nullptr || !std::holds_alternative<VectorGeometry>(request.geometry)) {
+      return Algorithm::RunOnBackends(request, projections, backends, context);
+    }
+    return Fdk(std::get<VectorGeometry>(request.geometry), request.volume, projections,
+               FdkOptions{options->filter}, backends, context);
+  }
 };
 
 }  // namespace
+
+absl::StatusOr<Array3D> Algorithm::RunOnBackends(const ReconstructionRequest& request,
+                                                 const Array3D& projections,
+                                                 const std::vector<Backend*>& backends,
+                                                 const RunContext& context) const {
+  return Run(request, projections, *backends.front(), context);
+}
 
 std::string AlgorithmName(const AlgorithmOptions& options) { return std::visit(NameOf{}, options); }
 
@@ -73,6 +91,26 @@ absl::StatusOr<Array3D> AlgorithmRegistry::Run(const ReconstructionRequest& requ
   TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
                                       ProjectionDims(request.geometry), "(views, rows, detectors)"));
   return found->second->Run(request, projections, backend, context);
+}
+
+absl::StatusOr<Array3D> AlgorithmRegistry::RunOnBackends(const ReconstructionRequest& request,
+                                                         const Array3D& projections,
+                                                         const std::vector<Backend*>& backends,
+                                                         const RunContext& context) const {
+  if (backends.empty()) return absl::InvalidArgumentError("backends: none given");
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (backends[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("backends[", i, "]: is null"));
+    }
+  }
+  const std::string name = AlgorithmName(request.algorithm);
+  const auto found = algorithms_.find(name);
+  if (found == algorithms_.end() || backends.size() == 1) {
+    return Run(request, projections, *backends.front(), context);
+  }
+  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
+                                      ProjectionDims(request.geometry), "(views, rows, detectors)"));
+  return found->second->RunOnBackends(request, projections, backends, context);
 }
 
 }  // namespace tomo::core

@@ -52,6 +52,13 @@ class Algorithm {
   virtual absl::StatusOr<Array3D> Run(const ReconstructionRequest& request,
                                       const Array3D& projections, Backend& backend,
                                       const RunContext& context) const = 0;
+  // The same on several backends (devices; at least one, none null). The default runs on
+  // the first; an algorithm that can share its work among devices overrides it (fbp on a
+  // VectorGeometry: Fdk hands z-slabs to one thread per backend).
+  virtual absl::StatusOr<Array3D> RunOnBackends(const ReconstructionRequest& request,
+                                                const Array3D& projections,
+                                                const std::vector<Backend*>& backends,
+                                                const RunContext& context) const;
 };
 
 class AlgorithmRegistry {
@@ -64,6 +71,12 @@ class AlgorithmRegistry {
   // request.algorithm; INVALID_ARGUMENT when projections do not match the geometry.
   absl::StatusOr<Array3D> Run(const ReconstructionRequest& request, const Array3D& projections,
                               Backend& backend, const RunContext& context) const;
+  // As Run, on several backends (Algorithm::RunOnBackends); INVALID_ARGUMENT when backends
+  // is empty or holds a null.
+  absl::StatusOr<Array3D> RunOnBackends(const ReconstructionRequest& request,
+                                        const Array3D& projections,
+                                        const std::vector<Backend*>& backends,
+                                        const RunContext& context) const;
 
  private:
   std::map<std::string, std::unique_ptr<Algorithm>> algorithms_;

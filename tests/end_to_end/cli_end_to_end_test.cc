@@ -483,6 +483,34 @@ TEST_F(CliTest, LocalGivesTheSameBytesAsTheDaemon) {
   EXPECT_TRUE(OneErrorLine(no_device));
 }
 
+// A lowered --memory-budget reconstructs in z-slabs with the same bytes as the unsplit run
+// (all views fit beside 5 of the 32 slices: 7 slabs; the back projection is voxel-wise).
+TEST_F(CliTest, LocalWithASmallMemoryBudgetGivesTheSameBytes) {
+  const std::string phantom = MakePhantom("cone", 32, 90, {"--geometry", "cone"});
+  const std::string data = phantom + "/sinogram.raw";
+  ProcessResult whole = TomoRaw({"local", "--spec", phantom + "/job.json", "--data", data,
+                                 "--out", dir() + "/whole", "--device", "cpu"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.Describe();
+  const uint64_t projection_bytes = FileBytes(data).size();  // float32 on the CPU
+  const uint64_t slice_bytes = 32 * 32 * 4;
+  ProcessResult slabs = TomoRaw(
+      {"local", "--spec", phantom + "/job.json", "--data", data, "--out", dir() + "/slabs",
+       "--device", "cpu", "--memory-budget", absl::StrCat(projection_bytes + 5 * slice_bytes)});
+  ASSERT_EQ(slabs.exit_code, 0) << slabs.Describe();
+  const std::string whole_bytes = FileBytes(dir() + "/whole/volume.raw");
+  ASSERT_EQ(whole_bytes.size(), 32u * 32u * 32u * 4u);
+  EXPECT_TRUE(whole_bytes == FileBytes(dir() + "/slabs/volume.raw"))
+      << "the slab-split run wrote different bytes";
+
+  // Not even one slice and one view: the job fails naming the budget.
+  ProcessResult tiny = TomoRaw({"local", "--spec", phantom + "/job.json", "--data", data,
+                                "--out", dir() + "/tiny", "--device", "cpu", "--memory-budget",
+                                "1000"});
+  EXPECT_EQ(tiny.exit_code, kExitJobFailed) << tiny.Describe();
+  EXPECT_TRUE(OneErrorLine(tiny));
+  EXPECT_THAT(tiny.err, HasSubstr("memory budget of 1000 bytes"));
+}
+
 TEST_F(CliTest, InfoListsDevicesAlgorithmsAndLimits) {
   // The devices are those --devices names (the default, every GPU or else the CPU, depends
   // on the machine).

@@ -52,6 +52,15 @@ class JobExecutionTest : public ::testing::Test {
   core::AlgorithmRegistry registry_ = core::AlgorithmRegistry::WithBuiltins();
 };
 
+TEST(EffectiveMemoryBudgetTest, SmallestNonZero) {
+  EXPECT_EQ(EffectiveMemoryBudget(0, 0, 0), 0u);  // no limit (the CPU)
+  EXPECT_EQ(EffectiveMemoryBudget(0, 0, 80), 80u);
+  EXPECT_EQ(EffectiveMemoryBudget(50, 0, 80), 50u);
+  EXPECT_EQ(EffectiveMemoryBudget(90, 60, 80), 60u);
+  EXPECT_EQ(EffectiveMemoryBudget(0, 70, 0), 70u);
+  EXPECT_EQ(EffectiveMemoryBudget(100, 0, 0), 100u);
+}
+
 TEST_F(JobExecutionTest, SmallFbpWritesVolumeRawWithItsCrc) {
   WriteBytes(input_, PhantomSinogramBytes(spec_));
   std::vector<core::ProgressUpdate> progress;

@@ -76,6 +76,15 @@ TEST(JobSpecTest, DefaultsApply) {
   EXPECT_EQ(job->request.volume.size().z, 1);
 }
 
+TEST(JobSpecTest, MemoryBudgetIsCarried) {
+  pb::JobSpec spec = ValidSpec();
+  EXPECT_EQ(ValidateJobSpec(spec, {})->memory_budget_bytes, 0u);  // the device's free memory
+  spec.set_memory_budget_bytes(123456789012ull);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->memory_budget_bytes, 123456789012ull);
+}
+
 TEST(JobSpecTest, AngleListIsAccepted) {
   pb::JobSpec spec = ValidSpec();
   auto* list = spec.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_list();

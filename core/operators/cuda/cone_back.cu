@@ -9,6 +9,11 @@
 //
 // All views in one pass (the volume is written once); with the texture sampler the host
 // passes at most kMaxTextureLayers views per launch and accumulates.
+//
+// Two thread layouts (template kStepY): 3D volumes, a thread owns kVoxelsPerThread voxels
+// along z; volumes of one slice (2D geometries, nz = 1), a thread owns kVoxelsPerThread
+// pixels along y instead (the 3D layout would sample 7 of its 8 positions outside the
+// volume), sharing the view's forms the same way (the y step is one add per form).
 
 #include <cuda_fp16.h>
 
@@ -27,6 +32,12 @@ namespace {
 // included): variant 0, 32 x 4 x 8: 939 GUPS on 512^3 x 720 x 768^2, 705 GUPS on FDK
 // case 1 (863 with float16 projections); the other shapes are within 2% (32 x 4 x 16 the
 // best on FDK case 1: 714, 895 with float16), so the default stays the tested one.
+// 2D (nz = 1) shapes (vector_kernels.h), measured on the H100 (bench/NOTES.md v0.3,
+// GPU-resident, texture copy included). First run, 32 x 4 threads owning 4 / 2 / 1 pixels
+// along y and 16 x 8 owning 4: 2d-par-bp (729^2 from 180 x 729) 0.15 / 0.13 / 0.19 /
+// 0.15 ms, 2d-fan-bp (1024^2 from 720 x 1024) 0.87 / 0.85 / 1.36 / 0.87 ms. Second run
+// (the variants below): 32x4x2 0.128 / 0.845, 32x4x4 0.144 / 0.868, 32x8x2 0.129 / 0.833,
+// 16x8x2 0.127 / 0.846 ms: the 2-pixel shapes within 2%, 32 x 4 x 2 stays the default.
 // Views whose parameters are staged in shared memory at a time (64 bytes each).
 constexpr int kBpViewsPerChunk = 64;
 
@@ -64,13 +75,16 @@ __device__ __forceinline__ float SampleDetector(cudaTextureObject_t texture,
   }
 }
 
-// Launch: grid (ceil(nx / kBpBlockX), ceil(ny / kBpBlockY), ceil(nz / kVoxelsPerThread)),
-// block (kBpBlockX, kBpBlockY). A thread owns voxels (ix, iy, iz0 .. iz0 + kVoxelsPerThread
-// - 1): for every view it reads the view's VectorBpView (staged by the block in shared
-// memory) and one interpolated detector value per voxel, accumulates in registers and
-// writes (or adds to) each of its voxels once.
+// Launch (kStepY false): grid (ceil(nx / kBpBlockX), ceil(ny / kBpBlockY), ceil(nz /
+// kVoxelsPerThread)), block (kBpBlockX, kBpBlockY). A thread owns voxels (ix, iy, iz0 ..
+// iz0 + kVoxelsPerThread - 1): for every view it reads the view's VectorBpView (staged by
+// the block in shared memory) and one interpolated detector value per voxel, accumulates in
+// registers and writes (or adds to) each of its voxels once.
+// Launch (kStepY true, for nz = 1): grid (ceil(nx / kBpBlockX), ceil(ny / (kBpBlockY *
+// kVoxelsPerThread)), nz), block (kBpBlockX, kBpBlockY); a thread owns pixels (ix, iy0 ..
+// iy0 + kVoxelsPerThread - 1, iz), otherwise the same.
 template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
-          int kVoxelsPerThread>
+          int kVoxelsPerThread, bool kStepY>
 __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
     VectorBackKernel(VectorVolumeShape vol, VectorDetectorShape det,
                      const VectorBpView* __restrict__ views, int32_t accumulate,
@@ -78,8 +92,9 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
                      float* __restrict__ volume) {
   __shared__ VectorBpView s_views[kBpViewsPerChunk];
   const int ix = blockIdx.x * kBpBlockX + threadIdx.x;
-  const int iy = blockIdx.y * kBpBlockY + threadIdx.y;
-  const int iz0 = blockIdx.z * kVoxelsPerThread;
+  const int iy = kStepY ? (blockIdx.y * kBpBlockY + threadIdx.y) * kVoxelsPerThread
+                        : blockIdx.y * kBpBlockY + threadIdx.y;
+  const int iz0 = kStepY ? blockIdx.z : blockIdx.z * kVoxelsPerThread;
   const bool inside = ix < vol.nx && iy < vol.ny;
   const int thread = threadIdx.y * kBpBlockX + threadIdx.x;
   const float fx = static_cast<float>(ix), fy = static_cast<float>(iy);
@@ -123,35 +138,63 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
             acc[k] = kFdk ? fmaf(value, inv_d * inv_d, acc[k]) : acc[k] + value;
           }
         }
-        a += view.a.z;
-        b += view.b.z;
-        d += view.d.z;
+        a += kStepY ? view.a.y : view.a.z;
+        b += kStepY ? view.b.y : view.b.z;
+        d += kStepY ? view.d.y : view.d.z;
       }
     }
   }
   if (!inside) return;
 #pragma unroll
   for (int k = 0; k < kVoxelsPerThread; ++k) {
-    const int iz = iz0 + k;
-    if (iz < vol.nz) {
-      float* out = volume + (static_cast<int64_t>(iz) * vol.ny + iy) * vol.nx + ix;
+    const int iz = kStepY ? iz0 : iz0 + k;
+    const int iyk = kStepY ? iy + k : iy;
+    if (iz < vol.nz && iyk < vol.ny) {
+      float* out = volume + (static_cast<int64_t>(iz) * vol.ny + iyk) * vol.nx + ix;
       *out = accumulate ? *out + acc[k] : acc[k];
     }
   }
 }
 
 template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
-          int kVoxelsPerThread>
+          int kVoxelsPerThread, bool kStepY = false>
 cudaError_t LaunchBackShape(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                             const VectorBpView* views, int32_t accumulate,
                             cudaTextureObject_t texture, const float* projections,
                             float* volume, cudaStream_t stream) {
-  const dim3 grid((vol.nx + kBpBlockX - 1) / kBpBlockX, (vol.ny + kBpBlockY - 1) / kBpBlockY,
-                  (vol.nz + kVoxelsPerThread - 1) / kVoxelsPerThread);
+  const dim3 grid = kStepY ? dim3((vol.nx + kBpBlockX - 1) / kBpBlockX,
+                                  (vol.ny + kBpBlockY * kVoxelsPerThread - 1) /
+                                      (kBpBlockY * kVoxelsPerThread),
+                                  vol.nz)
+                           : dim3((vol.nx + kBpBlockX - 1) / kBpBlockX,
+                                  (vol.ny + kBpBlockY - 1) / kBpBlockY,
+                                  (vol.nz + kVoxelsPerThread - 1) / kVoxelsPerThread);
   const dim3 block(kBpBlockX, kBpBlockY);
-  VectorBackKernel<kSampler, kCylindrical, kFdk, kBpBlockX, kBpBlockY, kVoxelsPerThread>
+  VectorBackKernel<kSampler, kCylindrical, kFdk, kBpBlockX, kBpBlockY, kVoxelsPerThread, kStepY>
       <<<grid, block, 0, stream>>>(vol, det, views, accumulate, texture, projections, volume);
   return cudaGetLastError();
+}
+
+// One slice (nz = 1): the 2D shapes of vector_kernels.h (kBp2dVariant...).
+template <VectorSampler kSampler, bool kCylindrical, bool kFdk>
+cudaError_t LaunchBack2d(const VectorVolumeShape& vol, const VectorDetectorShape& det,
+                         const VectorBpView* views, int32_t accumulate,
+                         cudaTextureObject_t texture, const float* projections, float* volume,
+                         cudaStream_t stream, int32_t variant) {
+  switch (variant) {
+    case 1:
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 4, true>(
+          vol, det, views, accumulate, texture, projections, volume, stream);
+    case 2:
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 8, 2, true>(
+          vol, det, views, accumulate, texture, projections, volume, stream);
+    case 3:
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 16, 8, 2, true>(
+          vol, det, views, accumulate, texture, projections, volume, stream);
+    default:
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 2, true>(
+          vol, det, views, accumulate, texture, projections, volume, stream);
+  }
 }
 
 // The launch shape variants of vector_kernels.h; the exact sampler (a correctness
@@ -161,6 +204,11 @@ cudaError_t LaunchBack(const VectorVolumeShape& vol, const VectorDetectorShape& 
                        const VectorBpView* views, int32_t accumulate,
                        cudaTextureObject_t texture, const float* projections, float* volume,
                        cudaStream_t stream, int32_t variant) {
+  if (vol.nz == 1) {
+    return LaunchBack2d<kSampler, kCylindrical, kFdk>(
+        vol, det, views, accumulate, texture, projections, volume, stream,
+        kSampler == VectorSampler::kTexture ? variant : kBpVariantDefault);
+  }
   if (kSampler == VectorSampler::kTexture) {
     switch (variant) {
       case 1:

@@ -109,6 +109,8 @@ constexpr int64_t kMaxFilterSamplesPerBatch = int64_t{1} << 26;
 // cuFFT plans kept per backend; the oldest (lowest key) goes first beyond this.
 constexpr size_t kMaxCachedPlans = 8;
 
+}  // namespace
+
 // The kernels' per-view parameters: the shared float64 ones (parallel_2d_joseph.h), with
 // float copies for the inner loops.
 std::vector<JosephView> MakeDeviceJosephViews(const ParallelGeometry2D& geometry,
@@ -128,6 +130,8 @@ std::vector<JosephView> MakeDeviceJosephViews(const ParallelGeometry2D& geometry
   }
   return views;
 }
+
+namespace {
 
 Parallel2dShape MakeShape(const ParallelGeometry2D& geometry,
                           const VolumeGeometry& volume_geometry) {
@@ -262,6 +266,9 @@ class CudaBackend final : public Backend {
     // difference to the CPU reference stays that of the 8-bit interpolation weights, about
     // 1e-3 of the maximum, bench/NOTES.md v0.2). Iterative methods (kNone) keep float32.
     projector.set_back_half(weighting == BackProjectionWeighting::kFdk);
+    if (weighting == BackProjectionWeighting::kFdk && projector.volume_shape().nz > 1) {
+      projector.set_back_variant(kBpVariantFdk);
+    }
     TOMO_ASSIGN_OR_RETURN(auto d_projections, DeviceBuffer<float>::Allocate(
                                                   static_cast<size_t>(projections.size()), stream));
     TOMO_ASSIGN_OR_RETURN(auto d_volume,
@@ -580,10 +587,12 @@ bool DeviceVectorProjector::LayeredFitsForward() const {
 }
 
 VectorSampler DeviceVectorProjector::BestForwardSampler() const {
-  // Measured on the H100 (bench/NOTES.md, v0.2): the layered sampler is faster for 256^3
-  // (13.6 vs 17.3 ms, 360 x 384^2) but slower for 512^3 (402 vs 364 ms, 720 x 768^2),
-  // where the 3D texture's block-linear layout keeps a ray's consecutive planes in cache.
-  constexpr int64_t kLayeredMaxVoxels = int64_t{256} * 256 * 256;
+  // Measured on the H100 (bench/NOTES.md, v0.3, the block order with many views' same
+  // rows in flight): layered 10.2 vs 3D texture 13.5 ms for 256^3 -> 360 x 384^2, 161 vs
+  // 213 ms for 512^3 -> 720 x 768^2. (v0.2, one view after another: 3D texture faster at
+  // 512^3.) Layered needs 5 times the volume's memory (three arrays, two transposes), so
+  // it is used up to the largest size measured, 512^3; the 3D texture (1x) above.
+  constexpr int64_t kLayeredMaxVoxels = int64_t{512} * 512 * 512;
   const int64_t voxels = static_cast<int64_t>(volume_shape_.nx) * volume_shape_.ny *
                          volume_shape_.nz;
   if (LayeredFitsForward() && voxels <= kLayeredMaxVoxels) return VectorSampler::kLayered;
@@ -630,7 +639,7 @@ absl::Status DeviceVectorProjector::Forward(const float* d_volume, float* d_proj
   }
   TOMO_CUDA_RETURN_IF_ERROR(LaunchVectorForward(volume_shape_, detector_shape_, fp_views_.get(),
                                                 sampler, textures, d_volume, d_projections,
-                                                stream_));
+                                                stream_, forward_views_inner_ ? 1 : 0));
   return absl::OkStatus();
 }
 
@@ -686,6 +695,95 @@ absl::Status DeviceVectorProjector::Back(const float* d_projections,
         volume_shape_, chunk, bp_views_.get() + v0, sampler, fdk ? 1 : 0,
         /*accumulate=*/v0 > 0 ? 1 : 0, projection_texture_.texture(), nullptr, d_volume,
         stream_, back_variant_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceRowFilter> DeviceRowFilter::Create(const RampFilter& filter, int64_t rows,
+                                                         int64_t weight_rows,
+                                                         const std::vector<float>& weight,
+                                                         cudaStream_t stream) {
+  DeviceRowFilter f;
+  f.stream_ = stream;
+  f.rows_ = rows;
+  f.columns_ = filter.num_detectors();
+  f.length_ = filter.padded_length();
+  const int64_t bins = f.length_ / 2 + 1;
+  if (rows < 1 || f.length_ < f.columns_ || f.length_ > (int64_t{1} << 30) ||
+      static_cast<int64_t>(filter.response().size()) != bins) {
+    return absl::InvalidArgumentError(absl::StrCat("DeviceRowFilter: ", rows, " rows of ",
+                                                   f.columns_, " padded to ", f.length_));
+  }
+  if (!weight.empty() &&
+      (weight_rows < 1 || weight_rows > kMaxRowsPerBatch ||
+       static_cast<int64_t>(weight.size()) != weight_rows * f.columns_)) {
+    return absl::InvalidArgumentError("DeviceRowFilter: weight is not weight_rows x columns");
+  }
+  f.weight_rows_ = weight.empty() ? 1 : weight_rows;
+  // At most kMaxRowsPerBatch rows (the kernels' grid y) and 2^28 padded samples (1 GiB real
+  // plus 1 GiB complex) per batch, a multiple of the weight's rows so that every batch
+  // starts at weight row 0.
+  int64_t batch = std::min({rows, kMaxRowsPerBatch,
+                            std::max<int64_t>(1, (int64_t{1} << 28) / f.length_)});
+  if (batch < rows && batch >= f.weight_rows_) batch -= batch % f.weight_rows_;
+  if (batch < rows && batch % f.weight_rows_ != 0) {
+    return absl::InvalidArgumentError("DeviceRowFilter: weight rows exceed one batch");
+  }
+  f.batch_ = batch;
+  TOMO_ASSIGN_OR_RETURN(f.response_, DeviceBuffer<float>::Allocate(bins, stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(f.response_.get(), filter.response().data(),
+                                            f.response_.size_bytes(), cudaMemcpyHostToDevice,
+                                            stream));
+  if (!weight.empty()) {
+    TOMO_ASSIGN_OR_RETURN(f.weight_, DeviceBuffer<float>::Allocate(weight.size(), stream));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(f.weight_.get(), weight.data(),
+                                              f.weight_.size_bytes(), cudaMemcpyHostToDevice,
+                                              stream));
+  }
+  // real_: the weighted rows with their zero padding (zeroed once here; the weighting
+  // kernel writes only the first `columns` of each row, and the out-of-place R2C keeps its
+  // input); result_: the C2R output.
+  TOMO_ASSIGN_OR_RETURN(f.real_, DeviceBuffer<float>::Allocate(f.batch_ * f.length_, stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(f.real_.get(), 0, f.real_.size_bytes(), stream));
+  TOMO_ASSIGN_OR_RETURN(f.result_, DeviceBuffer<float>::Allocate(f.batch_ * f.length_, stream));
+  TOMO_ASSIGN_OR_RETURN(f.spectrum_, DeviceBuffer<float2>::Allocate(f.batch_ * bins, stream));
+  const int length = static_cast<int>(f.length_);
+  TOMO_ASSIGN_OR_RETURN(f.forward_, FftPlan::Create1d(length, static_cast<int>(f.batch_),
+                                                      CUFFT_R2C, stream));
+  TOMO_ASSIGN_OR_RETURN(f.inverse_, FftPlan::Create1d(length, static_cast<int>(f.batch_),
+                                                      CUFFT_C2R, stream));
+  const int64_t tail = rows % f.batch_;
+  if (tail > 0) {
+    TOMO_ASSIGN_OR_RETURN(f.forward_tail_, FftPlan::Create1d(length, static_cast<int>(tail),
+                                                             CUFFT_R2C, stream));
+    TOMO_ASSIGN_OR_RETURN(f.inverse_tail_, FftPlan::Create1d(length, static_cast<int>(tail),
+                                                             CUFFT_C2R, stream));
+  }
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return f;
+}
+
+absl::Status DeviceRowFilter::Apply(const float* d_in, float* d_out) {
+  const int64_t bins = length_ / 2 + 1;
+  const int32_t columns = static_cast<int32_t>(columns_);
+  const int32_t length = static_cast<int32_t>(length_);
+  for (int64_t r0 = 0; r0 < rows_; r0 += batch_) {
+    const int64_t count = std::min(batch_, rows_ - r0);
+    const FftPlan& forward = count == batch_ ? forward_ : forward_tail_;
+    const FftPlan& inverse = count == batch_ ? inverse_ : inverse_tail_;
+    // Every batch starts at weight row 0 (Create makes batch_ a multiple of weight_rows_).
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchWeightPadRows(d_in + r0 * columns_, weight_.get(),
+                                                  static_cast<int32_t>(weight_rows_), count,
+                                                  columns, length, real_.get(), stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cufftExecR2C(forward.get(), real_.get(),
+                                           reinterpret_cast<cufftComplex*>(spectrum_.get())));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchMultiplySpectrum(spectrum_.get(), response_.get(), count,
+                                                     static_cast<int32_t>(bins), stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cufftExecC2R(inverse.get(),
+                                           reinterpret_cast<cufftComplex*>(spectrum_.get()),
+                                           result_.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(
+        LaunchUnpadRows(result_.get(), count, columns, length, d_out + r0 * columns_, stream_));
   }
   return absl::OkStatus();
 }

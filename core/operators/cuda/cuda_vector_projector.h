@@ -32,6 +32,9 @@
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
 #include "core/operators/cuda/cuda_resources.h"
+#include "core/filters/ramp_filter.h"
+#include "core/geometry/parallel_geometry_2d.h"
+#include "core/operators/cuda/parallel_2d_kernels.h"
 #include "core/operators/cuda/vector_kernels.h"
 
 namespace tomo::core::cuda {
@@ -114,6 +117,8 @@ class DeviceVectorProjector {
 
   // The back projector's launch shape (vector_kernels.h, kBpVariant...), for benchmarks.
   void set_back_variant(int32_t variant) { back_variant_ = variant; }
+  // The forward projector's block order (LaunchVectorForward's views_inner), for benchmarks.
+  void set_forward_views_inner(bool views_inner) { forward_views_inner_ = views_inner; }
   // Store the projections as float16 in the back projector's texture (kTexture): half the
   // texture bytes, an extra relative rounding of 2^-11 per value. Off by default.
   void set_back_half(bool half) { back_half_ = half; }
@@ -140,6 +145,7 @@ class DeviceVectorProjector {
   DeviceBuffer<VectorFpView> fp_views_;
   DeviceBuffer<VectorBpView> bp_views_;
   int32_t back_variant_ = kBpVariantDefault;
+  bool forward_views_inner_ = true;
   bool back_half_ = false;
   DeviceBuffer<uint16_t> half_scratch_;
   TextureArray volume_texture_;
@@ -147,5 +153,42 @@ class DeviceVectorProjector {
   DeviceBuffer<float> scratch_x_, scratch_y_;
   TextureArray projection_texture_;
 };
+
+// A ramp filter along the rows of projections already on the device, with an optional
+// per-pixel weight applied first (FDK's cosine and angular weights): for the benchmark's
+// GPU-resident FDK total (bench/tomo_bench.cc); CudaBackend::FilterRows is the host-array
+// path. Keeps its cuFFT plans and padded buffers (at most kMaxRowsPerBatch rows at a time).
+//
+//   TOMO_ASSIGN_OR_RETURN(auto filter, DeviceRowFilter::Create(filter, rows, rows_per_view,
+//                                                               weight, stream));
+//   TOMO_RETURN_IF_ERROR(filter.Apply(d_projections, d_filtered));  // may be in place
+class DeviceRowFilter {
+ public:
+  static constexpr int64_t kMaxRowsPerBatch = 65535;
+  // rows: detector rows in all (views x rows per view); weight: empty (none) or
+  // weight_rows x filter.num_detectors() values, row r uses weight row r % weight_rows.
+  static absl::StatusOr<DeviceRowFilter> Create(const RampFilter& filter, int64_t rows,
+                                                int64_t weight_rows,
+                                                const std::vector<float>& weight,
+                                                cudaStream_t stream);
+  DeviceRowFilter(DeviceRowFilter&&) noexcept = default;
+  DeviceRowFilter& operator=(DeviceRowFilter&&) noexcept = default;
+
+  // d_out (rows x columns) = filtered (d_in * weight); d_out may equal d_in.
+  absl::Status Apply(const float* d_in, float* d_out);
+
+ private:
+  DeviceRowFilter() = default;
+  cudaStream_t stream_ = nullptr;
+  int64_t rows_ = 0, columns_ = 0, length_ = 0, batch_ = 0, weight_rows_ = 1;
+  DeviceBuffer<float> response_, weight_, real_, result_;
+  DeviceBuffer<float2> spectrum_;
+  FftPlan forward_, inverse_, forward_tail_, inverse_tail_;
+};
+
+// The exact-transpose 2D parallel projector's per-view parameters (parallel_2d_kernels.h),
+// as CudaBackend uploads them; for the benchmark.
+std::vector<JosephView> MakeDeviceJosephViews(const ParallelGeometry2D& geometry,
+                                              const VolumeGeometry& volume_geometry);
 
 }  // namespace tomo::core::cuda

@@ -74,4 +74,15 @@ cudaError_t LaunchParallel2dBack(const Parallel2dShape& shape, const JosephView*
 cudaError_t LaunchMultiplySpectrum(float2* spectrum, const float* response, int64_t rows,
                                    int32_t num_bins, cudaStream_t stream);
 
+// For a device-resident ramp filter (DeviceRowFilter, cuda_vector_projector.h): padded[r *
+// length + c] = in[r * columns + c] * weight[(r % weight_rows) * columns + c] for c <
+// columns (weight may be null: 1), r < rows <= 65535. The padding columns [columns,
+// length) are not written: the caller zeroes them once and keeps them zero.
+cudaError_t LaunchWeightPadRows(const float* in, const float* weight, int32_t weight_rows,
+                                int64_t rows, int32_t columns, int32_t length, float* padded,
+                                cudaStream_t stream);
+// out[r * columns + c] = padded[r * length + c] for r < rows <= 65535, c < columns.
+cudaError_t LaunchUnpadRows(const float* padded, int64_t rows, int32_t columns, int32_t length,
+                            float* out, cudaStream_t stream);
+
 }  // namespace tomo::core::cuda

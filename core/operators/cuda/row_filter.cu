@@ -31,7 +31,57 @@ __global__ void __launch_bounds__(kMultiplyBlock)
   }
 }
 
+// Launch: grid (ceil(columns / kMultiplyBlock), rows), block (kMultiplyBlock). A thread
+// owns padded element (blockIdx.y, c), c < columns: reads one input and one weight value
+// and writes one padded value (the zero padding is the caller's, kept between calls).
+__global__ void __launch_bounds__(kMultiplyBlock)
+    WeightPadKernel(const float* __restrict__ in, const float* __restrict__ weight,
+                    int32_t weight_rows, int32_t columns, int32_t length,
+                    float* __restrict__ padded) {
+  const int c = blockIdx.x * kMultiplyBlock + threadIdx.x;
+  if (c >= columns) return;
+  const int64_t r = blockIdx.y;
+  float value = __ldg(in + r * columns + c);
+  if (weight != nullptr) {
+    value *= __ldg(weight + static_cast<int64_t>(r % weight_rows) * columns + c);
+  }
+  padded[r * length + c] = value;
+}
+
+// Launch: grid (ceil(columns / kMultiplyBlock), rows), block (kMultiplyBlock); a thread
+// copies element (blockIdx.y, c).
+__global__ void __launch_bounds__(kMultiplyBlock)
+    UnpadKernel(const float* __restrict__ padded, int32_t columns, int32_t length,
+                float* __restrict__ out) {
+  const int c = blockIdx.x * kMultiplyBlock + threadIdx.x;
+  if (c >= columns) return;
+  const int64_t r = blockIdx.y;
+  out[r * columns + c] = padded[r * length + c];
+}
+
 }  // namespace
+
+cudaError_t LaunchWeightPadRows(const float* in, const float* weight, int32_t weight_rows,
+                                int64_t rows, int32_t columns, int32_t length, float* padded,
+                                cudaStream_t stream) {
+  if (rows <= 0 || columns <= 0) return cudaSuccess;
+  if (rows > 65535 || columns > length || (weight != nullptr && weight_rows <= 0)) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 grid((columns + kMultiplyBlock - 1) / kMultiplyBlock, static_cast<unsigned>(rows));
+  WeightPadKernel<<<grid, kMultiplyBlock, 0, stream>>>(in, weight, weight_rows, columns, length,
+                                                       padded);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchUnpadRows(const float* padded, int64_t rows, int32_t columns, int32_t length,
+                            float* out, cudaStream_t stream) {
+  if (rows <= 0 || columns <= 0) return cudaSuccess;
+  if (rows > 65535) return cudaErrorInvalidValue;
+  const dim3 grid((columns + kMultiplyBlock - 1) / kMultiplyBlock, static_cast<unsigned>(rows));
+  UnpadKernel<<<grid, kMultiplyBlock, 0, stream>>>(padded, columns, length, out);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchMultiplySpectrum(float2* spectrum, const float* response, int64_t rows,
                                    int32_t num_bins, cudaStream_t stream) {

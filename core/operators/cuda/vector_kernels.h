@@ -102,10 +102,13 @@ static_assert(sizeof(VectorBpView) == 64, "VectorBpView must have one layout for
 // element written. Sampling: kTexture reads `volume_texture` (3D float texture of (nx, ny,
 // nz), linear filtering, unnormalised coordinates, border addressing); kExact reads
 // `volume` (either may be null when not used). views: device array of num_views.
+// views_inner: block order, 1 (default) = the same detector rows of many views in flight
+// together (better L2 reuse for circular scans), 0 = one view after another (v0.2).
 cudaError_t LaunchVectorForward(const VectorVolumeShape& volume_shape,
                                 const VectorDetectorShape& detector, const VectorFpView* views,
                                 VectorSampler sampler, const VectorFpTextures& textures,
-                                const float* volume, float* projections, cudaStream_t stream);
+                                const float* volume, float* projections, cudaStream_t stream,
+                                int32_t views_inner = 1);
 
 // For kLayered: volume (nz, ny, nx) -> along_x (nx, nz, ny) and along_y (ny, nz, nx), the
 // volume with its layers along x and along y (row-major, last index fastest).
@@ -119,8 +122,15 @@ cudaError_t LaunchFloatToHalf(const float* in, int64_t count, uint16_t* out, cud
 // Back projector launch shapes (block x, block y, voxels per thread along z), for the
 // benchmark to compare; kBpVariantDefault is what CudaBackend uses.
 //   0: 32 x 4 x 8   1: 16 x 8 x 8   2: 32 x 4 x 16   3: 8 x 8 x 8
+// Volumes of one slice (nz = 1, 2D geometries) use a 2D-specialised kernel instead, whose
+// threads own pixels along y (block x, block y, pixels per thread along y):
+//   0: 32 x 4 x 2   1: 32 x 4 x 4   2: 32 x 8 x 2   3: 16 x 8 x 2
+// (the same `variant` argument picks among these when nz = 1).
 constexpr int32_t kBpVariantDefault = 0;
 constexpr int32_t kBpVariantCount = 4;
+// What CudaBackend uses for kFdk on volumes of more than one slice (32 x 4 x 16): FDK case 1
+// with float16 texels 74.4 ms vs 77.2 ms with the default (H100, bench/NOTES.md v0.3).
+constexpr int32_t kBpVariantFdk = 2;
 
 // volume (+)= sum over views [0, detector.num_views) of the interpolated projections
 // (times 1/d^2 or 1/rho^2 when fdk). accumulate = 0 overwrites every voxel; 1 adds to it

@@ -1,9 +1,10 @@
 // Tests of the CUDA VectorGeometry projectors (core/operators/cuda/cone_forward.cu,
 // cone_back.cu, the CudaBackend methods and DeviceVectorProjector) against the CPU
 // reference (core/operators/cpu/cpu_vector_projector.cc), for parallel, flat cone,
-// cylindrical cone, helical, 2D fan and freely tilted geometries with odd sizes,
-// anisotropic voxels, off-centre volumes and detector offsets, and more views than one
-// layered texture holds.
+// cylindrical cone, helical, 2D fan (flat and cylindrical), 2D parallel and freely tilted
+// geometries with odd sizes, anisotropic voxels, off-centre volumes and detector offsets,
+// and more views than one layered texture holds; every launch shape of the back projector
+// (one-slice volumes take its 2D kernel); the device-resident weighted ramp filter.
 //
 // Every test skips when core::ListCudaDevices() is empty (CI has no GPU). Inputs are fresh
 // random values each run (seed printed; TOMO_TEST_SEED replays); outputs are filled with NaN
@@ -35,7 +36,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/base/status_macros.h"
 #include "core/devices/devices.h"
+#include "core/filters/ramp_filter.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/operators/cpu/cpu_backend.h"
@@ -158,6 +161,19 @@ std::vector<Case> Cases(std::mt19937_64& random) {
     fan.angles_rad = RandomAngles(15, random);
     cases.push_back({"fan2d", MakeFan2D(fan).value(),
                      VolumeGeometry::Create({45, 39, 1}, {0.9, 0.9, 1.0}, {0.4, 0.2, 0}).value()});
+    fan.shape = DetectorShape::kCylindrical;
+    fan.detector.columns = 97;
+    fan.angles_rad = RandomAngles(23, random);
+    cases.push_back({"fan2d_cylindrical", MakeFan2D(fan).value(),
+                     VolumeGeometry::Create({71, 67, 1}, {0.6, 0.7, 1.0}, {-0.3, 0.5, 0}).value()});
+  }
+  {
+    std::vector<double> angles = RandomAngles(17, random);
+    angles.push_back(0.0);
+    angles.push_back(0.5 * kPi);
+    cases.push_back({"parallel2d",
+                     MakeParallel2D({1, 83, 1.0, 0.85, 0.7, 0}, angles).value(),
+                     VolumeGeometry::Create({61, 53, 1}, {0.9, 1.1, 1.0}, {0.6, -0.4, 0}).value()});
   }
   {
     // More views than one layered texture holds (2048): the back projector's passes.
@@ -194,7 +210,8 @@ constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 // The device-resident projector with a given sampler, from host arrays.
 absl::Status RunSampler(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
                         bool forward, BackProjectionWeighting weighting, const Array3D& input,
-                        cuda::VectorSampler sampler, Array3D& output, bool half = false) {
+                        cuda::VectorSampler sampler, Array3D& output, bool half = false,
+                        int32_t variant = cuda::kBpVariantDefault) {
   using namespace cuda;  // NOLINT: test-local
   TOMO_ASSIGN_OR_RETURN(ScopedDevice device, ScopedDevice::Enter(0));
   TOMO_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
@@ -202,6 +219,7 @@ absl::Status RunSampler(const VectorGeometry& geometry, const VolumeGeometry& vo
     TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
                           DeviceVectorProjector::Create(geometry, volume_geometry, stream.get()));
     projector.set_back_half(half);
+    projector.set_back_variant(variant);
     TOMO_ASSIGN_OR_RETURN(auto d_in, DeviceBuffer<float>::Allocate(input.size(), stream.get()));
     TOMO_ASSIGN_OR_RETURN(auto d_out, DeviceBuffer<float>::Allocate(output.size(), stream.get()));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in.get(), input.data(), input.size_bytes(),
@@ -317,6 +335,87 @@ TEST_F(CudaVectorProjectorTest, BackProjectMatchesCpu) {
       EXPECT_LE(exact_diff, kExactTolerance);
     }
   }
+}
+
+// Every launch shape of the back projector (the 3D kernel's and, for one-slice volumes, the
+// 2D kernel's), texture sampler, float32 and float16, with the FDK weight where it applies,
+// against the CPU.
+TEST_F(CudaVectorProjectorTest, BackProjectVariantsMatchCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  for (const Case& c : Cases(random_)) {
+    const BackProjectionWeighting weighting = c.geometry.beam() == BeamKind::kCone
+                                                  ? BackProjectionWeighting::kFdk
+                                                  : BackProjectionWeighting::kNone;
+    const Array3D projections = RandomArray(c.geometry.projection_dims(), random_);
+    Array3D expected(c.volume.dims(), kPoison);
+    ASSERT_TRUE(cpu_.BackProject(c.geometry, c.volume, projections, weighting, expected).ok());
+    for (int32_t variant = 0; variant < cuda::kBpVariantCount; ++variant) {
+      for (bool half : {false, true}) {
+        SCOPED_TRACE(c.name + " variant " + std::to_string(variant) + (half ? " f16" : ""));
+        Array3D texture(c.volume.dims(), kPoison);
+        const absl::Status status =
+            RunSampler(c.geometry, c.volume, false, weighting, projections,
+                       cuda::VectorSampler::kTexture, texture, half, variant);
+        ASSERT_TRUE(status.ok()) << status;
+        ASSERT_TRUE(AllFinite(texture));
+        const double diff = RelativeMaxDifference(texture, expected);
+        std::printf("[ measure  ] back-variant %-20s v%d%s texture %.3g\n", c.name.c_str(),
+                    variant, half ? "-f16" : "    ", diff);
+        EXPECT_LE(diff, kTextureTolerance);
+      }
+    }
+  }
+}
+
+// The device-resident weighted ramp filter (DeviceRowFilter, for the benchmark's FDK
+// total) against the CPU backend's FilterRows of the weighted rows. Both are float FFTs of
+// the same zero-padded rows: kExactTolerance.
+TEST_F(CudaVectorProjectorTest, DeviceRowFilterMatchesCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  const int64_t views = 5, rows = 7, columns = 67;
+  const RampFilter filter = RampFilter::Create(FilterOptions{}, columns, 0.7).value();
+  const Array3D input = RandomArray({views, rows, columns}, random_);
+  std::vector<float> weight(static_cast<size_t>(rows * columns));
+  std::uniform_real_distribution<float> uniform(0.5f, 1.0f);
+  for (float& w : weight) w = uniform(random_);
+  Array3D expected = input.Clone();
+  for (int64_t v = 0; v < views; ++v) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < columns; ++k) {
+        expected.at(v, r, k) *= weight[static_cast<size_t>(r * columns + k)];
+      }
+    }
+  }
+  ASSERT_TRUE(cpu_.FilterRows(filter, expected).ok());
+  Array3D output({views, rows, columns}, kPoison);
+  const absl::Status status = [&]() -> absl::Status {
+    using namespace cuda;  // NOLINT: test-local
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice device, ScopedDevice::Enter(0));
+    TOMO_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
+    TOMO_ASSIGN_OR_RETURN(auto d_data, DeviceBuffer<float>::Allocate(input.size(), stream.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_data.get(), input.data(), input.size_bytes(),
+                                              cudaMemcpyHostToDevice, stream.get()));
+    {
+      TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,
+                            DeviceRowFilter::Create(filter, views * rows, rows, weight,
+                                                    stream.get()));
+      // Twice: the second call reuses the padding (zeroed once by Create) and must not see
+      // the first call's data; the second works in place.
+      TOMO_ASSIGN_OR_RETURN(auto d_first,
+                            DeviceBuffer<float>::Allocate(input.size(), stream.get()));
+      TOMO_RETURN_IF_ERROR(row_filter.Apply(d_data.get(), d_first.get()));
+      TOMO_RETURN_IF_ERROR(row_filter.Apply(d_data.get(), d_data.get()));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(output.data(), d_data.get(), output.size_bytes(),
+                                                cudaMemcpyDeviceToHost, stream.get()));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    }
+    return absl::OkStatus();
+  }();
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(AllFinite(output));
+  const double diff = RelativeMaxDifference(output, expected);
+  std::printf("[ measure  ] device row filter %.3g\n", diff);
+  EXPECT_LE(diff, kExactTolerance);
 }
 
 TEST_F(CudaVectorProjectorTest, RefusesBadArguments) {
