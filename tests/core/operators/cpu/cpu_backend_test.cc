@@ -10,6 +10,7 @@
 #include "core/phantom/ellipse_phantom.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/random_arrays.h"
 #include "tests/core/random_seed.h"
 
 namespace tomo::core {
@@ -46,14 +47,7 @@ Problem Make(std::string name, Size3 size, Vec3 voxel_mm, Vec3 center_mm, int64_
                           detector_spacing_mm, detector_offset_mm, std::move(angles)});
 }
 
-Array3D RandomArray(Dims3 dims, std::mt19937_64& random) {
-  // Positive values keep the inner products free of cancellation, so a relative
-  // tolerance means what it says.
-  std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
-  Array3D array(dims);
-  for (int64_t i = 0; i < array.size(); ++i) array.data()[i] = uniform(random);
-  return array;
-}
+using testing::RandomArray;
 
 double Dot(const Array3D& a, const Array3D& b) {
   double sum = 0;

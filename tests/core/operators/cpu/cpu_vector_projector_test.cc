@@ -16,12 +16,15 @@
 #include "core/phantom/ellipsoid_phantom.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/random_arrays.h"
 #include "tests/core/random_seed.h"
 
 namespace tomo::core {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::RandomAngles;
+using testing::RandomArray;
 
 double RelativeRms(const Array3D& value, const Array3D& reference) {
   double error = 0, norm = 0;
@@ -37,21 +40,6 @@ double Dot(const Array3D& a, const Array3D& b) {
   double sum = 0;
   for (int64_t i = 0; i < a.size(); ++i) sum += static_cast<double>(a.data()[i]) * b.data()[i];
   return sum;
-}
-
-Array3D RandomArray(Dims3 dims, std::mt19937_64& random) {
-  // Positive values: no cancellation in the inner products.
-  std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
-  Array3D array(dims);
-  for (int64_t i = 0; i < array.size(); ++i) array.data()[i] = uniform(random);
-  return array;
-}
-
-std::vector<double> RandomAngles(int count, std::mt19937_64& random) {
-  std::uniform_real_distribution<double> angle(0, 2 * M_PI);
-  std::vector<double> angles(static_cast<size_t>(count));
-  for (double& a : angles) a = angle(random);
-  return angles;
 }
 
 // A few ellipsoids inside a radius of about 12 mm, jittered by the seed; z_scale stretches

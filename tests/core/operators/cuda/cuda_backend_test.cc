@@ -33,6 +33,8 @@
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/phantom/ellipse_phantom.h"
 #include "gtest/gtest.h"
+#include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
+#include "tests/core/random_arrays.h"
 #include "tests/core/random_seed.h"
 
 namespace tomo::core {
@@ -101,11 +103,9 @@ std::vector<ProjectorCase> ProjectorCases(std::mt19937_64& random) {
   return cases;
 }
 
+// Signed values: the CUDA kernels must handle both signs as the CPU does.
 Array3D RandomArray(Dims3 dims, std::mt19937_64& random) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  Array3D array(dims);
-  for (int64_t i = 0; i < array.size(); ++i) array.data()[i] = uniform(random);
-  return array;
+  return testing::RandomArray(dims, random, -1.0f, 1.0f);
 }
 
 Array3D Poisoned(Dims3 dims) { return Array3D(dims, std::numeric_limits<float>::quiet_NaN()); }
@@ -180,23 +180,7 @@ TEST(CudaDevicesTest, MakeBackendRefusesIndicesThatAreNotDevices) {
   }
 }
 
-class CudaBackendTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::vector<DeviceInfo> devices = ListCudaDevices();
-    if (devices.empty()) GTEST_SKIP() << "no CUDA device";
-    auto backend = MakeBackend(devices[0]);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    cuda_ = std::move(backend).value();
-    seed_ = testing::TestSeed();
-    random_.seed(seed_);
-  }
-
-  std::unique_ptr<Backend> cuda_;
-  CpuBackend cpu_;
-  uint64_t seed_ = 0;
-  std::mt19937_64 random_;
-};
+class CudaBackendTest : public CudaVsCpuTest {};
 
 TEST_F(CudaBackendTest, NameIsTheDeviceId) { EXPECT_EQ(cuda_->name(), "cuda:0"); }
 

@@ -45,6 +45,8 @@
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "gtest/gtest.h"
+#include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
+#include "tests/core/random_arrays.h"
 #include "tests/core/random_seed.h"
 
 namespace tomo::core {
@@ -60,19 +62,8 @@ struct Case {
   VolumeGeometry volume;
 };
 
-Array3D RandomArray(Dims3 dims, std::mt19937_64& random) {
-  std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
-  Array3D array(dims);
-  for (int64_t i = 0; i < array.size(); ++i) array.data()[i] = uniform(random);
-  return array;
-}
-
-std::vector<double> RandomAngles(int count, std::mt19937_64& random) {
-  std::uniform_real_distribution<double> angle(0, 2 * kPi);
-  std::vector<double> angles(static_cast<size_t>(count));
-  for (double& a : angles) a = angle(random);
-  return angles;
-}
+using testing::RandomAngles;
+using testing::RandomArray;
 
 Vec3 RandomUnit(std::mt19937_64& random) {
   std::normal_distribution<double> normal;
@@ -238,23 +229,7 @@ absl::Status RunSampler(const VectorGeometry& geometry, const VolumeGeometry& vo
   return absl::OkStatus();
 }
 
-class CudaVectorProjectorTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::vector<DeviceInfo> devices = ListCudaDevices();
-    if (devices.empty()) GTEST_SKIP() << "no CUDA device";
-    auto backend = MakeBackend(devices[0]);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    cuda_ = std::move(backend).value();
-    seed_ = testing::TestSeed();
-    random_.seed(seed_);
-  }
-
-  std::unique_ptr<Backend> cuda_;
-  CpuBackend cpu_;
-  uint64_t seed_ = 0;
-  std::mt19937_64 random_;
-};
+class CudaVectorProjectorTest : public CudaVsCpuTest {};
 
 TEST_F(CudaVectorProjectorTest, ForwardProjectMatchesCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
