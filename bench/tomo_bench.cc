@@ -186,9 +186,12 @@ std::vector<float> FdkPixelWeights(const BenchCase& c) {
 
 // variant: the back projector's launch shape (vector_kernels.h); -1 for the forward one
 // (-2: the forward one with the v0.2 block order, views slowest);
-// for fdk1-total, -3 = the weighting and filter alone.
+// for fdk1-total, -3 = the weighting and filter alone. one_row: the back projector may read
+// a layered 1D texture for the 2D cases (DeviceVectorProjector::set_back_one_row; "-1d" in
+// the sampler name where it does); false: the layered 2D texture of v0.3.
 absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int variant, bool half,
-                               int repeats, bool e2e, std::mt19937_64& random) {
+                               int repeats, bool e2e, std::mt19937_64& random,
+                               bool one_row = true) {
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume_geometry,
                         core::VolumeGeometry::Create({c.n, c.n, c.two_d() ? 1 : c.n},
@@ -207,6 +210,10 @@ absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int va
     if (variant >= 0) projector.set_back_variant(variant);
     if (variant == -2) projector.set_forward_views_inner(false);
     projector.set_back_half(half);
+    projector.set_back_one_row(one_row);
+    if (sampler == VectorSampler::kTexture && !c.forward && projector.BackUsesOneRowTexture()) {
+      result.sampler += "-1d";
+    }
     const int64_t voxels = volume_geometry.voxel_count();
     const int64_t samples = geometry.projection_dims().count();
     TOMO_ASSIGN_OR_RETURN(auto d_volume, DeviceBuffer<float>::Allocate(voxels, s));
@@ -367,6 +374,7 @@ int Main(int argc, char** argv) {
       VectorSampler sampler;
       int variant;
       bool half;
+      bool one_row = true;
     };
     std::vector<Run> runs;
     if (c.forward) {
@@ -388,12 +396,18 @@ int Main(int argc, char** argv) {
       for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
         runs.push_back({VectorSampler::kTexture, v, true});
       }
+      if (c.kind == BenchCase::kParallel2d || c.kind == BenchCase::kFan2d) {
+        // v0.3's layered 2D texture, for comparison in the same run.
+        for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
+          runs.push_back({VectorSampler::kTexture, v, false, false});
+        }
+      }
       if (exact) runs.push_back({VectorSampler::kExact, core::cuda::kBpVariantDefault, false});
     }
     for (size_t k = 0; k < runs.size(); ++k) {
       const VectorSampler sampler = runs[k].sampler;
       absl::StatusOr<Result> r = RunCase(c, sampler, runs[k].variant, runs[k].half, repeats,
-                                         e2e && k == 0, random);
+                                         e2e && k == 0, random, runs[k].one_row);
       if (!r.ok()) {
         std::fprintf(stderr, "tomo-bench: %s: %s\n", c.name.c_str(),
                      std::string(r.status().message()).c_str());

@@ -38,15 +38,22 @@ namespace {
 // 0.15 ms, 2d-fan-bp (1024^2 from 720 x 1024) 0.87 / 0.85 / 1.36 / 0.87 ms. Second run
 // (the variants below): 32x4x2 0.128 / 0.845, 32x4x4 0.144 / 0.868, 32x8x2 0.129 / 0.833,
 // 16x8x2 0.127 / 0.846 ms: the 2-pixel shapes within 2%, 32 x 4 x 2 stays the default.
+// v0.4: one-row detectors read a layered 1D texture (kOneRow): 0.1276 -> 0.1235 / 0.852 ->
+// 0.835 ms in one run (bench/NOTES.md v0.4).
 // Views whose parameters are staged in shared memory at a time (64 bytes each).
 constexpr int kBpViewsPerChunk = 64;
 
-template <VectorSampler kSampler>
+// kOneRow (kTexture, detectors of one row whose pixels all map onto the row's centre line,
+// which the host checks): the projections are a layered 1D texture, one linear fetch of 2
+// texels; `row` is ignored (it is 0, where the bilinear fetch gives the same value).
+template <VectorSampler kSampler, bool kOneRow = false>
 __device__ __forceinline__ float SampleDetector(cudaTextureObject_t texture,
                                                 const float* __restrict__ projections,
                                                 int rows, int columns, int view, float row,
                                                 float column) {
-  if (kSampler == VectorSampler::kTexture) {
+  if (kSampler == VectorSampler::kTexture && kOneRow) {
+    return tex1DLayered<float>(texture, column + 0.5f, view);
+  } else if (kSampler == VectorSampler::kTexture) {
     return tex2DLayered<float>(texture, column + 0.5f, row + 0.5f, view);
   } else {
     const float fc = floorf(column), fr = floorf(row);
@@ -84,7 +91,7 @@ __device__ __forceinline__ float SampleDetector(cudaTextureObject_t texture,
 // kVoxelsPerThread)), nz), block (kBpBlockX, kBpBlockY); a thread owns pixels (ix, iy0 ..
 // iy0 + kVoxelsPerThread - 1, iz), otherwise the same.
 template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
-          int kVoxelsPerThread, bool kStepY>
+          int kVoxelsPerThread, bool kStepY, bool kOneRow>
 __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
     VectorBackKernel(VectorVolumeShape vol, VectorDetectorShape det,
                      const VectorBpView* __restrict__ views, int32_t accumulate,
@@ -125,7 +132,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
             const float inv_rho = rsqrtf(rho2);
             const float column = fmaf(atan2f(b, a), view.extra.x, view.extra.y);
             const float row = fmaf(d, inv_rho, view.extra.z);
-            const float value = SampleDetector<kSampler>(texture, projections, det.rows,
+            const float value = SampleDetector<kSampler, kOneRow>(texture, projections, det.rows,
                                                          det.columns, v, row, column);
             acc[k] = kFdk ? fmaf(value, inv_rho * inv_rho, acc[k]) : acc[k] + value;
           }
@@ -133,7 +140,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
           if (d > 0.0f) {
             // Approximate reciprocal (MUFU.RCP, 1 ulp class) instead of an IEEE division.
             const float inv_d = __fdividef(1.0f, d);
-            const float value = SampleDetector<kSampler>(texture, projections, det.rows,
+            const float value = SampleDetector<kSampler, kOneRow>(texture, projections, det.rows,
                                                          det.columns, v, b * inv_d, a * inv_d);
             acc[k] = kFdk ? fmaf(value, inv_d * inv_d, acc[k]) : acc[k] + value;
           }
@@ -157,7 +164,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
 }
 
 template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
-          int kVoxelsPerThread, bool kStepY = false>
+          int kVoxelsPerThread, bool kStepY = false, bool kOneRow = false>
 cudaError_t LaunchBackShape(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                             const VectorBpView* views, int32_t accumulate,
                             cudaTextureObject_t texture, const float* projections,
@@ -170,29 +177,31 @@ cudaError_t LaunchBackShape(const VectorVolumeShape& vol, const VectorDetectorSh
                                   (vol.ny + kBpBlockY - 1) / kBpBlockY,
                                   (vol.nz + kVoxelsPerThread - 1) / kVoxelsPerThread);
   const dim3 block(kBpBlockX, kBpBlockY);
-  VectorBackKernel<kSampler, kCylindrical, kFdk, kBpBlockX, kBpBlockY, kVoxelsPerThread, kStepY>
+  VectorBackKernel<kSampler, kCylindrical, kFdk, kBpBlockX, kBpBlockY, kVoxelsPerThread, kStepY,
+                   kOneRow>
       <<<grid, block, 0, stream>>>(vol, det, views, accumulate, texture, projections, volume);
   return cudaGetLastError();
 }
 
-// One slice (nz = 1): the 2D shapes of vector_kernels.h (kBp2dVariant...).
-template <VectorSampler kSampler, bool kCylindrical, bool kFdk>
+// One slice (nz = 1): the 2D shapes of vector_kernels.h (kBp2dVariant...); kOneRow: the
+// projections in a layered 1D texture (SampleDetector).
+template <VectorSampler kSampler, bool kCylindrical, bool kFdk, bool kOneRow>
 cudaError_t LaunchBack2d(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                          const VectorBpView* views, int32_t accumulate,
                          cudaTextureObject_t texture, const float* projections, float* volume,
                          cudaStream_t stream, int32_t variant) {
   switch (variant) {
     case 1:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 4, true>(
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 4, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
     case 2:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 8, 2, true>(
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 8, 2, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
     case 3:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 16, 8, 2, true>(
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 16, 8, 2, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
     default:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 2, true>(
+      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 2, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
   }
 }
@@ -203,9 +212,13 @@ template <VectorSampler kSampler, bool kCylindrical, bool kFdk>
 cudaError_t LaunchBack(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                        const VectorBpView* views, int32_t accumulate,
                        cudaTextureObject_t texture, const float* projections, float* volume,
-                       cudaStream_t stream, int32_t variant) {
+                       cudaStream_t stream, int32_t variant, int32_t one_row) {
   if (vol.nz == 1) {
-    return LaunchBack2d<kSampler, kCylindrical, kFdk>(
+    if (kSampler == VectorSampler::kTexture && one_row) {
+      return LaunchBack2d<kSampler, kCylindrical, kFdk, true>(
+          vol, det, views, accumulate, texture, projections, volume, stream, variant);
+    }
+    return LaunchBack2d<kSampler, kCylindrical, kFdk, false>(
         vol, det, views, accumulate, texture, projections, volume, stream,
         kSampler == VectorSampler::kTexture ? variant : kBpVariantDefault);
   }
@@ -232,17 +245,18 @@ template <VectorSampler kSampler>
 cudaError_t LaunchBackSampler(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                               const VectorBpView* views, int32_t fdk, int32_t accumulate,
                               cudaTextureObject_t texture, const float* projections,
-                              float* volume, cudaStream_t stream, int32_t variant) {
+                              float* volume, cudaStream_t stream, int32_t variant,
+                              int32_t one_row) {
   if (det.cylindrical) {
     return fdk ? LaunchBack<kSampler, true, true>(vol, det, views, accumulate, texture,
-                                                  projections, volume, stream, variant)
+                                                  projections, volume, stream, variant, one_row)
                : LaunchBack<kSampler, true, false>(vol, det, views, accumulate, texture,
-                                                   projections, volume, stream, variant);
+                                                   projections, volume, stream, variant, one_row);
   }
   return fdk ? LaunchBack<kSampler, false, true>(vol, det, views, accumulate, texture,
-                                                 projections, volume, stream, variant)
+                                                 projections, volume, stream, variant, one_row)
              : LaunchBack<kSampler, false, false>(vol, det, views, accumulate, texture,
-                                                  projections, volume, stream, variant);
+                                                  projections, volume, stream, variant, one_row);
 }
 
 // Launch: grid-stride, 256 threads; a thread converts elements i, i + stride, ...
@@ -268,16 +282,18 @@ cudaError_t LaunchVectorBack(const VectorVolumeShape& volume_shape,
                              const VectorDetectorShape& detector, const VectorBpView* views,
                              VectorSampler sampler, int32_t fdk, int32_t accumulate,
                              cudaTextureObject_t projection_texture, const float* projections,
-                             float* volume, cudaStream_t stream, int32_t variant) {
+                             float* volume, cudaStream_t stream, int32_t variant,
+                             int32_t one_row_texture) {
   if (volume_shape.nx <= 0 || volume_shape.ny <= 0 || volume_shape.nz <= 0) return cudaSuccess;
   if (sampler == VectorSampler::kTexture) {
     return LaunchBackSampler<VectorSampler::kTexture>(volume_shape, detector, views, fdk,
                                                       accumulate, projection_texture,
-                                                      projections, volume, stream, variant);
+                                                      projections, volume, stream, variant,
+                                                      one_row_texture);
   }
   return LaunchBackSampler<VectorSampler::kExact>(volume_shape, detector, views, fdk,
                                                   accumulate, projection_texture, projections,
-                                                  volume, stream, variant);
+                                                  volume, stream, variant, 0);
 }
 
 }  // namespace tomo::core::cuda

@@ -514,16 +514,24 @@ absl::Status TextureArray::Load(const void* source, int64_t first, int64_t depth
                                             first + depth, ") outside [0, ", depth_, ")"));
   }
   if (depth == 0) return absl::OkStatus();
+  // A layered 1D array (height 0) holds slices of one row.
+  const size_t height = static_cast<size_t>(std::max<int64_t>(height_, 1));
   cudaMemcpy3DParms copy{};
   copy.srcPtr = make_cudaPitchedPtr(const_cast<void*>(source),
                                     static_cast<size_t>(width_ * element_bytes_),
-                                    static_cast<size_t>(width_), static_cast<size_t>(height_));
+                                    static_cast<size_t>(width_), height);
   copy.dstArray = array_;
   copy.dstPos = make_cudaPos(0, 0, static_cast<size_t>(first));
-  copy.extent = make_cudaExtent(static_cast<size_t>(width_), static_cast<size_t>(height_),
-                                static_cast<size_t>(depth));
+  copy.extent = make_cudaExtent(static_cast<size_t>(width_), height, static_cast<size_t>(depth));
   copy.kind = kind;
-  TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy3DAsync(&copy, stream));
+  cudaError_t error = cudaMemcpy3DAsync(&copy, stream);
+  if (error == cudaErrorInvalidValue && height_ == 0) {
+    // Should a driver want the layered 1D array's own height (0) in the extent.
+    (void)cudaGetLastError();
+    copy.extent.height = 0;
+    error = cudaMemcpy3DAsync(&copy, stream);
+  }
+  TOMO_CUDA_RETURN_IF_ERROR(error);
   return absl::OkStatus();
 }
 
@@ -566,6 +574,18 @@ absl::StatusOr<DeviceVectorProjector> DeviceVectorProjector::Create(
   TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p.bp_views_.get(), bp.data(),
                                             p.bp_views_.size_bytes(), cudaMemcpyHostToDevice,
                                             stream));
+  // One slice from a one-row detector whose every pixel maps onto the row's centre line
+  // (row coordinate 0 exactly, as the 2D geometries give): the back projector may read a
+  // layered 1D texture (LaunchVectorBack's one_row_texture). The kernel evaluates the forms
+  // at iz = 0, so the z coefficients do not matter.
+  const bool cylindrical = p.detector_shape_.cylindrical != 0;
+  p.one_row_back_ =
+      p.volume_shape_.nz == 1 && p.detector_shape_.rows == 1 &&
+      std::all_of(bp.begin(), bp.end(), [cylindrical](const VectorBpView& v) {
+        return cylindrical ? (v.d.x == 0.0f && v.d.y == 0.0f && v.d.w == 0.0f &&
+                              v.extra.z == 0.0f)
+                           : (v.b.x == 0.0f && v.b.y == 0.0f && v.b.w == 0.0f);
+      });
   // The host vectors die at return: the copies from pageable memory are staged before
   // cudaMemcpyAsync returns, so this is safe.
   return p;
@@ -666,12 +686,15 @@ absl::Status DeviceVectorProjector::Back(const float* d_projections,
   const int64_t views = detector_shape_.num_views;
   const int64_t layers = std::min<int64_t>(views, kMaxTextureLayers);
   const int64_t view_size = static_cast<int64_t>(detector_shape_.rows) * detector_shape_.columns;
+  // One-row detectors: a layered 1D array (height 0), else layered 2D.
+  const bool one_row = BackUsesOneRowTexture();
+  const int64_t height = one_row ? 0 : detector_shape_.rows;
   if (!projection_texture_.valid() || projection_texture_.depth() != layers ||
-      projection_texture_.half() != back_half_) {
+      projection_texture_.half() != back_half_ || projection_texture_.height() != height) {
     projection_texture_.Reset();
     TOMO_ASSIGN_OR_RETURN(projection_texture_,
-                          TextureArray::Create(detector_shape_.columns, detector_shape_.rows,
-                                               layers, /*layered=*/true, back_half_));
+                          TextureArray::Create(detector_shape_.columns, height, layers,
+                                               /*layered=*/true, back_half_));
     if (back_half_) {
       TOMO_ASSIGN_OR_RETURN(half_scratch_, DeviceBuffer<uint16_t>::Allocate(
                                                static_cast<size_t>(layers * view_size), stream_));
@@ -694,7 +717,7 @@ absl::Status DeviceVectorProjector::Back(const float* d_projections,
     TOMO_CUDA_RETURN_IF_ERROR(LaunchVectorBack(
         volume_shape_, chunk, bp_views_.get() + v0, sampler, fdk ? 1 : 0,
         /*accumulate=*/v0 > 0 ? 1 : 0, projection_texture_.texture(), nullptr, d_volume,
-        stream_, back_variant_));
+        stream_, back_variant_, one_row ? 1 : 0));
   }
   return absl::OkStatus();
 }

@@ -8,7 +8,7 @@
 // once) and, made on first use and kept, the CUDA arrays and texture objects the texture
 // samplers read (for the forward projector a 3D array of the volume, or three layered 2D
 // arrays with their transpose scratch; for the back projector a layered 2D array of at most
-// kMaxTextureLayers views, float32 or float16). Every method enqueues work on
+// kMaxTextureLayers views, float32 or float16; layered 1D for one-row 2D geometries). Every method enqueues work on
 // the stream and returns without synchronising; errors are absl::Status as in
 // cuda_check.h. The caller keeps the device current (ScopedDevice) for every call and for
 // the destructor. Not thread-safe.
@@ -55,7 +55,7 @@ class TextureArray {
  public:
   TextureArray() = default;
   // A 3D array of (width, height, depth) floats; layered: depth is the number of layers of
-  // a layered 2D texture.
+  // a layered 2D texture (height 0 with layered: a layered 1D texture of `depth` layers).
   // half: IEEE binary16 elements (read as float by the kernels).
   static absl::StatusOr<TextureArray> Create(int64_t width, int64_t height, int64_t depth,
                                              bool layered, bool half = false);
@@ -122,6 +122,12 @@ class DeviceVectorProjector {
   // Store the projections as float16 in the back projector's texture (kTexture): half the
   // texture bytes, an extra relative rounding of 2^-11 per value. Off by default.
   void set_back_half(bool half) { back_half_ = half; }
+  // Whether Back with kTexture reads a layered 1D texture (one linear fetch of 2 texels per
+  // update instead of a bilinear one of 4): one-slice volumes from one-row detectors whose
+  // pixels map onto the row's centre line (the 2D geometries), unless turned off (for
+  // benchmarks and tests; on by default).
+  void set_back_one_row(bool one_row) { back_one_row_ = one_row; }
+  bool BackUsesOneRowTexture() const { return one_row_back_ && back_one_row_; }
 
   // d_projections (views, rows, columns) = A d_volume (nz, ny, nx); every element written.
   // kTexture copies the volume into the kept 3D array first (device to device); kLayered
@@ -147,6 +153,8 @@ class DeviceVectorProjector {
   int32_t back_variant_ = kBpVariantDefault;
   bool forward_views_inner_ = true;
   bool back_half_ = false;
+  bool one_row_back_ = false;  // Create's check for the layered 1D texture
+  bool back_one_row_ = true;
   DeviceBuffer<uint16_t> half_scratch_;
   TextureArray volume_texture_;
   TextureArray along_x_, along_y_, along_z_;

@@ -137,11 +137,16 @@ constexpr int32_t kBpVariantFdk = 2;
 // (for views in several passes). kTexture reads `projection_texture` (layered 2D float
 // texture, layer = view, linear filtering, border addressing, unnormalised); kExact reads
 // `projections` (views, rows, columns).
+// one_row_texture = 1 (kTexture, nz = 1, detector.rows = 1, every pixel maps onto the
+// detector row's centre line, i.e. row 0 exactly; the host checks): `projection_texture`
+// is a layered 1D float texture (layer = view, width = columns) instead, one linear fetch
+// of 2 texels per update (v0.4).
 cudaError_t LaunchVectorBack(const VectorVolumeShape& volume_shape,
                              const VectorDetectorShape& detector, const VectorBpView* views,
                              VectorSampler sampler, int32_t fdk, int32_t accumulate,
                              cudaTextureObject_t projection_texture, const float* projections,
                              float* volume, cudaStream_t stream,
-                             int32_t variant = kBpVariantDefault);
+                             int32_t variant = kBpVariantDefault,
+                             int32_t one_row_texture = 0);
 
 }  // namespace tomo::core::cuda

@@ -202,7 +202,8 @@ constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 absl::Status RunSampler(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
                         bool forward, BackProjectionWeighting weighting, const Array3D& input,
                         cuda::VectorSampler sampler, Array3D& output, bool half = false,
-                        int32_t variant = cuda::kBpVariantDefault) {
+                        int32_t variant = cuda::kBpVariantDefault, bool one_row = true,
+                        bool* used_one_row = nullptr) {
   using namespace cuda;  // NOLINT: test-local
   TOMO_ASSIGN_OR_RETURN(ScopedDevice device, ScopedDevice::Enter(0));
   TOMO_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
@@ -211,6 +212,8 @@ absl::Status RunSampler(const VectorGeometry& geometry, const VolumeGeometry& vo
                           DeviceVectorProjector::Create(geometry, volume_geometry, stream.get()));
     projector.set_back_half(half);
     projector.set_back_variant(variant);
+    projector.set_back_one_row(one_row);
+    if (used_one_row != nullptr) *used_one_row = projector.BackUsesOneRowTexture();
     TOMO_ASSIGN_OR_RETURN(auto d_in, DeviceBuffer<float>::Allocate(input.size(), stream.get()));
     TOMO_ASSIGN_OR_RETURN(auto d_out, DeviceBuffer<float>::Allocate(output.size(), stream.get()));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in.get(), input.data(), input.size_bytes(),
@@ -314,7 +317,8 @@ TEST_F(CudaVectorProjectorTest, BackProjectMatchesCpu) {
 
 // Every launch shape of the back projector (the 3D kernel's and, for one-slice volumes, the
 // 2D kernel's), texture sampler, float32 and float16, with the FDK weight where it applies,
-// against the CPU.
+// against the CPU. One-slice volumes from one-row detectors (the 2D cases) take the layered
+// 1D texture (v0.4) by default, checked here, and the layered 2D texture when told.
 TEST_F(CudaVectorProjectorTest, BackProjectVariantsMatchCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   for (const Case& c : Cases(random_)) {
@@ -324,19 +328,27 @@ TEST_F(CudaVectorProjectorTest, BackProjectVariantsMatchCpu) {
     const Array3D projections = RandomArray(c.geometry.projection_dims(), random_);
     Array3D expected(c.volume.dims(), kPoison);
     ASSERT_TRUE(cpu_.BackProject(c.geometry, c.volume, projections, weighting, expected).ok());
-    for (int32_t variant = 0; variant < cuda::kBpVariantCount; ++variant) {
-      for (bool half : {false, true}) {
-        SCOPED_TRACE(c.name + " variant " + std::to_string(variant) + (half ? " f16" : ""));
-        Array3D texture(c.volume.dims(), kPoison);
-        const absl::Status status =
-            RunSampler(c.geometry, c.volume, false, weighting, projections,
-                       cuda::VectorSampler::kTexture, texture, half, variant);
-        ASSERT_TRUE(status.ok()) << status;
-        ASSERT_TRUE(AllFinite(texture));
-        const double diff = RelativeMaxDifference(texture, expected);
-        std::printf("[ measure  ] back-variant %-20s v%d%s texture %.3g\n", c.name.c_str(),
-                    variant, half ? "-f16" : "    ", diff);
-        EXPECT_LE(diff, kTextureTolerance);
+    const bool two_d = c.volume.size().z == 1 && c.geometry.rows() == 1;
+    for (bool one_row : {true, false}) {
+      if (!one_row && !two_d) continue;
+      for (int32_t variant = 0; variant < cuda::kBpVariantCount; ++variant) {
+        for (bool half : {false, true}) {
+          SCOPED_TRACE(c.name + " variant " + std::to_string(variant) + (half ? " f16" : "") +
+                       (one_row ? "" : " 2d-texture"));
+          Array3D texture(c.volume.dims(), kPoison);
+          bool used_one_row = false;
+          const absl::Status status =
+              RunSampler(c.geometry, c.volume, false, weighting, projections,
+                         cuda::VectorSampler::kTexture, texture, half, variant, one_row,
+                         &used_one_row);
+          ASSERT_TRUE(status.ok()) << status;
+          EXPECT_EQ(used_one_row, two_d && one_row);
+          ASSERT_TRUE(AllFinite(texture));
+          const double diff = RelativeMaxDifference(texture, expected);
+          std::printf("[ measure  ] back-variant %-20s v%d%s%s texture %.3g\n", c.name.c_str(),
+                      variant, half ? "-f16" : "    ", used_one_row ? "-1d" : "   ", diff);
+          EXPECT_LE(diff, kTextureTolerance);
+        }
       }
     }
   }
