@@ -31,6 +31,25 @@ int64_t CoveringCount(double half_width, double spacing) {
   return static_cast<int64_t>(std::ceil(2.0 * half_width / spacing)) + 4;
 }
 
+// A fan or cone beam around an N-voxel grid of side_mm: the detector spacing that maps one
+// voxel at the axis onto one pixel, and the half-width and half-height (mm, at the
+// detector) that see the whole grid: the rays grazing its circumscribed circle, and its top
+// and bottom edges where they come nearest the source.
+struct SeeingDetector {
+  double spacing_mm;
+  double half_width_mm;
+  double half_height_mm;
+};
+
+SeeingDetector DetectorSeeingTheGrid(double side_mm, double voxel_mm, double source_origin_mm,
+                                     double origin_detector_mm) {
+  const double distance = source_origin_mm + origin_detector_mm;
+  const double field_radius = std::sqrt(0.5) * side_mm;
+  return {voxel_mm * distance / source_origin_mm,
+          distance * std::tan(std::asin(field_radius / source_origin_mm)),
+          0.5 * side_mm * distance / (source_origin_mm - field_radius)};
+}
+
 v1::Volume VolumeProto(int64_t size_xy, int64_t size_z, double voxel_mm) {
   v1::Volume volume;
   volume.mutable_size()->set_x(static_cast<uint32_t>(size_xy));
@@ -83,13 +102,11 @@ absl::StatusOr<PhantomCase> Fan2DCase(const PhantomCaseOptions& o) {
   core::FanConeOptions fan;
   fan.source_origin_mm = 2.0 * side_mm;
   fan.origin_detector_mm = side_mm;
-  const double distance = fan.source_origin_mm + fan.origin_detector_mm;
-  const double magnification = distance / fan.source_origin_mm;
-  const double spacing = o.voxel_size_mm * magnification;
-  // The rays that graze the grid's circumscribed circle.
-  const double field_radius = std::sqrt(0.5) * side_mm;
-  const double half_width = distance * std::tan(std::asin(field_radius / fan.source_origin_mm));
-  const int64_t columns = o.detectors > 0 ? o.detectors : CoveringCount(half_width, spacing);
+  const SeeingDetector seeing = DetectorSeeingTheGrid(side_mm, o.voxel_size_mm,
+                                                      fan.source_origin_mm, fan.origin_detector_mm);
+  const double spacing = seeing.spacing_mm;
+  const int64_t columns =
+      o.detectors > 0 ? o.detectors : CoveringCount(seeing.half_width_mm, spacing);
   fan.detector = {1, columns, o.voxel_size_mm, spacing, 0.0, 0.0};
   fan.angles_rad = core::UniformAnglesRad(o.views, 0.0, 2.0 * M_PI);
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, core::MakeFan2D(fan));
@@ -122,14 +139,12 @@ absl::StatusOr<PhantomCase> ConeCase(const PhantomCaseOptions& o) {
   core::FanConeOptions cone;
   cone.source_origin_mm = 3.0 * side_mm;
   cone.origin_detector_mm = side_mm;
-  const double distance = cone.source_origin_mm + cone.origin_detector_mm;
-  const double spacing = o.voxel_size_mm * distance / cone.source_origin_mm;
-  const double field_radius = std::sqrt(0.5) * side_mm;
-  const double half_width = distance * std::tan(std::asin(field_radius / cone.source_origin_mm));
-  // The grid's top and bottom edges, seen from the source at their nearest.
-  const double half_height = 0.5 * side_mm * distance / (cone.source_origin_mm - field_radius);
-  const int64_t columns = o.detectors > 0 ? o.detectors : CoveringCount(half_width, spacing);
-  const int64_t rows = CoveringCount(half_height, spacing);
+  const SeeingDetector seeing = DetectorSeeingTheGrid(
+      side_mm, o.voxel_size_mm, cone.source_origin_mm, cone.origin_detector_mm);
+  const double spacing = seeing.spacing_mm;
+  const int64_t columns =
+      o.detectors > 0 ? o.detectors : CoveringCount(seeing.half_width_mm, spacing);
+  const int64_t rows = CoveringCount(seeing.half_height_mm, spacing);
   cone.detector = {rows, columns, spacing, spacing, 0.0, 0.0};
   cone.angles_rad = core::UniformAnglesRad(o.views, 0.0, 2.0 * M_PI);
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, core::MakeCircularCone(cone));

@@ -47,15 +47,6 @@ double ParseRmse(const std::string& out) {
   return 1e30;
 }
 
-std::vector<std::string> JobDirs(const std::string& spool) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(spool + "/jobs", error)) {
-    names.push_back(entry.path().filename().string());
-  }
-  return names;
-}
-
 // Waits until the job is in `state` (or any final state when state is UNSPECIFIED).
 absl::StatusOr<v1::Job> WaitForState(client::TomoClient& client, const std::string& id,
                                      v1::JobState state, absl::Duration timeout) {

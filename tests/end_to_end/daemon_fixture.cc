@@ -149,6 +149,15 @@ std::string DaemonTest::MakePhantom(const std::string& name, int size, int views
 
 std::string FileBytes(const std::string& path) { return ReadFileOrEmpty(path); }
 
+std::vector<std::string> JobDirs(const std::string& spool) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(spool + "/jobs", error)) {
+    names.push_back(entry.path().filename().string());
+  }
+  return names;
+}
+
 void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;

@@ -66,6 +66,8 @@ class DaemonTest : public ::testing::Test {
 
 // Bytes of a file; empty when missing.
 std::string FileBytes(const std::string& path);
+// Names of the job folders in a spool (<spool>/jobs/*); empty when there are none.
+std::vector<std::string> JobDirs(const std::string& spool);
 void WriteBytes(const std::string& path, const std::string& bytes);
 
 }  // namespace tomo::testing

@@ -17,15 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = ::tomoserve::v1;
 
-std::vector<std::string> JobDirs(const std::string& spool) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(spool + "/jobs", error)) {
-    names.push_back(entry.path().filename().string());
-  }
-  return names;
-}
-
 class UploadTest : public DaemonTest {
  protected:
   void SetUp() override {
