@@ -186,12 +186,14 @@ std::vector<float> FdkPixelWeights(const BenchCase& c) {
 
 // variant: the back projector's launch shape (vector_kernels.h); -1 for the forward one
 // (-2: the forward one with the v0.2 block order, views slowest);
-// for fdk1-total, -3 = the weighting and filter alone. one_row: the back projector may read
-// a layered 1D texture for the 2D cases (DeviceVectorProjector::set_back_one_row; "-1d" in
-// the sampler name where it does); false: the layered 2D texture of v0.3.
+// for fdk1-total, -3 = the weighting and filter alone. one_row: how the back projector reads
+// one-row detectors (the 2D cases): kStaged stages detector windows in shared memory (v0.5,
+// "staged" in the sampler name where it does), kTexture1d a layered 1D texture (v0.4, "-1d"),
+// kTexture2d the layered 2D texture of v0.3.
+enum class OneRow { kStaged, kTexture1d, kTexture2d };
 absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int variant, bool half,
                                int repeats, bool e2e, std::mt19937_64& random,
-                               bool one_row = true) {
+                               OneRow one_row = OneRow::kStaged) {
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume_geometry,
                         core::VolumeGeometry::Create({c.n, c.n, c.two_d() ? 1 : c.n},
@@ -210,9 +212,14 @@ absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int va
     if (variant >= 0) projector.set_back_variant(variant);
     if (variant == -2) projector.set_forward_views_inner(false);
     projector.set_back_half(half);
-    projector.set_back_one_row(one_row);
-    if (sampler == VectorSampler::kTexture && !c.forward && projector.BackUsesOneRowTexture()) {
-      result.sampler += "-1d";
+    projector.set_back_staged(one_row == OneRow::kStaged);
+    projector.set_back_one_row(one_row != OneRow::kTexture2d);
+    if (sampler == VectorSampler::kTexture && !c.forward) {
+      if (projector.BackUsesStaged()) {
+        result.sampler = absl::StrCat("staged-v", variant);
+      } else if (projector.BackUsesOneRowTexture()) {
+        result.sampler += "-1d";
+      }
     }
     const int64_t voxels = volume_geometry.voxel_count();
     const int64_t samples = geometry.projection_dims().count();
@@ -374,7 +381,7 @@ int Main(int argc, char** argv) {
       VectorSampler sampler;
       int variant;
       bool half;
-      bool one_row = true;
+      OneRow one_row = OneRow::kStaged;
     };
     std::vector<Run> runs;
     if (c.forward) {
@@ -393,13 +400,21 @@ int Main(int argc, char** argv) {
       for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
         if (v != core::cuda::kBpVariantDefault) runs.push_back({VectorSampler::kTexture, v, false});
       }
-      for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
-        runs.push_back({VectorSampler::kTexture, v, true});
-      }
-      if (c.kind == BenchCase::kParallel2d || c.kind == BenchCase::kFan2d) {
-        // v0.3's layered 2D texture, for comparison in the same run.
+      const bool two_d = c.kind == BenchCase::kParallel2d || c.kind == BenchCase::kFan2d;
+      // The 2D cases: the staged runs above; v0.4's layered 1D texture (float32 and float16)
+      // and v0.3's layered 2D texture, for comparison in the same run.
+      const OneRow texture_mode = two_d ? OneRow::kTexture1d : OneRow::kStaged;
+      if (two_d) {
         for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
-          runs.push_back({VectorSampler::kTexture, v, false, false});
+          runs.push_back({VectorSampler::kTexture, v, false, texture_mode});
+        }
+      }
+      for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
+        runs.push_back({VectorSampler::kTexture, v, true, texture_mode});
+      }
+      if (two_d) {
+        for (int v = 0; v < core::cuda::kBpVariantCount; ++v) {
+          runs.push_back({VectorSampler::kTexture, v, false, OneRow::kTexture2d});
         }
       }
       if (exact) runs.push_back({VectorSampler::kExact, core::cuda::kBpVariantDefault, false});
@@ -413,7 +428,7 @@ int Main(int argc, char** argv) {
                      std::string(r.status().message()).c_str());
         return 1;
       }
-      std::printf("%-12s %-8s %-8s %12.2f %12.2f %9.1f %12s  %s\n", c.name.c_str(),
+      std::printf("%-12s %-8s %-8s %12.3f %12.3f %9.1f %12s  %s\n", c.name.c_str(),
                   c.forward ? "forward" : (c.weighting == BackProjectionWeighting::kFdk ? "back-fdk" : "back"),
                   r->sampler.c_str(), r->median_s * 1e3, r->min_s * 1e3, r->gups,
                   r->e2e_s >= 0 ? absl::StrCat(static_cast<int64_t>(r->e2e_s * 1e3 + 0.5)).c_str()

@@ -680,6 +680,13 @@ absl::Status DeviceVectorProjector::Back(const float* d_projections,
                                                kBpVariantDefault));
     return absl::OkStatus();
   }
+  if (BackUsesStaged()) {
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchOneRowStagedBack(volume_shape_, detector_shape_,
+                                                     bp_views_.get(), fdk ? 1 : 0,
+                                                     /*accumulate=*/0, d_projections, d_volume,
+                                                     stream_, back_variant_));
+    return absl::OkStatus();
+  }
   if (!TextureFitsBack()) {
     return absl::InvalidArgumentError("detector too large for the layered texture sampler");
   }

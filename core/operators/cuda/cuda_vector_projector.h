@@ -115,7 +115,8 @@ class DeviceVectorProjector {
   // The fastest forward sampler these sizes allow: kLayered, else kTexture, else kExact.
   VectorSampler BestForwardSampler() const;
 
-  // The back projector's launch shape (vector_kernels.h, kBpVariant...), for benchmarks.
+  // The back projector's launch shape (vector_kernels.h, kBpVariant... or, when staged, the
+  // shapes of LaunchOneRowStagedBack), for benchmarks.
   void set_back_variant(int32_t variant) { back_variant_ = variant; }
   // The forward projector's block order (LaunchVectorForward's views_inner), for benchmarks.
   void set_forward_views_inner(bool views_inner) { forward_views_inner_ = views_inner; }
@@ -128,6 +129,14 @@ class DeviceVectorProjector {
   // benchmarks and tests; on by default).
   void set_back_one_row(bool one_row) { back_one_row_ = one_row; }
   bool BackUsesOneRowTexture() const { return one_row_back_ && back_one_row_; }
+  // Whether Back with kTexture stages detector windows in shared memory instead
+  // (LaunchOneRowStagedBack: exact float32 interpolation, no texture copy): the one-row
+  // geometries above with a flat detector, unless turned off (for benchmarks and tests; on
+  // by default). Takes precedence over the 1D texture and float16.
+  void set_back_staged(bool staged) { back_staged_ = staged; }
+  bool BackUsesStaged() const {
+    return one_row_back_ && detector_shape_.cylindrical == 0 && back_staged_;
+  }
 
   // d_projections (views, rows, columns) = A d_volume (nz, ny, nx); every element written.
   // kTexture copies the volume into the kept 3D array first (device to device); kLayered
@@ -155,6 +164,7 @@ class DeviceVectorProjector {
   bool back_half_ = false;
   bool one_row_back_ = false;  // Create's check for the layered 1D texture
   bool back_one_row_ = true;
+  bool back_staged_ = true;
   DeviceBuffer<uint16_t> half_scratch_;
   TextureArray volume_texture_;
   TextureArray along_x_, along_y_, along_z_;

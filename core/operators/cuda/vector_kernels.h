@@ -149,4 +149,17 @@ cudaError_t LaunchVectorBack(const VectorVolumeShape& volume_shape,
                              int32_t variant = kBpVariantDefault,
                              int32_t one_row_texture = 0);
 
+// One-slice volumes (nz = 1) from one-row FLAT detectors whose pixels all map onto the
+// row's centre line (the 2D parallel and fan geometries; the host checks as for
+// one_row_texture): volume (+)= the same sum as LaunchVectorBack, from `projections`
+// (views, 1, columns) in device memory, with each block's detector windows staged in
+// shared memory and interpolated exactly in float32 (one_row_staged_back.cu, v0.5).
+// Launch shapes (block x, block y, pixels per thread along y):
+//   0: 32 x 8 x 4   1: 32 x 8 x 2   2: 32 x 4 x 4   3: 32 x 16 x 2
+cudaError_t LaunchOneRowStagedBack(const VectorVolumeShape& volume_shape,
+                                   const VectorDetectorShape& detector,
+                                   const VectorBpView* views, int32_t fdk, int32_t accumulate,
+                                   const float* projections, float* volume, cudaStream_t stream,
+                                   int32_t variant = 0);
+
 }  // namespace tomo::core::cuda

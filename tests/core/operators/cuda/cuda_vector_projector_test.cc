@@ -198,12 +198,23 @@ double RelativeMaxDifference(const Array3D& a, const Array3D& b) {
 
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
+// How the back projector may read one-row detectors with kTexture: what it does by
+// default (stage windows in shared memory, flat detectors), the layered 1D texture (v0.4)
+// or the layered 2D texture (v0.3).
+enum class OneRowMode { kStaged, kTexture1d, kTexture2d };
+
+// What the back projector did for one-row detectors.
+struct OneRowUse {
+  bool staged = false;
+  bool texture1d = false;
+};
+
 // The device-resident projector with a given sampler, from host arrays.
 absl::Status RunSampler(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
                         bool forward, BackProjectionWeighting weighting, const Array3D& input,
                         cuda::VectorSampler sampler, Array3D& output, bool half = false,
-                        int32_t variant = cuda::kBpVariantDefault, bool one_row = true,
-                        bool* used_one_row = nullptr) {
+                        int32_t variant = cuda::kBpVariantDefault,
+                        OneRowMode mode = OneRowMode::kStaged, OneRowUse* used = nullptr) {
   using namespace cuda;  // NOLINT: test-local
   TOMO_ASSIGN_OR_RETURN(ScopedDevice device, ScopedDevice::Enter(0));
   TOMO_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
@@ -212,8 +223,12 @@ absl::Status RunSampler(const VectorGeometry& geometry, const VolumeGeometry& vo
                           DeviceVectorProjector::Create(geometry, volume_geometry, stream.get()));
     projector.set_back_half(half);
     projector.set_back_variant(variant);
-    projector.set_back_one_row(one_row);
-    if (used_one_row != nullptr) *used_one_row = projector.BackUsesOneRowTexture();
+    projector.set_back_staged(mode == OneRowMode::kStaged);
+    projector.set_back_one_row(mode != OneRowMode::kTexture2d);
+    if (used != nullptr) {
+      used->staged = projector.BackUsesStaged();
+      used->texture1d = !used->staged && projector.BackUsesOneRowTexture();
+    }
     TOMO_ASSIGN_OR_RETURN(auto d_in, DeviceBuffer<float>::Allocate(input.size(), stream.get()));
     TOMO_ASSIGN_OR_RETURN(auto d_out, DeviceBuffer<float>::Allocate(output.size(), stream.get()));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in.get(), input.data(), input.size_bytes(),
@@ -317,8 +332,11 @@ TEST_F(CudaVectorProjectorTest, BackProjectMatchesCpu) {
 
 // Every launch shape of the back projector (the 3D kernel's and, for one-slice volumes, the
 // 2D kernel's), texture sampler, float32 and float16, with the FDK weight where it applies,
-// against the CPU. One-slice volumes from one-row detectors (the 2D cases) take the layered
-// 1D texture (v0.4) by default, checked here, and the layered 2D texture when told.
+// against the CPU. One-slice volumes from one-row flat detectors (the 2D cases) stage
+// detector windows in shared memory by default (v0.5, exact float interpolation:
+// kExactTolerance; float16 does not apply), checked here, and take the layered 1D texture
+// (v0.4) or the layered 2D texture (v0.3) when told; cylindrical one-row detectors take the
+// 1D texture by default.
 TEST_F(CudaVectorProjectorTest, BackProjectVariantsMatchCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   for (const Case& c : Cases(random_)) {
@@ -329,26 +347,99 @@ TEST_F(CudaVectorProjectorTest, BackProjectVariantsMatchCpu) {
     Array3D expected(c.volume.dims(), kPoison);
     ASSERT_TRUE(cpu_.BackProject(c.geometry, c.volume, projections, weighting, expected).ok());
     const bool two_d = c.volume.size().z == 1 && c.geometry.rows() == 1;
-    for (bool one_row : {true, false}) {
-      if (!one_row && !two_d) continue;
+    const bool flat = c.geometry.detector() == DetectorShape::kFlat;
+    for (OneRowMode mode : {OneRowMode::kStaged, OneRowMode::kTexture1d, OneRowMode::kTexture2d}) {
+      if (mode != OneRowMode::kStaged && !two_d) continue;
       for (int32_t variant = 0; variant < cuda::kBpVariantCount; ++variant) {
         for (bool half : {false, true}) {
+          const char* mode_name = mode == OneRowMode::kStaged      ? ""
+                                  : mode == OneRowMode::kTexture1d ? " 1d-texture"
+                                                                   : " 2d-texture";
           SCOPED_TRACE(c.name + " variant " + std::to_string(variant) + (half ? " f16" : "") +
-                       (one_row ? "" : " 2d-texture"));
+                       mode_name);
           Array3D texture(c.volume.dims(), kPoison);
-          bool used_one_row = false;
+          OneRowUse used;
           const absl::Status status =
               RunSampler(c.geometry, c.volume, false, weighting, projections,
-                         cuda::VectorSampler::kTexture, texture, half, variant, one_row,
-                         &used_one_row);
+                         cuda::VectorSampler::kTexture, texture, half, variant, mode, &used);
           ASSERT_TRUE(status.ok()) << status;
-          EXPECT_EQ(used_one_row, two_d && one_row);
+          EXPECT_EQ(used.staged, two_d && flat && mode == OneRowMode::kStaged);
+          EXPECT_EQ(used.texture1d, two_d && mode != OneRowMode::kTexture2d && !used.staged);
           ASSERT_TRUE(AllFinite(texture));
           const double diff = RelativeMaxDifference(texture, expected);
           std::printf("[ measure  ] back-variant %-20s v%d%s%s texture %.3g\n", c.name.c_str(),
-                      variant, half ? "-f16" : "    ", used_one_row ? "-1d" : "   ", diff);
-          EXPECT_LE(diff, kTextureTolerance);
+                      variant, half ? "-f16" : "    ",
+                      used.staged ? "-staged" : (used.texture1d ? "-1d" : "   "), diff);
+          EXPECT_LE(diff, used.staged ? kExactTolerance : kTextureTolerance);
         }
+      }
+    }
+  }
+}
+
+// The staged one-row back projection where windows do not fit the shared buffer (a detector
+// much finer than the pixels: some views of a chunk read global memory directly) and where
+// tiles reach behind a fan's source (the source inside the image's bounding box, outside
+// its pixels' footprint on that side), against the CPU, every launch shape. Near the source
+// the column a / d and the FDK weight 1 / d^2 magnify float32 rounding (d is small there),
+// so the bound is kExactTolerance or twice what the plain-load float kernel of
+// cone_back.cu (the exact sampler) reaches on the same input, whichever is larger.
+TEST_F(CudaVectorProjectorTest, StagedBackProjectionEdgeCasesMatchCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  std::vector<Case> cases;
+  {
+    const VolumeGeometry volume = VolumeGeometry::Create({70, 45, 1}, {1.0, 1.3, 1.0},
+                                                         {0.4, -0.2, 0}).value();
+    VectorGeometry geometry =
+        MakeParallel2D({1, 1500, 1.0, 0.07, 3.1, 0}, RandomAngles(37, random_)).value();
+    cases.push_back({"parallel-fine-detector", std::move(geometry), volume});
+  }
+  {
+    const VolumeGeometry volume = VolumeGeometry::Create({64, 64, 1}, {1.0, 1.0, 1.0},
+                                                         {0, 0, 0}).value();
+    FanConeOptions fan;
+    fan.detector = {1, 301, 1.0, 0.5, -2.5, 0};
+    // The source circles at 40 mm, inside the 64 mm square's corners; within 30 degrees of
+    // an axis it stays outside the square (a source inside is refused) while the plane
+    // through it parallel to the detector cuts the square's far corner.
+    fan.source_origin_mm = 40;
+    fan.origin_detector_mm = 60;
+    std::uniform_real_distribution<double> near_axis(-kPi / 6, kPi / 6);
+    for (int i = 0; i < 44; ++i) fan.angles_rad.push_back(0.5 * kPi * (i % 4) + near_axis(random_));
+    cases.push_back({"fan-source-near", MakeFan2D(fan).value(), volume});
+  }
+  for (const Case& c : cases) {
+    for (BackProjectionWeighting weighting :
+         {BackProjectionWeighting::kNone, BackProjectionWeighting::kFdk}) {
+      if (weighting == BackProjectionWeighting::kFdk && c.geometry.beam() != BeamKind::kCone) {
+        continue;
+      }
+      const Array3D projections = RandomArray(c.geometry.projection_dims(), random_);
+      Array3D expected(c.volume.dims(), kPoison);
+      ASSERT_TRUE(cpu_.BackProject(c.geometry, c.volume, projections, weighting, expected).ok());
+      for (int32_t variant = 0; variant < cuda::kBpVariantCount; ++variant) {
+        SCOPED_TRACE(c.name + " variant " + std::to_string(variant));
+        Array3D staged(c.volume.dims(), kPoison);
+        OneRowUse used;
+        const absl::Status status =
+            RunSampler(c.geometry, c.volume, false, weighting, projections,
+                       cuda::VectorSampler::kTexture, staged, false, variant,
+                       OneRowMode::kStaged, &used);
+        ASSERT_TRUE(status.ok()) << status;
+        EXPECT_TRUE(used.staged);
+        Array3D exact(c.volume.dims(), kPoison);
+        const absl::Status exact_status =
+            RunSampler(c.geometry, c.volume, false, weighting, projections,
+                       cuda::VectorSampler::kExact, exact);
+        ASSERT_TRUE(exact_status.ok()) << exact_status;
+        ASSERT_TRUE(AllFinite(staged));
+        ASSERT_TRUE(AllFinite(exact));
+        const double diff = RelativeMaxDifference(staged, expected);
+        const double exact_diff = RelativeMaxDifference(exact, expected);
+        std::printf("[ measure  ] staged-edge %-24s %s v%d staged %.3g  exact %.3g\n",
+                    c.name.c_str(), weighting == BackProjectionWeighting::kFdk ? "fdk " : "none",
+                    variant, diff, exact_diff);
+        EXPECT_LE(diff, std::max(kExactTolerance, 2 * exact_diff));
       }
     }
   }
