@@ -31,8 +31,10 @@
 // host arrays after a warm-up, wall time (allocation, copies, kernel).
 //
 //   build/bin/tomo-bench --json bench.json [--repeats 5] [--cases fdk1-bp,cone-fp-512]
-// fdk1-total and 2d-par-bp-tr have no end-to-end column (the host FDK is
-// core/algorithms/fdk.cc's; 2D parallel from host arrays is covered by cuda_backend_test).
+// fdk1-total's end to end is its own line ("fdk1-e2e"): core::Fdk from pageable host arrays
+// on one device and on all devices (several GPUs share the slabs), with the time of one
+// plain pageable upload of the projections beside it; 2d-par-bp-tr has no end-to-end
+// column (2D parallel from host arrays is covered by cuda_backend_test).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -54,6 +56,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
+#include "core/algorithms/fdk.h"
 #include "core/devices/devices.h"
 #include "core/filters/ramp_filter.h"
 #include "core/geometry/parallel_geometry_2d.h"
@@ -322,7 +325,69 @@ absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int va
   return result;
 }
 
-std::string Json(const std::vector<Result>& results, const std::string& device) {
+// FDK case 1 end to end from host memory: core::Fdk (the product's path: weights on the
+// host, then per slab one Backend::FilterAndBackProject, which streams the slab's detector
+// rows to the device while it filters and back projects) on the first `num_devices` CUDA
+// devices, pageable host arrays in and out. Wall time, median of `repeats` after a warm-up.
+// Also the floor it is measured against: one plain pageable copy of the projections to
+// device 0 (upload_s).
+struct EndToEndFdk {
+  int devices = 0;
+  double median_s = 0, upload_s = 0;
+};
+
+absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices, int repeats,
+                                            std::mt19937_64& random) {
+  TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
+  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
+                        core::VolumeGeometry::Create({c.n, c.n, c.n},
+                                                     {c.voxel_mm, c.voxel_mm, c.voxel_mm}, {}));
+  const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
+  std::vector<std::unique_ptr<core::Backend>> owned;
+  std::vector<core::Backend*> backends;
+  for (int d = 0; d < num_devices && d < static_cast<int>(devices.size()); ++d) {
+    TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::MakeBackend(devices[d]));
+    backends.push_back(backend.get());
+    owned.push_back(std::move(backend));
+  }
+  core::Array3D projections(geometry.projection_dims());
+  std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
+  std::vector<float> block(1 << 20);
+  for (float& v : block) v = uniform(random);
+  for (int64_t i = 0; i < projections.size(); i += static_cast<int64_t>(block.size())) {
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(block.size()), projections.size() - i);
+    std::copy(block.begin(), block.begin() + n, projections.data() + i);
+  }
+  EndToEndFdk result;
+  result.devices = static_cast<int>(backends.size());
+  std::vector<double> times;
+  for (int i = 0; i <= repeats; ++i) {  // the first is the warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    TOMO_ASSIGN_OR_RETURN(core::Array3D reconstruction,
+                          core::Fdk(geometry, volume, projections, {}, backends, {}));
+    if (i > 0) {
+      times.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::sort(times.begin(), times.end());
+  result.median_s = times[times.size() / 2];
+  {
+    TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
+    TOMO_ASSIGN_OR_RETURN(auto d_projections,
+                          DeviceBuffer<float>::Allocate(projections.size(), stream.get()));
+    const auto t0 = std::chrono::steady_clock::now();
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_projections.get(), projections.data(),
+                                              projections.size_bytes(), cudaMemcpyHostToDevice,
+                                              stream.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    result.upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return result;
+}
+
+std::string Json(const std::vector<Result>& results, const std::string& device,
+                 const std::vector<EndToEndFdk>& fdk_e2e) {
   std::string out = absl::StrCat("{\n  \"device\": \"", device, "\",\n  \"results\": [\n");
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
@@ -336,7 +401,13 @@ std::string Json(const std::vector<Result>& results, const std::string& device) 
                     ", \"end_to_end_s\": ", r.e2e_s, ", \"target\": \"", r.c.target, "\"}",
                     i + 1 < results.size() ? ",\n" : "\n");
   }
-  absl::StrAppend(&out, "  ]\n}\n");
+  absl::StrAppend(&out, "  ],\n  \"fdk1_end_to_end\": [");
+  for (size_t i = 0; i < fdk_e2e.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "", "{\"devices\": ", fdk_e2e[i].devices,
+                    ", \"median_s\": ", fdk_e2e[i].median_s, ", \"upload_s\": ",
+                    fdk_e2e[i].upload_s, "}");
+  }
+  absl::StrAppend(&out, "]\n}\n");
   return out;
 }
 
@@ -438,9 +509,32 @@ int Main(int argc, char** argv) {
       results.push_back(*r);
     }
   }
+  // FDK case 1 end to end from host memory, on one device and on all of them.
+  std::vector<EndToEndFdk> fdk_e2e;
+  const bool want_fdk = e2e && (wanted.empty() || std::find(wanted.begin(), wanted.end(),
+                                                            "fdk1-total") != wanted.end());
+  if (want_fdk) {
+    const std::vector<BenchCase> all = AllCases();
+    const BenchCase fdk_case = *std::find_if(
+        all.begin(), all.end(), [](const BenchCase& c) { return c.name == "fdk1-total"; });
+    std::vector<int> counts = {1};
+    if (devices.size() > 1) counts.push_back(static_cast<int>(devices.size()));
+    for (int count : counts) {
+      absl::StatusOr<EndToEndFdk> r = TimeFdkFromHost(fdk_case, count, repeats, random);
+      if (!r.ok()) {
+        std::fprintf(stderr, "tomo-bench: fdk1 end to end: %s\n",
+                     std::string(r.status().message()).c_str());
+        return 1;
+      }
+      std::printf("fdk1-e2e     %d device(s): Fdk from host arrays %.1f ms median; one pageable "
+                  "upload of the projections alone %.1f ms\n",
+                  r->devices, r->median_s * 1e3, r->upload_s * 1e3);
+      fdk_e2e.push_back(*r);
+    }
+  }
   if (!json_path.empty()) {
     std::ofstream file(json_path);
-    file << Json(results, device);
+    file << Json(results, device, fdk_e2e);
     if (!file) {
       std::fprintf(stderr, "tomo-bench: cannot write %s\n", json_path.c_str());
       return 1;

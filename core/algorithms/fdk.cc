@@ -19,6 +19,7 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/operators/filtered_back_projection_weights.h"
 
 namespace tomo::core {
 namespace {
@@ -27,6 +28,9 @@ constexpr double kPi = 3.14159265358979323846;
 // Sources whose z differ by more than this (relative to the orbit radius) are not on one
 // circle: a helix (or a wobble) that FDK cannot reconstruct.
 constexpr double kCircularOrbitRelativeZ = 1e-6;
+// Two views share one cosine-weight map when their weights differ by less than this (float32
+// keeps 6e-8).
+constexpr double kSharedCosineTolerance = 1e-9;
 // Slack on the short-scan minimum, for angles computed in float64 from degrees.
 constexpr double kRangeToleranceRad = 1e-6;
 // At most this many back projection calls per slab (cancellation points) when the plan has
@@ -92,26 +96,39 @@ struct ChunkInput {
   const Array3D* data = nullptr;
 };
 
-// Back projects `filtered` into `volume` slab by slab and view chunk by view chunk as the
-// SlabPlan for context.memory_budget_bytes says (core/algorithms/slab_plan.h), each slab
-// written into its place in the result. With several backends the slabs are handed out to
-// one host thread per backend (at least one slab per backend). Cancellation and progress
-// between chunks. With one chunk in the plan and a cancellable context, the views are still
-// cut into up to kMaxBackProjectionBlocks blocks (cancellation points); the blocks are the
-// same for every slab, so a split volume equals the unsplit one voxel for voxel (the
-// back projection is voxel-wise).
+// The filter and weights for backends that filter and back project in one call
+// (Backend::FilterAndBackProject): the data passed to BackProjectBySlabs are then the raw
+// projections.
+struct FusedFilter {
+  const RampFilter* filter = nullptr;
+  const FilteredBackProjectionWeights* weights = nullptr;
+};
+
+// Back projects `data` (filtered projections, or raw ones with `fused`) into `volume` slab
+// by slab and view chunk by view chunk as the SlabPlan for context.memory_budget_bytes says
+// (core/algorithms/slab_plan.h), each slab written into its place in the result. With
+// several backends the slabs are handed out to one host thread per backend (at least one
+// slab per backend). Cancellation and progress between chunks. Without `fused`, with one
+// chunk in the plan and a cancellable context, the views are still cut into up to
+// kMaxBackProjectionBlocks blocks (cancellation points); the blocks are the same for every
+// slab, so a split volume equals the unsplit one voxel for voxel (the back projection is
+// voxel-wise). `fused` needs a plan of one view chunk (the caller checks).
 absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
-                                           const VolumeGeometry& volume, const Array3D& filtered,
+                                           const VolumeGeometry& volume, const Array3D& data,
                                            BackProjectionWeighting weighting,
                                            const std::vector<Backend*>& backends,
-                                           const RunContext& context) {
+                                           const RunContext& context,
+                                           const FusedFilter* fused = nullptr) {
   const int64_t views = geometry.num_views();
   TOMO_ASSIGN_OR_RETURN(
       SlabPlan plan,
       PlanSlabs(geometry, volume, ProjectionValueBytes(backends, weighting),
                 context.memory_budget_bytes, static_cast<int64_t>(backends.size())));
   std::vector<ViewChunk> chunks = plan.view_chunks;
-  if (chunks.size() == 1 && context.is_cancelled) {
+  if (fused != nullptr && chunks.size() != 1) {
+    return absl::InternalError("fdk: a fused filter needs one view chunk");
+  }
+  if (chunks.size() == 1 && context.is_cancelled && fused == nullptr) {
     const int64_t blocks = std::min(views, kMaxBackProjectionBlocks);
     chunks.clear();
     for (int64_t block = 0; block < blocks; ++block) {
@@ -126,7 +143,7 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
   std::vector<Array3D> chunk_data;
   std::vector<ChunkInput> inputs;
   if (chunks.size() == 1) {
-    inputs.push_back({&geometry, &filtered});
+    inputs.push_back({&geometry, &data});
   } else {
     const int64_t view_size = geometry.rows() * geometry.columns();
     chunk_geometries.reserve(chunks.size());
@@ -140,10 +157,10 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
           VectorGeometry::Create(geometry.beam(), geometry.detector(), geometry.rows(),
                                  geometry.columns(), std::move(chunk_views)));
       chunk_geometries.push_back(std::move(chunk_geometry));
-      Array3D data({end - begin, geometry.rows(), geometry.columns()});
-      std::copy(filtered.data() + begin * view_size, filtered.data() + end * view_size,
-                data.data());
-      chunk_data.push_back(std::move(data));
+      Array3D chunk_values({end - begin, geometry.rows(), geometry.columns()});
+      std::copy(data.data() + begin * view_size, data.data() + end * view_size,
+                chunk_values.data());
+      chunk_data.push_back(std::move(chunk_values));
     }
     for (size_t i = 0; i < chunks.size(); ++i) {
       inputs.push_back({&chunk_geometries[i], &chunk_data[i]});
@@ -167,7 +184,11 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
     for (const ChunkInput& input : inputs) {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
       if (failed.load()) return absl::OkStatus();  // another thread reports its error
-      if (inputs.size() == 1) {
+      if (fused != nullptr) {
+        TOMO_RETURN_IF_ERROR(backend.FilterAndBackProject(*input.geometry, slab_volume,
+                                                          *input.data, *fused->filter,
+                                                          *fused->weights, weighting, target));
+      } else if (inputs.size() == 1) {
         TOMO_RETURN_IF_ERROR(
             backend.BackProject(*input.geometry, slab_volume, *input.data, weighting, target));
       } else {
@@ -230,22 +251,52 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
   return result;
 }
 
-// Ramp-filters every row in place with the filter made for `spacing_mm[0]`, after scaling
-// view i by spacing_mm[0] / spacing_mm[i] (the ramp's response is inversely proportional to
-// the spacing, so that is the filter for its own spacing) times view_scale[i].
-absl::Status FilterViews(const FdkOptions& options, const std::vector<double>& spacing_mm,
-                         const std::vector<double>& view_scale, Backend& backend, Array3D& data) {
-  TOMO_ASSIGN_OR_RETURN(RampFilter filter,
-                        RampFilter::Create(options.filter, data.dims().d2, spacing_mm[0]));
-  TOMO_RETURN_IF_ERROR(backend.FilterRows(filter, data));
-  const int64_t view_size = data.dims().d1 * data.dims().d2;
-  for (int64_t v = 0; v < data.dims().d0; ++v) {
-    const size_t i = static_cast<size_t>(v);
-    const float scale = static_cast<float>(view_scale[i] * spacing_mm[0] / spacing_mm[i]);
-    float* values = data.data() + v * view_size;
-    for (int64_t k = 0; k < view_size; ++k) values[k] *= scale;
+// Weights (weights.column holds each view's scale), ramp-filters with the filter made for
+// `spacing_mm` and back projects slab by slab. On backends that prefer it
+// (Backend::PrefersFilterAndBackProject) and with the projections fitting the memory budget
+// (one view chunk in the slab plan), each slab is one FilterAndBackProject call on the raw
+// projections: the device receives them once per slab, only the rows the slab needs.
+// Otherwise the weighted projections are filtered once with the first backend's FilterRows
+// and back projected slab by slab.
+absl::StatusOr<Array3D> FilterAndBackProjectBySlabs(
+    const FdkOptions& options, double spacing_mm, const FilteredBackProjectionWeights& weights,
+    const VectorGeometry& geometry, const VolumeGeometry& volume, const Array3D& projections,
+    BackProjectionWeighting weighting, const std::vector<Backend*>& backends,
+    const RunContext& context) {
+  TOMO_ASSIGN_OR_RETURN(RampFilter filter, RampFilter::Create(options.filter, geometry.columns(),
+                                                              spacing_mm));
+  TOMO_ASSIGN_OR_RETURN(
+      SlabPlan plan,
+      PlanSlabs(geometry, volume, ProjectionValueBytes(backends, weighting),
+                context.memory_budget_bytes, static_cast<int64_t>(backends.size())));
+  const bool fused =
+      plan.view_chunks.size() == 1 &&
+      std::all_of(backends.begin(), backends.end(),
+                  [](const Backend* backend) { return backend->PrefersFilterAndBackProject(); });
+  if (fused) {
+    TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / filter and back projection"));
+    context.Report({0.5, "back projection"});
+    const FusedFilter fused_filter{&filter, &weights};
+    return BackProjectBySlabs(geometry, volume, projections, weighting, backends, context,
+                              &fused_filter);
   }
-  return absl::OkStatus();
+  Array3D filtered = projections.Clone();
+  ApplyFilteredBackProjectionWeights(weights, filtered);
+  TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / weight and filter"));
+  TOMO_RETURN_IF_ERROR(backends.front()->FilterRows(filter, filtered));
+  TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
+  context.Report({0.5, "back projection"});
+  return BackProjectBySlabs(geometry, volume, filtered, weighting, backends, context);
+}
+
+// Column weights (views x columns) that are one scale per view.
+std::vector<float> ViewScales(const std::vector<double>& scale, int64_t columns) {
+  std::vector<float> column(scale.size() * static_cast<size_t>(columns));
+  for (size_t v = 0; v < scale.size(); ++v) {
+    std::fill_n(column.begin() + static_cast<int64_t>(v) * columns, columns,
+                static_cast<float>(scale[v]));
+  }
+  return column;
 }
 
 // Parallel beams: f = integral over [0, pi) of the ramp-filtered projection at the voxel's
@@ -256,7 +307,6 @@ absl::StatusOr<Array3D> ParallelFbp(const VectorGeometry& geometry, const Volume
                                     const Array3D& projections, const FdkOptions& options,
                                     const std::vector<Backend*>& backends,
                                     const RunContext& context) {
-  Backend& backend = *backends.front();
   const int64_t views = geometry.num_views();
   std::vector<double> angles(static_cast<size_t>(views));
   std::vector<double> spacing(static_cast<size_t>(views));
@@ -265,17 +315,18 @@ absl::StatusOr<Array3D> ParallelFbp(const VectorGeometry& geometry, const Volume
     angles[static_cast<size_t>(v)] = ViewAngle(BeamKind::kParallel, view);
     spacing[static_cast<size_t>(v)] = Norm(view.u);
   }
-  const std::vector<double> weights = ParallelBeamWeights(angles);
+  const std::vector<double> shares = ParallelBeamWeights(angles);
 
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / weight and filter"));
   context.Report({0.0, "weight and filter"});
-  Array3D filtered = projections.Clone();
-  TOMO_RETURN_IF_ERROR(FilterViews(options, spacing, weights, backend, filtered));
-
-  TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
-  context.Report({0.5, "back projection"});
-  return BackProjectBySlabs(geometry, volume, filtered, BackProjectionWeighting::kNone, backends,
-                            context);
+  // The filter is made for view 0's spacing; the ramp's response is inversely proportional
+  // to the spacing, so view v's scale carries spacing[0] / spacing[v].
+  std::vector<double> scale(static_cast<size_t>(views));
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = shares[i] * spacing[0] / spacing[i];
+  FilteredBackProjectionWeights weights;
+  weights.column = ViewScales(scale, geometry.columns());
+  return FilterAndBackProjectBySlabs(options, spacing[0], weights, geometry, volume, projections,
+                                     BackProjectionWeighting::kNone, backends, context);
 }
 
 // Fan and circular cone beams, FDK as in Kak and Slaney (ch. 3.6) on the virtual detector
@@ -297,7 +348,6 @@ absl::StatusOr<Array3D> ParallelFbp(const VectorGeometry& geometry, const Volume
 absl::StatusOr<Array3D> ConeFdk(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                 const Array3D& projections, const FdkOptions& options,
                                 const std::vector<Backend*>& backends, const RunContext& context) {
-  Backend& backend = *backends.front();
   const int64_t views = geometry.num_views();
   const int64_t rows = geometry.rows();
   const int64_t columns = geometry.columns();
@@ -361,42 +411,61 @@ absl::StatusOr<Array3D> ConeFdk(const VectorGeometry& geometry, const VolumeGeom
 
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / weight and filter"));
   context.Report({0.0, "weight and filter"});
-  Array3D weighted = projections.Clone();
+  // Column factor: Parker's weight or the full scan's 1/2, cos gamma for the arc, and the
+  // view's scale (its angular share, (R / D)^2 and the spacing ratio to view 0, whose
+  // spacing the filter is made for).
+  FilteredBackProjectionWeights weights;
+  weights.column.resize(static_cast<size_t>(views * columns));
   ParallelFor(views, [&](int64_t view_begin, int64_t view_end) {
-    std::vector<double> column_weight(static_cast<size_t>(columns));
     for (int64_t v = view_begin; v < view_end; ++v) {
       const size_t i = static_cast<size_t>(v);
       const ViewVectors& view = geometry.views()[i];
+      const double ratio = source_origin[i] / source_detector[i];
+      const double scale = shares.share_rad[i] * ratio * ratio * spacing[0] / spacing[i];
       for (int64_t c = 0; c < columns; ++c) {
         const Vec3 pixel = geometry.PixelPosition(v, mid_row, static_cast<double>(c));
         const double gamma = FanAngle(view.source, pixel);
         double w = shares.cyclic ? 0.5 : ParkerWeight(shares.position_rad[i], gamma, delta);
         if (cylindrical) w *= std::cos(gamma);
-        column_weight[static_cast<size_t>(c)] = w;
+        weights.column[i * static_cast<size_t>(columns) + static_cast<size_t>(c)] =
+            static_cast<float>(w * scale);
       }
+    }
+  });
+  // Pixel factor: the cosine D / |pixel - source|, one map when every view has the same
+  // (the detector turns with the source), else one per view.
+  auto cosine = [&](int64_t v, double row, double column) {
+    const size_t i = static_cast<size_t>(v);
+    return source_detector[i] /
+           Norm(geometry.PixelPosition(v, row, column) - geometry.views()[i].source);
+  };
+  bool shared = true;
+  const double last_row = static_cast<double>(rows - 1);
+  const double last_column = static_cast<double>(columns - 1);
+  for (int64_t v = 1; v < views && shared; ++v) {
+    // 3 x 3 samples pin down the quadratic form under the square root (flat detectors) and
+    // the height term (cylindrical ones).
+    for (double r : {0.0, 0.5 * last_row, last_row}) {
+      for (double c : {0.0, 0.5 * last_column, last_column}) {
+        shared = shared && std::fabs(cosine(v, r, c) - cosine(0, r, c)) <= kSharedCosineTolerance;
+      }
+    }
+  }
+  const int64_t maps = shared ? 1 : views;
+  weights.pixel.resize(static_cast<size_t>(maps * rows * columns));
+  ParallelFor(maps, [&](int64_t map_begin, int64_t map_end) {
+    for (int64_t v = map_begin; v < map_end; ++v) {
+      float* map = weights.pixel.data() + v * rows * columns;
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < columns; ++c) {
-          const Vec3 pixel =
-              geometry.PixelPosition(v, static_cast<double>(r), static_cast<double>(c));
-          const double cosine = source_detector[i] / Norm(pixel - view.source);
-          weighted.at(v, r, c) *=
-              static_cast<float>(cosine * column_weight[static_cast<size_t>(c)]);
+          map[r * columns + c] =
+              static_cast<float>(cosine(v, static_cast<double>(r), static_cast<double>(c)));
         }
       }
     }
   });
-  std::vector<double> view_scale(static_cast<size_t>(views));
-  for (size_t i = 0; i < view_scale.size(); ++i) {
-    const double ratio = source_origin[i] / source_detector[i];
-    view_scale[i] = shares.share_rad[i] * ratio * ratio;
-  }
-  TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / weight and filter"));
-  TOMO_RETURN_IF_ERROR(FilterViews(options, spacing, view_scale, backend, weighted));
-
-  TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
-  context.Report({0.5, "back projection"});
-  return BackProjectBySlabs(geometry, volume, weighted, BackProjectionWeighting::kFdk, backends,
-                            context);
+  return FilterAndBackProjectBySlabs(options, spacing[0], weights, geometry, volume, projections,
+                                     BackProjectionWeighting::kFdk, backends, context);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "core/data/array3d.h"
 #include "core/filters/ramp_filter.h"
+#include "core/operators/filtered_back_projection_weights.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
@@ -69,6 +70,23 @@ class Backend {
   // Filters every detector row in place with filter.response() (zero-padded to
   // filter.padded_length()). projections.dims().d2 must equal filter.num_detectors().
   virtual absl::Status FilterRows(const RampFilter& filter, Array3D& projections) = 0;
+
+  // A filtered back projection's whole per-view work (FDK, parallel-beam FBP) in one call:
+  //   volume = B_weighting(FilterRows(filter, weights * projections))
+  // (filtered_back_projection_weights.h). The default composes the operators above on a
+  // host copy of the projections; a device backend overrides it to upload the projections
+  // once (and only the detector rows the volume, e.g. a z-slab, projects onto), weight and
+  // filter them on the device and back project from there. INVALID_ARGUMENT as the
+  // operators, and for weights of the wrong size.
+  virtual absl::Status FilterAndBackProject(const VectorGeometry& geometry,
+                                            const VolumeGeometry& volume_geometry,
+                                            const Array3D& projections, const RampFilter& filter,
+                                            const FilteredBackProjectionWeights& weights,
+                                            BackProjectionWeighting weighting, Array3D& volume);
+  // Whether an algorithm should call FilterAndBackProject per slab rather than filter all
+  // projections once with FilterRows and call BackProject per slab: true where the data
+  // must travel to a device (one transfer instead of three); the results agree either way.
+  virtual bool PrefersFilterAndBackProject() const { return false; }
 };
 
 }  // namespace tomo::core

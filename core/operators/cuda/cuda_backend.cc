@@ -46,6 +46,7 @@
 #include "core/operators/vector_operands.h"
 #include "core/operators/cuda/cuda_backend_internal.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_filtered_back_projection.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "core/operators/cuda/parallel_2d_kernels.h"
@@ -283,6 +284,27 @@ class CudaBackend final : public Backend {
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     return absl::OkStatus();
   }
+
+  absl::Status FilterAndBackProject(const VectorGeometry& geometry,
+                                    const VolumeGeometry& volume_geometry,
+                                    const Array3D& projections, const RampFilter& filter,
+                                    const FilteredBackProjectionWeights& weights,
+                                    BackProjectionWeighting weighting, Array3D& volume) override {
+    TOMO_RETURN_IF_ERROR(CheckVectorOperands(geometry, volume_geometry, volume, projections));
+    TOMO_RETURN_IF_ERROR(weights.Check(projections.dims()));
+    if (!weights.pixel.empty() && !weights.pixel_shared_by_views(projections.dims())) {
+      // One pixel map per view (a detector that does not turn with the source): weighted
+      // on the host, then the operators.
+      return Backend::FilterAndBackProject(geometry, volume_geometry, projections, filter,
+                                           weights, weighting, volume);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    return FilterAndBackProjectOnDevice(stream_.get(), geometry, volume_geometry, projections,
+                                        filter, weights, weighting, volume);
+  }
+
+  bool PrefersFilterAndBackProject() const override { return true; }
 
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override {
     const int64_t nd = projections.dims().d2;
@@ -666,37 +688,52 @@ absl::Status DeviceVectorProjector::Forward(const float* d_volume, float* d_proj
 absl::Status DeviceVectorProjector::Back(const float* d_projections,
                                          BackProjectionWeighting weighting, float* d_volume,
                                          VectorSampler sampler) {
+  return BackViews(d_projections, 0, detector_shape_.num_views, weighting,
+                   /*accumulate=*/false, d_volume, sampler);
+}
+
+absl::Status DeviceVectorProjector::BackViews(const float* d_projections, int64_t first_view,
+                                              int64_t count, BackProjectionWeighting weighting,
+                                              bool accumulate, float* d_volume,
+                                              VectorSampler sampler) {
   const bool fdk = weighting == BackProjectionWeighting::kFdk;
   if (fdk && detector_shape_.cone == 0) {
     return absl::InvalidArgumentError(
         "weighting: kFdk (the FDK distance weight) needs a cone beam; this geometry is a "
         "parallel beam");
   }
+  if (first_view < 0 || count < 1 || first_view + count > detector_shape_.num_views) {
+    return absl::InvalidArgumentError(absl::StrCat("views [", first_view, ", ",
+                                                   first_view + count, ") outside [0, ",
+                                                   detector_shape_.num_views, ")"));
+  }
+  const VectorBpView* views = bp_views_.get() + first_view;
+  VectorDetectorShape shape = detector_shape_;
+  shape.num_views = static_cast<int32_t>(count);
+  const int32_t add = accumulate ? 1 : 0;
   if (sampler == VectorSampler::kLayered) sampler = VectorSampler::kTexture;
   if (sampler == VectorSampler::kExact) {
-    TOMO_CUDA_RETURN_IF_ERROR(LaunchVectorBack(volume_shape_, detector_shape_, bp_views_.get(),
-                                               sampler, fdk ? 1 : 0, /*accumulate=*/0, 0,
-                                               d_projections, d_volume, stream_,
-                                               kBpVariantDefault));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchVectorBack(volume_shape_, shape, views, sampler,
+                                               fdk ? 1 : 0, add, 0, d_projections, d_volume,
+                                               stream_, kBpVariantDefault));
     return absl::OkStatus();
   }
   if (BackUsesStaged()) {
-    TOMO_CUDA_RETURN_IF_ERROR(LaunchOneRowStagedBack(volume_shape_, detector_shape_,
-                                                     bp_views_.get(), fdk ? 1 : 0,
-                                                     /*accumulate=*/0, d_projections, d_volume,
-                                                     stream_, back_variant_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchOneRowStagedBack(volume_shape_, shape, views, fdk ? 1 : 0,
+                                                     add, d_projections, d_volume, stream_,
+                                                     back_variant_));
     return absl::OkStatus();
   }
   if (!TextureFitsBack()) {
     return absl::InvalidArgumentError("detector too large for the layered texture sampler");
   }
-  const int64_t views = detector_shape_.num_views;
-  const int64_t layers = std::min<int64_t>(views, kMaxTextureLayers);
+  const int64_t layers = std::min<int64_t>(count, kMaxTextureLayers);
   const int64_t view_size = static_cast<int64_t>(detector_shape_.rows) * detector_shape_.columns;
-  // One-row detectors: a layered 1D array (height 0), else layered 2D.
+  // One-row detectors: a layered 1D array (height 0), else layered 2D. The array is kept
+  // while it is large enough.
   const bool one_row = BackUsesOneRowTexture();
   const int64_t height = one_row ? 0 : detector_shape_.rows;
-  if (!projection_texture_.valid() || projection_texture_.depth() != layers ||
+  if (!projection_texture_.valid() || projection_texture_.depth() < layers ||
       projection_texture_.half() != back_half_ || projection_texture_.height() != height) {
     projection_texture_.Reset();
     TOMO_ASSIGN_OR_RETURN(projection_texture_,
@@ -707,24 +744,24 @@ absl::Status DeviceVectorProjector::Back(const float* d_projections,
                                                static_cast<size_t>(layers * view_size), stream_));
     }
   }
-  for (int64_t v0 = 0; v0 < views; v0 += layers) {
-    const int64_t count = std::min(layers, views - v0);
+  for (int64_t v0 = 0; v0 < count; v0 += layers) {
+    const int64_t pass = std::min(layers, count - v0);
     if (back_half_) {
       TOMO_CUDA_RETURN_IF_ERROR(LaunchFloatToHalf(d_projections + v0 * view_size,
-                                                  count * view_size, half_scratch_.get(),
+                                                  pass * view_size, half_scratch_.get(),
                                                   stream_));
-      TOMO_RETURN_IF_ERROR(projection_texture_.Load(half_scratch_.get(), 0, count,
+      TOMO_RETURN_IF_ERROR(projection_texture_.Load(half_scratch_.get(), 0, pass,
                                                     cudaMemcpyDeviceToDevice, stream_));
     } else {
-      TOMO_RETURN_IF_ERROR(projection_texture_.Load(d_projections + v0 * view_size, 0, count,
+      TOMO_RETURN_IF_ERROR(projection_texture_.Load(d_projections + v0 * view_size, 0, pass,
                                                     cudaMemcpyDeviceToDevice, stream_));
     }
-    VectorDetectorShape chunk = detector_shape_;
-    chunk.num_views = static_cast<int32_t>(count);
+    VectorDetectorShape chunk = shape;
+    chunk.num_views = static_cast<int32_t>(pass);
     TOMO_CUDA_RETURN_IF_ERROR(LaunchVectorBack(
-        volume_shape_, chunk, bp_views_.get() + v0, sampler, fdk ? 1 : 0,
-        /*accumulate=*/v0 > 0 ? 1 : 0, projection_texture_.texture(), nullptr, d_volume,
-        stream_, back_variant_, one_row ? 1 : 0));
+        volume_shape_, chunk, views + v0, sampler, fdk ? 1 : 0, v0 > 0 ? 1 : add,
+        projection_texture_.texture(), nullptr, d_volume, stream_, back_variant_,
+        one_row ? 1 : 0));
   }
   return absl::OkStatus();
 }
@@ -744,12 +781,13 @@ absl::StatusOr<DeviceRowFilter> DeviceRowFilter::Create(const RampFilter& filter
     return absl::InvalidArgumentError(absl::StrCat("DeviceRowFilter: ", rows, " rows of ",
                                                    f.columns_, " padded to ", f.length_));
   }
-  if (!weight.empty() &&
-      (weight_rows < 1 || weight_rows > kMaxRowsPerBatch ||
-       static_cast<int64_t>(weight.size()) != weight_rows * f.columns_)) {
-    return absl::InvalidArgumentError("DeviceRowFilter: weight is not weight_rows x columns");
+  if (weight_rows < 1 || weight_rows > kMaxRowsPerBatch || rows % weight_rows != 0 ||
+      (!weight.empty() && static_cast<int64_t>(weight.size()) != weight_rows * f.columns_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DeviceRowFilter: ", rows, " rows in views of ", weight_rows, " rows with ",
+        weight.size(), " pixel weights (expected 0 or ", weight_rows * f.columns_, ")"));
   }
-  f.weight_rows_ = weight.empty() ? 1 : weight_rows;
+  f.weight_rows_ = weight_rows;
   // At most kMaxRowsPerBatch rows (the kernels' grid y) and 2^28 padded samples (1 GiB real
   // plus 1 GiB complex) per batch, a multiple of the weight's rows so that every batch
   // starts at weight row 0.
@@ -783,33 +821,53 @@ absl::StatusOr<DeviceRowFilter> DeviceRowFilter::Create(const RampFilter& filter
   TOMO_ASSIGN_OR_RETURN(f.inverse_, FftPlan::Create1d(length, static_cast<int>(f.batch_),
                                                       CUFFT_C2R, stream));
   const int64_t tail = rows % f.batch_;
-  if (tail > 0) {
-    TOMO_ASSIGN_OR_RETURN(f.forward_tail_, FftPlan::Create1d(length, static_cast<int>(tail),
-                                                             CUFFT_R2C, stream));
-    TOMO_ASSIGN_OR_RETURN(f.inverse_tail_, FftPlan::Create1d(length, static_cast<int>(tail),
-                                                             CUFFT_C2R, stream));
-  }
+  if (tail > 0) TOMO_RETURN_IF_ERROR(f.TailPlans(tail).status());
   TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return f;
 }
 
-absl::Status DeviceRowFilter::Apply(const float* d_in, float* d_out) {
+absl::StatusOr<DeviceRowFilter::TailPlan*> DeviceRowFilter::TailPlans(int64_t rows) {
+  auto it = tail_plans_.find(rows);
+  if (it != tail_plans_.end()) return &it->second;
+  const int length = static_cast<int>(length_);
+  TailPlan plans;
+  TOMO_ASSIGN_OR_RETURN(plans.forward,
+                        FftPlan::Create1d(length, static_cast<int>(rows), CUFFT_R2C, stream_));
+  TOMO_ASSIGN_OR_RETURN(plans.inverse,
+                        FftPlan::Create1d(length, static_cast<int>(rows), CUFFT_C2R, stream_));
+  return &tail_plans_.emplace(rows, std::move(plans)).first->second;
+}
+
+absl::Status DeviceRowFilter::Apply(const float* d_in, float* d_out,
+                                    const float* d_column_weight, int64_t rows) {
+  if (rows < 0) rows = rows_;
+  if (rows > rows_ || rows % weight_rows_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("DeviceRowFilter::Apply: ", rows,
+                                                   " rows; at most ", rows_, " in views of ",
+                                                   weight_rows_));
+  }
   const int64_t bins = length_ / 2 + 1;
   const int32_t columns = static_cast<int32_t>(columns_);
   const int32_t length = static_cast<int32_t>(length_);
-  for (int64_t r0 = 0; r0 < rows_; r0 += batch_) {
-    const int64_t count = std::min(batch_, rows_ - r0);
-    const FftPlan& forward = count == batch_ ? forward_ : forward_tail_;
-    const FftPlan& inverse = count == batch_ ? inverse_ : inverse_tail_;
+  for (int64_t r0 = 0; r0 < rows; r0 += batch_) {
+    const int64_t count = std::min(batch_, rows - r0);
+    const FftPlan* forward = &forward_;
+    const FftPlan* inverse = &inverse_;
+    if (count != batch_) {
+      TOMO_ASSIGN_OR_RETURN(TailPlan * tail, TailPlans(count));
+      forward = &tail->forward;
+      inverse = &tail->inverse;
+    }
     // Every batch starts at weight row 0 (Create makes batch_ a multiple of weight_rows_).
-    TOMO_CUDA_RETURN_IF_ERROR(LaunchWeightPadRows(d_in + r0 * columns_, weight_.get(),
-                                                  static_cast<int32_t>(weight_rows_), count,
-                                                  columns, length, real_.get(), stream_));
-    TOMO_CUDA_RETURN_IF_ERROR(cufftExecR2C(forward.get(), real_.get(),
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchWeightPadRows(
+        d_in + r0 * columns_, weight_.get(),
+        d_column_weight == nullptr ? nullptr : d_column_weight + (r0 / weight_rows_) * columns_,
+        static_cast<int32_t>(weight_rows_), count, columns, length, real_.get(), stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cufftExecR2C(forward->get(), real_.get(),
                                            reinterpret_cast<cufftComplex*>(spectrum_.get())));
     TOMO_CUDA_RETURN_IF_ERROR(LaunchMultiplySpectrum(spectrum_.get(), response_.get(), count,
                                                      static_cast<int32_t>(bins), stream_));
-    TOMO_CUDA_RETURN_IF_ERROR(cufftExecC2R(inverse.get(),
+    TOMO_CUDA_RETURN_IF_ERROR(cufftExecC2R(inverse->get(),
                                            reinterpret_cast<cufftComplex*>(spectrum_.get()),
                                            result_.get()));
     TOMO_CUDA_RETURN_IF_ERROR(

@@ -80,6 +80,38 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// An event for ordering work between streams (no timing). Move-only.
+class Event {
+ public:
+  Event() = default;
+  static absl::StatusOr<Event> Create() {
+    cudaEvent_t event = nullptr;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return Event(event);
+  }
+  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      event_ = std::exchange(other.event_, nullptr);
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() { Reset(); }
+
+  cudaEvent_t get() const { return event_; }
+  void Reset() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+    event_ = nullptr;
+  }
+
+ private:
+  explicit Event(cudaEvent_t event) : event_(event) {}
+  cudaEvent_t event_ = nullptr;
+};
+
 template <typename T>
 class DeviceBuffer {
  public:

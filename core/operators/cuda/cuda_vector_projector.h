@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -148,6 +149,13 @@ class DeviceVectorProjector {
   // kLayered is taken as kTexture here. INVALID_ARGUMENT: kFdk with a parallel beam.
   absl::Status Back(const float* d_projections, BackProjectionWeighting weighting,
                     float* d_volume, VectorSampler sampler);
+  // The same for views [first_view, first_view + count) only, from d_projections holding
+  // those views (count x rows x columns); accumulate: add to d_volume instead of writing
+  // it (for views that arrive in chunks). The kept texture array grows to the largest
+  // count met (at most kMaxTextureLayers).
+  absl::Status BackViews(const float* d_projections, int64_t first_view, int64_t count,
+                         BackProjectionWeighting weighting, bool accumulate, float* d_volume,
+                         VectorSampler sampler);
 
   const VectorVolumeShape& volume_shape() const { return volume_shape_; }
   const VectorDetectorShape& detector_shape() const { return detector_shape_; }
@@ -172,36 +180,49 @@ class DeviceVectorProjector {
   TextureArray projection_texture_;
 };
 
-// A ramp filter along the rows of projections already on the device, with an optional
-// per-pixel weight applied first (FDK's cosine and angular weights): for the benchmark's
-// GPU-resident FDK total (bench/tomo_bench.cc); CudaBackend::FilterRows is the host-array
-// path. Keeps its cuFFT plans and padded buffers (at most kMaxRowsPerBatch rows at a time).
+// A ramp filter along the rows of projections already on the device, with optional
+// weights applied first (FDK's cosine and column weights, FilteredBackProjectionWeights):
+// for FDK from device memory (CudaBackend::FilterAndBackProject, the benchmark's
+// GPU-resident FDK total); CudaBackend::FilterRows is the host-array path. Keeps its cuFFT
+// plans (one pair per batch size met) and padded buffers (at most kMaxRowsPerBatch rows at
+// a time).
 //
 //   TOMO_ASSIGN_OR_RETURN(auto filter, DeviceRowFilter::Create(filter, rows, rows_per_view,
-//                                                               weight, stream));
+//                                                               pixel_weight, stream));
 //   TOMO_RETURN_IF_ERROR(filter.Apply(d_projections, d_filtered));  // may be in place
 class DeviceRowFilter {
  public:
   static constexpr int64_t kMaxRowsPerBatch = 65535;
-  // rows: detector rows in all (views x rows per view); weight: empty (none) or
-  // weight_rows x filter.num_detectors() values, row r uses weight row r % weight_rows.
+  // rows: detector rows in all (views x rows_per_view, the most one Apply filters);
+  // pixel_weight: empty (none) or rows_per_view x filter.num_detectors() values, row r
+  // uses weight row r % rows_per_view.
   static absl::StatusOr<DeviceRowFilter> Create(const RampFilter& filter, int64_t rows,
-                                                int64_t weight_rows,
-                                                const std::vector<float>& weight,
+                                                int64_t rows_per_view,
+                                                const std::vector<float>& pixel_weight,
                                                 cudaStream_t stream);
   DeviceRowFilter(DeviceRowFilter&&) noexcept = default;
   DeviceRowFilter& operator=(DeviceRowFilter&&) noexcept = default;
 
-  // d_out (rows x columns) = filtered (d_in * weight); d_out may equal d_in.
-  absl::Status Apply(const float* d_in, float* d_out);
+  // d_out (rows x columns) = filtered (d_in * pixel weight * column weight); d_out may
+  // equal d_in. d_column_weight: null (1) or (rows / rows_per_view) x columns values on
+  // the device, one row per view. rows: a multiple of rows_per_view up to Create's rows
+  // (-1: Create's rows).
+  absl::Status Apply(const float* d_in, float* d_out, const float* d_column_weight = nullptr,
+                     int64_t rows = -1);
 
  private:
+  struct TailPlan {
+    FftPlan forward, inverse;
+  };
   DeviceRowFilter() = default;
+  // The plans for a batch of `rows` rows other than batch_, made on first use.
+  absl::StatusOr<TailPlan*> TailPlans(int64_t rows);
   cudaStream_t stream_ = nullptr;
   int64_t rows_ = 0, columns_ = 0, length_ = 0, batch_ = 0, weight_rows_ = 1;
   DeviceBuffer<float> response_, weight_, real_, result_;
   DeviceBuffer<float2> spectrum_;
-  FftPlan forward_, inverse_, forward_tail_, inverse_tail_;
+  FftPlan forward_, inverse_;
+  std::map<int64_t, TailPlan> tail_plans_;
 };
 
 // The exact-transpose 2D parallel projector's per-view parameters (parallel_2d_kernels.h),

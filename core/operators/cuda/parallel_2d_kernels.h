@@ -75,11 +75,13 @@ cudaError_t LaunchMultiplySpectrum(float2* spectrum, const float* response, int6
                                    int32_t num_bins, cudaStream_t stream);
 
 // For a device-resident ramp filter (DeviceRowFilter, cuda_vector_projector.h): padded[r *
-// length + c] = in[r * columns + c] * weight[(r % weight_rows) * columns + c] for c <
-// columns (weight may be null: 1), r < rows <= 65535. The padding columns [columns,
+// length + c] = in[r * columns + c] * weight[(r % weight_rows) * columns + c] *
+// column_weight[(r / weight_rows) * columns + c] for c < columns (weight_rows: rows per
+// view; either weight may be null: 1), r < rows <= 65535. The padding columns [columns,
 // length) are not written: the caller zeroes them once and keeps them zero.
-cudaError_t LaunchWeightPadRows(const float* in, const float* weight, int32_t weight_rows,
-                                int64_t rows, int32_t columns, int32_t length, float* padded,
+cudaError_t LaunchWeightPadRows(const float* in, const float* weight,
+                                const float* column_weight, int32_t weight_rows, int64_t rows,
+                                int32_t columns, int32_t length, float* padded,
                                 cudaStream_t stream);
 // out[r * columns + c] = padded[r * length + c] for r < rows <= 65535, c < columns.
 cudaError_t LaunchUnpadRows(const float* padded, int64_t rows, int32_t columns, int32_t length,

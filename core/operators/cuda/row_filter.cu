@@ -32,18 +32,22 @@ __global__ void __launch_bounds__(kMultiplyBlock)
 }
 
 // Launch: grid (ceil(columns / kMultiplyBlock), rows), block (kMultiplyBlock). A thread
-// owns padded element (blockIdx.y, c), c < columns: reads one input and one weight value
-// and writes one padded value (the zero padding is the caller's, kept between calls).
+// owns padded element (blockIdx.y, c), c < columns: reads one input value and its pixel
+// and column weights and writes one padded value (the zero padding is the caller's, kept
+// between calls).
 __global__ void __launch_bounds__(kMultiplyBlock)
     WeightPadKernel(const float* __restrict__ in, const float* __restrict__ weight,
-                    int32_t weight_rows, int32_t columns, int32_t length,
-                    float* __restrict__ padded) {
+                    const float* __restrict__ column_weight, int32_t weight_rows,
+                    int32_t columns, int32_t length, float* __restrict__ padded) {
   const int c = blockIdx.x * kMultiplyBlock + threadIdx.x;
   if (c >= columns) return;
   const int64_t r = blockIdx.y;
   float value = __ldg(in + r * columns + c);
   if (weight != nullptr) {
     value *= __ldg(weight + static_cast<int64_t>(r % weight_rows) * columns + c);
+  }
+  if (column_weight != nullptr) {
+    value *= __ldg(column_weight + static_cast<int64_t>(r / weight_rows) * columns + c);
   }
   padded[r * length + c] = value;
 }
@@ -61,16 +65,15 @@ __global__ void __launch_bounds__(kMultiplyBlock)
 
 }  // namespace
 
-cudaError_t LaunchWeightPadRows(const float* in, const float* weight, int32_t weight_rows,
-                                int64_t rows, int32_t columns, int32_t length, float* padded,
+cudaError_t LaunchWeightPadRows(const float* in, const float* weight,
+                                const float* column_weight, int32_t weight_rows, int64_t rows,
+                                int32_t columns, int32_t length, float* padded,
                                 cudaStream_t stream) {
   if (rows <= 0 || columns <= 0) return cudaSuccess;
-  if (rows > 65535 || columns > length || (weight != nullptr && weight_rows <= 0)) {
-    return cudaErrorInvalidValue;
-  }
+  if (rows > 65535 || columns > length || weight_rows <= 0) return cudaErrorInvalidValue;
   const dim3 grid((columns + kMultiplyBlock - 1) / kMultiplyBlock, static_cast<unsigned>(rows));
-  WeightPadKernel<<<grid, kMultiplyBlock, 0, stream>>>(in, weight, weight_rows, columns, length,
-                                                       padded);
+  WeightPadKernel<<<grid, kMultiplyBlock, 0, stream>>>(in, weight, column_weight, weight_rows,
+                                                       columns, length, padded);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,117 @@
+#include "core/operators/cuda/cuda_filtered_back_projection.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/geometry/detector_row_band.h"
+#include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_vector_projector.h"
+
+namespace tomo::core::cuda {
+absl::Status FilterAndBackProjectOnDevice(
+    cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+    const Array3D& projections, const RampFilter& filter,
+    const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
+    Array3D& volume, int64_t chunk_bytes) {
+  const Dims3 dims = projections.dims();
+  const int64_t views = dims.d0, rows = dims.d1, columns = dims.d2;
+  if (filter.num_detectors() != columns) {
+    return absl::InvalidArgumentError(absl::StrCat("projections: ", columns,
+                                                   " detector columns, but the filter was made "
+                                                   "for ",
+                                                   filter.num_detectors()));
+  }
+  TOMO_RETURN_IF_ERROR(weights.Check(dims));
+  if (!weights.pixel.empty() && !weights.pixel_shared_by_views(dims)) {
+    return absl::InvalidArgumentError(
+        "weights.pixel: one map per view; the device path takes one map for every view");
+  }
+
+  const RowBand band = DetectorRowBand(geometry, volume_geometry);
+  TOMO_ASSIGN_OR_RETURN(VectorGeometry band_geometry, RowBandGeometry(geometry, band));
+  std::vector<float> band_pixel_weight;
+  if (!weights.pixel.empty()) {
+    band_pixel_weight.assign(weights.pixel.begin() + band.first * columns,
+                             weights.pixel.begin() + (band.first + band.count) * columns);
+  }
+  const int64_t view_values = band.count * columns;
+  const int64_t chunk_views = std::clamp<int64_t>(
+      chunk_bytes / (view_values * static_cast<int64_t>(sizeof(float))), 1,
+      std::min(views, kMaxTextureLayers));
+
+  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
+                        DeviceVectorProjector::Create(band_geometry, volume_geometry, stream));
+  const bool fdk = weighting == BackProjectionWeighting::kFdk;
+  // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
+  projector.set_back_half(fdk);
+  if (fdk && projector.volume_shape().nz > 1) projector.set_back_variant(kBpVariantFdk);
+  const VectorSampler sampler =
+      projector.TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+  TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,
+                        DeviceRowFilter::Create(filter, chunk_views * band.count, band.count,
+                                                band_pixel_weight, stream));
+  DeviceBuffer<float> d_column_weight;
+  if (!weights.column.empty()) {
+    TOMO_ASSIGN_OR_RETURN(d_column_weight,
+                          DeviceBuffer<float>::Allocate(weights.column.size(), stream));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_column_weight.get(), weights.column.data(),
+                                              d_column_weight.size_bytes(),
+                                              cudaMemcpyHostToDevice, stream));
+  }
+  TOMO_ASSIGN_OR_RETURN(auto d_volume,
+                        DeviceBuffer<float>::Allocate(static_cast<size_t>(volume.size()), stream));
+
+  TOMO_ASSIGN_OR_RETURN(Stream copy_stream, Stream::Create());
+  const cudaStream_t copy = copy_stream.get();
+  std::array<DeviceBuffer<float>, 2> buffers;
+  std::array<Event, 2> uploaded, consumed;
+  for (int b = 0; b < 2; ++b) {
+    TOMO_ASSIGN_OR_RETURN(buffers[b], DeviceBuffer<float>::Allocate(
+                                          static_cast<size_t>(chunk_views * view_values), copy));
+    TOMO_ASSIGN_OR_RETURN(uploaded[b], Event::Create());
+    TOMO_ASSIGN_OR_RETURN(consumed[b], Event::Create());
+  }
+  const size_t host_view_bytes = static_cast<size_t>(rows * columns) * sizeof(float);
+  const size_t band_view_bytes = static_cast<size_t>(view_values) * sizeof(float);
+  auto run_chunks = [&]() -> absl::Status {
+    for (int64_t v0 = 0, k = 0; v0 < views; v0 += chunk_views, ++k) {
+      const int b = static_cast<int>(k % 2);
+      const int64_t count = std::min(chunk_views, views - v0);
+      // Buffer b is free once the compute stream has back projected chunk k - 2 from it.
+      if (k >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed[b].get(), 0));
+      const float* source = projections.data() + (v0 * rows + band.first) * columns;
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(buffers[b].get(), band_view_bytes, source,
+                                                  host_view_bytes, band_view_bytes,
+                                                  static_cast<size_t>(count),
+                                                  cudaMemcpyHostToDevice, copy));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded[b].get(), copy));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, uploaded[b].get(), 0));
+      TOMO_RETURN_IF_ERROR(row_filter.Apply(
+          buffers[b].get(), buffers[b].get(),
+          d_column_weight.get() == nullptr ? nullptr : d_column_weight.get() + v0 * columns,
+          count * band.count));
+      TOMO_RETURN_IF_ERROR(projector.BackViews(buffers[b].get(), v0, count, weighting,
+                                               /*accumulate=*/k > 0, d_volume.get(), sampler));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(consumed[b].get(), stream));
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume.data(), d_volume.get(),
+                                              volume.size_bytes(), cudaMemcpyDeviceToHost,
+                                              stream));
+    return absl::OkStatus();
+  };
+  absl::Status status = run_chunks();
+  // Both streams idle before any buffer is released (the buffers are freed in the copy
+  // stream's order, but the compute stream reads them), also after an error.
+  status.Update(CudaCallStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize", __FILE__,
+                               __LINE__));
+  status.Update(CudaCallStatus(cudaStreamSynchronize(copy), "cudaStreamSynchronize", __FILE__,
+                               __LINE__));
+  return status;
+}
+
+}  // namespace tomo::core::cuda

@@ -1,0 +1,269 @@
+// Tests of the CUDA FilterAndBackProject (core/operators/cuda/cuda_filtered_back_projection.cc,
+// through CudaBackend and directly) against the CPU backend's composition of the same
+// operators, and of FDK on the GPU (core/algorithms/fdk.cc takes this fused path for
+// CUDA backends) against the CPU and the analytic phantom: cone beams (flat and
+// cylindrical, a whole volume and an off-centre z-slab whose row band is part of the
+// detector), 3D and 2D parallel beams and a 2D fan, shared and per-view pixel weights,
+// many chunks through the two buffers, one and two backends.
+//
+// Every test skips without a CUDA device. Random inputs (seed printed; TOMO_TEST_SEED
+// replays); outputs poisoned with NaN and checked finite.
+//
+// Tolerance on max |cuda - cpu| / max |cpu|: the back projection reads textures (8-bit
+// interpolation weights, float16 texels for the FDK weight): kTextureTolerance = 4e-3, as
+// in cuda_vector_projector_test.cc. Between two device runs that differ only in the
+// chunking (the float sum over views in another order): kChunkTolerance = 1e-5.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/algorithms/fdk.h"
+#include "core/base/status_macros.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/geometry/detector_row_band.h"
+#include "core/phantom/ellipsoid_phantom.h"
+#include "core/operators/cuda/cuda_filtered_back_projection.h"
+#include "core/operators/cuda/cuda_resources.h"
+#include "gtest/gtest.h"
+#include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
+#include "tests/core/random_arrays.h"
+#include "tests/core/random_seed.h"
+
+namespace tomo::core {
+namespace {
+
+constexpr double kTextureTolerance = 4e-3;
+constexpr double kChunkTolerance = 1e-5;
+constexpr double kPi = 3.14159265358979323846;
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+using testing::RandomAngles;
+using testing::RandomArray;
+
+struct Case {
+  std::string name;
+  VectorGeometry geometry;
+  VolumeGeometry volume;
+};
+
+std::vector<Case> Cases(std::mt19937_64& random) {
+  std::vector<Case> cases;
+  const VolumeGeometry whole =
+      VolumeGeometry::Create({31, 27, 22}, {1.0, 0.9, 1.1}, {0.6, -0.8, 0.3}).value();
+  const VolumeGeometry slab =
+      VolumeGeometry::Create({31, 27, 7}, {1.0, 0.9, 1.1}, {0.6, -0.8, 7.0}).value();
+  FanConeOptions cone;
+  cone.detector = {36, 45, 1.2, 1.1, 1.4, -0.9};
+  cone.source_origin_mm = 70;
+  cone.origin_detector_mm = 40;
+  cone.angles_rad = RandomAngles(23, random);
+  cases.push_back({"cone-flat", MakeCircularCone(cone).value(), whole});
+  cases.push_back({"cone-flat-slab", MakeCircularCone(cone).value(), slab});
+  FanConeOptions arc = cone;
+  arc.shape = DetectorShape::kCylindrical;
+  cases.push_back({"cone-cylindrical-slab", MakeCircularCone(arc).value(), slab});
+  cases.push_back({"parallel-3d-slab",
+                   MakeParallel3D({30, 41, 1.0, 1.0, 0.7, 0.4}, RandomAngles(17, random)).value(),
+                   slab});
+  const VolumeGeometry image =
+      VolumeGeometry::Create({40, 35, 1}, {1.0, 1.1, 1.0}, {0.5, 0.2, 0}).value();
+  FanConeOptions fan;
+  fan.detector = {1, 67, 1.0, 1.3, -0.6, 0};
+  fan.source_origin_mm = 80;
+  fan.origin_detector_mm = 50;
+  fan.angles_rad = RandomAngles(29, random);
+  cases.push_back({"fan-2d", MakeFan2D(fan).value(), image});
+  cases.push_back({"parallel-2d",
+                   MakeParallel2D({1, 61, 1.0, 0.9, 0.3, 0}, RandomAngles(19, random)).value(),
+                   image});
+  return cases;
+}
+
+std::vector<float> RandomValues(size_t count, std::mt19937_64& random) {
+  std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
+  std::vector<float> values(count);
+  for (float& v : values) v = uniform(random);
+  return values;
+}
+
+bool AllFinite(const Array3D& a) {
+  return std::all_of(a.data(), a.data() + a.size(), [](float v) { return std::isfinite(v); });
+}
+
+double RelativeMaxDifference(const Array3D& a, const Array3D& b) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+BackProjectionWeighting WeightingFor(const VectorGeometry& geometry) {
+  return geometry.beam() == BeamKind::kCone ? BackProjectionWeighting::kFdk
+                                            : BackProjectionWeighting::kNone;
+}
+
+class CudaFilteredBackProjectionTest : public CudaVsCpuTest {};
+
+TEST_F(CudaFilteredBackProjectionTest, MatchesTheCpuComposition) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  EXPECT_TRUE(cuda_->PrefersFilterAndBackProject());
+  for (const Case& c : Cases(random_)) {
+    const Dims3 dims = c.geometry.projection_dims();
+    const Array3D projections = RandomArray(dims, random_);
+    const RampFilter filter =
+        RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
+    for (int pixel_maps : {0, 1, 2}) {  // none, one shared map, one map per view
+      SCOPED_TRACE(c.name + " pixel maps " + std::to_string(pixel_maps));
+      FilteredBackProjectionWeights weights;
+      weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
+      if (pixel_maps > 0) {
+        weights.pixel = RandomValues(
+            static_cast<size_t>((pixel_maps == 1 ? 1 : dims.d0) * dims.d1 * dims.d2), random_);
+      }
+      const BackProjectionWeighting weighting = WeightingFor(c.geometry);
+      Array3D expected(c.volume.dims(), kPoison), actual(c.volume.dims(), kPoison);
+      ASSERT_TRUE(cpu_.FilterAndBackProject(c.geometry, c.volume, projections, filter, weights,
+                                            weighting, expected)
+                      .ok());
+      const absl::Status status = cuda_->FilterAndBackProject(
+          c.geometry, c.volume, projections, filter, weights, weighting, actual);
+      ASSERT_TRUE(status.ok()) << status;
+      ASSERT_TRUE(AllFinite(actual));
+      const double diff = RelativeMaxDifference(actual, expected);
+      const RowBand band = DetectorRowBand(c.geometry, c.volume);
+      std::printf("[ measure  ] fused %-22s maps %d rows [%lld, %lld) of %lld: %.3g\n",
+                  c.name.c_str(), pixel_maps, static_cast<long long>(band.first),
+                  static_cast<long long>(band.first + band.count),
+                  static_cast<long long>(dims.d1), diff);
+      EXPECT_LE(diff, kTextureTolerance);
+    }
+  }
+}
+
+// Small chunks: many passes through the two buffers (the copy stream waits for the compute
+// stream to free a buffer), a short last chunk, accumulation over chunks.
+TEST_F(CudaFilteredBackProjectionTest, ManyChunksMatchOneChunk) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  for (const Case& c : Cases(random_)) {
+    SCOPED_TRACE(c.name);
+    const Dims3 dims = c.geometry.projection_dims();
+    const Array3D projections = RandomArray(dims, random_);
+    const RampFilter filter = RampFilter::Create(FilterOptions{}, dims.d2, 1.1).value();
+    FilteredBackProjectionWeights weights;
+    weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
+    weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+    const BackProjectionWeighting weighting = WeightingFor(c.geometry);
+    const int64_t view_bytes = dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
+    Array3D one(c.volume.dims(), kPoison), many(c.volume.dims(), kPoison);
+    const absl::Status status = [&]() -> absl::Status {
+      TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
+      TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
+      TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+          stream.get(), c.geometry, c.volume, projections, filter, weights, weighting, one));
+      // 3 views per chunk (the band's rows are at most the detector's).
+      return cuda::FilterAndBackProjectOnDevice(stream.get(), c.geometry, c.volume,
+                                                projections, filter, weights, weighting, many,
+                                                3 * view_bytes);
+    }();
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_TRUE(AllFinite(one));
+    ASSERT_TRUE(AllFinite(many));
+    const double diff = RelativeMaxDifference(many, one);
+    std::printf("[ measure  ] chunks %-22s 3 views per chunk vs one chunk: %.3g\n",
+                c.name.c_str(), diff);
+    EXPECT_LE(diff, kChunkTolerance);
+  }
+}
+
+TEST_F(CudaFilteredBackProjectionTest, RefusesMismatchedFilterAndWeights) {
+  std::mt19937_64& random = random_;
+  const Case c = Cases(random).front();
+  const Dims3 dims = c.geometry.projection_dims();
+  const Array3D projections = RandomArray(dims, random);
+  Array3D volume(c.volume.dims());
+  const RampFilter wrong_filter = RampFilter::Create(FilterOptions{}, dims.d2 + 1, 1.0).value();
+  absl::Status status =
+      cuda_->FilterAndBackProject(c.geometry, c.volume, projections, wrong_filter, {},
+                                  BackProjectionWeighting::kFdk, volume);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  FilteredBackProjectionWeights weights;
+  weights.column.resize(7);
+  const RampFilter filter = RampFilter::Create(FilterOptions{}, dims.d2, 1.0).value();
+  status = cuda_->FilterAndBackProject(c.geometry, c.volume, projections, filter, weights,
+                                       BackProjectionWeighting::kFdk, volume);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("weights.column"), std::string::npos) << status;
+}
+
+// FDK of the 3D Shepp-Logan through the fused path (whole volume; two backends on the
+// same device, i.e. two slabs with their own row bands; a budget that forces view chunks,
+// i.e. the classic path) against the CPU's FDK and the phantom.
+TEST_F(CudaFilteredBackProjectionTest, FdkMatchesCpuAndThePhantom) {
+  const VolumeGeometry volume = VolumeGeometry::Create({64, 64, 64}, {1, 1, 1}, {}).value();
+  FanConeOptions cone;
+  cone.detector = {64, 64, 2.0, 2.0, 0, 0};
+  cone.source_origin_mm = 150;
+  cone.origin_detector_mm = 150;
+  cone.angles_rad = UniformAnglesRad(120, 0, 2 * kPi);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const EllipsoidPhantom phantom = EllipsoidPhantom::SheppLogan3D(28.0);
+  const Array3D projections = phantom.Project(geometry, 1);
+  const Array3D truth = phantom.Rasterize(volume, 2);
+
+  auto run = [&](std::vector<Backend*> backends, uint64_t budget) {
+    RunContext context;
+    context.memory_budget_bytes = budget;
+    auto result = Fdk(geometry, volume, projections, {}, backends, context);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? std::move(result).value() : Array3D(volume.dims(), kPoison);
+  };
+  const Array3D cpu = run({&cpu_}, 0);
+  const Array3D gpu = run({cuda_.get()}, 0);
+  auto second = MakeBackend(ListCudaDevices()[0]);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const Array3D two = run({cuda_.get(), second->get()}, 0);
+  // Projections alone do not fit: view chunks, the classic path (host filter).
+  const Array3D chunked = run({cuda_.get()}, 60 * 64 * 64 * 4 + 8 * 64 * 64 * 4);
+  ASSERT_TRUE(AllFinite(gpu));
+  ASSERT_TRUE(AllFinite(two));
+  ASSERT_TRUE(AllFinite(chunked));
+
+  // RMSE over the central slabs (|z| <= 8 mm), where the cone angle is small.
+  auto central_rmse = [&](const Array3D& image) {
+    double sum = 0;
+    int64_t count = 0;
+    for (int64_t z = 24; z < 40; ++z) {
+      for (int64_t y = 0; y < 64; ++y) {
+        for (int64_t x = 0; x < 64; ++x) {
+          const double e = image.at(z, y, x) - truth.at(z, y, x);
+          sum += e * e;
+          ++count;
+        }
+      }
+    }
+    return std::sqrt(sum / static_cast<double>(count));
+  };
+  const double cpu_rmse = central_rmse(cpu), gpu_rmse = central_rmse(gpu);
+  std::printf("[ measure  ] fdk 64^3: rmse cpu %.5f cuda %.5f two %.5f chunked %.5f; "
+              "cuda vs cpu %.3g, two vs one %.3g, chunked vs fused %.3g\n",
+              cpu_rmse, gpu_rmse, central_rmse(two), central_rmse(chunked),
+              RelativeMaxDifference(gpu, cpu), RelativeMaxDifference(two, gpu),
+              RelativeMaxDifference(chunked, gpu));
+  EXPECT_LE(RelativeMaxDifference(gpu, cpu), kTextureTolerance);
+  EXPECT_LE(RelativeMaxDifference(two, gpu), kTextureTolerance);
+  EXPECT_LE(RelativeMaxDifference(chunked, gpu), kTextureTolerance);
+  // The GPU's error against the phantom is the CPU's (whose FDK fdk_test.cc bounds), up to
+  // the texture rounding.
+  EXPECT_LE(gpu_rmse, 1.02 * cpu_rmse + 1e-4);
+}
+
+}  // namespace
+}  // namespace tomo::core
