@@ -453,14 +453,13 @@ absl::StatusOr<Array3D> ConeFdk(const VectorGeometry& geometry, const VolumeGeom
   }
   const int64_t maps = shared ? 1 : views;
   weights.pixel.resize(static_cast<size_t>(maps * rows * columns));
-  ParallelFor(maps, [&](int64_t map_begin, int64_t map_end) {
-    for (int64_t v = map_begin; v < map_end; ++v) {
-      float* map = weights.pixel.data() + v * rows * columns;
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < columns; ++c) {
-          map[r * columns + c] =
-              static_cast<float>(cosine(v, static_cast<double>(r), static_cast<double>(c)));
-        }
+  // In parallel over every map's rows (one map: its rows).
+  ParallelFor(maps * rows, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t v = i / rows, r = i % rows;
+      float* row = weights.pixel.data() + i * columns;
+      for (int64_t c = 0; c < columns; ++c) {
+        row[c] = static_cast<float>(cosine(v, static_cast<double>(r), static_cast<double>(c)));
       }
     }
   });

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace tomo::core {
@@ -28,18 +30,18 @@ struct Dims3 {
 class Array3D {
  public:
   Array3D() = default;
-  explicit Array3D(Dims3 dims, float fill = 0.0f)
-      : dims_(dims), values_(static_cast<size_t>(dims.count()), fill) {}
+  // Filled with `fill`; large arrays are filled by several threads, so that their pages
+  // are first touched (faulted in) in parallel: a 512^3 volume costs about 0.3 s to fault
+  // in on one thread of the H100 machine.
+  explicit Array3D(Dims3 dims, float fill = 0.0f) : dims_(dims), values_(Count(dims)) {
+    Fill(fill);
+  }
   Array3D(Array3D&&) noexcept = default;
   Array3D& operator=(Array3D&&) noexcept = default;
   Array3D(const Array3D&) = delete;
   Array3D& operator=(const Array3D&) = delete;
 
-  Array3D Clone() const {
-    Array3D copy(dims_);
-    copy.values_ = values_;
-    return copy;
-  }
+  Array3D Clone() const;
 
   const Dims3& dims() const { return dims_; }
   int64_t size() const { return static_cast<int64_t>(values_.size()); }
@@ -55,8 +57,28 @@ class Array3D {
   }
 
  private:
+  // Leaves elements uninitialised when the vector is sized, so that the constructor's
+  // (parallel) fill or Clone's (parallel) copy is the first touch.
+  template <typename T>
+  struct DefaultInitAllocator : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+      using other = DefaultInitAllocator<U>;
+    };
+    template <typename U, typename... Args>
+    void construct(U* p, Args&&... args) {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+    template <typename U>
+    void construct(U* p) noexcept {
+      ::new (static_cast<void*>(p)) U;
+    }
+  };
+  static size_t Count(const Dims3& dims) { return static_cast<size_t>(dims.count()); }
+  void Fill(float value);
+
   Dims3 dims_;
-  std::vector<float> values_;
+  std::vector<float, DefaultInitAllocator<float>> values_;
 };
 
 }  // namespace tomo::core

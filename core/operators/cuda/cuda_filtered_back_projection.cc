@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/geometry/detector_row_band.h"
 #include "core/operators/cuda/cuda_check.h"
@@ -17,7 +19,7 @@ absl::Status FilterAndBackProjectOnDevice(
     cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
-    Array3D& volume, int64_t chunk_bytes) {
+    Array3D& volume, PinnedStaging* staging, int64_t chunk_bytes) {
   const Dims3 dims = projections.dims();
   const int64_t views = dims.d0, rows = dims.d1, columns = dims.d2;
   if (filter.num_detectors() != columns) {
@@ -78,15 +80,36 @@ absl::Status FilterAndBackProjectOnDevice(
   }
   const size_t host_view_bytes = static_cast<size_t>(rows * columns) * sizeof(float);
   const size_t band_view_bytes = static_cast<size_t>(view_values) * sizeof(float);
+  const size_t chunk_values = static_cast<size_t>(chunk_views * view_values);
+  if (staging != nullptr) {
+    for (PinnedBuffer<float>& pinned : staging->buffers) {
+      if (pinned.size() < chunk_values) {
+        pinned.Reset();
+        TOMO_ASSIGN_OR_RETURN(pinned, PinnedBuffer<float>::Allocate(chunk_values));
+      }
+    }
+  }
   auto run_chunks = [&]() -> absl::Status {
     for (int64_t v0 = 0, k = 0; v0 < views; v0 += chunk_views, ++k) {
       const int b = static_cast<int>(k % 2);
       const int64_t count = std::min(chunk_views, views - v0);
-      // Buffer b is free once the compute stream has back projected chunk k - 2 from it.
-      if (k >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed[b].get(), 0));
       const float* source = projections.data() + (v0 * rows + band.first) * columns;
+      if (staging != nullptr) {
+        // Pinned buffer b is free once the copy of chunk k - 2 out of it has finished.
+        if (k >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded[b].get()));
+        float* pinned = staging->buffers[b].get();
+        ParallelFor(count, [&](int64_t first, int64_t end) {
+          for (int64_t i = first; i < end; ++i) {
+            std::memcpy(pinned + i * view_values, source + i * rows * columns, band_view_bytes);
+          }
+        });
+        source = pinned;
+      }
+      // Device buffer b is free once the compute stream has back projected chunk k - 2.
+      if (k >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed[b].get(), 0));
+      const size_t source_pitch = staging != nullptr ? band_view_bytes : host_view_bytes;
       TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(buffers[b].get(), band_view_bytes, source,
-                                                  host_view_bytes, band_view_bytes,
+                                                  source_pitch, band_view_bytes,
                                                   static_cast<size_t>(count),
                                                   cudaMemcpyHostToDevice, copy));
       TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded[b].get(), copy));

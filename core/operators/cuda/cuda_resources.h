@@ -160,6 +160,46 @@ class DeviceBuffer {
   cudaStream_t stream_ = nullptr;
 };
 
+// Page-locked host memory (cudaMallocHost): the copy engines read it at the link's speed,
+// where pageable memory goes through the driver's own staging at a fraction of it. Making
+// it is slow (the pages are locked one by one), so owners keep it. Move-only.
+template <typename T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  static absl::StatusOr<PinnedBuffer> Allocate(size_t count) {
+    void* pointer = nullptr;
+    if (count > 0) TOMO_CUDA_RETURN_IF_ERROR(cudaMallocHost(&pointer, count * sizeof(T)));
+    return PinnedBuffer(static_cast<T*>(pointer), count);
+  }
+  PinnedBuffer(PinnedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      data_ = std::exchange(other.data_, nullptr);
+      count_ = std::exchange(other.count_, 0);
+    }
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { Reset(); }
+
+  T* get() const { return data_; }
+  size_t size() const { return count_; }
+  void Reset() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+    data_ = nullptr;
+    count_ = 0;
+  }
+
+ private:
+  PinnedBuffer(T* data, size_t count) : data_(data), count_(count) {}
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
 class FftPlan {
  public:
   FftPlan() = default;

@@ -148,8 +148,10 @@ TEST_F(CudaFilteredBackProjectionTest, MatchesTheCpuComposition) {
   }
 }
 
-// Small chunks: many passes through the two buffers (the copy stream waits for the compute
-// stream to free a buffer), a short last chunk, accumulation over chunks.
+// Small chunks: many passes through the two pinned and the two device buffers (the host
+// waits for a copy to free a pinned buffer, the copy stream for the compute stream to free
+// a device buffer), a short last chunk, accumulation over chunks; against one chunk copied
+// from pageable memory.
 TEST_F(CudaFilteredBackProjectionTest, ManyChunksMatchOneChunk) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   for (const Case& c : Cases(random_)) {
@@ -166,12 +168,19 @@ TEST_F(CudaFilteredBackProjectionTest, ManyChunksMatchOneChunk) {
     const absl::Status status = [&]() -> absl::Status {
       TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
       TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
-      TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
-          stream.get(), c.geometry, c.volume, projections, filter, weights, weighting, one));
-      // 3 views per chunk (the band's rows are at most the detector's).
-      return cuda::FilterAndBackProjectOnDevice(stream.get(), c.geometry, c.volume,
-                                                projections, filter, weights, weighting, many,
-                                                3 * view_bytes);
+      // Pageable copies, one chunk.
+      TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(stream.get(), c.geometry,
+                                                              c.volume, projections, filter,
+                                                              weights, weighting, one, nullptr));
+      // Through pinned staging, 3 views per chunk (the band's rows are at most the
+      // detector's), twice: the second call reuses the staging buffers.
+      cuda::PinnedStaging staging;
+      for (int call = 0; call < 2; ++call) {
+        TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+            stream.get(), c.geometry, c.volume, projections, filter, weights, weighting, many,
+            &staging, 3 * view_bytes));
+      }
+      return absl::OkStatus();
     }();
     ASSERT_TRUE(status.ok()) << status;
     ASSERT_TRUE(AllFinite(one));
