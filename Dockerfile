@@ -16,7 +16,8 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOMO_BUILD_TESTS=O
       -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}" \
  && cmake --build build --target tomod tomo -j "$(nproc)"
 # Gather the shared libraries the binaries need that the runtime image lacks (gRPC,
-# protobuf, Abseil, FFTW, ...); glibc, libstdc++ and the CUDA libraries are there already.
+# protobuf, Abseil, FFTW, SQLite (libsqlite3.so.0, the runtime of libsqlite3-dev), ...);
+# glibc, libstdc++ and the CUDA libraries are there already.
 RUN mkdir -p /opt/tomoserve/bin /opt/tomoserve/lib \
  && cp build/bin/tomod build/bin/tomo /opt/tomoserve/bin/ \
  && ldd /opt/tomoserve/bin/* | awk '/=> \//{print $1, $3}' | sort -u | \

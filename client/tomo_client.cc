@@ -198,9 +198,12 @@ absl::StatusOr<v1::Job> TomoClient::Submit(const v1::JobSpec& spec,
   std::unique_ptr<grpc::ClientWriter<v1::SubmitRequest>> writer =
       stub_->Submit(&context, &response);
   // When a Write fails the server has ended the call: Finish() says why.
-  auto finish_with_server_status = [&]() -> absl::Status {
+  auto finish_with_server_status = [&]() -> absl::StatusOr<v1::Job> {
     grpc::Status status = writer->Finish();
     if (!status.ok()) return FromGrpcStatus(status);
+    // tomod answers right after the spec, without the data, when spec.idempotency_key
+    // names a job it has: that job is the reply.
+    if (!response.job().id().empty()) return response.job();
     return absl::UnavailableError("tomod closed the upload early without an error");
   };
 

@@ -4,7 +4,9 @@
 // What it does for each RPC:
 //   Submit   streams the JobSpec, then the data file(s) in 1 MiB chunks, then an UploadEnd
 //            with the byte total and the zlib CRC-32 of every byte sent. It returns only
-//            when tomod has stored the data and the job is QUEUED. When the spec's
+//            when tomod has stored the data and the job is QUEUED. With a
+//            spec.idempotency_key that tomod knows, it returns that job (tomod answers
+//            before the data, which is then not sent): the same key makes a retry safe. When the spec's
 //            input.size_bytes is 0 it is filled from the files' total size; when it is set
 //            and differs, nothing is sent (INVALID_ARGUMENT naming input.size_bytes).
 //   Watch    calls on_event for every JobEvent until the server closes the stream (the

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/base/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "server/checksum.h"
 #include "server/job_execution.h"
 #include "server/job_id.h"
@@ -31,6 +32,10 @@ void SetTimestamp(google::protobuf::Timestamp* timestamp, absl::Time time) {
   const int64_t nanos = absl::ToUnixNanos(time);
   timestamp->set_seconds(nanos / 1000000000);
   timestamp->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+}
+
+absl::Time FromTimestamp(const google::protobuf::Timestamp& timestamp) {
+  return absl::FromUnixSeconds(timestamp.seconds()) + absl::Nanoseconds(timestamp.nanos());
 }
 
 std::string StateName(pb::JobState state) {
@@ -92,6 +97,10 @@ absl::Status JobManager::Start() {
   if (options_.devices.empty()) {
     return absl::FailedPreconditionError("no device to run jobs on");
   }
+  if (options_.max_attempts < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_attempts: ", options_.max_attempts, " is out of range [1, 2^32)"));
+  }
   for (const core::DeviceInfo& device : options_.devices) {
     absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(device);
     if (!backend.ok()) {
@@ -100,16 +109,125 @@ absl::Status JobManager::Start() {
     }
     backends_.push_back(std::move(*backend));
   }
-  const std::vector<std::string> old_dirs = spool_.ListJobDirs();
-  if (!old_dirs.empty()) {
-    Log(absl::StrCat("spool ", spool_.root(), " holds ", old_dirs.size(),
-                     " job directories of an earlier run; they are left untouched"));
-  }
+  TOMO_RETURN_IF_ERROR(Recover());
+  SweepExpiredJobs();
   for (size_t i = 0; i < options_.devices.size(); ++i) {
     Log(absl::StrCat("worker ", i, " on ", options_.devices[i].id, " (",
                      options_.devices[i].name, ")"));
     workers_.emplace_back([this, i] { WorkerLoop(i); });
   }
+  if (options_.result_ttl > absl::ZeroDuration()) {
+    sweeper_ = std::thread([this] { SweepLoop(); });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::Recover() {
+  TOMO_ASSIGN_OR_RETURN(store_, JobStore::Open(spool_.DatabasePath()));
+  std::vector<std::string> unreadable;
+  TOMO_ASSIGN_OR_RETURN(std::vector<StoredJob> stored, store_->LoadAll(&unreadable));
+  for (const std::string& id : unreadable) {
+    Log(absl::StrCat("job ", QuoteJobId(id), ": its record in ", store_->path(),
+                     " does not parse; it is left there, with its files, for inspection"));
+  }
+  size_t uploads_removed = 0, queued = 0, requeued = 0, ended = 0, finished = 0, strays = 0;
+  Flushes flushes;  // nobody watches yet
+  absl::MutexLock lock(&mu_);
+  for (StoredJob& entry : stored) {
+    const std::string id = entry.job.id();
+    if (!IsValidJobId(id)) {
+      // Never used as a path: the id names the job's directory.
+      Log(absl::StrCat("job database: dropping a record with the invalid id ", QuoteJobId(id)));
+      TOMO_RETURN_IF_ERROR(store_->Delete(id));
+      continue;
+    }
+    const pb::JobState state = entry.job.state();
+    if (state == pb::JOB_STATE_UPLOADING || state == pb::JOB_STATE_UNSPECIFIED) {
+      // Nobody was answered for it: its upload is lost with the connection.
+      TOMO_RETURN_IF_ERROR(store_->Delete(id));
+      spool_.RemoveJobDir(id).IgnoreError();
+      ++uploads_removed;
+      continue;
+    }
+    Record& record = jobs_[id];
+    record.job = std::move(entry.job);
+    record.cancel_requested = entry.cancel_requested;
+    record.last_event.set_job_id(id);
+    record.last_event.set_sequence(entry.event_sequence);
+    record.last_event.set_state(record.job.state());
+    *record.last_event.mutable_progress() = record.job.progress();
+    record.last_event.set_message("restored after a restart of tomod");
+    SetTimestamp(record.last_event.mutable_time(), absl::Now());
+    if (state == pb::JOB_STATE_RUNNING || IsTerminal(state)) {
+      // Results of an interrupted run, or of a failed one whose clean-up a crash stopped.
+      std::error_code ignored;
+      std::filesystem::remove_all(spool_.ResultsPartialDir(id), ignored);
+      if (state != pb::JOB_STATE_SUCCEEDED) {
+        std::filesystem::remove_all(spool_.ResultsDir(id), ignored);
+      }
+    }
+
+    if (state == pb::JOB_STATE_QUEUED || state == pb::JOB_STATE_RUNNING) {
+      absl::StatusOr<ValidatedJob> validated = ValidateJobSpec(record.job.spec(), options_.limits);
+      pb::Job next = record.job;
+      std::string message;
+      if (!validated.ok()) {
+        next.set_state(pb::JOB_STATE_FAILED);
+        next.set_error(absl::StrCat(
+            "FAILED_PRECONDITION: after a restart, this tomod's limits refuse the job's spec: ",
+            StatusText(validated.status())));
+        message = absl::StrCat("failed: ", next.error());
+      } else if (state == pb::JOB_STATE_RUNNING && record.cancel_requested) {
+        next.set_state(pb::JOB_STATE_CANCELLED);
+        message = "cancelled while running (tomod stopped before the run had ended)";
+      } else if (state == pb::JOB_STATE_RUNNING && next.attempts() >= options_.max_attempts) {
+        next.set_state(pb::JOB_STATE_FAILED);
+        next.set_error(absl::StrCat("ABORTED: tomod stopped during each of the job's ",
+                                    next.attempts(), " runs; --max_attempts is ",
+                                    options_.max_attempts, ", so it is not run again"));
+        message = absl::StrCat("failed: ", next.error());
+      } else if (state == pb::JOB_STATE_RUNNING) {
+        next.set_state(pb::JOB_STATE_QUEUED);
+        next.clear_device();
+        next.clear_started();
+        next.clear_progress();
+        message = absl::StrCat("queued again: tomod stopped during run ", next.attempts(),
+                               " of at most ", options_.max_attempts);
+      }
+      if (IsTerminal(next.state())) SetTimestamp(next.mutable_finished(), absl::Now());
+      if (next.state() != state) {
+        TOMO_RETURN_IF_ERROR(
+            CommitLocked(record, std::move(next), message, Durability::kPersist, flushes));
+        Log(absl::StrCat("job ", id, " ", message));
+      }
+      if (record.job.state() == pb::JOB_STATE_QUEUED) {
+        record.validated = std::make_shared<const ValidatedJob>(std::move(*validated));
+        queue_.Push(id, record.job.spec().priority());
+        ++(state == pb::JOB_STATE_RUNNING ? requeued : queued);
+      } else {
+        ++ended;
+      }
+    } else {
+      ++finished;
+    }
+    if (!record.job.spec().idempotency_key().empty()) {
+      keys_[record.job.spec().idempotency_key()] = id;
+    }
+    record.disk_bytes = spool_.JobDiskBytes(id);
+    spool_bytes_ += record.disk_bytes;
+  }
+  for (const std::string& dir : spool_.ListJobDirs()) {
+    if (jobs_.count(dir) == 0 &&
+        std::find(unreadable.begin(), unreadable.end(), dir) == unreadable.end()) {
+      spool_.RemoveJobDir(dir).IgnoreError();
+      ++strays;
+    }
+  }
+  Log(absl::StrCat("job database ", store_->path(), ": ", jobs_.size(), " jobs (", queued,
+                   " queued, ", requeued, " queued again after an interrupted run, ", ended,
+                   " ended at start-up, ", finished, " finished); removed ", uploads_removed,
+                   " unfinished uploads and ", strays, " job directories without a record; ",
+                   spool_bytes_, " bytes of job files"));
   return absl::OkStatus();
 }
 
@@ -129,6 +247,7 @@ void JobManager::Shutdown() {
   }
   for (std::thread& worker : workers_) worker.join();
   workers_.clear();
+  if (sweeper_.joinable()) sweeper_.join();
   Flushes flushes;
   absl::MutexLock lock(&mu_);
   watches_closed_ = true;
@@ -140,11 +259,15 @@ void JobManager::Shutdown() {
   }
 }
 
-void JobManager::CommitLocked(Record& record, const std::string& message, Flushes& flushes) {
-  // Issue 4: persist record.job here, before anyone is told.
+absl::Status JobManager::CommitLocked(Record& record, pb::Job next, const std::string& message,
+                                      Durability durability, Flushes& flushes) {
   pb::JobEvent event;
-  event.set_job_id(record.job.id());
+  event.set_job_id(next.id());
   event.set_sequence(record.last_event.sequence() + 1);
+  if (durability == Durability::kPersist) {
+    TOMO_RETURN_IF_ERROR(store_->Put({next, record.cancel_requested, event.sequence()}));
+  }
+  record.job = std::move(next);
   event.set_state(record.job.state());
   *event.mutable_progress() = record.job.progress();
   event.set_message(message);
@@ -154,6 +277,28 @@ void JobManager::CommitLocked(Record& record, const std::string& message, Flushe
     if (watcher->Enqueue(event)) flushes.Add(watcher);
   }
   if (IsTerminal(record.job.state())) record.watchers.clear();
+  return absl::OkStatus();
+}
+
+void JobManager::CommitOrLogLocked(Record& record, pb::Job next, const std::string& message,
+                                   Flushes& flushes) {
+  absl::Status status = CommitLocked(record, next, message, Durability::kPersist, flushes);
+  if (status.ok()) return;
+  Log(absl::StrCat("job ", next.id(), ": cannot record the change to ",
+                   StateName(next.state()), " (", StatusText(status),
+                   "); after a restart the job is what the database last held"));
+  CommitLocked(record, std::move(next), message, Durability::kMemoryOnly, flushes).IgnoreError();
+}
+
+JobManager::RecordMap::iterator JobManager::EraseLocked(RecordMap::iterator it) {
+  Record& record = it->second;
+  spool_bytes_ -= std::min(spool_bytes_, record.disk_bytes);
+  const std::string& key = record.job.spec().idempotency_key();
+  if (!key.empty()) {
+    auto known = keys_.find(key);
+    if (known != keys_.end() && known->second == it->first) keys_.erase(known);
+  }
+  return jobs_.erase(it);
 }
 
 absl::StatusOr<JobManager::Record*> JobManager::FindLocked(absl::string_view id) {
@@ -174,18 +319,59 @@ absl::StatusOr<const JobManager::Record*> JobManager::FindLocked(absl::string_vi
 
 // ---------------------------------------------------------------- upload
 
+namespace {
+
+// Whether a spec with an idempotency key that a job has is a retry of that job's Submit.
+bool SameSubmission(const pb::JobSpec& a, const pb::JobSpec& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+absl::Status KeyReusedError(const pb::Job& job) {
+  return absl::AlreadyExistsError(absl::StrCat(
+      "idempotency_key: \"", job.spec().idempotency_key(), "\" already belongs to job ",
+      job.id(), ", submitted with a different spec; use a new key for a new job"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpec& spec) {
-  TOMO_ASSIGN_OR_RETURN(ValidatedJob validated, ValidateJobSpec(spec, options_.limits));
+  absl::StatusOr<ValidatedJob> checked = ValidateJobSpec(spec, options_.limits);
+  if (!checked.ok()) return checked.status();
+  auto validated = std::make_shared<const ValidatedJob>(std::move(*checked));
+  const uint64_t input_bytes = validated->input_bytes;
   {
     absl::MutexLock lock(&mu_);
-    if (!accepting_) return absl::UnavailableError("tomod is shutting down; not accepting jobs");
+    if (!accepting_ || store_ == nullptr) {
+      return absl::UnavailableError("tomod is shutting down; not accepting jobs");
+    }
+    if (!spec.idempotency_key().empty()) {
+      auto known = keys_.find(spec.idempotency_key());
+      if (known != keys_.end()) {
+        const pb::Job& job = jobs_.at(known->second).job;
+        if (!SameSubmission(job.spec(), spec)) return KeyReusedError(job);
+        Log(absl::StrCat("job ", job.id(), " submitted again with its idempotency key; "
+                         "nothing new is stored"));
+        return std::unique_ptr<Upload>(new Upload(this, job));
+      }
+    }
     const size_t length = queue_.size() + uploading_;
     if (length >= options_.limits.max_queue_length) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "queue is full: ", length, " jobs queued or uploading, the server's limit is ",
           options_.limits.max_queue_length, " (--max_queue_length)"));
     }
+    if (options_.max_spool_bytes > 0 &&
+        input_bytes > options_.max_spool_bytes - std::min(options_.max_spool_bytes, spool_bytes_)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "spool is full: the job's input.size_bytes ", input_bytes,
+          " would bring the spool's job files to ", spool_bytes_ + input_bytes,
+          " bytes, over the server's limit of ", options_.max_spool_bytes,
+          " bytes (--max_spool_bytes); ", spool_bytes_,
+          " bytes are in use (uploads in progress included); delete finished jobs to make "
+          "room"));
+    }
     ++uploading_;  // holds the place while the directory is made
+    spool_bytes_ += input_bytes;  // and the room
   }
   const std::string id = NewJobId();
   absl::Status status = spool_.CreateJobDir(id);
@@ -193,56 +379,94 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
                                                 : absl::StatusOr<AppendFile>(status);
   Flushes flushes;
   absl::MutexLock lock(&mu_);
-  if (!file.ok()) {
+  auto give_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     --uploading_;
+    spool_bytes_ -= std::min(spool_bytes_, input_bytes);
     spool_.RemoveJobDir(id).IgnoreError();
+  };
+  if (!file.ok()) {
+    give_back();
     return absl::Status(file.status().code(),
                         absl::StrCat("cannot store the upload: ", file.status().message()));
   }
   Record& record = jobs_[id];
-  record.job.set_id(id);
-  record.job.set_state(pb::JOB_STATE_UPLOADING);
-  *record.job.mutable_spec() = spec;
-  SetTimestamp(record.job.mutable_created(), absl::Now());
-  record.validated = std::make_shared<const ValidatedJob>(std::move(validated));
-  CommitLocked(record, "uploading", flushes);
-  return std::unique_ptr<Upload>(
-      new Upload(this, id, record.validated->input_bytes, std::move(*file)));
+  record.disk_bytes = input_bytes;
+  pb::Job job;
+  job.set_id(id);
+  job.set_state(pb::JOB_STATE_UPLOADING);
+  *job.mutable_spec() = spec;
+  SetTimestamp(job.mutable_created(), absl::Now());
+  status = CommitLocked(record, std::move(job), "uploading", Durability::kPersist, flushes);
+  if (!status.ok()) {
+    jobs_.erase(id);
+    give_back();
+    return absl::Status(status.code(),
+                        absl::StrCat("cannot record the upload: ", status.message()));
+  }
+  record.validated = std::move(validated);
+  return std::unique_ptr<Upload>(new Upload(this, id, input_bytes, std::move(*file)));
 }
 
-absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id) {
+absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id, bool* superseded) {
   Flushes flushes;
   absl::MutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("tomod is shutting down; not accepting jobs");
   TOMO_ASSIGN_OR_RETURN(Record * record, FindLocked(id));
+  const std::string key = record->job.spec().idempotency_key();
+  if (!key.empty()) {
+    auto known = keys_.find(key);
+    if (known != keys_.end()) {
+      // Another upload with this key committed while this one ran: it is the job.
+      const pb::Job winner = jobs_.at(known->second).job;
+      if (!SameSubmission(winner.spec(), record->job.spec())) return KeyReusedError(winner);
+      store_->Delete(id).IgnoreError();  // an UPLOADING record; start-up would remove it too
+      const absl::Status gone = absl::AbortedError(absl::StrCat(
+          "job ", id, " was removed: job ", winner.id(), " has the same idempotency_key"));
+      for (JobWatcher* watcher : record->watchers) {
+        if (watcher->Close(gone)) flushes.Add(watcher);
+      }
+      --uploading_;
+      EraseLocked(jobs_.find(id));
+      *superseded = true;
+      Log(absl::StrCat("job ", id, " removed: its idempotency key is job ", winner.id(), "'s"));
+      return winner;
+    }
+  }
+  pb::Job next = record->job;
+  next.set_state(pb::JOB_STATE_QUEUED);
+  next.set_input_bytes(record->validated->input_bytes);
+  TOMO_RETURN_IF_ERROR(CommitLocked(*record, std::move(next), "queued", Durability::kPersist,
+                                    flushes));
   --uploading_;
-  record->job.set_state(pb::JOB_STATE_QUEUED);
-  record->job.set_input_bytes(record->validated->input_bytes);
   queue_.Push(id, record->job.spec().priority());
-  CommitLocked(*record, "queued", flushes);
+  if (!key.empty()) keys_[key] = id;
   Log(absl::StrCat("job ", id, " queued (", record->job.input_bytes(), " bytes, priority ",
                    record->job.spec().priority(), ", queue length ", queue_.size(), ")"));
   return record->job;
 }
 
 void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) {
+  absl::Status forgotten;
   {
     Flushes flushes;
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(id);
-    if (it != jobs_.end()) {
+    if (it != jobs_.end() && it->second.job.state() == pb::JOB_STATE_UPLOADING) {
       --uploading_;
       const absl::Status gone = absl::AbortedError(
           absl::StrCat("job ", id, " was removed: its upload failed: ", reason.message()));
       for (JobWatcher* watcher : it->second.watchers) {
         if (watcher->Close(gone)) flushes.Add(watcher);
       }
-      jobs_.erase(it);
+      // When this fails, the next start-up removes the UPLOADING record.
+      forgotten = store_->Delete(id);
+      EraseLocked(it);
     }
   }
   absl::Status removed = spool_.RemoveJobDir(id);
   Log(absl::StrCat("job ", id, " upload aborted, job removed: ", StatusText(reason),
-                   removed.ok() ? "" : absl::StrCat(" (", removed.message(), ")")));
+                   removed.ok() ? "" : absl::StrCat(" (", removed.message(), ")"),
+                   forgotten.ok() ? "" : absl::StrCat(" (", forgotten.message(), ")")));
 }
 
 Upload::~Upload() {
@@ -250,6 +474,7 @@ Upload::~Upload() {
 }
 
 absl::Status Upload::Append(absl::string_view data) {
+  if (existing_) return absl::OkStatus();  // the job has its data already
   if (done_) return absl::FailedPreconditionError(absl::StrCat("upload of job ", id_, " ended"));
   if (data.size() > expected_bytes_ - received_bytes_) {
     absl::Status status = absl::InvalidArgumentError(absl::StrCat(
@@ -259,7 +484,7 @@ absl::Status Upload::Append(absl::string_view data) {
     return status;
   }
   crc32_ = Crc32Update(crc32_, data.data(), data.size());
-  absl::Status status = file_.Append(data);
+  absl::Status status = file_->Append(data);
   if (!status.ok()) {
     Abort(status);
     return status;
@@ -269,6 +494,7 @@ absl::Status Upload::Append(absl::string_view data) {
 }
 
 absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
+  if (existing_) return *existing_;
   if (done_) return absl::FailedPreconditionError(absl::StrCat("upload of job ", id_, " ended"));
   absl::Status status;
   if (total_bytes != expected_bytes_) {
@@ -285,25 +511,30 @@ absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
                         "received, 0x%08x",
                         crc32, received_bytes_, crc32_));
   }
-  if (status.ok()) status = file_.Sync();
-  if (status.ok()) status = file_.Close();
+  // input.bin and its name in the job's directory, then the directory's name in jobs/:
+  // all durable before the record says QUEUED.
+  if (status.ok()) status = file_->Sync();
+  if (status.ok()) status = file_->Close();
+  if (status.ok()) status = manager_->spool_.SyncJobsDir();
   if (!status.ok()) {
     Abort(status);
     return status;
   }
-  absl::StatusOr<pb::Job> job = manager_->CommitUpload(id_);
+  bool superseded = false;
+  absl::StatusOr<pb::Job> job = manager_->CommitUpload(id_, &superseded);
   if (!job.ok()) {
     Abort(job.status());
     return job.status();
   }
   done_ = true;
+  if (superseded) manager_->spool_.RemoveJobDir(id_).IgnoreError();
   return job;
 }
 
 void Upload::Abort(const absl::Status& reason) {
   if (done_) return;
   done_ = true;
-  file_.Close().IgnoreError();
+  if (file_) file_->Close().IgnoreError();
   manager_->AbortUpload(id_, reason);
 }
 
@@ -356,17 +587,23 @@ absl::StatusOr<pb::Job> JobManager::CancelJob(absl::string_view id) {
   absl::MutexLock lock(&mu_);
   TOMO_ASSIGN_OR_RETURN(Record * record, FindLocked(id));
   switch (record->job.state()) {
-    case pb::JOB_STATE_QUEUED:
+    case pb::JOB_STATE_QUEUED: {
+      pb::Job next = record->job;
+      next.set_state(pb::JOB_STATE_CANCELLED);
+      SetTimestamp(next.mutable_finished(), absl::Now());
+      TOMO_RETURN_IF_ERROR(CommitLocked(*record, std::move(next), "cancelled while queued",
+                                        Durability::kPersist, flushes));
       queue_.Remove(record->job.id());
-      record->job.set_state(pb::JOB_STATE_CANCELLED);
-      SetTimestamp(record->job.mutable_finished(), absl::Now());
-      CommitLocked(*record, "cancelled while queued", flushes);
       Log(absl::StrCat("job ", record->job.id(), " cancelled while queued"));
       return record->job;
+    }
     case pb::JOB_STATE_RUNNING:
       if (record->cancel && !record->cancel->exchange(true)) {
         record->cancel_reason = "cancelled by request";
-        CommitLocked(*record, "cancel requested", flushes);
+        record->cancel_requested = true;
+        // The run stops whether or not this is recorded; recorded, a crash before the run
+        // has ended does not make the job run again.
+        CommitOrLogLocked(*record, record->job, "cancel requested", flushes);
         Log(absl::StrCat("job ", record->job.id(), " cancel requested while running"));
       }
       return record->job;
@@ -395,12 +632,67 @@ absl::Status JobManager::DeleteJob(absl::string_view id) {
                        "deleted)"));
     }
     job_id = record->job.id();
-    jobs_.erase(job_id);
+    // The record first: a crash before the files are gone leaves a directory without a
+    // record, which start-up removes; the other order could leave a record without files.
+    TOMO_RETURN_IF_ERROR(store_->Delete(job_id));
+    EraseLocked(jobs_.find(job_id));
   }
   absl::Status removed = spool_.RemoveJobDir(job_id);
   Log(absl::StrCat("job ", job_id, " deleted",
                    removed.ok() ? "" : absl::StrCat(" (", removed.message(), ")")));
   return absl::OkStatus();
+}
+
+size_t JobManager::SweepExpiredJobs() {
+  if (options_.result_ttl <= absl::ZeroDuration()) return 0;
+  std::vector<std::string> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    if (store_ == nullptr) return 0;
+    const absl::Time cutoff = absl::Now() - options_.result_ttl;
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      const pb::Job& job = it->second.job;
+      if (!IsTerminal(job.state()) || !job.has_finished() ||
+          FromTimestamp(job.finished()) > cutoff) {
+        ++it;
+        continue;
+      }
+      absl::Status erased = store_->Delete(it->first);
+      if (!erased.ok()) {
+        Log(absl::StrCat("retention: cannot delete job ", it->first, ": ", StatusText(erased),
+                         "; trying again at the next sweep"));
+        break;
+      }
+      expired.push_back(it->first);
+      it = EraseLocked(it);
+    }
+  }
+  for (const std::string& id : expired) {
+    absl::Status removed = spool_.RemoveJobDir(id);
+    Log(absl::StrCat("job ", id, " deleted: it ended more than --result_ttl ",
+                     absl::FormatDuration(options_.result_ttl), " ago",
+                     removed.ok() ? "" : absl::StrCat(" (", removed.message(), ")")));
+  }
+  return expired.size();
+}
+
+void JobManager::SweepLoop() {
+  absl::Duration interval = options_.sweep_interval;
+  if (interval <= absl::ZeroDuration()) {
+    interval = std::clamp(options_.result_ttl / 10, absl::Milliseconds(100), absl::Minutes(1));
+  }
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) return;
+    }
+    SweepExpiredJobs();
+  }
+}
+
+uint64_t JobManager::spool_used_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return spool_bytes_;
 }
 
 absl::Status JobManager::Watch(absl::string_view id, JobWatcher* watcher) {
@@ -484,13 +776,19 @@ void JobManager::WorkerLoop(size_t index) {
       if (stopping_) return;
       id = *queue_.PopFirst();
       Record& record = jobs_.at(id);
-      record.job.set_state(pb::JOB_STATE_RUNNING);
-      record.job.set_device(device.id);
-      SetTimestamp(record.job.mutable_started(), absl::Now());
+      pb::Job next = record.job;
+      next.set_state(pb::JOB_STATE_RUNNING);
+      next.set_device(device.id);
+      next.set_attempts(next.attempts() + 1);
+      SetTimestamp(next.mutable_started(), absl::Now());
       record.cancel = cancel;
       job = record.validated;
-      CommitLocked(record, absl::StrCat("running on ", device.id), flushes);
-      Log(absl::StrCat("job ", id, " running on ", device.id));
+      const std::string message =
+          next.attempts() == 1 ? absl::StrCat("running on ", device.id)
+                               : absl::StrCat("running on ", device.id, " (attempt ",
+                                              next.attempts(), " of ", options_.max_attempts, ")");
+      CommitOrLogLocked(record, std::move(next), message, flushes);
+      Log(absl::StrCat("job ", id, " ", message));
     }
     RunJob(index, id, std::move(job), std::move(cancel));
   }
@@ -508,9 +806,19 @@ void JobManager::RunJob(size_t index, const std::string& id,
     OnProgress(id, update);
   };
   const absl::Time start = absl::Now();
+  // A run writes into results.partial/ and publishes it by a rename once every file is
+  // fsynced, so a crash never leaves half a result where FetchResult would find it.
+  // Leftovers of an interrupted earlier attempt go first.
+  std::error_code ignored;
+  std::filesystem::remove_all(spool_.ResultsPartialDir(id), ignored);
+  std::filesystem::remove_all(spool_.ResultsDir(id), ignored);
   absl::StatusOr<std::vector<pb::ResultFile>> results =
-      ExecuteJob(*job, spool_.InputPath(id), spool_.ResultsDir(id), *backends_[index],
+      ExecuteJob(*job, spool_.InputPath(id), spool_.ResultsPartialDir(id), *backends_[index],
                  registry_, context);
+  if (results.ok() && !cancel->load()) {
+    absl::Status published = spool_.PublishResults(id);
+    if (!published.ok()) results = published;
+  }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
 
   bool remove_results = false;
@@ -519,30 +827,37 @@ void JobManager::RunJob(size_t index, const std::string& id,
     absl::MutexLock lock(&mu_);
     Record& record = jobs_.at(id);  // a RUNNING job cannot be deleted
     record.cancel.reset();
-    SetTimestamp(record.job.mutable_finished(), absl::Now());
+    pb::Job next = record.job;
+    SetTimestamp(next.mutable_finished(), absl::Now());
     std::string message;
     if (cancel->load() || (!results.ok() && absl::IsCancelled(results.status()))) {
-      record.job.set_state(pb::JOB_STATE_CANCELLED);
+      next.set_state(pb::JOB_STATE_CANCELLED);
       message = absl::StrCat("cancelled while running: ",
                              record.cancel_reason.empty() ? std::string(results.status().message())
                                                           : record.cancel_reason);
       remove_results = true;
     } else if (results.ok()) {
-      record.job.set_state(pb::JOB_STATE_SUCCEEDED);
-      record.job.mutable_progress()->set_fraction(1.0);
-      for (pb::ResultFile& file : *results) *record.job.add_results() = std::move(file);
+      next.set_state(pb::JOB_STATE_SUCCEEDED);
+      next.mutable_progress()->set_fraction(1.0);
+      uint64_t bytes = 0;
+      for (pb::ResultFile& file : *results) {
+        bytes += file.size_bytes();
+        *next.add_results() = std::move(file);
+      }
+      record.disk_bytes += bytes;
+      spool_bytes_ += bytes;
       message = absl::StrFormat("succeeded in %.3f s", seconds);
     } else {
-      record.job.set_state(pb::JOB_STATE_FAILED);
-      record.job.set_error(StatusText(results.status()));
-      message = absl::StrCat("failed: ", record.job.error());
+      next.set_state(pb::JOB_STATE_FAILED);
+      next.set_error(StatusText(results.status()));
+      message = absl::StrCat("failed: ", next.error());
       remove_results = true;
     }
-    CommitLocked(record, message, flushes);
+    CommitOrLogLocked(record, std::move(next), message, flushes);
     Log(absl::StrCat("job ", id, " ", message));
   }
   if (remove_results) {
-    std::error_code ignored;
+    std::filesystem::remove_all(spool_.ResultsPartialDir(id), ignored);
     std::filesystem::remove_all(spool_.ResultsDir(id), ignored);
   }
 }
@@ -560,12 +875,14 @@ void JobManager::OnProgress(const std::string& id, const core::ProgressUpdate& u
                     fraction - last.fraction() >= options_.progress_step ||
                     (fraction >= 1.0 && last.fraction() < 1.0);
   if (!news) return;
-  pb::Progress* progress = record.job.mutable_progress();
+  pb::Job next = record.job;
+  pb::Progress* progress = next.mutable_progress();
   progress->set_fraction(fraction);
   progress->set_stage(update.stage);
   progress->set_iteration(update.iteration);
   progress->set_iterations_total(update.iterations_total);
-  CommitLocked(record, "", flushes);
+  // Not written: after a crash the run starts again from nothing.
+  CommitLocked(record, std::move(next), "", Durability::kMemoryOnly, flushes).IgnoreError();
 }
 
 }  // namespace tomo::server

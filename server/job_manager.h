@@ -4,29 +4,54 @@
 //
 // A job's way: BeginUpload() validates the spec before anything is stored and creates the
 // job UPLOADING with a spool directory; Upload::Append() writes the projections to
-// <spool>/jobs/<id>/input.bin; Upload::Commit() checks size and CRC-32, fsyncs and makes
-// the job QUEUED. A worker takes the highest-priority queued job (FIFO within a priority),
-// marks it RUNNING, runs ExecuteJob() on its device and ends it SUCCEEDED, FAILED (with
-// the status as Job.error) or CANCELLED. An Upload that is destroyed or fails before its
-// commit removes the job and its files: no half-uploaded job is ever visible afterwards.
+// <spool>/jobs/<id>/input.bin; Upload::Commit() checks size and CRC-32, fsyncs the file and
+// its directories and commits the job QUEUED. A worker takes the highest-priority queued
+// job (FIFO within a priority), marks it RUNNING (counting Job.attempts), runs ExecuteJob()
+// on its device into results.partial/, fsyncs and renames that to results/, and ends the
+// job SUCCEEDED, FAILED (with the status as Job.error) or CANCELLED. An Upload that is
+// destroyed or fails before its commit removes the job and its files.
+//
+// Durability: the records live in SQLite at <spool>/tomod.db (JobStore). Every state
+// change goes through one place, CommitLocked(), which writes the record (fsynced) before
+// any caller, Submit reply or watcher is told; progress steps are not written (a run that
+// a crash interrupts starts again from the beginning anyway). Start() rebuilds the jobs
+// from the database, which is the truth at start-up:
+//   UPLOADING            removed with its files (nobody was answered);
+//   QUEUED               queued again, in priority and creation order;
+//   RUNNING              queued again while Job.attempts < max_attempts, else FAILED
+//                        naming the attempts (a job that crashes tomod must not crash it
+//                        forever); CANCELLED when a cancel had been asked for;
+//   SUCCEEDED, FAILED,   kept as they were, results fetchable;
+//   CANCELLED
+// and removes job directories that have no record (leftovers of a crash).
+//
+// Idempotency: a spec with an idempotency_key that a committed job has (also one committed
+// before a restart) creates nothing: BeginUpload returns an Upload that is already done
+// (Upload::existing_job()); a different spec with that key is ALREADY_EXISTS. Two uploads
+// with one key may run at once: the first to commit wins, the other is removed and answers
+// with the winner. A key is free again once its job is deleted.
+//
+// Retention: with result_ttl > 0, finished jobs are deleted (record, then files) that long
+// after they ended, by a sweep every sweep interval and once at Start(). With
+// max_spool_bytes > 0, an upload that would bring the spool's job files (uploads in
+// progress counted at their full size) over it is refused with RESOURCE_EXHAUSTED.
 //
 // Every state change and progress step is a JobEvent with a strictly increasing sequence
-// per job; watchers (JobWatcher) get the current state first and then every event in
-// order. Progress events are thinned to steps of JobManagerOptions::progress_step of the
-// fraction (a new stage or iteration is always an event).
-//
-// Job records live in memory for now. Every change of a record goes through one place
-// (JobManager::Commit...), where a durable store (SQLite, issue 4) will write it.
+// per job (continued across restarts from the last durable event; progress events of a
+// run that a crash interrupted may be numbered again); watchers (JobWatcher) get the
+// current state first and then every event in order. Progress events are thinned to
+// steps of JobManagerOptions::progress_step of the fraction.
 //
 // Thread safety: all methods are thread-safe. Errors: NOT_FOUND for unknown ids (naming
 // the id), FAILED_PRECONDITION for operations the job's state forbids (naming the state),
-// INVALID_ARGUMENT / RESOURCE_EXHAUSTED from validation and limits, UNAVAILABLE while
-// shutting down.
+// INVALID_ARGUMENT / RESOURCE_EXHAUSTED from validation and limits, ALREADY_EXISTS for a
+// reused idempotency key, UNAVAILABLE while shutting down, the JobStore's errors when the
+// database cannot be written (the change is then not made).
 //
 //   JobManager manager(options, *spool, registry);
-//   TOMO_RETURN_IF_ERROR(manager.Start());
+//   TOMO_RETURN_IF_ERROR(manager.Start());   // opens <spool>/tomod.db and recovers
 //   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<Upload> upload, manager.BeginUpload(spec));
-//   TOMO_RETURN_IF_ERROR(upload->Append(bytes));
+//   if (!upload->existing_job()) TOMO_RETURN_IF_ERROR(upload->Append(bytes));
 //   TOMO_ASSIGN_OR_RETURN(tomoserve::v1::Job job, upload->Commit(bytes.size(), crc));
 //   ...
 //   manager.Shutdown();   // cancels running jobs, joins the workers
@@ -46,11 +71,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/algorithms/reconstruction.h"
 #include "core/devices/devices.h"
 #include "core/operators/backend.h"
 #include "server/job_queue.h"
 #include "server/job_spec.h"
+#include "server/job_store.h"
 #include "server/spool.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
@@ -82,6 +109,15 @@ struct JobManagerOptions {
   // smallest non-zero of the job's JobSpec.memory_budget_bytes, this and the GPU's free
   // memory when the job starts (EffectiveMemoryBudget; the CPU has no limit of its own).
   uint64_t memory_budget_bytes = 0;
+  // tomod's --max_attempts: most runs of one job. A run interrupted by a crash of tomod
+  // counts; after the last one the job ends FAILED at the next start. At least 1.
+  uint32_t max_attempts = 3;
+  // tomod's --result_ttl: finished jobs are deleted this long after they ended; zero: never.
+  absl::Duration result_ttl = absl::ZeroDuration();
+  // How often the retention sweep runs; zero: result_ttl / 10, within [100 ms, 1 min].
+  absl::Duration sweep_interval = absl::ZeroDuration();
+  // tomod's --max_spool_bytes: bound on the spool's job files for new uploads; 0: none.
+  uint64_t max_spool_bytes = 0;
 };
 
 bool IsTerminal(tomoserve::v1::JobState state);
@@ -98,15 +134,20 @@ class JobManager {
   JobManager(const JobManager&) = delete;
   JobManager& operator=(const JobManager&) = delete;
 
-  // Makes a backend for each device and starts the workers. FAILED_PRECONDITION without
-  // devices; a backend's error naming the device.
+  // Makes a backend for each device, opens the job database and recovers its jobs (see
+  // above), sweeps expired jobs and starts the workers. FAILED_PRECONDITION without devices,
+  // INVALID_ARGUMENT for max_attempts 0; a backend's error naming the device; the
+  // JobStore's errors.
   absl::Status Start();
   // Refuses new uploads, cancels running jobs, joins the workers and closes every watch
   // with UNAVAILABLE. Idempotent.
   void Shutdown();
 
-  // Validates spec (INVALID_ARGUMENT / RESOURCE_EXHAUSTED), checks the queue length
-  // (RESOURCE_EXHAUSTED naming --max_queue_length) and creates the job UPLOADING.
+  // Validates spec (INVALID_ARGUMENT / RESOURCE_EXHAUSTED); returns a finished Upload
+  // holding the job of spec.idempotency_key when one is committed (ALREADY_EXISTS when its
+  // spec differs); checks the queue length (RESOURCE_EXHAUSTED naming --max_queue_length)
+  // and the spool's size (RESOURCE_EXHAUSTED naming --max_spool_bytes and the usage) and
+  // creates the job UPLOADING.
   absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(const tomoserve::v1::JobSpec& spec);
 
   absl::StatusOr<tomoserve::v1::Job> GetJob(absl::string_view id) const;
@@ -117,8 +158,12 @@ class JobManager {
   // job is returned still RUNNING. CANCELLED: returned as is. UPLOADING, SUCCEEDED,
   // FAILED: FAILED_PRECONDITION.
   absl::StatusOr<tomoserve::v1::Job> CancelJob(absl::string_view id);
-  // Removes a finished job and its spool directory; FAILED_PRECONDITION while active.
+  // Removes a finished job: its record (durably), then its spool directory.
+  // FAILED_PRECONDITION while active.
   absl::Status DeleteJob(absl::string_view id);
+  // Deletes the finished jobs that ended result_ttl ago or earlier; returns how many. Runs
+  // periodically on its own thread; public for tests.
+  size_t SweepExpiredJobs();
 
   // Registers watcher and gives it the job's latest event at once (through Enqueue), then
   // every later one. NOT_FOUND for an unknown id (watcher not called).
@@ -138,6 +183,10 @@ class JobManager {
   void SetSchedulingPaused(bool paused);
 
   const ServerLimits& limits() const { return options_.limits; }
+  const JobManagerOptions& options() const { return options_; }
+  // Bytes of job files in the spool, uploads in progress counted at their full size: what
+  // max_spool_bytes bounds.
+  uint64_t spool_used_bytes() const;
   const std::vector<core::DeviceInfo>& devices() const { return options_.devices; }
   // Jobs QUEUED or UPLOADING (what --max_queue_length bounds).
   size_t queue_length() const;
@@ -155,16 +204,35 @@ class JobManager {
     // Set while RUNNING; the run polls it.
     std::shared_ptr<std::atomic<bool>> cancel;
     std::string cancel_reason;
+    // Persisted: a crash during the cancel must not make the job run again.
+    bool cancel_requested = false;
+    // The job's share of spool_bytes_: its files, or while UPLOADING the full input size.
+    uint64_t disk_bytes = 0;
   };
+  using RecordMap = std::map<std::string, Record, std::less<>>;
+  enum class Durability { kPersist, kMemoryOnly };
 
-  // Upload's end: QUEUED, or the job removed.
-  absl::StatusOr<tomoserve::v1::Job> CommitUpload(const std::string& id);
+  // Upload's end: QUEUED; or, when another upload with the same idempotency key committed
+  // first, this job removed (*superseded set; the caller removes the files) and that job.
+  absl::StatusOr<tomoserve::v1::Job> CommitUpload(const std::string& id, bool* superseded);
   void AbortUpload(const std::string& id, const absl::Status& reason);
 
-  // Stamps the record's state as an event, sends it to the watchers. The single point
-  // where a record's change is committed.
-  void CommitLocked(Record& record, const std::string& message, Flushes& flushes)
+  // Opens the store and rebuilds jobs_, queue_ and the spool accounting from it.
+  absl::Status Recover();
+  // The single point where a record changes: writes next to the store (kPersist), then
+  // makes it the record's job and sends it as an event to the watchers. When the store
+  // fails, nothing changes and its error is returned.
+  absl::Status CommitLocked(Record& record, tomoserve::v1::Job next, const std::string& message,
+                            Durability durability, Flushes& flushes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For changes that must happen even when the store fails (a run's end): on a store
+  // error, logs it and commits in memory only; after a restart the job is what the store
+  // last held.
+  void CommitOrLogLocked(Record& record, tomoserve::v1::Job next, const std::string& message,
+                         Flushes& flushes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets a record: its bytes, its idempotency key, the entry. Not the store, not files.
+  RecordMap::iterator EraseLocked(RecordMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SweepLoop();
   absl::StatusOr<Record*> FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<const Record*> FindLocked(absl::string_view id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -179,10 +247,17 @@ class JobManager {
   const core::AlgorithmRegistry& registry_;
   std::vector<std::unique_ptr<core::Backend>> backends_;
   std::vector<std::thread> workers_;
+  std::thread sweeper_;
+  // Set by Start(); thread-safe itself.
+  std::unique_ptr<JobStore> store_;
 
   mutable absl::Mutex mu_;
   // Ordered by id, that is by creation time.
-  std::map<std::string, Record, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);
+  RecordMap jobs_ ABSL_GUARDED_BY(mu_);
+  // Idempotency key -> id of the committed job that has it.
+  std::map<std::string, std::string, std::less<>> keys_ ABSL_GUARDED_BY(mu_);
+  // Sum of Record::disk_bytes.
+  uint64_t spool_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   JobQueue queue_ ABSL_GUARDED_BY(mu_);
   size_t uploading_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
@@ -204,11 +279,16 @@ class Upload {
   const std::string& job_id() const { return id_; }
   uint64_t expected_bytes() const { return expected_bytes_; }
   uint64_t received_bytes() const { return received_bytes_; }
+  // Set when the spec's idempotency_key names a job that tomod already has: there is
+  // nothing to upload; Append discards its data and Commit returns this job.
+  const std::optional<tomoserve::v1::Job>& existing_job() const { return existing_; }
 
   // INVALID_ARGUMENT when the bytes would exceed input.size_bytes; file errors.
   absl::Status Append(absl::string_view data);
   // INVALID_ARGUMENT unless total_bytes == input.size_bytes == bytes received and crc32 is
-  // their CRC-32, naming both values; then fsync and QUEUED. Returns the job.
+  // their CRC-32, naming both values; then fsync (file and directories) and the job
+  // committed QUEUED. Returns the job (or the job an upload with the same idempotency key
+  // committed first; this one is then removed).
   absl::StatusOr<tomoserve::v1::Job> Commit(uint64_t total_bytes, uint32_t crc32);
   // Removes the job and its files (no-op after Commit or an earlier abort).
   void Abort(const absl::Status& reason);
@@ -218,13 +298,18 @@ class Upload {
   Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file)
       : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes),
         file_(std::move(file)) {}
+  // An upload that is done already: existing is the job of the spec's idempotency key.
+  Upload(JobManager* manager, tomoserve::v1::Job existing)
+      : manager_(manager), id_(existing.id()), expected_bytes_(existing.input_bytes()),
+        existing_(std::move(existing)), done_(true) {}
 
   JobManager* manager_;
   std::string id_;
   uint64_t expected_bytes_;
   uint64_t received_bytes_ = 0;
   uint32_t crc32_ = 0;
-  AppendFile file_;
+  std::optional<AppendFile> file_;
+  std::optional<tomoserve::v1::Job> existing_;
   bool done_ = false;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/time/time.h"
 #include "server/tomod_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -31,6 +32,16 @@ ABSL_FLAG(uint64_t, memory_budget_bytes, 0,
           "most device memory one job may use, in bytes; 0: the device's free memory. A job "
           "that does not fit is reconstructed in z-slabs that do; a job's "
           "JobSpec.memory_budget_bytes may lower it further");
+ABSL_FLAG(uint32_t, max_attempts, 3,
+          "most runs of one job: a job whose run a crash of tomod interrupted runs again at "
+          "the next start until it has started this often, then ends FAILED");
+ABSL_FLAG(absl::Duration, result_ttl, absl::ZeroDuration(),
+          "finished jobs (record, input and results) are deleted this long after they ended, "
+          "e.g. 24h or 30m; 0 keeps them until DeleteJob");
+ABSL_FLAG(uint64_t, max_spool_bytes, 0,
+          "uploads that would bring the spool's job files (inputs and results, uploads in "
+          "progress at their full size) over this many bytes are refused with "
+          "RESOURCE_EXHAUSTED; 0: no limit");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "serve plain-text gRPC on a non-loopback --listen address (no TLS yet)");
 
@@ -55,6 +66,9 @@ int main(int argc, char** argv) {
   options.limits.max_views = absl::GetFlag(FLAGS_max_views);
   options.limits.max_queue_length = absl::GetFlag(FLAGS_max_queue_length);
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  options.result_ttl = absl::GetFlag(FLAGS_result_ttl);
+  options.max_spool_bytes = absl::GetFlag(FLAGS_max_spool_bytes);
   absl::Status status = tomo::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "tomod: %s\n", std::string(status.message()).c_str());

@@ -78,6 +78,13 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
         absl::StatusOr<std::unique_ptr<Upload>> upload = manager_.BeginUpload(request_.spec());
         if (!upload.ok()) return upload.status();
         upload_ = std::move(*upload);
+        if (upload_->existing_job()) {
+          // A retry of a Submit that was committed: answer now rather than take the data
+          // again. The client sees its next Write fail and Finish return this reply.
+          *response_->mutable_job() = *upload_->existing_job();
+          finished_ = true;
+          Finish(grpc::Status::OK);
+        }
         return absl::OkStatus();
       }
       case pb::SubmitRequest::kData:
@@ -380,6 +387,15 @@ grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
   out->set_max_voxels(limits.max_voxels);
   out->set_max_views(limits.max_views);
   out->set_max_queue_length(limits.max_queue_length);
+  const JobManagerOptions& options = manager_.options();
+  out->set_max_spool_bytes(options.max_spool_bytes);
+  out->set_max_attempts(options.max_attempts);
+  if (options.result_ttl > absl::ZeroDuration()) {
+    const int64_t nanos = absl::ToInt64Nanoseconds(options.result_ttl);
+    out->mutable_result_ttl()->set_seconds(nanos / 1000000000);
+    out->mutable_result_ttl()->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  }
+  response->set_spool_used_bytes(manager_.spool_used_bytes());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

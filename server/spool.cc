@@ -83,6 +83,11 @@ std::string Spool::ResultPath(const std::string& id, const std::string& name) co
   return (fs::path(ResultsDir(id)) / name).string();
 }
 
+std::string Spool::ResultsPartialDir(const std::string& id) const {
+  return (fs::path(JobDir(id)) / "results.partial").string();
+}
+std::string Spool::DatabasePath() const { return (fs::path(root_) / "tomod.db").string(); }
+
 absl::Status Spool::CreateJobDir(const std::string& id) const {
   const std::string dir = JobDir(id);
   if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, "create", dir);
@@ -103,6 +108,34 @@ std::vector<std::string> Spool::ListJobDirs() const {
     if (entry.is_directory()) ids.push_back(entry.path().filename().string());
   }
   return ids;
+}
+
+absl::Status Spool::SyncJobsDir() const {
+  return FsyncDirectory((fs::path(root_) / "jobs").string());
+}
+
+uint64_t Spool::JobDiskBytes(const std::string& id) const {
+  uint64_t bytes = 0;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(JobDir(id), error), end; !error && it != end;
+       it.increment(error)) {
+    std::error_code ignored;
+    if (it->is_regular_file(ignored)) bytes += it->file_size(ignored);
+  }
+  return bytes;
+}
+
+absl::Status Spool::PublishResults(const std::string& id) const {
+  const std::string from = ResultsPartialDir(id);
+  const std::string to = ResultsDir(id);
+  // rename() replaces an empty directory only; a leftover of an interrupted run goes first.
+  std::error_code error;
+  fs::remove_all(to, error);
+  if (error) return FsStatus(error, "remove", to);
+  // The files were fsynced as they were written; their names in the directory too.
+  if (absl::Status synced = FsyncDirectory(from); !synced.ok()) return synced;
+  if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(errno, "rename to", to);
+  return FsyncDirectory(JobDir(id));
 }
 
 absl::StatusOr<AppendFile> AppendFile::Create(const std::string& path) {

@@ -1,11 +1,14 @@
 // Spool: tomod's directory of job data, and the small file helpers the daemon needs.
 //
 //   <root>/tomod.lock                 locked (flock) by the daemon that uses the spool
+//   <root>/tomod.db (+ -wal, -shm)    the job records (server/job_store.h)
 //   <root>/jobs/<id>/input.bin        the uploaded projections, fsynced before QUEUED
-//   <root>/jobs/<id>/results/<name>   result files (e.g. volume.raw)
+//   <root>/jobs/<id>/results.partial/ a run's results while it writes them
+//   <root>/jobs/<id>/results/<name>   result files (e.g. volume.raw), renamed from
+//                                     results.partial once complete and fsynced
 //
-// Job records live in memory for now; a durable job store (SQLite) will sit beside jobs/
-// and find each job's files through JobDir().
+// A job directory without a record in tomod.db is a leftover of a crash: tomod removes it
+// at start-up.
 //
 //   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<Spool> spool, Spool::Open("/var/lib/tomoserve/spool"));
 //   TOMO_RETURN_IF_ERROR(spool->CreateJobDir(id));
@@ -41,6 +44,8 @@ class Spool {
   std::string InputPath(const std::string& id) const;
   std::string ResultsDir(const std::string& id) const;
   std::string ResultPath(const std::string& id, const std::string& name) const;
+  std::string ResultsPartialDir(const std::string& id) const;
+  std::string DatabasePath() const;
 
   // ALREADY_EXISTS when the directory is there already.
   absl::Status CreateJobDir(const std::string& id) const;
@@ -48,6 +53,13 @@ class Spool {
   absl::Status RemoveJobDir(const std::string& id) const;
   // Names of the directories under jobs/ (job ids, also those of earlier runs).
   std::vector<std::string> ListJobDirs() const;
+  // fsync of jobs/, so that the names of new job directories are durable.
+  absl::Status SyncJobsDir() const;
+  // Bytes of the regular files under the job's directory (0 when it does not exist).
+  uint64_t JobDiskBytes(const std::string& id) const;
+  // Renames ResultsPartialDir over ResultsDir and fsyncs the job directory, so that the
+  // results appear complete or not at all.
+  absl::Status PublishResults(const std::string& id) const;
 
  private:
   Spool(std::string root, int lock_fd) : root_(std::move(root)), lock_fd_(lock_fd) {}

@@ -135,6 +135,14 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
     const ServerOptions& options, core::AlgorithmRegistry registry) {
   TOMO_RETURN_IF_ERROR(CheckListenAddress(options.listen, options.allow_insecure_remote));
   TOMO_RETURN_IF_ERROR(CheckLimits(options.limits));
+  if (options.max_attempts < 1) {
+    return absl::InvalidArgumentError("--max_attempts: 0 is out of range [1, 2^32)");
+  }
+  if (options.result_ttl < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--result_ttl: ", absl::FormatDuration(options.result_ttl),
+                     " is negative; it must be >= 0 (0 keeps finished jobs until deleted)"));
+  }
   TOMO_ASSIGN_OR_RETURN(std::vector<core::DeviceInfo> devices, SelectDevices(options));
   std::unique_ptr<TomodServer> server(new TomodServer);
   server->options_ = options;
@@ -144,6 +152,9 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   JobManagerOptions manager_options;
   manager_options.limits = options.limits;
   manager_options.memory_budget_bytes = options.memory_budget_bytes;
+  manager_options.max_attempts = options.max_attempts;
+  manager_options.result_ttl = options.result_ttl;
+  manager_options.max_spool_bytes = options.max_spool_bytes;
   manager_options.devices = std::move(devices);
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);

@@ -55,6 +55,10 @@ struct ServerOptions {
   // --memory_budget_bytes: upper bound on the device memory one job may use (0: the
   // device's free memory); a job's JobSpec.memory_budget_bytes may lower it further.
   uint64_t memory_budget_bytes = 0;
+  // --max_attempts, --result_ttl, --max_spool_bytes: see JobManagerOptions.
+  uint32_t max_attempts = 3;
+  absl::Duration result_ttl = absl::ZeroDuration();
+  uint64_t max_spool_bytes = 0;
   int max_message_bytes = 16 << 20;
   absl::Duration shutdown_grace = absl::Seconds(5);
 };

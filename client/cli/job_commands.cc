@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/cli/cli_common.h"
 #include "client/cli/progress_bar.h"
 #include "client/job_spec_json.h"
@@ -130,24 +133,47 @@ struct SubmitArgs {
   int priority = 0;
   bool priority_set = false;
   std::string name;
+  std::string idempotency_key;
 };
+
+// 128 random bits in hex: a key no other invocation will pick.
+std::string NewIdempotencyKey() {
+  std::random_device random;
+  std::string key;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&key, absl::Hex(random(), absl::kZeroPad8));
+  return key;
+}
 
 int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(args.spec_path);
   if (!spec.ok()) return Fail("submit", spec.status());
   if (args.priority_set) spec->set_priority(args.priority);
   if (!args.name.empty()) spec->set_name(args.name);
+  // One key per invocation (unless given, or in the spec file): should the Submit be
+  // retried, tomod answers with the job it already has instead of making a second one.
+  if (!args.idempotency_key.empty()) {
+    spec->set_idempotency_key(args.idempotency_key);
+  } else if (spec->idempotency_key().empty()) {
+    spec->set_idempotency_key(NewIdempotencyKey());
+  }
   if (absl::Status sized = MatchDataSize(args.data_paths, &*spec); !sized.ok()) {
     return Fail("submit", sized);
   }
 
   TomoClient client(global.server);
   ProgressBar bar(ProgressWanted(global));
-  absl::StatusOr<v1::Job> job =
-      client.Submit(*spec, args.data_paths, [&](uint64_t sent, uint64_t total) {
-        bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
-                   absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
-      });
+  absl::StatusOr<v1::Job> job;
+  // A connection lost mid-upload (tomod restarting, say) is retried a few times: the key
+  // makes tomod answer with the job it may already have committed.
+  constexpr int kSubmitAttempts = 3;
+  for (int attempt = 1; attempt <= kSubmitAttempts; ++attempt) {
+    job = client.Submit(*spec, args.data_paths, [&](uint64_t sent, uint64_t total) {
+      bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
+                 absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
+    });
+    if (job.ok() || !absl::IsUnavailable(job.status()) || attempt == kSubmitAttempts) break;
+    absl::SleepFor(absl::Seconds(attempt));
+  }
   bar.Finish();
   if (!job.ok()) return FailRpc(global, "submit", job.status());
   std::cout << job->id() << std::endl;
@@ -400,6 +426,10 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
         },
         "overrides the spec's priority (higher runs first, -100..100)");
     sub->add_option("--name", args->name, "overrides the spec's name");
+    sub->add_option("--idempotency-key", args->idempotency_key,
+                    "submitting again with the same key returns the same job instead of a "
+                    "new one (at most 256 bytes; default: the spec's, else a fresh random "
+                    "key)");
     commands.push_back({sub, [g, args] { return RunSubmit(*g, *args); }});
   }
   {

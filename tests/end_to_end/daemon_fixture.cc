@@ -104,6 +104,15 @@ int DaemonTest::StopDaemon(absl::Duration timeout) {
   return *code;
 }
 
+void DaemonTest::KillDaemon() {
+  if (daemon_stopped_) return;
+  daemon_stopped_ = true;
+  tomod_.Signal(SIGKILL);
+  EXPECT_TRUE(tomod_.Wait(absl::Seconds(30)).has_value()) << "tomod survived SIGKILL";
+  std::error_code ignored;
+  fs::rename(tomod_log(), absl::StrCat(tomod_log(), ".", kills_++), ignored);
+}
+
 ProcessResult DaemonTest::Tomo(const std::vector<std::string>& args, absl::Duration timeout,
                                const std::vector<std::string>& env) {
   std::vector<std::string> argv = {"--server", server_};

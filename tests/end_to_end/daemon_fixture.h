@@ -36,6 +36,9 @@ class DaemonTest : public ::testing::Test {
   // SIGTERM, then waits; returns the exit code (-1 when it did not stop within timeout; it
   // is then killed).
   int StopDaemon(absl::Duration timeout = absl::Seconds(120));
+  // SIGKILL, as a crash: tomod cleans nothing up. Waits until it is gone; its log is kept
+  // as tomod.log.<n> (n = 0, 1, ...) so that StartDaemon's fresh log does not replace it.
+  void KillDaemon();
 
   // Runs tomo with --server pointing at the daemon, then args.
   ProcessResult Tomo(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,
@@ -59,6 +62,7 @@ class DaemonTest : public ::testing::Test {
   std::string server_;
   ChildProcess tomod_;
   bool daemon_stopped_ = true;
+  int kills_ = 0;
 };
 
 // True when stderr is exactly one line starting with "tomo: ".

@@ -1,7 +1,10 @@
 #include "server/job_manager.h"
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <limits>
+#include <random>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,8 +17,12 @@
 #include "core/devices/devices.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "server/job_id.h"
+#include "server/job_store.h"
 #include "server/spool.h"
 #include "test_jobs.h"
+#include "tests/core/random_seed.h"
 
 namespace tomo::server {
 namespace {
@@ -96,17 +103,41 @@ class RecordingWatcher final : public JobWatcher {
 class JobManagerTest : public ::testing::Test {
  protected:
   void StartManager(std::unique_ptr<core::Algorithm> fbp = nullptr, ServerLimits limits = {}) {
+    JobManagerOptions options;
+    options.limits = limits;
+    StartManagerWith(options, std::move(fbp));
+  }
+
+  // A fresh spool; options.devices is set to the CPU.
+  void StartManagerWith(JobManagerOptions options, std::unique_ptr<core::Algorithm> fbp = nullptr,
+                        bool paused = false) {
+    OpenSpool();
+    options_ = std::move(options);
+    StartOnSpool(std::move(fbp), paused);
+  }
+
+  void OpenSpool() {
     dir_ = NewTempDir("manager");
     auto spool = Spool::Open(dir_);
     ASSERT_TRUE(spool.ok()) << spool.status();
     spool_ = std::move(*spool);
+  }
+
+  // A manager on the existing spool and its database, as tomod starting again.
+  void StartOnSpool(std::unique_ptr<core::Algorithm> fbp = nullptr, bool paused = false) {
     registry_ = core::AlgorithmRegistry::WithBuiltins();
     if (fbp) registry_.Register("fbp", std::move(fbp));
-    JobManagerOptions options;
-    options.limits = limits;
-    options.devices = {core::CpuDevice()};
-    manager_ = std::make_unique<JobManager>(options, *spool_, registry_);
-    ASSERT_TRUE(manager_->Start().ok());
+    options_.devices = {core::CpuDevice()};
+    manager_ = std::make_unique<JobManager>(options_, *spool_, registry_);
+    manager_->SetSchedulingPaused(paused);
+    absl::Status started = manager_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+  }
+
+  void RestartManager(std::unique_ptr<core::Algorithm> fbp = nullptr, bool paused = false) {
+    manager_->Shutdown();
+    manager_.reset();
+    StartOnSpool(std::move(fbp), paused);
   }
 
   void TearDown() override {
@@ -158,6 +189,7 @@ class JobManagerTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<Spool> spool_;
+  JobManagerOptions options_;
   core::AlgorithmRegistry registry_;
   std::unique_ptr<JobManager> manager_;
 };
@@ -468,6 +500,342 @@ TEST_F(JobManagerTest, ShutdownCancelsRunningJobsAndClosesWatches) {
   EXPECT_THAT(running_watcher.events().back().message(), HasSubstr("shutting down"));
   EXPECT_EQ(queued_watcher.closed().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(manager_->BeginUpload(SmallSpec()).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// ---------------------------------------------------------------- durability
+
+// Finite random line integrals for spec (any finite input reconstructs).
+std::string RandomSinogram(const pb::JobSpec& spec, std::mt19937_64& random) {
+  std::vector<float> values(spec.input().size_bytes() / sizeof(float));
+  std::uniform_real_distribution<float> value(0.0f, 4.0f);
+  for (float& v : values) v = value(random);
+  return std::string(reinterpret_cast<const char*>(values.data()), spec.input().size_bytes());
+}
+
+::testing::AssertionResult SameJob(const pb::Job& a, const pb::Job& b) {
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.ReportDifferencesToString(&diff);
+  if (differencer.Compare(a, b)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "job " << a.id() << " differs: " << diff;
+}
+
+TEST_F(JobManagerTest, RestartRestoresEveryState) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  StartManager();
+
+  pb::JobSpec good = SmallSpec(16 + random() % 32, 8 + random() % 16, 16);
+  good.set_idempotency_key(absl::StrCat("restart-", random()));
+  auto succeeded = Submit(good, RandomSinogram(good, random));
+  ASSERT_TRUE(succeeded.ok()) << succeeded.status();
+  WaitForState(succeeded->id(), pb::JOB_STATE_SUCCEEDED);
+
+  pb::JobSpec bad = SmallSpec(16 + random() % 32, 8 + random() % 16, 16);
+  std::string nan_data = RandomSinogram(bad, random);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(&nan_data[4 * (random() % (nan_data.size() / 4))], &nan, 4);
+  auto failed = Submit(bad, nan_data);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  WaitForState(failed->id(), pb::JOB_STATE_FAILED);
+
+  auto deleted = SubmitSmall();
+  ASSERT_TRUE(deleted.ok());
+  WaitForState(deleted->id(), pb::JOB_STATE_SUCCEEDED);
+  ASSERT_TRUE(manager_->DeleteJob(deleted->id()).ok());
+
+  manager_->SetSchedulingPaused(true);
+  auto cancelled = SubmitSmall();
+  ASSERT_TRUE(cancelled.ok());
+  ASSERT_TRUE(manager_->CancelJob(cancelled->id()).ok());
+
+  // Queued jobs, told apart by their detector count; they must run in priority order
+  // (FIFO within a priority) after the restart too.
+  struct Queued {
+    std::string id;
+    int32_t priority;
+    int64_t detectors;
+  };
+  std::vector<Queued> queued;
+  const int queued_count = 3 + static_cast<int>(random() % 4);
+  for (int i = 0; i < queued_count; ++i) {
+    const int32_t priority = static_cast<int32_t>(random() % 5) - 2;
+    auto job = SubmitSmall(static_cast<uint32_t>(20 + i), priority);
+    ASSERT_TRUE(job.ok()) << job.status();
+    queued.push_back({job->id(), priority, 20 + i});
+  }
+  std::vector<int64_t> expected_order;
+  std::vector<Queued> by_priority = queued;
+  std::stable_sort(by_priority.begin(), by_priority.end(),
+                   [](const Queued& a, const Queued& b) { return a.priority > b.priority; });
+  for (const Queued& q : by_priority) expected_order.push_back(q.detectors);
+
+  auto before = manager_->ListJobs({});
+  ASSERT_TRUE(before.ok());
+  const uint64_t used_before = manager_->spool_used_bytes();
+
+  std::vector<int64_t> order;
+  absl::Mutex mu;
+  RestartManager(std::make_unique<RecordingAlgorithm>(&order, &mu), /*paused=*/true);
+
+  auto after = manager_->ListJobs({});
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->jobs_size(), before->jobs_size());
+  for (int i = 0; i < before->jobs_size(); ++i) {
+    EXPECT_TRUE(SameJob(after->jobs(i), before->jobs(i)));
+  }
+  EXPECT_EQ(manager_->GetJob(deleted->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(manager_->spool_used_bytes(), used_before);
+  EXPECT_EQ(manager_->queue_length(), static_cast<size_t>(queued_count));
+
+  // The finished result is still there, byte for byte.
+  pb::Job done = *manager_->GetJob(succeeded->id());
+  auto result = manager_->FindResult(succeeded->id(), "");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(Crc32(testing::ReadFile(result->path)), done.results(0).crc32());
+  EXPECT_THAT(manager_->GetJob(failed->id())->error(), HasSubstr("is not finite"));
+
+  // The idempotency key is known across the restart: no second job.
+  auto again = manager_->BeginUpload(good);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE((*again)->existing_job().has_value());
+  EXPECT_EQ((*again)->existing_job()->id(), succeeded->id());
+  EXPECT_EQ(ListedJobCount(), static_cast<size_t>(before->jobs_size()));
+
+  // A late watcher gets the restored state with the sequence continued.
+  RecordingWatcher watcher;
+  ASSERT_TRUE(manager_->Watch(queued[0].id, &watcher).ok());
+  ASSERT_EQ(watcher.events().size(), 1u);
+  EXPECT_EQ(watcher.events()[0].state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(watcher.events()[0].sequence(), 2u);  // UPLOADING 1, QUEUED 2
+
+  manager_->SetSchedulingPaused(false);
+  for (const Queued& q : queued) {
+    pb::Job job = WaitForState(q.id, pb::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(job.attempts(), 1u);
+  }
+  ASSERT_TRUE(watcher.WaitForEnd());
+  EXPECT_EQ(watcher.events()[1].sequence(), 3u);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, expected_order);
+}
+
+TEST_F(JobManagerTest, RecoveryAfterACrashRerunsFailsCancelsAndCleansUp) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  OpenSpool();
+  options_.max_attempts = 2 + static_cast<uint32_t>(random() % 3);
+  const pb::JobSpec spec = SmallSpec(16 + random() % 16, 8 + random() % 8, 16);
+  const std::string data = RandomSinogram(spec, random);
+
+  // The database and spool as a SIGKILL may leave them.
+  std::string uploading, queued, interrupted, exhausted, cancelling, succeeded, stray;
+  const std::string result_bytes = RandomSinogram(SmallSpec(16, 16, 16), random);
+  {
+    auto store = JobStore::Open(spool_->DatabasePath());
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto put = [&](pb::JobState state, uint32_t attempts, bool cancel_requested,
+                   const std::string& input) {
+      StoredJob record;
+      record.job.set_id(NewJobId());
+      record.job.set_state(state);
+      *record.job.mutable_spec() = spec;
+      record.job.set_input_bytes(data.size());
+      record.job.set_attempts(attempts);
+      record.job.mutable_created()->set_seconds(absl::ToUnixSeconds(absl::Now()));
+      record.cancel_requested = cancel_requested;
+      record.event_sequence = 3;
+      if (state == pb::JOB_STATE_SUCCEEDED) {
+        record.job.mutable_finished()->set_seconds(absl::ToUnixSeconds(absl::Now()));
+        pb::ResultFile* file = record.job.add_results();
+        file->set_name("volume.raw");
+        file->set_format(pb::OUTPUT_FORMAT_RAW_FLOAT32);
+        file->set_size_bytes(result_bytes.size());
+        file->set_crc32(Crc32(result_bytes));
+      }
+      EXPECT_TRUE((*store)->Put(record).ok());
+      EXPECT_TRUE(spool_->CreateJobDir(record.job.id()).ok());
+      testing::WriteFile(spool_->InputPath(record.job.id()), input);
+      return record.job.id();
+    };
+    uploading = put(pb::JOB_STATE_UPLOADING, 0, false, data.substr(0, data.size() / 2));
+    queued = put(pb::JOB_STATE_QUEUED, 0, false, data);
+    interrupted = put(pb::JOB_STATE_RUNNING, options_.max_attempts - 1, false, data);
+    exhausted = put(pb::JOB_STATE_RUNNING, options_.max_attempts, false, data);
+    cancelling = put(pb::JOB_STATE_RUNNING, 1, true, data);
+    succeeded = put(pb::JOB_STATE_SUCCEEDED, 1, false, data);
+    std::filesystem::create_directories(spool_->ResultsDir(succeeded));
+    testing::WriteFile(spool_->ResultPath(succeeded, "volume.raw"), result_bytes);
+    // The interrupted run had written half a result, and published a stale one.
+    std::filesystem::create_directories(spool_->ResultsPartialDir(interrupted));
+    testing::WriteFile(spool_->ResultsPartialDir(interrupted) + "/volume.raw", "half");
+    std::filesystem::create_directories(spool_->ResultsDir(interrupted));
+    testing::WriteFile(spool_->ResultPath(interrupted, "volume.raw"), "stale");
+    // A directory whose upload never got a record.
+    stray = NewJobId();
+    ASSERT_TRUE(spool_->CreateJobDir(stray).ok());
+    testing::WriteFile(spool_->InputPath(stray), "x");
+  }
+
+  StartOnSpool(nullptr, /*paused=*/true);
+  EXPECT_EQ(manager_->GetJob(uploading).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(spool_->JobDir(uploading)));
+  EXPECT_FALSE(std::filesystem::exists(spool_->JobDir(stray)));
+  EXPECT_EQ(manager_->GetJob(queued)->state(), pb::JOB_STATE_QUEUED);
+  pb::Job requeued = *manager_->GetJob(interrupted);
+  EXPECT_EQ(requeued.state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(requeued.attempts(), options_.max_attempts - 1);
+  EXPECT_FALSE(std::filesystem::exists(spool_->ResultsDir(interrupted)));
+  EXPECT_FALSE(std::filesystem::exists(spool_->ResultsPartialDir(interrupted)));
+  pb::Job gave_up = *manager_->GetJob(exhausted);
+  EXPECT_EQ(gave_up.state(), pb::JOB_STATE_FAILED);
+  EXPECT_THAT(gave_up.error(),
+              AllOf(HasSubstr(absl::StrCat("each of the job's ", options_.max_attempts, " runs")),
+                    HasSubstr(absl::StrCat("--max_attempts is ", options_.max_attempts))));
+  EXPECT_TRUE(gave_up.has_finished());
+  EXPECT_EQ(manager_->GetJob(cancelling)->state(), pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(manager_->queue_length(), 2u);
+  auto kept = manager_->FindResult(succeeded, "volume.raw");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(testing::ReadFile(kept->path), result_bytes);
+
+  manager_->SetSchedulingPaused(false);
+  WaitForState(queued, pb::JOB_STATE_SUCCEEDED);
+  pb::Job rerun = WaitForState(interrupted, pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(rerun.attempts(), options_.max_attempts);
+  auto result = manager_->FindResult(interrupted, "");
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(Crc32(testing::ReadFile(result->path)), rerun.results(0).crc32());
+  EXPECT_NE(testing::ReadFile(result->path), "stale");
+
+  // What recovery decided is durable: a second restart finds the same.
+  RestartManager();
+  EXPECT_EQ(manager_->GetJob(exhausted)->state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(manager_->GetJob(cancelling)->state(), pb::JOB_STATE_CANCELLED);
+  EXPECT_TRUE(SameJob(*manager_->GetJob(interrupted), rerun));
+}
+
+TEST_F(JobManagerTest, IdempotencyKeyGivesTheSameJob) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  StartManager();
+  manager_->SetSchedulingPaused(true);
+  pb::JobSpec spec = SmallSpec(16 + random() % 16, 8 + random() % 8, 16);
+  spec.set_idempotency_key(absl::StrCat("key-", random()));
+  const std::string data = RandomSinogram(spec, random);
+  auto first = Submit(spec, data);
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  auto again = Submit(spec, data);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id(), first->id());
+  EXPECT_EQ(ListedJobCount(), 1u);
+  EXPECT_EQ(SpoolJobCount(), 1u);
+
+  pb::JobSpec other = spec;
+  other.set_priority(other.priority() + 1);
+  auto reused = manager_->BeginUpload(other);
+  EXPECT_EQ(reused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(reused.status().message(),
+              AllOf(HasSubstr(absl::StrCat("idempotency_key: \"", spec.idempotency_key(), "\"")),
+                    HasSubstr(first->id())));
+
+  // Two uploads with one key at once: the first to commit is the job for both.
+  pb::JobSpec raced = spec;
+  raced.set_idempotency_key(absl::StrCat("race-", random()));
+  auto a = manager_->BeginUpload(raced);
+  auto b = manager_->BeginUpload(raced);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE((*a)->job_id(), (*b)->job_id());
+  ASSERT_TRUE((*a)->Append(data).ok());
+  ASSERT_TRUE((*b)->Append(data).ok());
+  auto b_job = (*b)->Commit(data.size(), Crc32(data));
+  auto a_job = (*a)->Commit(data.size(), Crc32(data));
+  ASSERT_TRUE(a_job.ok() && b_job.ok()) << a_job.status() << " " << b_job.status();
+  EXPECT_EQ(a_job->id(), b_job->id());
+  EXPECT_EQ(a_job->id(), (*b)->job_id());
+  EXPECT_EQ(ListedJobCount(), 2u);
+  EXPECT_EQ(SpoolJobCount(), 2u);
+  EXPECT_EQ(manager_->queue_length(), 2u);
+
+  // A deleted job frees its key.
+  ASSERT_TRUE(manager_->CancelJob(first->id()).ok());
+  ASSERT_TRUE(manager_->DeleteJob(first->id()).ok());
+  auto fresh = Submit(spec, data);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_NE(fresh->id(), first->id());
+}
+
+TEST_F(JobManagerTest, FinishedJobsExpireAfterTheTtl) {
+  JobManagerOptions options;
+  options.result_ttl = absl::Milliseconds(300);
+  options.sweep_interval = absl::Milliseconds(20);
+  StartManagerWith(options);
+  auto done = SubmitSmall();
+  ASSERT_TRUE(done.ok());
+  pb::Job finished = WaitForState(done->id(), pb::JOB_STATE_SUCCEEDED);
+  manager_->SetSchedulingPaused(true);
+  auto waiting = SubmitSmall();
+  ASSERT_TRUE(waiting.ok());
+
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (manager_->GetJob(done->id()).ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Time gone = absl::Now();
+  EXPECT_EQ(manager_->GetJob(done->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_GE(gone - absl::FromUnixSeconds(finished.finished().seconds()) -
+                absl::Nanoseconds(finished.finished().nanos()),
+            options.result_ttl);
+  // The files go right after the record (outside the manager's lock).
+  while (std::filesystem::exists(spool_->JobDir(done->id())) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_FALSE(std::filesystem::exists(spool_->JobDir(done->id())));
+  // Only finished jobs expire.
+  EXPECT_EQ(manager_->GetJob(waiting->id())->state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(manager_->spool_used_bytes(), waiting->input_bytes());
+
+  RestartManager(nullptr, /*paused=*/true);
+  EXPECT_EQ(manager_->GetJob(done->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ListedJobCount(), 1u);
+}
+
+TEST_F(JobManagerTest, SpoolLimitRefusesUploadsNamingLimitAndUsage) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const pb::JobSpec spec = SmallSpec(16 + random() % 32, 8 + random() % 16, 16);
+  const uint64_t input = spec.input().size_bytes();
+  JobManagerOptions options;
+  options.max_spool_bytes = 2 * input + random() % input;
+  StartManagerWith(options, nullptr, /*paused=*/true);
+  const std::string data(input, '\0');
+  auto a = Submit(spec, data);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // An upload in progress holds its room.
+  auto b = manager_->BeginUpload(spec);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(manager_->spool_used_bytes(), 2 * input);
+  auto refused = manager_->BeginUpload(spec);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              AllOf(HasSubstr("--max_spool_bytes"),
+                    HasSubstr(absl::StrCat("limit of ", options.max_spool_bytes, " bytes")),
+                    HasSubstr(absl::StrCat(2 * input, " bytes are in use")),
+                    HasSubstr(absl::StrCat("input.size_bytes ", input))));
+  b->reset();  // abandoned: its room is free again
+  EXPECT_EQ(manager_->spool_used_bytes(), input);
+  auto c = Submit(spec, data);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(manager_->BeginUpload(spec).status().code(), absl::StatusCode::kResourceExhausted);
+  // Deleting a job frees its room at once.
+  ASSERT_TRUE(manager_->CancelJob(a->id()).ok());
+  ASSERT_TRUE(manager_->DeleteJob(a->id()).ok());
+  EXPECT_TRUE(Submit(spec, data).ok());
 }
 
 }  // namespace

@@ -78,6 +78,13 @@ std::string ReadFile(const std::string& path) {
   return buffer.str();
 }
 
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  out.close();
+  EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
 absl::StatusOr<core::Array3D> BlockingAlgorithm::Run(const core::ReconstructionRequest&,
                                                      const core::Array3D&, core::Backend&,
                                                      const core::RunContext& context) const {

@@ -19,6 +19,8 @@ uint32_t Crc32(const std::string& bytes);
 // A new empty directory under the test's temporary directory.
 std::string NewTempDir(const std::string& name);
 std::string ReadFile(const std::string& path);
+// Creates or truncates path with bytes; a failure fails the test.
+void WriteFile(const std::string& path, const std::string& bytes);
 
 // Reports progress once (stage "blocking", fraction 0.5, iteration 1 of 2), then waits for
 // cancellation (CANCELLED) for at most 30 s (then DEADLINE_EXCEEDED).

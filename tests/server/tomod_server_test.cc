@@ -159,6 +159,15 @@ TEST(TomodServerTest, RefusesInsecureRemoteAndBadLimits) {
   options = TestOptions("refuse");
   options.limits.max_queue_length = 0;
   EXPECT_THAT(TomodServer::Start(options).status().message(), HasSubstr("--max_queue_length"));
+  options = TestOptions("refuse");
+  options.max_attempts = 0;
+  EXPECT_THAT(TomodServer::Start(options).status().message(),
+              HasSubstr("--max_attempts: 0 is out of range [1, 2^32)"));
+  options = TestOptions("refuse");
+  options.result_ttl = absl::Seconds(-5);
+  absl::Status negative = TomodServer::Start(options).status();
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.message(), HasSubstr("--result_ttl: -5s is negative"));
 }
 
 TEST(TomodServerTest, PortInUseIsUnavailable) {
