@@ -44,6 +44,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -57,11 +58,13 @@
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "core/algorithms/fdk.h"
+#include "core/base/parallel_for.h"
 #include "core/devices/devices.h"
 #include "core/filters/ramp_filter.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_filtered_back_projection.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "core/operators/cuda/parallel_2d_kernels.h"
@@ -332,6 +335,7 @@ absl::StatusOr<Result> RunCase(const BenchCase& c, VectorSampler sampler, int va
 // Also the floor it is measured against: one plain pageable copy of the projections to
 // device 0 (upload_s).
 struct EndToEndFdk {
+  int64_t side = 0;  // volume side
   int devices = 0;
   double median_s = 0, upload_s = 0;
   // The first backend's FilterAndBackProject alone (whole volume, the weights given), i.e.
@@ -339,6 +343,11 @@ struct EndToEndFdk {
   double operator_s = 0;
   // Of the last run: from the start to Fdk's "back projection" stage (host weights).
   double weights_s = 0;
+  core::cuda::FilterAndBackProjectProfile profile;
+  std::string events;  // Fdk's progress events of the last run, with their times
+  // All the projections' bytes copied by the host's threads into page-locked memory, and
+  // from page-locked memory to device 0.
+  double gather_s = 0, pinned_copy_s = 0;
 };
 
 absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices, int repeats,
@@ -372,10 +381,14 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
     core::RunContext context;
     double back_projection_starts = -1;
     const auto t0 = std::chrono::steady_clock::now();
+    std::string events;
+    std::mutex events_mu;
     context.on_progress = [&](const core::ProgressUpdate& update) {
+      const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::lock_guard<std::mutex> lock(events_mu);
+      absl::StrAppend(&events, " ", update.stage, " ", update.fraction, " @", at * 1e3, "ms;");
       if (back_projection_starts < 0 && update.stage == "back projection") {
-        back_projection_starts =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        back_projection_starts = at;
       }
     };
     TOMO_ASSIGN_OR_RETURN(core::Array3D reconstruction,
@@ -384,6 +397,7 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
       times.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       result.weights_s = back_projection_starts;
+      result.events = events;
     }
   }
   std::sort(times.begin(), times.end());
@@ -401,6 +415,15 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
                                                           reconstruction));
     result.operator_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The same through the device function, for its profile (own staging, made first).
+    TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
+    core::cuda::PinnedStaging staging;
+    for (int run = 0; run < 2; ++run) {
+      TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
+          stream.get(), geometry, volume, projections, ramp, weights,
+          BackProjectionWeighting::kFdk, reconstruction, &staging,
+          core::cuda::kFilterAndBackProjectChunkBytes, &result.profile));
+    }
   }
   {
     TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
@@ -412,6 +435,26 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
                                               stream.get()));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
     result.upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The two halves of a staged upload, each over all the projections' bytes: the
+    // threads' copy into a page-locked buffer, and the copy engine's copy out of it.
+    constexpr int64_t kStage = int64_t{64} << 20;  // floats (256 MiB)
+    TOMO_ASSIGN_OR_RETURN(auto pinned, core::cuda::PinnedBuffer<float>::Allocate(kStage));
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < projections.size(); i += kStage) {
+      core::ParallelCopy(projections.data() + i, std::min(kStage, projections.size() - i),
+                         pinned.get());
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < projections.size(); i += kStage) {
+      const int64_t n = std::min(kStage, projections.size() - i);
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_projections.get() + i, pinned.get(),
+                                                static_cast<size_t>(n) * sizeof(float),
+                                                cudaMemcpyHostToDevice, stream.get()));
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    const auto t3 = std::chrono::steady_clock::now();
+    result.gather_s = std::chrono::duration<double>(t2 - t1).count();
+    result.pinned_copy_s = std::chrono::duration<double>(t3 - t2).count();
   }
   return result;
 }
@@ -433,10 +476,13 @@ std::string Json(const std::vector<Result>& results, const std::string& device,
   }
   absl::StrAppend(&out, "  ],\n  \"fdk1_end_to_end\": [");
   for (size_t i = 0; i < fdk_e2e.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "", "{\"devices\": ", fdk_e2e[i].devices,
+    absl::StrAppend(&out, i ? ", " : "", "{\"volume\": ", fdk_e2e[i].side,
+                    ", \"devices\": ", fdk_e2e[i].devices,
                     ", \"median_s\": ", fdk_e2e[i].median_s, ", \"weights_s\": ",
                     fdk_e2e[i].weights_s, ", \"operator_s\": ",
-                    fdk_e2e[i].operator_s, ", \"upload_s\": ", fdk_e2e[i].upload_s, "}");
+                    fdk_e2e[i].operator_s, ", \"upload_s\": ", fdk_e2e[i].upload_s,
+                    ", \"gather_s\": ", fdk_e2e[i].gather_s, ", \"pinned_copy_s\": ",
+                    fdk_e2e[i].pinned_copy_s, "}");
   }
   absl::StrAppend(&out, "]\n}\n");
   return out;
@@ -454,6 +500,11 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--cases", cases_text, "comma-separated case names (default: all)");
   app.add_flag("--e2e,!--no-e2e", e2e, "also time CudaBackend from host arrays");
+  std::vector<int64_t> fdk_sides = {512};
+  app.add_option("--fdk-sides", fdk_sides,
+                 "volume sides for FDK case 1 end to end (same field of view), e.g. 512,1024")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{16}, int64_t{2048}));
   app.add_flag("--exact,!--no-exact", exact,
                "also time the exact (plain-load) sampler of the back projector");
   CLI11_PARSE(app, argc, argv);
@@ -544,10 +595,15 @@ int Main(int argc, char** argv) {
   std::vector<EndToEndFdk> fdk_e2e;
   const bool want_fdk = e2e && (wanted.empty() || std::find(wanted.begin(), wanted.end(),
                                                             "fdk1-total") != wanted.end());
-  if (want_fdk) {
+  for (int64_t side : fdk_sides) {
+    if (!want_fdk) break;
     const std::vector<BenchCase> all = AllCases();
-    const BenchCase fdk_case = *std::find_if(
+    BenchCase fdk_case = *std::find_if(
         all.begin(), all.end(), [](const BenchCase& c) { return c.name == "fdk1-total"; });
+    // The same field of view (256 mm) at a finer grid: the back projection grows with the
+    // voxels, the transfers stay.
+    fdk_case.voxel_mm *= static_cast<double>(fdk_case.n) / static_cast<double>(side);
+    fdk_case.n = side;
     std::vector<int> counts = {1};
     if (devices.size() > 1) counts.push_back(static_cast<int>(devices.size()));
     for (int count : counts) {
@@ -557,11 +613,20 @@ int Main(int argc, char** argv) {
                      std::string(r.status().message()).c_str());
         return 1;
       }
-      std::printf("fdk1-e2e     %d device(s): Fdk from host arrays %.1f ms median (host weights "
-                  "%.1f ms; the first device's FilterAndBackProject alone %.1f ms); one "
-                  "pageable upload of the projections %.1f ms\n",
-                  r->devices, r->median_s * 1e3, r->weights_s * 1e3, r->operator_s * 1e3,
-                  r->upload_s * 1e3);
+      std::printf("fdk1-e2e     %lld^3, %d device(s): Fdk from host arrays %.1f ms median (host weights "
+                  "%.1f ms; the first device's FilterAndBackProject alone %.1f ms); the "
+                  "projections' upload: pageable %.1f ms, or host threads into pinned %.1f ms "
+                  "and pinned to device %.1f ms\n",
+                  static_cast<long long>(side), r->devices, r->median_s * 1e3,
+                  r->weights_s * 1e3, r->operator_s * 1e3,
+                  r->upload_s * 1e3, r->gather_s * 1e3, r->pinned_copy_s * 1e3);
+      r->side = side;
+      std::printf("             the operator's parts (device 0, whole volume, band of %lld rows, "
+                  "%lld views per chunk): set-up %.1f ms, chunks %.1f ms, download %.1f ms\n",
+                  static_cast<long long>(r->profile.band_rows),
+                  static_cast<long long>(r->profile.chunk_views), r->profile.setup_s * 1e3,
+                  r->profile.chunks_s * 1e3, r->profile.download_s * 1e3);
+      std::printf("             progress:%s\n", r->events.c_str());
       fdk_e2e.push_back(*r);
     }
   }

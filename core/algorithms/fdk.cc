@@ -219,8 +219,8 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
           Array3D slab_data(slab_volume->dims());
           status = run_slab(backend, *slab_volume, slab_data);
           if (status.ok()) {
-            std::copy(slab_data.data(), slab_data.data() + slab_data.size(),
-                      result.data() + slab.first_slice * slice_size);
+            ParallelCopy(slab_data.data(), slab_data.size(),
+                         result.data() + slab.first_slice * slice_size);
           }
         }
       }

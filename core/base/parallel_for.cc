@@ -1,6 +1,7 @@
 #include "core/base/parallel_for.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -37,6 +38,37 @@ void ParallelFor(int64_t count, const std::function<void(int64_t, int64_t)>& bod
   }
   body(0, first_chunk_end);
   for (std::thread& t : pool) t.join();
+}
+
+namespace {
+
+// Below this many values one thread fills or copies faster than threads start.
+constexpr int64_t kParallelValues = int64_t{1} << 22;
+// Contiguous blocks handed to the threads: 16 MiB of floats.
+constexpr int64_t kBlockValues = int64_t{1} << 22;
+
+// body(begin, end) over [0, count) in blocks, on several threads when count is large.
+void ForBlocks(int64_t count, const std::function<void(int64_t, int64_t)>& body) {
+  if (count < kParallelValues) {
+    body(0, count);
+    return;
+  }
+  const int64_t blocks = (count + kBlockValues - 1) / kBlockValues;
+  ParallelFor(blocks, [&](int64_t first, int64_t end) {
+    body(first * kBlockValues, std::min(count, end * kBlockValues));
+  });
+}
+
+}  // namespace
+
+void ParallelFill(float* to, int64_t count, float value) {
+  ForBlocks(count, [&](int64_t begin, int64_t end) { std::fill(to + begin, to + end, value); });
+}
+
+void ParallelCopy(const float* from, int64_t count, float* to) {
+  ForBlocks(count, [&](int64_t begin, int64_t end) {
+    std::memcpy(to + begin, from + begin, static_cast<size_t>(end - begin) * sizeof(float));
+  });
 }
 
 }  // namespace tomo::core

@@ -30,9 +30,8 @@ struct Dims3 {
 class Array3D {
  public:
   Array3D() = default;
-  // Filled with `fill`; large arrays are filled by several threads, so that their pages
-  // are first touched (faulted in) in parallel: a 512^3 volume costs about 0.3 s to fault
-  // in on one thread of the H100 machine.
+  // Filled with `fill`, by several threads for large arrays (ParallelFill: their pages are
+  // faulted in in parallel).
   explicit Array3D(Dims3 dims, float fill = 0.0f) : dims_(dims), values_(Count(dims)) {
     Fill(fill);
   }

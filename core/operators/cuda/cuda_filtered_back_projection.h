@@ -13,8 +13,9 @@
 //
 // With `staging` (two page-locked buffers the backend keeps between calls), the host
 // gathers each chunk's band rows into one with all its cores and the copy engine reads it
-// at the link's speed; without, the copies go from pageable memory (the driver stages them
-// with one thread, about 7 GB/s on the H100 machine).
+// at the link's speed, and the volume comes back through them the same way; without, the
+// copies go from and to pageable memory (the driver stages them with one thread, about
+// 7 GB/s on the H100 machine).
 //
 // The caller holds the device current (ScopedDevice) and has checked the operands.
 // Pixel weights that differ between views are the caller's to apply (this path keeps one
@@ -48,13 +49,22 @@ struct PinnedStaging {
   std::array<PinnedBuffer<float>, 2> buffers;
 };
 
+// Where a call's wall time went, for benchmarks: set-up (buffers, projector, filter plans),
+// the chunks (uploads, filters and back projections, until the device is done), the
+// volume's download.
+struct FilterAndBackProjectProfile {
+  double setup_s = 0, chunks_s = 0, download_s = 0;
+  int64_t band_rows = 0, chunk_views = 0;
+};
+
 // staging: null for pageable copies. chunk_bytes: for tests (many chunks from small data);
-// at least one view per chunk.
+// at least one view per chunk. profile: null, or filled.
 absl::Status FilterAndBackProjectOnDevice(
     cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     Array3D& volume, PinnedStaging* staging,
-    int64_t chunk_bytes = kFilterAndBackProjectChunkBytes);
+    int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
+    FilterAndBackProjectProfile* profile = nullptr);
 
 }  // namespace tomo::core::cuda

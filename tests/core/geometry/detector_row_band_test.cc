@@ -67,7 +67,9 @@ TEST(DetectorRowBandTest, BandRowsAloneGiveTheSameBackProjection) {
                 static_cast<long long>(c.geometry.rows()));
     ASSERT_GE(band.count, 1);
     ASSERT_LE(band.first + band.count, c.geometry.rows());
-    if (c.narrower) EXPECT_LT(band.count, c.geometry.rows());
+    if (c.narrower) {
+      EXPECT_LT(band.count, c.geometry.rows());
+    }
     auto band_geometry = RowBandGeometry(c.geometry, band);
     ASSERT_TRUE(band_geometry.ok()) << band_geometry.status();
 
