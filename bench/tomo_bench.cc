@@ -59,6 +59,7 @@
 #include "core/base/status_macros.h"
 #include "core/algorithms/fdk.h"
 #include "core/base/parallel_for.h"
+#include "core/algorithms/slab_plan.h"
 #include "core/devices/devices.h"
 #include "core/filters/ramp_filter.h"
 #include "core/geometry/parallel_geometry_2d.h"
@@ -343,7 +344,7 @@ struct EndToEndFdk {
   double operator_s = 0;
   // Of the last run: from the start to Fdk's "back projection" stage (host weights).
   double weights_s = 0;
-  core::cuda::FilterAndBackProjectProfile profile;
+  core::cuda::FilterAndBackProjectProfile profile, half_profile;
   std::string events;  // Fdk's progress events of the last run, with their times
   // All the projections' bytes copied by the host's threads into page-locked memory, and
   // from page-locked memory to device 0.
@@ -423,6 +424,16 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
           stream.get(), geometry, volume, projections, ramp, weights,
           BackProjectionWeighting::kFdk, reconstruction, &staging,
           core::cuda::kFilterAndBackProjectChunkBytes, &result.profile));
+    }
+    // The upper half of the volume alone (what each of two devices gets).
+    TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry half,
+                          core::SlabVolume(volume, core::Slab{c.n / 2, c.n / 2}));
+    core::Array3D half_volume(half.dims());
+    for (int run = 0; run < 2; ++run) {
+      TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
+          stream.get(), geometry, half, projections, ramp, weights,
+          BackProjectionWeighting::kFdk, half_volume, &staging,
+          core::cuda::kFilterAndBackProjectChunkBytes, &result.half_profile));
     }
   }
   {
@@ -626,6 +637,11 @@ int Main(int argc, char** argv) {
                   static_cast<long long>(r->profile.band_rows),
                   static_cast<long long>(r->profile.chunk_views), r->profile.setup_s * 1e3,
                   r->profile.chunks_s * 1e3, r->profile.download_s * 1e3);
+      std::printf("             the upper half alone (band of %lld rows): set-up %.1f ms, chunks "
+                  "%.1f ms, download %.1f ms\n",
+                  static_cast<long long>(r->half_profile.band_rows),
+                  r->half_profile.setup_s * 1e3, r->half_profile.chunks_s * 1e3,
+                  r->half_profile.download_s * 1e3);
       std::printf("             progress:%s\n", r->events.c_str());
       fdk_e2e.push_back(*r);
     }

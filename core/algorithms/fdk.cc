@@ -167,7 +167,8 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
     }
   }
 
-  Array3D result(volume.dims());
+  // Every voxel of the result and of a slab is written by its back projection.
+  Array3D result = Array3D::Uninitialized(volume.dims());
   const int64_t slice_size = volume.size().x * volume.size().y;
   const int64_t steps = static_cast<int64_t>(plan.slabs.size() * inputs.size());
   std::mutex mu;  // guards steps_done, error and the progress reports
@@ -180,7 +181,11 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
   auto run_slab = [&](Backend& backend, const VolumeGeometry& slab_volume,
                       Array3D& target) -> absl::Status {
     Array3D part;
-    if (inputs.size() > 1) part = Array3D(slab_volume.dims());
+    if (inputs.size() > 1) {
+      // The chunks' back projections are summed into target, which starts unset.
+      part = Array3D::Uninitialized(slab_volume.dims());
+      ParallelFill(target.data(), target.size(), 0.0f);
+    }
     for (const ChunkInput& input : inputs) {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
       if (failed.load()) return absl::OkStatus();  // another thread reports its error
@@ -216,7 +221,7 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
         absl::StatusOr<VolumeGeometry> slab_volume = SlabVolume(volume, slab);
         status = slab_volume.status();
         if (status.ok()) {
-          Array3D slab_data(slab_volume->dims());
+          Array3D slab_data = Array3D::Uninitialized(slab_volume->dims());
           status = run_slab(backend, *slab_volume, slab_data);
           if (status.ok()) {
             ParallelCopy(slab_data.data(), slab_data.size(),

@@ -35,6 +35,15 @@ class Array3D {
   explicit Array3D(Dims3 dims, float fill = 0.0f) : dims_(dims), values_(Count(dims)) {
     Fill(fill);
   }
+  // Contents unspecified: for outputs that are then written in full (a volume a back
+  // projection overwrites), which saves a pass over the memory; its pages are first
+  // touched by whoever writes them.
+  static Array3D Uninitialized(Dims3 dims) {
+    Array3D array;
+    array.dims_ = dims;
+    array.values_.resize(Count(dims));
+    return array;
+  }
   Array3D(Array3D&&) noexcept = default;
   Array3D& operator=(Array3D&&) noexcept = default;
   Array3D(const Array3D&) = delete;
@@ -57,13 +66,20 @@ class Array3D {
 
  private:
   // Leaves elements uninitialised when the vector is sized, so that the constructor's
-  // (parallel) fill or Clone's (parallel) copy is the first touch.
+  // (parallel) fill or Clone's (parallel) copy is the first touch; and backs large arrays
+  // with transparent huge pages where the kernel offers them (AllocateLarge): a 4 GB volume
+  // is a million 4 KiB page faults, which made multi-GPU FDK host-bound (bench/NOTES.md).
   template <typename T>
   struct DefaultInitAllocator : std::allocator<T> {
     template <typename U>
     struct rebind {
       using other = DefaultInitAllocator<U>;
     };
+    DefaultInitAllocator() = default;
+    template <typename U>
+    DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+    T* allocate(size_t n) { return static_cast<T*>(AllocateLarge(n * sizeof(T))); }
+    void deallocate(T* p, size_t n) noexcept { FreeLarge(p, n * sizeof(T)); }
     template <typename U, typename... Args>
     void construct(U* p, Args&&... args) {
       ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
@@ -74,6 +90,9 @@ class Array3D {
     }
   };
   static size_t Count(const Dims3& dims) { return static_cast<size_t>(dims.count()); }
+  // operator new for small blocks; 2 MiB-aligned memory advised for huge pages for large.
+  static void* AllocateLarge(size_t bytes);
+  static void FreeLarge(void* p, size_t bytes) noexcept;
   void Fill(float value);
 
   Dims3 dims_;
