@@ -18,17 +18,28 @@
 // Progress stages: "weight and filter", "back projection"; cancellation between stages
 // and between view blocks of the back projection.
 //
-// Larger than memory: the weighted and filtered projections are computed once on the host
-// (with the first backend's FilterRows); the back projection then follows a SlabPlan
-// (core/algorithms/slab_plan.h) for context.memory_budget_bytes (0: no limit): z-slabs,
-// and view chunks when the projections alone do not fit, each slab written into its place in
-// the result. On the CPU backend the result equals the unsplit one bit for bit when only
-// slabs are cut (the back projection is voxel-wise, voxel positions in float64); view chunks
-// change the order of the float sum over views (relative differences of order 1e-7). The
-// CUDA back projection computes voxel positions in float32 from the slab's own geometry:
-// differences up to about 1e-4 of the peak (measured on H200, 256^3 cone, RMSE 2e-6).
-// Every slab's call uploads its projections again. RESOURCE_EXHAUSTED, before any work,
-// when not even one slice and one view fit the budget.
+// Weights: FDK's cosine weight is one rows x columns map when every view has the same (a
+// detector that turns with the source), else one per view; Parker's (or the full scan's
+// 1/2), the angular share and the distance scale are one factor per view and column
+// (core/operators/filtered_back_projection_weights.h). Both are computed on the host in
+// float64 and applied before the filter.
+//
+// Larger than memory: the back projection follows a SlabPlan (core/algorithms/slab_plan.h)
+// for context.memory_budget_bytes (0: no limit): z-slabs, and view chunks when the
+// projections alone do not fit, each slab written into its place in the result.
+//  - Device backends (Backend::PrefersFilterAndBackProject), when the plan has one view
+//    chunk: one FilterAndBackProject call per slab on the raw projections; the device
+//    receives only the detector rows the slab projects onto, streams them through its own
+//    buffers and weights, filters and back projects there.
+//  - Otherwise the weighted projections are filtered once on the host arrays (the first
+//    backend's FilterRows) and back projected slab by slab and chunk by chunk.
+// On the CPU backend the result equals the unsplit one bit for bit when only slabs are cut
+// (the back projection is voxel-wise, voxel positions in float64); view chunks change the
+// order of the float sum over views (relative differences of order 1e-7). The CUDA back
+// projection computes voxel positions in float32 from the slab's own geometry: differences
+// up to about 1e-3 of the peak between split and unsplit runs (texture weights; measured on
+// the H100, 64^3 Shepp-Logan). RESOURCE_EXHAUSTED, before any work, when not even one slice
+// and one view fit the budget.
 //
 // Several backends (devices): the slabs (at least one per backend) are handed out to one
 // host thread per backend; each backend is used by that thread only, and the result is the
