@@ -92,19 +92,6 @@ std::vector<float> RandomValues(size_t count, std::mt19937_64& random) {
   return values;
 }
 
-bool AllFinite(const Array3D& a) {
-  return std::all_of(a.data(), a.data() + a.size(), [](float v) { return std::isfinite(v); });
-}
-
-double RelativeMaxDifference(const Array3D& a, const Array3D& b) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
 BackProjectionWeighting WeightingFor(const VectorGeometry& geometry) {
   return geometry.beam() == BeamKind::kCone ? BackProjectionWeighting::kFdk
                                             : BackProjectionWeighting::kNone;

@@ -179,23 +179,6 @@ std::vector<Case> Cases(std::mt19937_64& random) {
   return cases;
 }
 
-bool AllFinite(const Array3D& a) {
-  for (int64_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a.data()[i])) return false;
-  }
-  return true;
-}
-
-// max |a - b| / max |b|.
-double RelativeMaxDifference(const Array3D& a, const Array3D& b) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
 // How the back projector may read one-row detectors with kTexture: what it does by
