@@ -1,0 +1,357 @@
+// tomod-bench: issue 4's benchmarks of a running tomod, from the client side (the C++
+// client library over gRPC, as a user's program would do it).
+//
+//   large  one big job, FDK case 1 of the core issue (496 views of 960 x 1248, 2.38 GB of
+//          float32, into a --fdk-side^3 volume over the same 256 mm field): the upload time
+//          (until Submit returns: the data are fsynced and the job is committed), the time
+//          from the Submit's start to each state change and the first progress event, the
+//          download of the result, and the total. Beside it, the floor of the spool's disk:
+//          the same bytes written to a file in --spool-dir and fsynced (as tomod does).
+//   many   --clients threads, each submitting --jobs small 2D jobs (128^2 from 180 views)
+//          with a fresh idempotency key, then watching it to the end: jobs per second,
+//          latency from the Submit's start to SUCCEEDED (p50, p99), and the check that no
+//          job is lost (every one SUCCEEDED) or duplicated (tomod lists exactly the jobs
+//          submitted, no id twice).
+//
+//   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL \
+//       [--large] [--many] [--fdk-side 512] [--clients 20] [--jobs 50] [--json out.json]
+// Data files and downloads go to --work-dir (put it on tmpfs so that the client's own disk
+// does not limit what is measured).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "client/tomo_client.h"
+#include "tomoserve/v1/tomoserve.pb.h"
+
+namespace tomo::bench {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = tomoserve::v1;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Writes `bytes` of uniform random float32 in [0.25, 1.25) (a 4 MiB block, repeated) to
+// path; fsyncs when asked. Returns the seconds the write (and fsync) took.
+absl::StatusOr<double> WriteRandomFile(const std::string& path, uint64_t bytes, bool fsync,
+                                       uint64_t seed) {
+  std::vector<float> block(1 << 20);
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
+  for (float& v : block) v = uniform(random);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
+  const auto start = Clock::now();
+  uint64_t done = 0;
+  while (done < bytes) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes - done, block.size() * 4));
+    const ssize_t written = ::write(fd, block.data(), n);
+    if (written <= 0) {
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("write to ", path, " failed after ", done, " bytes"));
+    }
+    done += static_cast<uint64_t>(written);
+  }
+  if (fsync && ::fsync(fd) != 0) {
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("fsync of ", path, " failed"));
+  }
+  const double seconds = Seconds(start);
+  ::close(fd);
+  return seconds;
+}
+
+void SetUniformAngles(v1::Angles* angles, uint32_t count, double span_deg) {
+  angles->mutable_uniform()->set_count(count);
+  angles->mutable_uniform()->set_start_deg(0);
+  angles->mutable_uniform()->set_span_deg(span_deg);
+}
+
+void SetVolume(v1::Volume* volume, uint32_t xy, uint32_t z, double voxel_mm) {
+  volume->mutable_size()->set_x(xy);
+  volume->mutable_size()->set_y(xy);
+  volume->mutable_size()->set_z(z);
+  volume->mutable_voxel_size_mm()->set_x(voxel_mm);
+  volume->mutable_voxel_size_mm()->set_y(voxel_mm);
+  volume->mutable_voxel_size_mm()->set_z(voxel_mm);
+}
+
+// FDK case 1 of the core issue; the volume covers 256 mm at side^3.
+v1::JobSpec FdkCase1Spec(uint32_t side) {
+  v1::JobSpec spec;
+  spec.set_name(absl::StrCat("tomod-bench large fdk case 1, ", side, "^3"));
+  v1::ConeBeam* cone = spec.mutable_geometry()->mutable_cone();
+  cone->mutable_detector()->set_rows(960);
+  cone->mutable_detector()->set_columns(1248);
+  cone->mutable_detector()->set_row_spacing_mm(0.32);
+  cone->mutable_detector()->set_column_spacing_mm(0.32);
+  cone->mutable_detector()->set_shape(v1::DETECTOR_SHAPE_FLAT);
+  cone->set_source_origin_mm(780);
+  cone->set_origin_detector_mm(420);
+  SetUniformAngles(cone->mutable_angles(), 496, 360);
+  SetVolume(spec.mutable_volume(), side, side, 256.0 / side);
+  spec.mutable_input()->set_encoding(v1::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_size_bytes(uint64_t{496} * 960 * 1248 * 4);
+  spec.mutable_algorithm()->mutable_fbp();
+  spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
+  return spec;
+}
+
+constexpr uint32_t kSmallViews = 180, kSmallDetectors = 185, kSmallSide = 128;
+
+v1::JobSpec SmallSpec() {
+  v1::JobSpec spec;
+  spec.set_name("tomod-bench many");
+  v1::ParallelBeam2D* parallel = spec.mutable_geometry()->mutable_parallel_2d();
+  parallel->set_num_detectors(kSmallDetectors);
+  parallel->set_detector_spacing_mm(1.0);
+  SetUniformAngles(parallel->mutable_angles(), kSmallViews, 180);
+  SetVolume(spec.mutable_volume(), kSmallSide, 1, 1.0);
+  spec.mutable_input()->set_encoding(v1::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_size_bytes(uint64_t{kSmallViews} * kSmallDetectors * 4);
+  spec.mutable_algorithm()->mutable_fbp();
+  spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
+  return spec;
+}
+
+bool Terminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+struct LargeResult {
+  double upload_s = 0, fetch_s = 0, total_s = 0, disk_write_fsync_s = 0;
+  uint64_t upload_bytes = 0, result_bytes = 0;
+  std::vector<std::pair<std::string, double>> events;  // what, seconds since the Submit
+};
+
+absl::StatusOr<LargeResult> RunLarge(client::TomoClient& client, const std::string& work_dir,
+                                     const std::string& spool_dir, uint32_t side) {
+  LargeResult r;
+  const v1::JobSpec spec = FdkCase1Spec(side);
+  r.upload_bytes = spec.input().size_bytes();
+  const std::string data = (fs::path(work_dir) / "fdk1.raw").string();
+  {
+    absl::StatusOr<double> written = WriteRandomFile(data, r.upload_bytes, false, 1);
+    if (!written.ok()) return written.status();
+  }
+  if (!spool_dir.empty()) {
+    const std::string probe = (fs::path(spool_dir) / "tomod-bench-fsync-probe.raw").string();
+    absl::StatusOr<double> written = WriteRandomFile(probe, r.upload_bytes, true, 2);
+    fs::remove(probe);
+    if (!written.ok()) return written.status();
+    r.disk_write_fsync_s = *written;
+  }
+  const auto start = Clock::now();
+  absl::StatusOr<v1::Job> job = client.Submit(spec, {data});
+  if (!job.ok()) return job.status();
+  r.upload_s = Seconds(start);
+  r.events.push_back({"QUEUED (Submit returned)", r.upload_s});
+  bool first_progress = true;
+  v1::JobState last = job->state();
+  absl::Status watched = client.Watch(job->id(), [&](const v1::JobEvent& event) {
+    if (event.has_progress() && first_progress) {
+      first_progress = false;
+      r.events.push_back({absl::StrCat("first progress (", event.progress().stage(), ")"),
+                          Seconds(start)});
+    }
+    if (event.state() != last && event.state() != v1::JOB_STATE_UNSPECIFIED) {
+      last = event.state();
+      r.events.push_back({v1::JobState_Name(last), Seconds(start)});
+    }
+  });
+  if (!watched.ok()) return watched;
+  absl::StatusOr<v1::Job> done = client.GetJob(job->id());
+  if (!done.ok()) return done.status();
+  if (done->state() != v1::JOB_STATE_SUCCEEDED) {
+    return absl::InternalError(absl::StrCat("job ", job->id(), " ended ",
+                                            v1::JobState_Name(done->state()), ": ",
+                                            done->error()));
+  }
+  const auto fetch_start = Clock::now();
+  const std::string out = (fs::path(work_dir) / "fdk1-volume.raw").string();
+  fs::remove(out);
+  absl::StatusOr<v1::ResultFile> file = client.Fetch(job->id(), "", out, /*resume=*/false);
+  if (!file.ok()) return file.status();
+  r.fetch_s = Seconds(fetch_start);
+  r.total_s = Seconds(start);
+  r.result_bytes = file->size_bytes();
+  fs::remove(out);
+  fs::remove(data);
+  if (absl::Status deleted = client.Delete(job->id()); !deleted.ok()) return deleted;
+  return r;
+}
+
+struct ManyResult {
+  int jobs = 0, succeeded = 0, listed = 0, distinct_ids = 0;
+  double wall_s = 0, p50_s = 0, p99_s = 0, max_s = 0;
+  std::string first_error;
+};
+
+absl::StatusOr<ManyResult> RunMany(client::TomoClient& client, const std::string& work_dir,
+                                   int clients, int jobs_per_client) {
+  const std::string data = (fs::path(work_dir) / "small.raw").string();
+  v1::JobSpec base = SmallSpec();
+  if (absl::StatusOr<double> w = WriteRandomFile(data, base.input().size_bytes(), false, 3);
+      !w.ok()) {
+    return w.status();
+  }
+  const std::string run = absl::StrCat(std::random_device{}());
+  base.set_name(absl::StrCat("tomod-bench many ", run));
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::vector<std::string> ids;
+  ManyResult r;
+  r.jobs = clients * jobs_per_client;
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      for (int j = 0; j < jobs_per_client; ++j) {
+        v1::JobSpec spec = base;
+        spec.set_idempotency_key(absl::StrCat(run, "-", c, "-", j));
+        const auto t0 = Clock::now();
+        absl::StatusOr<v1::Job> job = client.Submit(spec, {data});
+        absl::Status status = job.status();
+        v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+        if (status.ok()) {
+          status = client.Watch(job->id(), [&](const v1::JobEvent& e) {
+            if (Terminal(e.state())) state = e.state();
+          });
+        }
+        const double latency = Seconds(t0);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!status.ok() && r.first_error.empty()) r.first_error = status.ToString();
+        if (status.ok()) ids.push_back(job->id());
+        if (status.ok() && state == v1::JOB_STATE_SUCCEEDED) {
+          ++r.succeeded;
+          latencies.push_back(latency);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  r.wall_s = Seconds(start);
+  std::sort(latencies.begin(), latencies.end());
+  if (!latencies.empty()) {
+    r.p50_s = latencies[latencies.size() / 2];
+    r.p99_s = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
+    r.max_s = latencies.back();
+  }
+  absl::StatusOr<std::vector<v1::Job>> listed = client.ListJobs();
+  if (!listed.ok()) return listed.status();
+  std::set<std::string> distinct;
+  for (const v1::Job& job : *listed) {
+    if (job.spec().name() != base.name()) continue;
+    ++r.listed;
+    distinct.insert(job.id());
+  }
+  r.distinct_ids = static_cast<int>(distinct.size());
+  for (const std::string& id : distinct) {
+    if (absl::Status deleted = client.Delete(id); !deleted.ok() && r.first_error.empty()) {
+      r.first_error = deleted.ToString();
+    }
+  }
+  fs::remove(data);
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"tomod-bench: upload, download, end-to-end and many-client timings of tomod"};
+  std::string server = "127.0.0.1:50051", work_dir = "/tmp/tomod-bench", spool_dir,
+              json_path;
+  bool large = false, many = false;
+  uint32_t fdk_side = 512;
+  int clients = 20, jobs = 50;
+  app.add_option("--server", server, "tomod's address");
+  app.add_option("--work-dir", work_dir, "where data files and downloads go (tmpfs advised)");
+  app.add_option("--spool-dir", spool_dir,
+                 "tomod's spool directory: its disk's write+fsync rate is measured there");
+  app.add_flag("--large", large, "the large FDK job");
+  app.add_flag("--many", many, "many clients with small jobs");
+  app.add_option("--fdk-side", fdk_side, "volume side of the large job")
+      ->check(CLI::Range(16u, 2048u));
+  app.add_option("--clients", clients, "client threads")->check(CLI::Range(1, 1000));
+  app.add_option("--jobs", jobs, "jobs per client")->check(CLI::Range(1, 100000));
+  app.add_option("--json", json_path, "write the results as JSON here");
+  CLI11_PARSE(app, argc, argv);
+  std::error_code error;
+  fs::create_directories(work_dir, error);
+  client::TomoClient client(server);
+  std::string json = "{";
+  if (large) {
+    absl::StatusOr<LargeResult> r = RunLarge(client, work_dir, spool_dir, fdk_side);
+    if (!r.ok()) {
+      std::fprintf(stderr, "tomod-bench: large: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    const double gb_in = static_cast<double>(r->upload_bytes) * 1e-9;
+    const double gb_out = static_cast<double>(r->result_bytes) * 1e-9;
+    std::printf("large: upload %.2f GB in %.3f s (%.2f GB/s, until committed)\n", gb_in,
+                r->upload_s, gb_in / r->upload_s);
+    if (r->disk_write_fsync_s > 0) {
+      std::printf("large: the spool's disk, the same bytes written and fsynced: %.3f s (%.2f "
+                  "GB/s); tomod's upload reaches %.0f%% of it\n",
+                  r->disk_write_fsync_s, gb_in / r->disk_write_fsync_s,
+                  100.0 * r->disk_write_fsync_s / r->upload_s);
+    }
+    for (const auto& [what, at] : r->events) std::printf("large:   %-40s %.3f s\n", what.c_str(), at);
+    std::printf("large: download %.2f GB in %.3f s (%.2f GB/s); total %.3f s\n", gb_out,
+                r->fetch_s, gb_out / r->fetch_s, r->total_s);
+    absl::StrAppend(&json, "\"large\": {\"upload_bytes\": ", r->upload_bytes,
+                    ", \"upload_s\": ", r->upload_s, ", \"disk_write_fsync_s\": ",
+                    r->disk_write_fsync_s, ", \"result_bytes\": ", r->result_bytes,
+                    ", \"fetch_s\": ", r->fetch_s, ", \"total_s\": ", r->total_s, "}");
+  }
+  if (many) {
+    absl::StatusOr<ManyResult> r = RunMany(client, work_dir, clients, jobs);
+    if (!r.ok()) {
+      std::fprintf(stderr, "tomod-bench: many: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("many: %d clients x %d jobs: %d succeeded in %.2f s (%.1f jobs/s); latency "
+                "p50 %.3f s, p99 %.3f s, max %.3f s; listed %d, distinct ids %d%s%s\n",
+                clients, jobs, r->succeeded, r->wall_s, r->succeeded / r->wall_s, r->p50_s,
+                r->p99_s, r->max_s, r->listed, r->distinct_ids,
+                r->first_error.empty() ? "" : "; first error: ", r->first_error.c_str());
+    absl::StrAppend(&json, large ? ", " : "", "\"many\": {\"clients\": ", clients,
+                    ", \"jobs_per_client\": ", jobs, ", \"succeeded\": ", r->succeeded,
+                    ", \"wall_s\": ", r->wall_s, ", \"p50_s\": ", r->p50_s, ", \"p99_s\": ",
+                    r->p99_s, ", \"listed\": ", r->listed, ", \"distinct_ids\": ",
+                    r->distinct_ids, "}");
+    if (r->succeeded != r->jobs || r->listed != r->jobs || r->distinct_ids != r->jobs) {
+      std::fprintf(stderr, "tomod-bench: many: jobs lost or duplicated\n");
+      return 1;
+    }
+  }
+  absl::StrAppend(&json, "}\n");
+  if (!json_path.empty()) std::ofstream(json_path) << json;
+  return 0;
+}
+
+}  // namespace
+}  // namespace tomo::bench
+
+int main(int argc, char** argv) { return tomo::bench::Main(argc, argv); }
