@@ -47,6 +47,26 @@ TEST(RawIoTest, RoundTripsEveryValue) {
   std::filesystem::remove(path);
 }
 
+// Files of several read blocks (64 MiB each) are read by several threads: every value
+// must land in its place, the last partial block included.
+TEST(RawIoTest, RoundTripsAFileOfSeveralReadBlocks) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const Dims3 dims{5, 1001, 7001};  // 140 MB: two full blocks and a partial one
+  Array3D array(dims);
+  std::uniform_int_distribution<int> value(-1000000, 1000000);
+  for (int64_t i = 0; i < array.size(); ++i) array.data()[i] = static_cast<float>(value(random));
+  const std::string path = TempPath("large.raw");
+  ASSERT_TRUE(WriteRawFloat32(path, array).ok());
+  absl::StatusOr<Array3D> read = ReadRawFloat32(path, dims);
+  ASSERT_TRUE(read.ok()) << read.status();
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < array.size(); ++i) mismatches += read->data()[i] != array.data()[i];
+  EXPECT_EQ(mismatches, 0);
+  std::filesystem::remove(path);
+}
+
 TEST(RawIoTest, OverwritesAnExistingFile) {
   const std::string path = TempPath("twice.raw");
   ASSERT_TRUE(WriteRawFloat32(path, Array3D({1, 1, 8}, 1.0f)).ok());
