@@ -17,7 +17,7 @@ TEST(Array3DTest, FillsAndClonesSmallAndLargeArrays) {
   std::mt19937_64 random(seed);
   // 105 values, and 12.6 M values (50 MB: several threads, huge-page allocation).
   for (Dims3 dims : {Dims3{3, 5, 7}, Dims3{6, 1001, 2099}}) {
-    SCOPED_TRACE(testing::Message() << dims.count() << " values");
+    SCOPED_TRACE(::testing::Message() << dims.count() << " values");
     Array3D array(dims, 1.5f);
     ASSERT_EQ(array.size(), dims.count());
     int64_t wrong = 0;
