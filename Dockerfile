@@ -16,7 +16,8 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOMO_BUILD_TESTS=O
       -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES}" \
  && cmake --build build --target tomod tomo -j "$(nproc)"
 # Gather the shared libraries the binaries need that the runtime image lacks (gRPC,
-# protobuf, Abseil, FFTW, SQLite (libsqlite3.so.0, the runtime of libsqlite3-dev), ...);
+# protobuf, Abseil, FFTW, SQLite (libsqlite3.so.0, the runtime of libsqlite3-dev),
+# civetweb (libcivetweb.so.1, the metrics endpoint's HTTP server), ...);
 # glibc, libstdc++ and the CUDA libraries are there already.
 RUN mkdir -p /opt/tomoserve/bin /opt/tomoserve/lib \
  && cp build/bin/tomod build/bin/tomo /opt/tomoserve/bin/ \
@@ -37,7 +38,12 @@ RUN useradd --system --create-home --home-dir /var/lib/tomoserve tomod \
  && ldd /opt/tomoserve/bin/tomod | (! grep 'not found')
 USER tomod
 VOLUME /var/lib/tomoserve
-EXPOSE 50051
+# 50051: gRPC. 9473: Prometheus metrics (/metrics), on the same host as --listen.
+EXPOSE 50051 9473
+# SIGTERM drains: running jobs get --drain_timeout (30 s) to finish, then go back to the
+# queue for the next start. Give `docker stop` more than that (docker run --stop-timeout 45),
+# or lower --drain_timeout; its default 10 s ends in SIGKILL, and the interrupted runs then
+# count as attempts.
 STOPSIGNAL SIGTERM
 # Listening beyond loopback in plain text must be asked for explicitly: the container's
 # network namespace is the boundary here; put TLS in front or keep the port private.

@@ -51,6 +51,11 @@ std::string StatusText(const absl::Status& status) {
   return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
 }
 
+bool IsUnfinished(pb::JobState state) {
+  return state == pb::JOB_STATE_UPLOADING || state == pb::JOB_STATE_QUEUED ||
+         state == pb::JOB_STATE_RUNNING;
+}
+
 }  // namespace
 
 bool IsTerminal(pb::JobState state) {
@@ -83,6 +88,21 @@ uint64_t DeviceFreeBytes(const core::DeviceInfo& device) {
     if (listed.id == device.id) return listed.memory_free_bytes;
   }
   return 0;
+}
+
+// Every state change, one structured line with the job's id (the durable record is the
+// truth; this is for people and log collectors).
+void LogStateChange(pb::JobState from, const pb::Job& job, const std::string& message) {
+  LogFields fields;
+  if (from != pb::JOB_STATE_UNSPECIFIED) fields.emplace_back("from", JobStateLabel(from));
+  fields.emplace_back("to", JobStateLabel(job.state()));
+  if (!message.empty()) fields.emplace_back("message", message);
+  if (job.attempts() > 0) fields.emplace_back("attempts", job.attempts());
+  if (!job.device().empty()) fields.emplace_back("device", job.device());
+  if (!job.client().empty()) fields.emplace_back("client", job.client());
+  if (!job.error().empty()) fields.emplace_back("error", job.error());
+  const bool bad = job.state() == pb::JOB_STATE_FAILED;
+  LogEvent(bad ? LogLevel::kWarning : LogLevel::kInfo, "job_state", job.id(), fields);
 }
 
 }  // namespace
@@ -198,12 +218,15 @@ absl::Status JobManager::Recover() {
       if (next.state() != state) {
         TOMO_RETURN_IF_ERROR(
             CommitLocked(record, std::move(next), message, Durability::kPersist, flushes));
-        Log(absl::StrCat("job ", id, " ", message));
       }
       if (record.job.state() == pb::JOB_STATE_QUEUED) {
         record.validated = std::make_shared<const ValidatedJob>(std::move(*validated));
         queue_.Push(id, record.job.spec().priority());
         ++(state == pb::JOB_STATE_RUNNING ? requeued : queued);
+        record.queued_at = absl::Now();
+        if (state == pb::JOB_STATE_RUNNING && options_.metrics != nullptr) {
+          options_.metrics->Requeued("restart");
+        }
       } else {
         ++ended;
       }
@@ -215,6 +238,10 @@ absl::Status JobManager::Recover() {
     }
     record.disk_bytes = spool_.JobDiskBytes(id);
     spool_bytes_ += record.disk_bytes;
+  }
+  client_jobs_.clear();
+  for (const auto& [id, record] : jobs_) {
+    CountClientLocked(record.job.client(), pb::JOB_STATE_UNSPECIFIED, record.job.state());
   }
   for (const std::string& dir : spool_.ListJobDirs()) {
     if (jobs_.count(dir) == 0 &&
@@ -231,6 +258,31 @@ absl::Status JobManager::Recover() {
   return absl::OkStatus();
 }
 
+void JobManager::Drain(absl::Duration timeout, absl::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  if (drain_reason_.empty()) {
+    drain_reason_ = std::string(reason);
+    Log(absl::StrCat("draining (", reason, "): refusing new jobs, waiting up to ",
+                     absl::FormatDuration(timeout), " for ", running_, " running jobs and ",
+                     uploading_, " uploads in progress"));
+  }
+  // Uploads that began before the drain may still commit: their clients are mid-Submit.
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return drain_cut_short_ || (running_ == 0 && uploading_ == 0);
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&idle), timeout)) {
+    Log(absl::StrCat("drain: ", running_, " jobs still running and ", uploading_,
+                     " uploads in progress after ", absl::FormatDuration(timeout),
+                     "; the runs are stopped and their jobs queued again"));
+  }
+}
+
+void JobManager::CutDrainShort() {
+  absl::MutexLock lock(&mu_);
+  drain_cut_short_ = true;
+}
+
 void JobManager::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
@@ -238,10 +290,13 @@ void JobManager::Shutdown() {
     shut_down_ = true;
     accepting_ = false;
     stopping_ = true;
+    if (drain_reason_.empty()) drain_reason_ = "tomod is shutting down";
+    // Accepted jobs are never lost to a shutdown: a run is stopped and its job handed back
+    // to the queue (durably), to run after the restart.
     for (auto& [id, record] : jobs_) {
-      if (record.cancel) {
-        record.cancel_reason = "tomod is shutting down";
-        record.cancel->store(true);
+      if (record.cancel && !record.cancel->exchange(true)) {
+        record.cancel_reason = drain_reason_;
+        record.requeue_on_stop = true;
       }
     }
   }
@@ -267,7 +322,11 @@ absl::Status JobManager::CommitLocked(Record& record, pb::Job next, const std::s
   if (durability == Durability::kPersist) {
     TOMO_RETURN_IF_ERROR(store_->Put({next, record.cancel_requested, event.sequence()}));
   }
+  CountClientLocked(next.client(), record.job.state(), next.state());
+  MeasureLocked(record, next);
+  const pb::JobState from = record.job.state();
   record.job = std::move(next);
+  if (from != record.job.state()) LogStateChange(from, record.job, message);
   event.set_state(record.job.state());
   *event.mutable_progress() = record.job.progress();
   event.set_message(message);
@@ -286,12 +345,49 @@ void JobManager::CommitOrLogLocked(Record& record, pb::Job next, const std::stri
   if (status.ok()) return;
   Log(absl::StrCat("job ", next.id(), ": cannot record the change to ",
                    StateName(next.state()), " (", StatusText(status),
-                   "); after a restart the job is what the database last held"));
+                   "); after a restart the job is what the database last held"),
+      LogLevel::kError);
   CommitLocked(record, std::move(next), message, Durability::kMemoryOnly, flushes).IgnoreError();
+}
+
+void JobManager::MeasureLocked(Record& record, const pb::Job& next) {
+  const pb::JobState from = record.job.state(), to = next.state();
+  if (from == to) return;
+  const absl::Time now = absl::Now();
+  if (to == pb::JOB_STATE_QUEUED) record.queued_at = now;
+  TomodMetrics* metrics = options_.metrics;
+  if (metrics == nullptr) return;
+  metrics->StateChanged(from, to);
+  if (from == pb::JOB_STATE_UPLOADING && to == pb::JOB_STATE_QUEUED && next.has_created()) {
+    metrics->StageDone(TomodMetrics::Stage::kUpload,
+                       absl::ToDoubleSeconds(now - FromTimestamp(next.created())));
+  }
+  if (from == pb::JOB_STATE_QUEUED && to == pb::JOB_STATE_RUNNING &&
+      record.queued_at != absl::InfinitePast()) {
+    metrics->StageDone(TomodMetrics::Stage::kQueueWait,
+                       absl::ToDoubleSeconds(now - record.queued_at));
+  }
+  if (from == pb::JOB_STATE_RUNNING && record.job.has_started() && record.cancel != nullptr) {
+    // Only runs of this process: a RUNNING record restored after a crash has no run here.
+    metrics->StageDone(TomodMetrics::Stage::kRun,
+                       absl::ToDoubleSeconds(now - FromTimestamp(record.job.started())));
+  }
+}
+
+void JobManager::CountClientLocked(const std::string& client, pb::JobState from, pb::JobState to) {
+  if (client.empty() || IsUnfinished(from) == IsUnfinished(to)) return;
+  if (IsUnfinished(to)) {
+    ++client_jobs_[client];
+    return;
+  }
+  auto it = client_jobs_.find(client);
+  if (it == client_jobs_.end()) return;
+  if (--it->second == 0) client_jobs_.erase(it);
 }
 
 JobManager::RecordMap::iterator JobManager::EraseLocked(RecordMap::iterator it) {
   Record& record = it->second;
+  CountClientLocked(record.job.client(), record.job.state(), pb::JOB_STATE_UNSPECIFIED);
   spool_bytes_ -= std::min(spool_bytes_, record.disk_bytes);
   const std::string& key = record.job.spec().idempotency_key();
   if (!key.empty()) {
@@ -334,15 +430,19 @@ absl::Status KeyReusedError(const pb::Job& job) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpec& spec) {
+absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpec& spec,
+                                                                absl::string_view client) {
   absl::StatusOr<ValidatedJob> checked = ValidateJobSpec(spec, options_.limits);
   if (!checked.ok()) return checked.status();
   auto validated = std::make_shared<const ValidatedJob>(std::move(*checked));
   const uint64_t input_bytes = validated->input_bytes;
   {
     absl::MutexLock lock(&mu_);
-    if (!accepting_ || store_ == nullptr) {
-      return absl::UnavailableError("tomod is shutting down; not accepting jobs");
+    if (!accepting_ || store_ == nullptr || !drain_reason_.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          drain_reason_.empty() ? "tomod is shutting down" : drain_reason_,
+          ": not accepting new jobs; submit again once it has restarted (with the same "
+          "idempotency_key), or to another tomod"));
     }
     if (!spec.idempotency_key().empty()) {
       auto known = keys_.find(spec.idempotency_key());
@@ -352,6 +452,18 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
         Log(absl::StrCat("job ", job.id(), " submitted again with its idempotency key; "
                          "nothing new is stored"));
         return std::unique_ptr<Upload>(new Upload(this, job));
+      }
+    }
+    const uint32_t per_client = options_.limits.max_jobs_per_client;
+    if (per_client > 0 && !client.empty()) {
+      auto counted = client_jobs_.find(client);
+      const size_t jobs = counted == client_jobs_.end() ? 0 : counted->second;
+      if (jobs >= per_client) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "client ", client, " has ", jobs,
+            " unfinished jobs (uploading, queued or running); the server's limit is ",
+            per_client, " per client (--max_jobs_per_client); wait for one to end or cancel "
+            "one"));
       }
     }
     const size_t length = queue_.size() + uploading_;
@@ -394,6 +506,7 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   pb::Job job;
   job.set_id(id);
   job.set_state(pb::JOB_STATE_UPLOADING);
+  job.set_client(std::string(client));
   *job.mutable_spec() = spec;
   SetTimestamp(job.mutable_created(), absl::Now());
   status = CommitLocked(record, std::move(job), "uploading", Durability::kPersist, flushes);
@@ -435,13 +548,14 @@ absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id, bool* su
   pb::Job next = record->job;
   next.set_state(pb::JOB_STATE_QUEUED);
   next.set_input_bytes(record->validated->input_bytes);
-  TOMO_RETURN_IF_ERROR(CommitLocked(*record, std::move(next), "queued", Durability::kPersist,
-                                    flushes));
+  const std::string message =
+      absl::StrCat("queued (", next.input_bytes(), " bytes, priority ", next.spec().priority(),
+                   ", queue length ", queue_.size() + 1, ")");
+  TOMO_RETURN_IF_ERROR(
+      CommitLocked(*record, std::move(next), message, Durability::kPersist, flushes));
   --uploading_;
   queue_.Push(id, record->job.spec().priority());
   if (!key.empty()) keys_[key] = id;
-  Log(absl::StrCat("job ", id, " queued (", record->job.input_bytes(), " bytes, priority ",
-                   record->job.spec().priority(), ", queue length ", queue_.size(), ")"));
   return record->job;
 }
 
@@ -594,7 +708,6 @@ absl::StatusOr<pb::Job> JobManager::CancelJob(absl::string_view id) {
       TOMO_RETURN_IF_ERROR(CommitLocked(*record, std::move(next), "cancelled while queued",
                                         Durability::kPersist, flushes));
       queue_.Remove(record->job.id());
-      Log(absl::StrCat("job ", record->job.id(), " cancelled while queued"));
       return record->job;
     }
     case pb::JOB_STATE_RUNNING:
@@ -757,10 +870,18 @@ size_t JobManager::watcher_count() const {
   return count;
 }
 
+std::map<pb::JobState, size_t> JobManager::JobCountsByState() const {
+  absl::MutexLock lock(&mu_);
+  std::map<pb::JobState, size_t> counts;
+  for (const auto& [id, record] : jobs_) ++counts[record.job.state()];
+  return counts;
+}
+
 // ---------------------------------------------------------------- workers
 
 bool JobManager::WorkerShouldWakeLocked() const {
-  return stopping_ || (!paused_ && !queue_.empty());
+  // A draining tomod starts nothing new: queued jobs wait for the restart.
+  return stopping_ || (!paused_ && drain_reason_.empty() && !queue_.empty());
 }
 
 void JobManager::WorkerLoop(size_t index) {
@@ -782,13 +903,14 @@ void JobManager::WorkerLoop(size_t index) {
       next.set_attempts(next.attempts() + 1);
       SetTimestamp(next.mutable_started(), absl::Now());
       record.cancel = cancel;
+      record.requeue_on_stop = false;
+      ++running_;
       job = record.validated;
       const std::string message =
           next.attempts() == 1 ? absl::StrCat("running on ", device.id)
                                : absl::StrCat("running on ", device.id, " (attempt ",
                                               next.attempts(), " of ", options_.max_attempts, ")");
       CommitOrLogLocked(record, std::move(next), message, flushes);
-      Log(absl::StrCat("job ", id, " ", message));
     }
     RunJob(index, id, std::move(job), std::move(cancel));
   }
@@ -826,11 +948,27 @@ void JobManager::RunJob(size_t index, const std::string& id,
     Flushes flushes;
     absl::MutexLock lock(&mu_);
     Record& record = jobs_.at(id);  // a RUNNING job cannot be deleted
-    record.cancel.reset();
+    --running_;
     pb::Job next = record.job;
     SetTimestamp(next.mutable_finished(), absl::Now());
     std::string message;
-    if (cancel->load() || (!results.ok() && absl::IsCancelled(results.status()))) {
+    const bool stopped = cancel->load() || (!results.ok() && absl::IsCancelled(results.status()));
+    if (stopped && record.requeue_on_stop && !record.cancel_requested) {
+      // Handed back, not ended: the run was stopped by tomod, not by the job or its owner,
+      // so it does not count against --max_attempts either.
+      next.set_state(pb::JOB_STATE_QUEUED);
+      next.set_attempts(next.attempts() > 0 ? next.attempts() - 1 : 0);
+      next.clear_device();
+      next.clear_started();
+      next.clear_finished();
+      next.clear_progress();
+      message = absl::StrFormat(
+          "queued again: %s; the run was stopped after %.3f s and does not count as an attempt",
+          record.cancel_reason, seconds);
+      queue_.Push(id, next.spec().priority());
+      if (options_.metrics != nullptr) options_.metrics->Requeued("shutdown");
+      remove_results = true;
+    } else if (stopped) {
       next.set_state(pb::JOB_STATE_CANCELLED);
       message = absl::StrCat("cancelled while running: ",
                              record.cancel_reason.empty() ? std::string(results.status().message())
@@ -854,7 +992,7 @@ void JobManager::RunJob(size_t index, const std::string& id,
       remove_results = true;
     }
     CommitOrLogLocked(record, std::move(next), message, flushes);
-    Log(absl::StrCat("job ", id, " ", message));
+    record.cancel.reset();  // after the commit, which counts the run as this process's
   }
   if (remove_results) {
     std::filesystem::remove_all(spool_.ResultsPartialDir(id), ignored);

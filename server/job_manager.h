@@ -36,6 +36,18 @@
 // max_spool_bytes > 0, an upload that would bring the spool's job files (uploads in
 // progress counted at their full size) over it is refused with RESOURCE_EXHAUSTED.
 //
+// Stopping: Drain() (tomod's SIGTERM) refuses new uploads and lets the running jobs and
+// the uploads in progress end for a while; Shutdown() then stops what still runs and hands
+// those jobs back as QUEUED, durably and without counting the run as an attempt, so a
+// stop never loses or ends an accepted job (only a cancel asked for ends it CANCELLED).
+//
+// Limits per client: BeginUpload's client (Job.client, persisted) is counted while its job
+// is UPLOADING, QUEUED or RUNNING; --max_jobs_per_client bounds that count.
+//
+// Observability: every state change is logged as a structured "job_state" event with the
+// job's id (log.h) and counted in JobManagerOptions::metrics (submissions, outcomes, the
+// upload / queue-wait / run durations, requeues).
+//
 // Every state change and progress step is a JobEvent with a strictly increasing sequence
 // per job (continued across restarts from the last durable event; progress events of a
 // run that a crash interrupted may be numbered again); watchers (JobWatcher) get the
@@ -45,8 +57,8 @@
 // Thread safety: all methods are thread-safe. Errors: NOT_FOUND for unknown ids (naming
 // the id), FAILED_PRECONDITION for operations the job's state forbids (naming the state),
 // INVALID_ARGUMENT / RESOURCE_EXHAUSTED from validation and limits, ALREADY_EXISTS for a
-// reused idempotency key, UNAVAILABLE while shutting down, the JobStore's errors when the
-// database cannot be written (the change is then not made).
+// reused idempotency key, UNAVAILABLE while draining or shutting down (naming why), the
+// JobStore's errors when the database cannot be written (the change is then not made).
 //
 //   JobManager manager(options, *spool, registry);
 //   TOMO_RETURN_IF_ERROR(manager.Start());   // opens <spool>/tomod.db and recovers
@@ -54,7 +66,8 @@
 //   if (!upload->existing_job()) TOMO_RETURN_IF_ERROR(upload->Append(bytes));
 //   TOMO_ASSIGN_OR_RETURN(tomoserve::v1::Job job, upload->Commit(bytes.size(), crc));
 //   ...
-//   manager.Shutdown();   // cancels running jobs, joins the workers
+//   manager.Drain(absl::Seconds(30), "tomod is draining (SIGTERM)");
+//   manager.Shutdown();   // requeues the jobs still running, joins the workers
 #pragma once
 
 #include <atomic>
@@ -79,6 +92,7 @@
 #include "server/job_spec.h"
 #include "server/job_store.h"
 #include "server/spool.h"
+#include "server/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::server {
@@ -118,6 +132,9 @@ struct JobManagerOptions {
   absl::Duration sweep_interval = absl::ZeroDuration();
   // tomod's --max_spool_bytes: bound on the spool's job files for new uploads; 0: none.
   uint64_t max_spool_bytes = 0;
+  // Where state changes, stage durations and requeues are counted; null: nowhere. Not
+  // owned; must outlive the manager.
+  TomodMetrics* metrics = nullptr;
 };
 
 bool IsTerminal(tomoserve::v1::JobState state);
@@ -139,8 +156,17 @@ class JobManager {
   // INVALID_ARGUMENT for max_attempts 0; a backend's error naming the device; the
   // JobStore's errors.
   absl::Status Start();
-  // Refuses new uploads, cancels running jobs, joins the workers and closes every watch
-  // with UNAVAILABLE. Idempotent.
+  // The first half of a graceful stop (tomod's SIGTERM): new uploads are refused with
+  // UNAVAILABLE naming reason, workers start no new job, and it waits until the running
+  // jobs have ended and the uploads in progress have committed or failed, or timeout has
+  // passed, or CutDrainShort() is called. Queued jobs stay queued. Shutdown() must follow.
+  void Drain(absl::Duration timeout, absl::string_view reason);
+  // Ends a Drain() that is waiting now (e.g. a second SIGTERM).
+  void CutDrainShort();
+  // Refuses new uploads; stops the running jobs and hands them back durably as QUEUED
+  // (attempts not counted: the job runs again after the restart, nothing accepted is
+  // lost), except those whose cancel was requested, which end CANCELLED; joins the
+  // workers and closes every watch with UNAVAILABLE. Idempotent.
   void Shutdown();
 
   // Validates spec (INVALID_ARGUMENT / RESOURCE_EXHAUSTED); returns a finished Upload
@@ -148,7 +174,10 @@ class JobManager {
   // spec differs); checks the queue length (RESOURCE_EXHAUSTED naming --max_queue_length)
   // and the spool's size (RESOURCE_EXHAUSTED naming --max_spool_bytes and the usage) and
   // creates the job UPLOADING.
-  absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(const tomoserve::v1::JobSpec& spec);
+  // client (Job.client; empty: not counted) is checked against limits.max_jobs_per_client
+  // (RESOURCE_EXHAUSTED naming --max_jobs_per_client, the client and its count).
+  absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(const tomoserve::v1::JobSpec& spec,
+                                                      absl::string_view client = "");
 
   absl::StatusOr<tomoserve::v1::Job> GetJob(absl::string_view id) const;
   // Oldest first. INVALID_ARGUMENT for page_size > 1000 or a token not from ListJobs.
@@ -192,6 +221,8 @@ class JobManager {
   size_t queue_length() const;
   // Watchers registered over all jobs.
   size_t watcher_count() const;
+  // How many jobs are in each state (states without jobs left out).
+  std::map<tomoserve::v1::JobState, size_t> JobCountsByState() const;
 
  private:
   friend class Upload;
@@ -206,6 +237,10 @@ class JobManager {
     std::string cancel_reason;
     // Persisted: a crash during the cancel must not make the job run again.
     bool cancel_requested = false;
+    // Set when Shutdown() stops the run: the job goes back to QUEUED, not CANCELLED.
+    bool requeue_on_stop = false;
+    // When it last became QUEUED in this process (start of its queue wait).
+    absl::Time queued_at = absl::InfinitePast();
     // The job's share of spool_bytes_: its files, or while UPLOADING the full input size.
     uint64_t disk_bytes = 0;
   };
@@ -230,6 +265,12 @@ class JobManager {
   // last held.
   void CommitOrLogLocked(Record& record, tomoserve::v1::Job next, const std::string& message,
                          Flushes& flushes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stage durations and state counts of a change from record.job to next, into metrics.
+  void MeasureLocked(Record& record, const tomoserve::v1::Job& next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps client_jobs_ as a job of that client changes from one state to another.
+  void CountClientLocked(const std::string& client, tomoserve::v1::JobState from,
+                         tomoserve::v1::JobState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets a record: its bytes, its idempotency key, the entry. Not the store, not files.
   RecordMap::iterator EraseLocked(RecordMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepLoop();
@@ -256,6 +297,9 @@ class JobManager {
   RecordMap jobs_ ABSL_GUARDED_BY(mu_);
   // Idempotency key -> id of the committed job that has it.
   std::map<std::string, std::string, std::less<>> keys_ ABSL_GUARDED_BY(mu_);
+  // Client -> its jobs UPLOADING, QUEUED or RUNNING (what --max_jobs_per_client bounds);
+  // kept by CommitLocked and EraseLocked, recounted by Recover.
+  std::map<std::string, size_t, std::less<>> client_jobs_ ABSL_GUARDED_BY(mu_);
   // Sum of Record::disk_bytes.
   uint64_t spool_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   JobQueue queue_ ABSL_GUARDED_BY(mu_);
@@ -264,6 +308,11 @@ class JobManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Non-empty once Drain() or Shutdown() began: why new uploads are refused.
+  std::string drain_reason_ ABSL_GUARDED_BY(mu_);
+  bool drain_cut_short_ ABSL_GUARDED_BY(mu_) = false;
+  // Jobs RUNNING on a worker now.
+  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
   bool watches_closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -375,6 +375,21 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
   return absl::OkStatus();
 }
 
+// Iterations the algorithm asks for, with the field that sets them; 0 for direct methods.
+// An iterative algorithm added to the proto adds its case here.
+struct Iterations {
+  absl::string_view field;
+  uint64_t count = 0;
+};
+Iterations AlgorithmIterations(const pb::Algorithm& algorithm) {
+  switch (algorithm.kind_case()) {
+    case pb::Algorithm::kFbp:
+    case pb::Algorithm::KIND_NOT_SET:
+      return {};
+  }
+  return {};
+}
+
 absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& algorithm) {
   switch (algorithm.kind_case()) {
     case pb::Algorithm::kFbp: {
@@ -467,6 +482,10 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   }
   TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, limits));
   TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm, ValidateAlgorithm(spec.algorithm()));
+  const Iterations iterations = AlgorithmIterations(spec.algorithm());
+  if (iterations.count > 0) {
+    TOMO_RETURN_IF_ERROR(CheckIterations(iterations.field, iterations.count, limits));
+  }
   if (spec.geometry().has_helical() && std::holds_alternative<core::FbpOptions>(algorithm)) {
     return Invalid("algorithm.fbp",
                    "FBP/FDK needs a circular orbit or parallel rays; geometry.helical needs an "
@@ -479,6 +498,14 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
       // Any value is valid (0: the device's free memory); too small for the job is
       // RESOURCE_EXHAUSTED when it runs, from the slab plan.
       spec.memory_budget_bytes()};
+}
+
+absl::Status CheckIterations(absl::string_view field, uint64_t iterations,
+                             const ServerLimits& limits) {
+  if (iterations <= limits.max_iterations) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(field, ": ", iterations,
+                                                   " iterations exceed the server's limit of ",
+                                                   limits.max_iterations, " (--max_iterations)"));
 }
 
 }  // namespace tomo::server

@@ -8,10 +8,11 @@
 //   "input.size_bytes: 1000 does not match the geometry: 720 views x 1 row x 768 detectors
 //    x 4 bytes = 2211840"
 // or RESOURCE_EXHAUSTED naming the server limit that the spec exceeds and the tomod flag
-// that sets it (--max_voxels, --max_upload_bytes). Defaults applied: volume.size.z 0 means
-// 1; volume.voxel_size_mm.z 0 means the x size (unused in 2D); fbp.window UNSPECIFIED means
-// RAM_LAK; fbp.cutoff unset means 1; outputs empty means [RAW_FLOAT32]. The view count is
-// checked against limits.max_views (INVALID_ARGUMENT naming --max_views).
+// that sets it (--max_voxels, --max_upload_bytes, --max_iterations). Defaults applied:
+// volume.size.z 0 means 1; volume.voxel_size_mm.z 0 means the x size (unused in 2D);
+// fbp.window UNSPECIFIED means RAM_LAK; fbp.cutoff unset means 1; outputs empty means
+// [RAW_FLOAT32]. The view count is checked against limits.max_views (INVALID_ARGUMENT
+// naming --max_views).
 // memory_budget_bytes is carried as given (any value; 0 means the device's free memory).
 //
 //   TOMO_ASSIGN_OR_RETURN(ValidatedJob job, ValidateJobSpec(spec, limits));
@@ -19,7 +20,9 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/algorithms/reconstruction.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
@@ -30,7 +33,17 @@ struct ServerLimits {
   uint64_t max_voxels = 1ull << 32;
   uint32_t max_views = 100000;
   uint32_t max_queue_length = 1000;
+  // Unfinished jobs per client (JobManager counts them); 0: no limit.
+  uint32_t max_jobs_per_client = 250;
+  uint32_t max_iterations = 1000;
 };
+
+// The check every iterative algorithm's iteration count goes through (field: its path in
+// the proto, e.g. "algorithm.sirt.iterations"): RESOURCE_EXHAUSTED naming --max_iterations
+// when iterations exceeds limits.max_iterations. Direct methods (FBP, FDK) have no
+// iterations and are not checked.
+absl::Status CheckIterations(absl::string_view field, uint64_t iterations,
+                             const ServerLimits& limits);
 
 struct ValidatedJob {
   core::ReconstructionRequest request;

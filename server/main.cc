@@ -28,6 +28,14 @@ ABSL_FLAG(uint64_t, max_voxels, uint64_t{1} << 32, "largest accepted volume, in 
 ABSL_FLAG(uint32_t, max_views, 100000, "most projection views a job may have");
 ABSL_FLAG(uint32_t, max_queue_length, 1000,
           "most jobs queued or uploading at once; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint32_t, max_jobs_per_client, 250,
+          "most unfinished jobs (uploading, queued or running) one client may have; more are "
+          "refused with RESOURCE_EXHAUSTED. A client is the authenticated identity of the "
+          "connection, else the host of its address. The default, a quarter of "
+          "--max_queue_length's default, keeps one client from filling the queue; 0: no limit");
+ABSL_FLAG(uint32_t, max_iterations, 1000,
+          "most iterations an iterative algorithm may be asked for; more are refused with "
+          "RESOURCE_EXHAUSTED (FBP/FDK have none)");
 ABSL_FLAG(uint64_t, memory_budget_bytes, 0,
           "most device memory one job may use, in bytes; 0: the device's free memory. A job "
           "that does not fit is reconstructed in z-slabs that do; a job's "
@@ -42,6 +50,14 @@ ABSL_FLAG(uint64_t, max_spool_bytes, 0,
           "uploads that would bring the spool's job files (inputs and results, uploads in "
           "progress at their full size) over this many bytes are refused with "
           "RESOURCE_EXHAUSTED; 0: no limit");
+ABSL_FLAG(int32_t, metrics_port, tomo::server::kDefaultMetricsPort,
+          "serve Prometheus metrics at http://<--listen's host>:<port>/metrics (127.0.0.1 for "
+          "a unix socket); 0: off");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "on SIGTERM/SIGINT: health turns NOT_SERVING and new jobs are refused at once; "
+          "running jobs get this long to finish, then they are stopped and queued again "
+          "(durably, not counted as an attempt) to run after the restart. A second signal "
+          "ends the wait at once");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "serve plain-text gRPC on a non-loopback --listen address (no TLS yet)");
 
@@ -65,10 +81,14 @@ int main(int argc, char** argv) {
   options.limits.max_voxels = absl::GetFlag(FLAGS_max_voxels);
   options.limits.max_views = absl::GetFlag(FLAGS_max_views);
   options.limits.max_queue_length = absl::GetFlag(FLAGS_max_queue_length);
+  options.limits.max_jobs_per_client = absl::GetFlag(FLAGS_max_jobs_per_client);
+  options.limits.max_iterations = absl::GetFlag(FLAGS_max_iterations);
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.result_ttl = absl::GetFlag(FLAGS_result_ttl);
   options.max_spool_bytes = absl::GetFlag(FLAGS_max_spool_bytes);
+  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   absl::Status status = tomo::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "tomod: %s\n", std::string(status.message()).c_str());

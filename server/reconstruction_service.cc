@@ -14,7 +14,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/devices/devices.h"
+#include "server/client_identity.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
 
@@ -32,9 +35,9 @@ namespace {
 
 class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
  public:
-  SubmitReactor(JobManager& manager, grpc::CallbackServerContext* context,
+  SubmitReactor(JobManager& manager, TomodMetrics* metrics, grpc::CallbackServerContext* context,
                 pb::SubmitResponse* response)
-      : manager_(manager), context_(context), response_(response) {
+      : manager_(manager), metrics_(metrics), context_(context), response_(response) {
     StartRead(&request_);
   }
 
@@ -75,8 +78,14 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
           return absl::InvalidArgumentError(
               "spec: sent twice; a Submit stream carries one spec, then data");
         }
-        absl::StatusOr<std::unique_ptr<Upload>> upload = manager_.BeginUpload(request_.spec());
-        if (!upload.ok()) return upload.status();
+        absl::StatusOr<std::unique_ptr<Upload>> upload =
+            manager_.BeginUpload(request_.spec(), ClientIdentity(*context_));
+        if (!upload.ok()) {
+          if (metrics_ != nullptr) {
+            metrics_->SubmitRefused(absl::StatusCodeToString(upload.status().code()));
+          }
+          return upload.status();
+        }
         upload_ = std::move(*upload);
         if (upload_->existing_job()) {
           // A retry of a Submit that was committed: answer now rather than take the data
@@ -92,6 +101,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
           return absl::InvalidArgumentError(
               "data: sent before spec; the first SubmitRequest must be the spec");
         }
+        if (metrics_ != nullptr) metrics_->UploadBytes(request_.data().size());
         return upload_->Append(request_.data());
       case pb::SubmitRequest::kUploadEnd: {
         if (!upload_) {
@@ -114,6 +124,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
   }
 
   JobManager& manager_;
+  TomodMetrics* metrics_;
   grpc::CallbackServerContext* context_;
   pb::SubmitResponse* response_;
   pb::SubmitRequest request_;
@@ -229,7 +240,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public
 
 class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultResponse> {
  public:
-  FetchReactor(JobManager& manager, const pb::FetchResultRequest& request) {
+  FetchReactor(JobManager& manager, TomodMetrics* metrics, const pb::FetchResultRequest& request)
+      : metrics_(metrics) {
     absl::StatusOr<JobManager::ResultLocation> result =
         manager.FindResult(request.job_id(), request.name());
     if (!result.ok()) {
@@ -291,7 +303,12 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
       done += static_cast<size_t>(got);
     }
     offset_ += n;
+    if (metrics_ != nullptr) metrics_->FetchBytes(n);
     if (offset_ == size) {
+      if (metrics_ != nullptr) {
+        metrics_->StageDone(TomodMetrics::Stage::kFetch,
+                            absl::ToDoubleSeconds(absl::Now() - start_));
+      }
       response_.set_last(true);
       response_.set_total_bytes(size);
       response_.set_crc32(file_.crc32());
@@ -301,6 +318,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
     }
   }
 
+  TomodMetrics* metrics_;
+  const absl::Time start_ = absl::Now();
   pb::ResultFile file_;
   int fd_ = -1;
   uint64_t offset_ = 0;
@@ -311,7 +330,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
 
 grpc::ServerReadReactor<pb::SubmitRequest>* ReconstructionService::Submit(
     grpc::CallbackServerContext* context, pb::SubmitResponse* response) {
-  return new SubmitReactor(manager_, context, response);
+  return new SubmitReactor(manager_, metrics_, context, response);
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetJob(grpc::CallbackServerContext* context,
@@ -359,7 +378,7 @@ grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(
 
 grpc::ServerWriteReactor<pb::FetchResultResponse>* ReconstructionService::FetchResult(
     grpc::CallbackServerContext* /*context*/, const pb::FetchResultRequest* request) {
-  return new FetchReactor(manager_, *request);
+  return new FetchReactor(manager_, metrics_, *request);
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
@@ -390,6 +409,9 @@ grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
   const JobManagerOptions& options = manager_.options();
   out->set_max_spool_bytes(options.max_spool_bytes);
   out->set_max_attempts(options.max_attempts);
+  out->set_max_jobs_per_client(limits.max_jobs_per_client);
+  out->set_max_iterations(limits.max_iterations);
+  out->set_memory_budget_bytes(options.memory_budget_bytes);
   if (options.result_ttl > absl::ZeroDuration()) {
     const int64_t nanos = absl::ToInt64Nanoseconds(options.result_ttl);
     out->mutable_result_ttl()->set_seconds(nanos / 1000000000);

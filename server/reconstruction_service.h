@@ -1,7 +1,8 @@
 // ReconstructionService: tomoserve.v1.Reconstruction on gRPC's callback API, a thin layer
 // that maps the wire onto JobManager (job_manager.h) and absl::Status onto gRPC codes.
 //
-//   Submit       ServerReadReactor: spec first (validated before any data is stored),
+//   Submit       ServerReadReactor: spec first (validated before any data is stored, the
+//                caller counted against --max_jobs_per_client as ClientIdentity names it),
 //                data chunks straight to the spool file, upload_end -> QUEUED -> reply.
 //                Any failure, a stream that ends early or a client cancel remove the job.
 //   WatchJob     ServerWriteReactor and JobWatcher: current state, then every event until
@@ -18,6 +19,7 @@
 
 #include "core/algorithms/reconstruction.h"
 #include "server/job_manager.h"
+#include "server/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::server {
@@ -27,8 +29,11 @@ inline constexpr size_t kFetchChunkBytes = 1 << 20;
 
 class ReconstructionService final : public tomoserve::v1::Reconstruction::CallbackService {
  public:
-  ReconstructionService(JobManager& manager, const core::AlgorithmRegistry& registry)
-      : manager_(manager), registry_(registry) {}
+  // metrics: where upload/fetch bytes, fetch durations and refused Submits are counted;
+  // null: nowhere.
+  ReconstructionService(JobManager& manager, const core::AlgorithmRegistry& registry,
+                        TomodMetrics* metrics = nullptr)
+      : manager_(manager), registry_(registry), metrics_(metrics) {}
 
   grpc::ServerReadReactor<tomoserve::v1::SubmitRequest>* Submit(
       grpc::CallbackServerContext* context, tomoserve::v1::SubmitResponse* response) override;
@@ -57,6 +62,7 @@ class ReconstructionService final : public tomoserve::v1::Reconstruction::Callba
  private:
   JobManager& manager_;
   const core::AlgorithmRegistry& registry_;
+  TomodMetrics* metrics_;
 };
 
 }  // namespace tomo::server

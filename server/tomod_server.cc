@@ -6,8 +6,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -66,6 +69,9 @@ absl::Status CheckLimits(const ServerLimits& limits) {
   if (limits.max_queue_length < 1) {
     return absl::InvalidArgumentError("--max_queue_length: 0 is out of range [1, 2^32)");
   }
+  if (limits.max_iterations < 1) {
+    return absl::InvalidArgumentError("--max_iterations: 0 is out of range [1, 2^32)");
+  }
   return absl::OkStatus();
 }
 
@@ -77,7 +83,43 @@ void ConfigureAllocator() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }
 
+// The gauges read at scrape time, from the manager and the device list.
+void AddScrapeCollector(TomodMetrics& metrics, const JobManager& manager) {
+  metrics.registry().AddCollector([&metrics, &manager] {
+    metrics.queue_depth().Set({}, static_cast<double>(manager.queue_length()));
+    metrics.watchers().Set({}, static_cast<double>(manager.watcher_count()));
+    metrics.spool_used_bytes().Set({}, static_cast<double>(manager.spool_used_bytes()));
+    const std::map<tomoserve::v1::JobState, size_t> counts = manager.JobCountsByState();
+    for (int state = tomoserve::v1::JOB_STATE_UPLOADING;
+         state <= tomoserve::v1::JOB_STATE_CANCELLED; ++state) {
+      auto it = counts.find(static_cast<tomoserve::v1::JobState>(state));
+      metrics.jobs().Set({JobStateLabel(static_cast<tomoserve::v1::JobState>(state))},
+                         it == counts.end() ? 0.0 : static_cast<double>(it->second));
+    }
+    const std::vector<core::DeviceInfo> now = core::ListDevices();
+    for (const core::DeviceInfo& device : manager.devices()) {
+      const core::DeviceInfo* current = &device;
+      for (const core::DeviceInfo& d : now) {
+        if (d.id == device.id) current = &d;
+      }
+      metrics.device_memory_free_bytes().Set({device.id},
+                                             static_cast<double>(current->memory_free_bytes));
+      metrics.device_memory_total_bytes().Set({device.id},
+                                              static_cast<double>(current->memory_total_bytes));
+    }
+  });
+}
+
 }  // namespace
+
+std::string MetricsHost(const std::string& listen) {
+  if (IsUnixAddress(listen)) return "127.0.0.1";
+  const size_t colon = listen.rfind(':');
+  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  if (host.empty()) return "0.0.0.0";
+  if (absl::AsciiStrToLower(host) == "localhost") return "127.0.0.1";
+  return host;
+}
 
 absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions& options) {
   if (!options.device_ids.empty()) {
@@ -143,6 +185,11 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
         absl::StrCat("--result_ttl: ", absl::FormatDuration(options.result_ttl),
                      " is negative; it must be >= 0 (0 keeps finished jobs until deleted)"));
   }
+  if (options.drain_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drain_timeout: ", absl::FormatDuration(options.drain_timeout),
+                     " is negative; it must be >= 0 (0 requeues running jobs at once)"));
+  }
   TOMO_ASSIGN_OR_RETURN(std::vector<core::DeviceInfo> devices, SelectDevices(options));
   std::unique_ptr<TomodServer> server(new TomodServer);
   server->options_ = options;
@@ -156,10 +203,22 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.result_ttl = options.result_ttl;
   manager_options.max_spool_bytes = options.max_spool_bytes;
   manager_options.devices = std::move(devices);
+  manager_options.metrics = server->metrics_.get();
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
   TOMO_RETURN_IF_ERROR(server->manager_->Start());
-  server->service_ = std::make_unique<ReconstructionService>(*server->manager_, server->registry_);
+  server->service_ = std::make_unique<ReconstructionService>(*server->manager_, server->registry_,
+                                                             server->metrics_.get());
+  AddScrapeCollector(*server->metrics_, *server->manager_);
+  if (options.metrics_port != 0) {
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
+        MetricsHost(options.listen), options.metrics_port, server->metrics_->registry());
+    if (!http.ok()) {
+      server->Shutdown();
+      return http.status();
+    }
+    server->metrics_http_ = std::move(*http);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -195,21 +254,28 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   }
   Log(absl::StrCat("listening on ", options.listen,
                    server->port_ != 0 ? absl::StrCat(" (port ", server->port_, ")") : "",
+                   server->metrics_http_
+                       ? absl::StrCat(", metrics on http://", MetricsHost(options.listen), ":",
+                                      server->metrics_http_->port(), "/metrics")
+                       : ", metrics off",
                    ", spool ", server->spool_->root(), ", version ", TOMO_VERSION));
   return server;
 }
 
 TomodServer::~TomodServer() { Shutdown(); }
 
-void TomodServer::Shutdown() {
+void TomodServer::Shutdown(absl::string_view reason) {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_) {
     grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
     if (health != nullptr) health->SetServingStatus(false);
-    Log("health NOT_SERVING; refusing new jobs, cancelling running ones");
+    Log(absl::StrCat("health NOT_SERVING (", reason, ")"));
   }
-  if (manager_) manager_->Shutdown();
+  if (manager_) {
+    manager_->Drain(options_.drain_timeout, reason);
+    manager_->Shutdown();
+  }
   if (server_) {
     Log(absl::StrCat("workers stopped; closing open calls (grace ",
                      absl::FormatDuration(options_.shutdown_grace), ")"));
@@ -220,6 +286,11 @@ void TomodServer::Shutdown() {
     server_->Wait();
     Log("gRPC server stopped");
   }
+  metrics_http_.reset();  // last: a drain can be watched on the metrics to the end
+}
+
+void TomodServer::CutDrainShort() {
+  if (manager_) manager_->CutDrainShort();
 }
 
 absl::Status RunServer(const ServerOptions& options) {
@@ -235,18 +306,44 @@ absl::Status RunServer(const ServerOptions& options) {
 
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<TomodServer> server, TomodServer::Start(options));
 
+  // The first signal starts the drain, a second one cuts it short; the thread ends when
+  // it is sent one more signal after the stop.
   absl::Notification stop;
-  int received = 0;
+  std::atomic<bool> stopped{false};
+  std::atomic<int> received{0};
   std::thread waiter([&] {
-    int signal_number = 0;
-    if (sigwait(&signals, &signal_number) == 0) received = signal_number;
-    stop.Notify();
+    for (int count = 0;; ++count) {
+      int signal_number = 0;
+      if (sigwait(&signals, &signal_number) != 0 || stopped.load()) return;
+      if (count == 0) {
+        received = signal_number;
+        stop.Notify();
+      } else {
+        Log("second signal: cutting the drain short");
+        server->CutDrainShort();
+      }
+    }
   });
   stop.WaitForNotification();
+  const char* name = received.load() == SIGINT ? "SIGINT" : "SIGTERM";
+  Log(absl::StrCat("received ", name, "; draining"));
+
+  absl::Notification done;
+  const absl::Duration limit = options.drain_timeout + options.shutdown_grace + kStopMargin;
+  std::thread watchdog([&] {
+    if (done.WaitForNotificationWithTimeout(limit)) return;
+    Log(absl::StrCat("the stop took longer than ", absl::FormatDuration(limit),
+                     " (a run ignores cancellation); exiting now: the jobs still RUNNING are "
+                     "queued again at the next start"),
+        LogLevel::kError);
+    std::_Exit(0);
+  });
+  server->Shutdown(absl::StrCat("tomod is draining (", name, ")"));
+  done.Notify();
+  watchdog.join();
+  stopped = true;
+  pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
-  Log(absl::StrCat("received ", received == SIGINT ? "SIGINT" : "SIGTERM",
-                   "; shutting down"));
-  server->Shutdown();
   Log("stopped");
   return absl::OkStatus();
 }

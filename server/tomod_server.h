@@ -1,12 +1,21 @@
 // tomod's server: the gRPC server with the Reconstruction service, the health service and
-// reflection, over a JobManager and a Spool; and RunServer(), the daemon's whole life.
+// reflection, over a JobManager and a Spool; the Prometheus endpoint (metrics_http.h,
+// tomod_metrics.h) when metrics_port is set; and RunServer(), the daemon's whole life.
 //
 // Plain-text gRPC is served only on loopback addresses (127.0.0.0/8, ::1, localhost) and
 // unix sockets unless allow_insecure_remote is set; TLS arrives in a later issue.
 //
-// Shutdown (SIGTERM/SIGINT in RunServer, or Shutdown()): health NOT_SERVING, new uploads
-// refused, running jobs cancelled, workers joined, watches closed, then the gRPC server
-// shut down with a deadline. Log lines go to stderr.
+// Shutdown (SIGTERM/SIGINT in RunServer, or Shutdown()) drains: health NOT_SERVING at
+// once; new Submits refused with UNAVAILABLE naming the reason (uploads in progress may
+// still commit); no new job started; up to drain_timeout for the running jobs to end; then
+// the runs still going are stopped and their jobs handed back as QUEUED (durably, the run
+// not counted as an attempt) to run after the restart; workers joined, watches closed,
+// the gRPC server shut down with shutdown_grace. GetJob, WatchJob and FetchResult keep
+// working during the drain. RunServer: a second signal cuts the drain short, and should
+// the whole stop take longer than drain_timeout + shutdown_grace + kStopMargin (a run
+// that ignores cancellation), tomod exits 0 anyway: the job is still RUNNING in the
+// database, so the next start queues it again (that run then counts as an attempt).
+// Log lines go to stderr.
 //
 //   ServerOptions options;
 //   options.listen = "127.0.0.1:0";
@@ -32,7 +41,9 @@
 #include "core/devices/devices.h"
 #include "server/job_manager.h"
 #include "server/job_spec.h"
+#include "server/metrics_http.h"
 #include "server/reconstruction_service.h"
+#include "server/tomod_metrics.h"
 #include "server/spool.h"
 
 namespace tomo::server {
@@ -60,8 +71,25 @@ struct ServerOptions {
   absl::Duration result_ttl = absl::ZeroDuration();
   uint64_t max_spool_bytes = 0;
   int max_message_bytes = 16 << 20;
+  // --metrics_port: Prometheus metrics at http://<listen host>:<port>/metrics; 0: off
+  // (the flag's default is kDefaultMetricsPort; tests leave it off).
+  int metrics_port = 0;
+  // --drain_timeout: how long a stop waits for running jobs before it requeues them.
+  absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration shutdown_grace = absl::Seconds(5);
 };
+
+// tomod's --metrics_port by default: next to the ports of Prometheus' own exporters
+// (9100 node, 9400 DCGM GPU), not taken by a common one.
+inline constexpr int kDefaultMetricsPort = 9473;
+
+// The host the metrics endpoint binds for a --listen address: the same host (loopback by
+// default), 127.0.0.1 for a unix socket or "localhost".
+std::string MetricsHost(const std::string& listen);
+
+// Beyond drain_timeout + shutdown_grace, how long RunServer waits for runs to notice their
+// cancellation before it exits regardless (systemd's default stop timeout is 90 s).
+inline constexpr absl::Duration kStopMargin = absl::Seconds(20);
 
 // The devices options select (see ServerOptions::device_ids and devices). INVALID_ARGUMENT
 // naming the id and the devices present for an id that is not one of them, or is repeated.
@@ -85,18 +113,26 @@ class TomodServer {
   // The port bound (the one chosen when listen asked for port 0; 0 for unix sockets).
   int port() const { return port_; }
   JobManager& manager() { return *manager_; }
-  // The drain sequence described above. Idempotent; blocks until done.
-  void Shutdown();
+  // The drain sequence described above; reason is what refused Submits are told.
+  // Idempotent; blocks until done.
+  void Shutdown(absl::string_view reason = "tomod is shutting down");
+  // Ends a Shutdown's wait for running jobs now (they are requeued). Thread-safe.
+  void CutDrainShort();
+  // The metrics port bound (0: metrics off).
+  int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
+  TomodMetrics& metrics() { return *metrics_; }
 
  private:
   TomodServer() = default;
 
   ServerOptions options_;
   core::AlgorithmRegistry registry_;
+  std::unique_ptr<TomodMetrics> metrics_ = std::make_unique<TomodMetrics>();
   std::unique_ptr<Spool> spool_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<ReconstructionService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   bool shut_down_ = false;
 };

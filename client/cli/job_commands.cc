@@ -395,9 +395,34 @@ int RunInfo(const GlobalOptions& global, bool json) {
   }
   row("algorithms", absl::StrJoin(info->algorithms(), ", "));
   const v1::Limits& limits = info->limits();
-  row("limits", absl::StrFormat("upload %s, %d voxels, %d views, queue of %d",
-                                HumanBytes(limits.max_upload_bytes()), limits.max_voxels(),
-                                limits.max_views(), limits.max_queue_length()));
+  // One limit a line, named as tomod's flag that sets it, so that a refusal's message
+  // ("... (--max_voxels)") can be looked up here.
+  auto limit = [&row](const char* flag, const std::string& value) {
+    row("limits", absl::StrCat(absl::StrFormat("%-22s", flag), value));
+  };
+  auto or_none = [](uint64_t value, const std::string& text) {
+    return value == 0 ? std::string("none") : text;
+  };
+  limit("--max_upload_bytes", HumanBytes(limits.max_upload_bytes()));
+  limit("--max_voxels", absl::StrCat(limits.max_voxels()));
+  limit("--max_views", absl::StrCat(limits.max_views()));
+  limit("--max_iterations", absl::StrCat(limits.max_iterations()));
+  limit("--max_queue_length", absl::StrCat(limits.max_queue_length()));
+  limit("--max_jobs_per_client",
+        or_none(limits.max_jobs_per_client(), absl::StrCat(limits.max_jobs_per_client())));
+  limit("--max_spool_bytes",
+        or_none(limits.max_spool_bytes(),
+                absl::StrCat(HumanBytes(limits.max_spool_bytes()), " (",
+                             HumanBytes(info->spool_used_bytes()), " in use)")));
+  limit("--memory_budget_bytes",
+        or_none(limits.memory_budget_bytes(), HumanBytes(limits.memory_budget_bytes())));
+  limit("--max_attempts", absl::StrCat(limits.max_attempts()));
+  const int64_t ttl_seconds = limits.result_ttl().seconds();
+  limit("--result_ttl",
+        ttl_seconds == 0 && limits.result_ttl().nanos() == 0
+            ? std::string("none (kept until deleted)")
+            : absl::FormatDuration(absl::Seconds(ttl_seconds) +
+                                   absl::Nanoseconds(limits.result_ttl().nanos())));
   return kExitOk;
 }
 

@@ -506,13 +506,22 @@ TEST_F(CliTest, InfoListsDevicesAlgorithmsAndLimits) {
   // The devices are those --devices names (the default, every GPU or else the CPU, depends
   // on the machine).
   ASSERT_EQ(StopDaemon(), 0);
-  StartDaemon({"--devices", "cpu"});
+  StartDaemon({"--devices", "cpu", "--max_jobs_per_client=7", "--max_iterations=33",
+               "--max_queue_length=44", "--result_ttl=90m"});
   ProcessResult info = Tomo({"info"});
   ASSERT_EQ(info.exit_code, 0) << info.Describe();
   EXPECT_THAT(info.out, HasSubstr("version"));
   EXPECT_THAT(info.out, HasSubstr("device     cpu"));
   EXPECT_THAT(info.out, HasSubstr("fbp"));
-  EXPECT_THAT(info.out, HasSubstr("limits"));
+  // Every limit, on a line named by the flag that sets it.
+  for (const char* line :
+       {"limits     --max_jobs_per_client 7\n", "limits     --max_iterations      33\n",
+        "limits     --max_queue_length    44\n", "limits     --result_ttl          1h30m\n",
+        "limits     --max_spool_bytes     none\n", "limits     --memory_budget_bytes none\n",
+        "limits     --max_attempts        3\n", "limits     --max_views           100000\n",
+        "limits     --max_voxels          4294967296\n", "limits     --max_upload_bytes"}) {
+    EXPECT_THAT(info.out, HasSubstr(line));
+  }
 
   ProcessResult json = Tomo({"info", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.Describe();
@@ -521,6 +530,8 @@ TEST_F(CliTest, InfoListsDevicesAlgorithmsAndLimits) {
   EXPECT_FALSE(server_info.version().empty());
   EXPECT_GE(server_info.devices_size(), 1);
   EXPECT_GT(server_info.limits().max_upload_bytes(), 0u);
+  EXPECT_EQ(server_info.limits().max_jobs_per_client(), 7u);
+  EXPECT_EQ(server_info.limits().max_iterations(), 33u);
 
   // TOMO_SERVER is the default of --server.
   ProcessResult from_env = TomoRaw({"info"}, kTomoTimeout, {"TOMO_SERVER=" + server()});

@@ -64,7 +64,10 @@ void DaemonTest::StartDaemon(const std::vector<std::string>& extra_flags) {
   std::error_code ignored;
   fs::remove(port_file, ignored);
   std::vector<std::string> argv = {BinaryPath("tomod", TOMOD_BINARY), "--listen=127.0.0.1:0",
-                                   "--port_file=" + port_file, "--spool_dir=" + spool_dir()};
+                                   "--port_file=" + port_file, "--spool_dir=" + spool_dir(),
+                                   // Off unless a test asks (a later flag wins): tests run in
+                                   // parallel and would contend for the default port.
+                                   "--metrics_port=0"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   absl::Status started = tomod_.Start(argv, dir_ + "/tomod.out", tomod_log());
   ASSERT_TRUE(started.ok()) << started;

@@ -1,6 +1,6 @@
 // DaemonTest: a GoogleTest fixture that starts the real tomod on a free loopback port with
-// a fresh spool (--listen 127.0.0.1:0 --port_file), runs the real tomo binary against it,
-// and at the end stops tomod with SIGTERM, expecting exit code 0.
+// a fresh spool (--listen 127.0.0.1:0 --port_file, metrics off), runs the real tomo binary
+// against it, and at the end stops tomod with SIGTERM, expecting exit code 0.
 //
 // The binaries are those of this build ($<TARGET_FILE:tomod>, $<TARGET_FILE:tomo>), or
 // $TOMO_E2E_BIN_DIR/tomod and /tomo when that variable is set.

@@ -405,6 +405,56 @@ TEST_F(JobManagerTest, QueueFullIsResourceExhausted) {
                                               HasSubstr("--max_queue_length")));
 }
 
+TEST_F(JobManagerTest, JobsPerClientLimitCountsUnfinishedJobsAcrossRestarts) {
+  ServerLimits limits;
+  limits.max_jobs_per_client = 2;
+  StartManager(nullptr, limits);
+  manager_->SetSchedulingPaused(true);
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  const std::string bytes(spec.input().size_bytes(), '\0');
+  auto submit = [&](absl::string_view client) -> absl::StatusOr<pb::Job> {
+    auto upload = manager_->BeginUpload(spec, client);
+    if (!upload.ok()) return upload.status();
+    if (absl::Status s = (*upload)->Append(bytes); !s.ok()) return s;
+    return (*upload)->Commit(bytes.size(), Crc32(bytes));
+  };
+  auto a1 = submit("10.0.0.1");
+  ASSERT_TRUE(a1.ok()) << a1.status();
+  EXPECT_EQ(a1->client(), "10.0.0.1");
+  // An upload in progress counts too.
+  auto a2 = manager_->BeginUpload(spec, "10.0.0.1");
+  ASSERT_TRUE(a2.ok()) << a2.status();
+  auto refused = submit("10.0.0.1");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              AllOf(HasSubstr("client 10.0.0.1 has 2 unfinished jobs"),
+                    HasSubstr("limit is 2 per client (--max_jobs_per_client)")));
+  // Other clients, and calls without a client, are not affected.
+  EXPECT_TRUE(submit("10.0.0.2").ok());
+  EXPECT_TRUE(submit("").ok());
+  a2->reset();  // an abandoned upload frees its place
+  auto a3 = submit("10.0.0.1");
+  ASSERT_TRUE(a3.ok()) << a3.status();
+  EXPECT_EQ(submit("10.0.0.1").status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(manager_->CancelJob(a1->id()).ok());  // an ended job frees its place
+  ASSERT_TRUE(submit("10.0.0.1").ok());
+
+  // The count is rebuilt from the database after a restart.
+  RestartManager(nullptr, /*paused=*/true);
+  EXPECT_EQ(submit("10.0.0.1").status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(submit("10.0.0.2").ok());
+  // Finished jobs do not count.
+  manager_->SetSchedulingPaused(false);
+  WaitForState(a3->id(), pb::JOB_STATE_SUCCEEDED);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::StatusOr<pb::Job> later = submit("10.0.0.1");
+  while (!later.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+    later = submit("10.0.0.1");
+  }
+  EXPECT_TRUE(later.ok()) << later.status();
+}
+
 TEST_F(JobManagerTest, DeleteNeedsAFinishedJob) {
   StartManager();
   manager_->SetSchedulingPaused(true);
@@ -484,7 +534,7 @@ TEST_F(JobManagerTest, FindResultErrors) {
   EXPECT_TRUE(manager_->FindResult(job->id(), "volume.raw").ok());
 }
 
-TEST_F(JobManagerTest, ShutdownCancelsRunningJobsAndClosesWatches) {
+TEST_F(JobManagerTest, ShutdownRequeuesRunningJobsAndClosesWatches) {
   StartManager(std::make_unique<BlockingAlgorithm>());
   auto running = SubmitSmall();
   ASSERT_TRUE(running.ok());
@@ -495,11 +545,101 @@ TEST_F(JobManagerTest, ShutdownCancelsRunningJobsAndClosesWatches) {
   ASSERT_TRUE(manager_->Watch(running->id(), &running_watcher).ok());
   ASSERT_TRUE(manager_->Watch(queued->id(), &queued_watcher).ok());
   manager_->Shutdown();
-  EXPECT_EQ(manager_->GetJob(running->id())->state(), pb::JOB_STATE_CANCELLED);
-  EXPECT_EQ(running_watcher.events().back().state(), pb::JOB_STATE_CANCELLED);
-  EXPECT_THAT(running_watcher.events().back().message(), HasSubstr("shutting down"));
+  // Handed back, not ended: an accepted job is never lost to a stop of tomod.
+  pb::Job handed_back = *manager_->GetJob(running->id());
+  EXPECT_EQ(handed_back.state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(handed_back.attempts(), 0u);
+  EXPECT_TRUE(handed_back.device().empty());
+  EXPECT_FALSE(handed_back.has_started());
+  EXPECT_EQ(running_watcher.events().back().state(), pb::JOB_STATE_QUEUED);
+  EXPECT_THAT(running_watcher.events().back().message(),
+              AllOf(HasSubstr("queued again"), HasSubstr("shutting down"),
+                    HasSubstr("does not count as an attempt")));
+  EXPECT_EQ(running_watcher.closed().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(queued_watcher.closed().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(manager_->BeginUpload(SmallSpec()).status().code(), absl::StatusCode::kUnavailable);
+
+  // After the restart both run, the handed-back one first (it was queued first).
+  RestartManager();
+  pb::Job rerun = WaitForState(running->id(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(rerun.attempts(), 1u);
+  WaitForState(queued->id(), pb::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, DrainRefusesNewJobsLetsUploadsCommitAndRequeuesOnTimeout) {
+  StartManager(std::make_unique<BlockingAlgorithm>());
+  auto running = SubmitSmall();
+  ASSERT_TRUE(running.ok());
+  WaitForState(running->id(), pb::JOB_STATE_RUNNING);
+  auto cancelled = SubmitSmall();
+  ASSERT_TRUE(cancelled.ok());
+  // An upload that began before the drain.
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  const std::string bytes(spec.input().size_bytes(), '\0');
+  auto upload = manager_->BeginUpload(spec);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  ASSERT_TRUE((*upload)->Append(bytes).ok());
+
+  const absl::Time start = absl::Now();
+  std::thread drain(
+      [&] { manager_->Drain(absl::Milliseconds(300), "tomod is draining (SIGTERM)"); });
+  // New jobs are refused at once, naming why.
+  absl::StatusOr<std::unique_ptr<Upload>> refused;
+  for (refused = manager_->BeginUpload(spec); refused.ok();
+       refused = manager_->BeginUpload(spec)) {
+    refused->reset();
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.status().message(),
+              AllOf(HasSubstr("tomod is draining (SIGTERM)"), HasSubstr("not accepting new jobs")));
+  auto committed = (*upload)->Commit(bytes.size(), Crc32(bytes));
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_EQ(committed->state(), pb::JOB_STATE_QUEUED);
+  // A cancel during the drain still ends its job.
+  ASSERT_TRUE(manager_->CancelJob(cancelled->id()).ok());
+  drain.join();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  // Nothing new started during the drain; the blocking run is still going.
+  EXPECT_EQ(manager_->GetJob(committed->id())->state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(manager_->GetJob(running->id())->state(), pb::JOB_STATE_RUNNING);
+  manager_->Shutdown();
+  EXPECT_EQ(manager_->GetJob(running->id())->state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(manager_->GetJob(cancelled->id())->state(), pb::JOB_STATE_CANCELLED);
+
+  RestartManager(nullptr, /*paused=*/true);
+  EXPECT_EQ(manager_->GetJob(running->id())->state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(manager_->GetJob(running->id())->attempts(), 0u);
+  EXPECT_EQ(manager_->GetJob(committed->id())->state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(manager_->queue_length(), 2u);
+}
+
+TEST_F(JobManagerTest, CutDrainShortEndsTheWaitAtOnce) {
+  StartManager(std::make_unique<BlockingAlgorithm>());
+  auto running = SubmitSmall();
+  ASSERT_TRUE(running.ok());
+  WaitForState(running->id(), pb::JOB_STATE_RUNNING);
+  const absl::Time start = absl::Now();
+  std::thread drain([&] { manager_->Drain(absl::Seconds(20), "draining"); });
+  absl::SleepFor(absl::Milliseconds(50));
+  manager_->CutDrainShort();  // tomod's second SIGTERM
+  drain.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  manager_->Shutdown();
+  EXPECT_EQ(manager_->GetJob(running->id())->state(), pb::JOB_STATE_QUEUED);
+}
+
+TEST_F(JobManagerTest, DrainEndsEarlyWhenTheRunsEnd) {
+  StartManager();
+  auto job = SubmitSmall();
+  ASSERT_TRUE(job.ok());
+  const absl::Time start = absl::Now();
+  manager_->Drain(absl::Seconds(20), "draining");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // Queued or done, never lost; and when it ran, it finished during the drain.
+  const pb::JobState state = manager_->GetJob(job->id())->state();
+  EXPECT_TRUE(state == pb::JOB_STATE_QUEUED || state == pb::JOB_STATE_SUCCEEDED)
+      << pb::JobState_Name(state);
 }
 
 // ---------------------------------------------------------------- durability

@@ -477,5 +477,19 @@ TEST(JobSpecTest, HelicalWithFbpIsRefused) {
   EXPECT_THAT(status.message(), HasSubstr("algorithm.fbp: FBP/FDK needs a circular orbit"));
 }
 
+TEST(JobSpecTest, IterationLimitNamesFieldValueAndFlag) {
+  ServerLimits limits;
+  limits.max_iterations = 200;
+  EXPECT_TRUE(CheckIterations("algorithm.sirt.iterations", 200, limits).ok());
+  absl::Status status = CheckIterations("algorithm.sirt.iterations", 201, limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(),
+            "algorithm.sirt.iterations: 201 iterations exceed the server's limit of 200 "
+            "(--max_iterations)");
+  // FBP is direct: it has no iterations, so even the smallest limit lets it through.
+  limits.max_iterations = 1;
+  EXPECT_TRUE(ValidateJobSpec(ValidSpec(), limits).ok());
+}
+
 }  // namespace
 }  // namespace tomo::server

@@ -40,9 +40,12 @@ struct Fetched {
 
 class ReconstructionServiceTest : public ::testing::Test {
  protected:
-  void StartServer(std::unique_ptr<core::Algorithm> fbp = nullptr) {
+  void StartServer(std::unique_ptr<core::Algorithm> fbp = nullptr, ServerLimits limits = {}) {
     spool_dir_ = NewTempDir("service");
     ServerOptions options;
+    options.limits = limits;
+    // Jobs a test leaves running are handed back at once rather than waited for.
+    options.drain_timeout = absl::Milliseconds(100);
     options.listen = "127.0.0.1:0";
     options.spool_dir = spool_dir_;
     options.devices = {core::CpuDevice()};
@@ -470,6 +473,49 @@ TEST_F(ReconstructionServiceCancelTest, CancelRunningJob) {
   EXPECT_EQ(events.back().state(), pb::JOB_STATE_CANCELLED);
   ASSERT_TRUE(GetJob(job.id(), &current).ok());
   EXPECT_EQ(current.state(), pb::JOB_STATE_CANCELLED);
+}
+
+class ReconstructionServiceLimitTest : public ReconstructionServiceTest {
+ protected:
+  void SetUp() override {
+    ServerLimits limits;
+    limits.max_jobs_per_client = 1;
+    StartServer(std::make_unique<BlockingAlgorithm>(), limits);
+  }
+};
+
+TEST_F(ReconstructionServiceLimitTest, JobsPerClientAreCountedByPeerHostAndReported) {
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  const std::string bytes(spec.input().size_bytes(), '\0');
+  pb::Job first;
+  ASSERT_TRUE(Submit(spec, bytes, &first).ok());
+  EXPECT_EQ(first.client(), "127.0.0.1");
+  grpc::Status refused = Submit(spec, bytes, nullptr);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              AllOf(HasSubstr("client 127.0.0.1 has 1 unfinished jobs"),
+                    HasSubstr("limit is 1 per client (--max_jobs_per_client)")));
+  // An ended job no longer counts.
+  grpc::ClientContext context;
+  pb::CancelJobRequest request;
+  request.set_job_id(first.id());
+  pb::Job response;
+  ASSERT_TRUE(stub_->CancelJob(&context, request, &response).ok());
+  pb::Job current;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (GetJob(first.id(), &current).ok() && current.state() != pb::JOB_STATE_CANCELLED &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  pb::Job second;
+  EXPECT_TRUE(Submit(spec, bytes, &second).ok());
+
+  grpc::ClientContext info_context;
+  pb::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&info_context, pb::GetServerInfoRequest(), &info).ok());
+  EXPECT_EQ(info.limits().max_jobs_per_client(), 1u);
+  EXPECT_EQ(info.limits().max_iterations(), ServerLimits().max_iterations);
+  EXPECT_EQ(info.limits().max_attempts(), 3u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -13,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_jobs.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::server {
@@ -35,6 +37,31 @@ ServerOptions TestOptions(const std::string& name) {
   options.devices = {core::CpuDevice()};
   options.shutdown_grace = absl::Seconds(1);
   return options;
+}
+
+// grpc.health.v1.Health/Check with an empty request; the response's bytes (SERVING is
+// field 1 = 1: "\x08\x01", NOT_SERVING "\x08\x02"), or the error.
+std::string HealthCheck(int port) {
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  grpc::Slice empty;
+  grpc::ByteBuffer request(&empty, 1), response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                 &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return "error: " + status.error_message();
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return "error: unreadable";
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes += std::string(s.begin(), s.end());
+  return bytes;
 }
 
 TEST(CheckListenAddressTest, LoopbackOnlyUnlessAllowed) {
@@ -177,6 +204,94 @@ TEST(TomodServerTest, PortInUseIsUnavailable) {
   options.listen = absl::StrCat("127.0.0.1:", (*first)->port());
   auto second = TomodServer::Start(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(TomodServerTest, DrainReportsNotServingRefusesSubmitsAndRequeuesTheRunningJob) {
+  namespace pb = ::tomoserve::v1;
+  ServerOptions options = TestOptions("drain");
+  options.drain_timeout = absl::Milliseconds(1500);
+  core::AlgorithmRegistry blocking = core::AlgorithmRegistry::WithBuiltins();
+  blocking.Register("fbp", std::make_unique<testing::BlockingAlgorithm>());
+  auto server = TomodServer::Start(options, std::move(blocking));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto stub = pb::Reconstruction::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  const pb::JobSpec spec = testing::SmallSpec(16, 8, 16);
+  const std::string bytes(spec.input().size_bytes(), '\0');
+  auto submit = [&](pb::Job* job) {
+    grpc::ClientContext context;
+    pb::SubmitResponse response;
+    auto writer = stub->Submit(&context, &response);
+    pb::SubmitRequest request;
+    *request.mutable_spec() = spec;
+    writer->Write(request);
+    request.set_data(bytes);
+    writer->Write(request);
+    request.mutable_upload_end()->set_total_bytes(bytes.size());
+    request.mutable_upload_end()->set_crc32(testing::Crc32(bytes));
+    writer->Write(request);
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    *job = response.job();
+    return status;
+  };
+  auto get = [&](const std::string& id) {
+    grpc::ClientContext context;
+    pb::GetJobRequest request;
+    request.set_job_id(id);
+    pb::Job job;
+    stub->GetJob(&context, request, &job);
+    return job;
+  };
+  pb::Job job;
+  ASSERT_TRUE(submit(&job).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (get(job.id()).state() != pb::JOB_STATE_RUNNING && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ(get(job.id()).state(), pb::JOB_STATE_RUNNING);
+  ASSERT_EQ(HealthCheck(port), std::string("\x08\x01", 2));
+
+  const absl::Time start = absl::Now();
+  std::thread stopper([&] { (*server)->Shutdown("tomod is draining (SIGTERM)"); });
+  while (HealthCheck(port) != std::string("\x08\x02", 2) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(HealthCheck(port), std::string("\x08\x02", 2));
+  pb::Job refused;
+  grpc::Status status = submit(&refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(),
+              AllOf(HasSubstr("tomod is draining (SIGTERM)"), HasSubstr("not accepting new jobs")));
+  // The running job goes on during the drain, and can be watched and queried.
+  EXPECT_EQ(get(job.id()).state(), pb::JOB_STATE_RUNNING);
+  stopper.join();
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, options.drain_timeout);
+  EXPECT_LT(took, options.drain_timeout + absl::Seconds(8));
+  server->reset();
+
+  // The next tomod on the spool runs it to the end, as its first counted attempt.
+  server = TomodServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  stub = pb::Reconstruction::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials()));
+  const absl::Time later = deadline + absl::Seconds(20);
+  while (get(job.id()).state() != pb::JOB_STATE_SUCCEEDED && absl::Now() < later) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  pb::Job done = get(job.id());
+  EXPECT_EQ(done.state(), pb::JOB_STATE_SUCCEEDED) << done.error();
+  EXPECT_EQ(done.attempts(), 1u);
+}
+
+TEST(TomodServerTest, RefusesANegativeDrainTimeout) {
+  ServerOptions options = TestOptions("negdrain");
+  options.drain_timeout = absl::Seconds(-1);
+  absl::Status status = TomodServer::Start(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("--drain_timeout: -1s is negative"));
 }
 
 }  // namespace

@@ -1,0 +1,89 @@
+// TomodMetrics: what tomod exports on --metrics_port, over a MetricRegistry (metrics.h).
+//
+//   tomod_jobs_submitted_total                  jobs committed QUEUED by a Submit
+//   tomod_jobs_finished_total{outcome}          succeeded | failed | cancelled
+//   tomod_jobs_requeued_total{reason}           shutdown (a drain handed a run back) |
+//                                               restart (a crash interrupted a run)
+//   tomod_submits_refused_total{code}           Submits refused before any data was
+//                                               stored, by status code (limits, draining)
+//   tomod_stage_duration_seconds{stage}         histogram: upload (Submit's first message
+//                                               to QUEUED), queue_wait (QUEUED to RUNNING),
+//                                               run (RUNNING to its end), fetch (one
+//                                               FetchResult call that sent its last byte)
+//   tomod_upload_bytes_total                    projection bytes received
+//   tomod_fetch_bytes_total                     result bytes sent
+//   tomod_queue_depth                           jobs queued or uploading (--max_queue_length)
+//   tomod_jobs{state}                           jobs tomod holds, by state
+//   tomod_watchers                              WatchJob streams open
+//   tomod_spool_used_bytes                      what --max_spool_bytes bounds
+//   tomod_device_memory_free_bytes{device}      per worker device, read at each scrape
+//   tomod_device_memory_total_bytes{device}     (0 for the CPU, which reports none)
+//
+// Device utilisation is not exported: the core's device list reports memory only, and
+// reading utilisation would need NVML, a dependency tomod does not take on.
+//
+// Thread-safe. The gauges read at scrape time (queue depth, jobs, watchers, spool,
+// devices) are filled by a collector that the owner adds (TomodServer does).
+//
+//   TomodMetrics metrics;
+//   metrics.StageDone(Stage::kRun, 1.5);
+//   std::string text = metrics.registry().Render();
+#pragma once
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+#include "server/metrics.h"
+#include "tomoserve/v1/tomoserve.pb.h"
+
+namespace tomo::server {
+
+class TomodMetrics {
+ public:
+  enum class Stage { kUpload, kQueueWait, kRun, kFetch };
+
+  TomodMetrics();
+  TomodMetrics(const TomodMetrics&) = delete;
+  TomodMetrics& operator=(const TomodMetrics&) = delete;
+
+  MetricRegistry& registry() { return registry_; }
+  const MetricRegistry& registry() const { return registry_; }
+
+  // A persisted state change of a job (JobManager calls it for each): counts submissions
+  // (UPLOADING -> QUEUED) and ends (-> a terminal state).
+  void StateChanged(tomoserve::v1::JobState from, tomoserve::v1::JobState to);
+  void Requeued(absl::string_view reason);
+  void SubmitRefused(absl::string_view code);
+  void StageDone(Stage stage, double seconds);
+  void UploadBytes(uint64_t bytes);
+  void FetchBytes(uint64_t bytes);
+
+  // Scrape-time gauges, for the collector.
+  Gauge& queue_depth() { return queue_depth_; }
+  Gauge& jobs() { return jobs_; }
+  Gauge& watchers() { return watchers_; }
+  Gauge& spool_used_bytes() { return spool_used_bytes_; }
+  Gauge& device_memory_free_bytes() { return device_free_; }
+  Gauge& device_memory_total_bytes() { return device_total_; }
+
+ private:
+  MetricRegistry registry_;
+  Counter& submitted_;
+  Counter& finished_;
+  Counter& requeued_;
+  Counter& refused_;
+  Histogram& stages_;
+  Counter& upload_bytes_;
+  Counter& fetch_bytes_;
+  Gauge& queue_depth_;
+  Gauge& jobs_;
+  Gauge& watchers_;
+  Gauge& spool_used_bytes_;
+  Gauge& device_free_;
+  Gauge& device_total_;
+};
+
+// "queued" for JOB_STATE_QUEUED: a state as metrics and logs name it.
+std::string JobStateLabel(tomoserve::v1::JobState state);
+
+}  // namespace tomo::server

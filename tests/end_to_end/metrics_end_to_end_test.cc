@@ -1,0 +1,123 @@
+// Observability on the real tomod: its Prometheus endpoint scraped over HTTP after a job
+// ran through submit, run and fetch, with every counter and stage histogram checked; and
+// its structured log, one JSON object a line, with every state change of the job.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/tomo_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/end_to_end/daemon_fixture.h"
+#include "tests/server/http_get.h"
+
+namespace tomo::testing {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::Key;
+
+// A loopback port free a moment ago (tomod's --metrics_port takes a number, not 0).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t size = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+class ObservabilityTest : public DaemonTest {
+ protected:
+  std::map<std::string, double> Scrape() {
+    absl::StatusOr<HttpResponse> response = HttpGet("127.0.0.1", port_, "/metrics");
+    EXPECT_TRUE(response.ok()) << response.status();
+    if (!response.ok()) return {};
+    EXPECT_EQ(response->status, 200) << response->body;
+    EXPECT_EQ(response->headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+    return ParseSamples(response->body);
+  }
+  int port_ = 0;
+};
+
+TEST_F(ObservabilityTest, ScrapeAfterAJobShowsTheCountersMoved) {
+  ASSERT_EQ(StopDaemon(), 0);
+  port_ = FreePort();
+  StartDaemon({"--devices=cpu", absl::StrCat("--metrics_port=", port_)});
+  ASSERT_FALSE(HasFatalFailure());
+  std::map<std::string, double> before = Scrape();
+  EXPECT_EQ(before["tomod_jobs_submitted_total"], 0);
+  EXPECT_EQ(before["tomod_queue_depth"], 0);
+  EXPECT_THAT(before, Contains(Key("tomod_device_memory_total_bytes{device=\"cpu\"}")));
+
+  const std::string phantom = MakePhantom("metrics", 64, 90);
+  const std::string out = dir() + "/out";
+  ProcessResult run = Tomo({"submit", "--spec", phantom + "/job.json", "--data",
+                            phantom + "/sinogram.raw", "--wait", "--out", out});
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  const uint64_t input_bytes = std::filesystem::file_size(phantom + "/sinogram.raw");
+
+  std::map<std::string, double> after = Scrape();
+  EXPECT_EQ(after["tomod_jobs_submitted_total"], 1);
+  EXPECT_EQ(after["tomod_jobs_finished_total{outcome=\"succeeded\"}"], 1);
+  EXPECT_EQ(after["tomod_jobs_finished_total{outcome=\"failed\"}"], 0);
+  EXPECT_EQ(after["tomod_upload_bytes_total"], static_cast<double>(input_bytes));
+  EXPECT_EQ(after["tomod_fetch_bytes_total"], 64.0 * 64.0 * 4.0);
+  for (const char* stage : {"upload", "queue_wait", "run", "fetch"}) {
+    const std::string labels = absl::StrCat("{stage=\"", stage, "\"}");
+    EXPECT_EQ(after["tomod_stage_duration_seconds_count" + labels], 1) << stage;
+    EXPECT_EQ(after[absl::StrCat("tomod_stage_duration_seconds_bucket{stage=\"", stage,
+                                 "\",le=\"+Inf\"}")],
+              1)
+        << stage;
+    EXPECT_GE(after["tomod_stage_duration_seconds_sum" + labels], 0) << stage;
+  }
+  EXPECT_GT(after["tomod_stage_duration_seconds_sum{stage=\"run\"}"], 0);
+  EXPECT_EQ(after["tomod_jobs{state=\"succeeded\"}"], 1);
+  EXPECT_EQ(after["tomod_jobs{state=\"queued\"}"], 0);
+  EXPECT_EQ(after["tomod_queue_depth"], 0);
+  EXPECT_GT(after["tomod_spool_used_bytes"], static_cast<double>(input_bytes));
+}
+
+TEST_F(ObservabilityTest, LogIsOneJsonObjectALineWithEveryStateChangeOfAJob) {
+  const std::string phantom = MakePhantom("log", 64, 90);
+  ProcessResult run = Tomo(
+      {"submit", "--spec", phantom + "/job.json", "--data", phantom + "/sinogram.raw", "--wait"});
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  absl::StatusOr<std::vector<tomoserve::v1::Job>> jobs = client::TomoClient(server()).ListJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  const std::string id = jobs->front().id();
+  ASSERT_EQ(StopDaemon(), 0);
+
+  std::vector<std::string> states;
+  int lines = 0;
+  for (const std::string& line : SplitLines(FileBytes(tomod_log()))) {
+    if (line.empty()) continue;
+    ++lines;
+    EXPECT_TRUE(absl::StartsWith(line, "{\"ts\":\"") && absl::EndsWith(line, "}")) << line;
+    EXPECT_TRUE(absl::StrContains(line, "\"level\":\"") && absl::StrContains(line, "\"event\":\""))
+        << line;
+    if (!absl::StrContains(line, "\"event\":\"job_state\"")) continue;
+    EXPECT_TRUE(absl::StrContains(line, absl::StrCat("\"job_id\":\"", id, "\""))) << line;
+    const size_t to = line.find("\"to\":\"");
+    ASSERT_NE(to, std::string::npos) << line;
+    states.push_back(line.substr(to + 6, line.find('"', to + 6) - (to + 6)));
+  }
+  EXPECT_GT(lines, 5);
+  EXPECT_THAT(states, ElementsAre("uploading", "queued", "running", "succeeded"));
+}
+
+}  // namespace
+}  // namespace tomo::testing
