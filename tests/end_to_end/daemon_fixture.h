@@ -26,6 +26,10 @@ namespace tomo::testing {
 
 inline constexpr absl::Duration kTomoTimeout = absl::Seconds(300);
 
+// A loopback TCP port that was free a moment ago (for flags that take a port number and
+// not 0, such as tomod's --metrics_port).
+int FreeLoopbackPort();
+
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override;

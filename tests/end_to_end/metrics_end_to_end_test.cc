@@ -1,10 +1,6 @@
 // Observability on the real tomod: its Prometheus endpoint scraped over HTTP after a job
 // ran through submit, run and fetch, with every counter and stage histogram checked; and
 // its structured log, one JSON object a line, with every state change of the job.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -25,19 +21,6 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::Key;
 
-// A loopback port free a moment ago (tomod's --metrics_port takes a number, not 0).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 class ObservabilityTest : public DaemonTest {
  protected:
   std::map<std::string, double> Scrape() {
@@ -53,7 +36,7 @@ class ObservabilityTest : public DaemonTest {
 
 TEST_F(ObservabilityTest, ScrapeAfterAJobShowsTheCountersMoved) {
   ASSERT_EQ(StopDaemon(), 0);
-  port_ = FreePort();
+  port_ = FreeLoopbackPort();
   StartDaemon({"--devices=cpu", absl::StrCat("--metrics_port=", port_)});
   ASSERT_FALSE(HasFatalFailure());
   std::map<std::string, double> before = Scrape();

@@ -2,11 +2,7 @@
 // callback API (no thread per watcher here either). Those that stay get every event of the
 // job, in order and without gaps, up to the terminal state; half of them disconnect early,
 // and tomod keeps serving and forgets them (its tomod_watchers gauge returns to 0).
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <iostream>
@@ -95,23 +91,11 @@ class Watcher final : public grpc::ClientReadReactor<v1::JobEvent> {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 class WatchTest : public DaemonTest {};
 
 TEST_F(WatchTest, ThreeHundredWatchersGetEveryEventInOrderAndHalfLeaveEarly) {
   ASSERT_EQ(StopDaemon(), 0);
-  const int metrics_port = FreePort();
+  const int metrics_port = FreeLoopbackPort();
   StartDaemon({"--devices=cpu", absl::StrCat("--metrics_port=", metrics_port)});
   ASSERT_FALSE(HasFatalFailure());
   // A longer job (about a second on the CPU; 300 watchers connect in well under 0.1 s)
