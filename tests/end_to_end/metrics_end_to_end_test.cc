@@ -75,8 +75,8 @@ TEST_F(ObservabilityTest, ScrapeAfterAJobShowsTheCountersMoved) {
 
 TEST_F(ObservabilityTest, LogIsOneJsonObjectALineWithEveryStateChangeOfAJob) {
   const std::string phantom = MakePhantom("log", 64, 90);
-  ProcessResult run = Tomo(
-      {"submit", "--spec", phantom + "/job.json", "--data", phantom + "/sinogram.raw", "--wait"});
+  ProcessResult run = Tomo({"submit", "--spec", phantom + "/job.json", "--data",
+                           phantom + "/sinogram.raw", "--wait", "--out", dir() + "/log-result"});
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
   absl::StatusOr<std::vector<tomoserve::v1::Job>> jobs = client::TomoClient(server()).ListJobs();
   ASSERT_TRUE(jobs.ok()) << jobs.status();
