@@ -19,6 +19,10 @@ namespace tomo::server {
 // Continues crc over size bytes; Crc32Update(0, ...) starts a new checksum.
 uint32_t Crc32Update(uint32_t crc, const void* data, size_t size);
 
+// The CRC-32 of a whole buffer, in blocks on several threads for large buffers (combined
+// with zlib's crc32_combine): the same value as Crc32Update(0, data, size).
+uint32_t Crc32OfBuffer(const void* data, size_t size);
+
 struct FileChecksum {
   uint64_t size_bytes = 0;
   uint32_t crc32 = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/data/array3d.h"
+#include "core/data/finite_values.h"
 #include "core/io/raw_io.h"
 #include "server/checksum.h"
 
@@ -20,47 +21,37 @@ namespace pb = ::tomoserve::v1;
 // INVALID_ARGUMENT naming the first projection value that is NaN or infinite.
 absl::Status CheckFiniteProjections(const core::Array3D& projections) {
   const float* values = projections.data();
-  const int64_t count = projections.size();
-  for (int64_t i = 0; i < count; ++i) {
-    if (!std::isfinite(values[i])) {
-      const core::Dims3& d = projections.dims();
-      const int64_t view = i / (d.d1 * d.d2);
-      const int64_t row = (i / d.d2) % d.d1;
-      const int64_t column = i % d.d2;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input: value ", values[i], " at index ", i, " (view ", view, ", row ", row,
-          ", detector ", column, ") is not finite; projections must be finite line integrals"));
-    }
-  }
-  return absl::OkStatus();
+  const int64_t i = core::FirstNonFiniteIndex(values, projections.size());
+  if (i < 0) return absl::OkStatus();
+  const core::Dims3& d = projections.dims();
+  const int64_t view = i / (d.d1 * d.d2);
+  const int64_t row = (i / d.d2) % d.d1;
+  const int64_t column = i % d.d2;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input: value ", values[i], " at index ", i, " (view ", view, ", row ", row,
+      ", detector ", column, ") is not finite; projections must be finite line integrals"));
 }
 
 absl::StatusOr<pb::ResultFile> WriteResult(pb::OutputFormat format, const core::Array3D& volume,
                                            const std::string& output_dir) {
   const std::string name = ResultFileName(format);
   const std::string path = (std::filesystem::path(output_dir) / name).string();
+  pb::ResultFile result;
+  result.set_name(name);
+  result.set_format(format);
   switch (format) {
     case pb::OUTPUT_FORMAT_RAW_FLOAT32:
+      // WriteRawFloat32 fsyncs the file before renaming it, and the file is the volume's
+      // bytes as they are in memory: their checksum is the file's, without reading it back.
       TOMO_RETURN_IF_ERROR(core::WriteRawFloat32(path, volume));
-      break;
+      result.set_size_bytes(volume.size_bytes());
+      result.set_crc32(Crc32OfBuffer(volume.data(), volume.size_bytes()));
+      return result;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("outputs: ", pb::OutputFormat_Name(format), " (", static_cast<int>(format),
                        ") cannot be written by this server"));
   }
-  // Read the file back: the checksum describes the bytes on disk, and the fsync makes the
-  // result durable before the job is reported SUCCEEDED.
-  absl::StatusOr<FileChecksum> sum = Crc32OfFile(path, /*sync=*/true);
-  if (!sum.ok()) {
-    return absl::Status(absl::StatusCode::kInternal,
-                        absl::StrCat("result ", name, ": ", sum.status().message()));
-  }
-  pb::ResultFile result;
-  result.set_name(name);
-  result.set_format(format);
-  result.set_size_bytes(sum->size_bytes);
-  result.set_crc32(sum->crc32);
-  return result;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/data/dims_check.h"
+#include "core/data/finite_values.h"
 
 namespace tomo::core {
 namespace {
@@ -119,15 +120,14 @@ absl::StatusOr<Array3D> Float32FromBytes(const void* bytes, size_t size_bytes, D
                                                    expected, " bytes for float32 dims ",
                                                    DimsText(dims)));
   }
-  Array3D array(dims);
-  if (size_bytes > 0) std::memcpy(array.data(), bytes, size_bytes);
+  Array3D array = Array3D::Uninitialized(dims);
+  if (size_bytes > 0) ParallelCopy(static_cast<const float*>(bytes), array.size(), array.data());
   const float* values = array.data();
-  for (int64_t i = 0; i < array.size(); ++i) {
-    if (!std::isfinite(values[i])) {
-      return absl::InvalidArgumentError(absl::StrCat("data: value at index ", i, " is ",
-                                                     std::isnan(values[i]) ? "NaN" : "infinite",
-                                                     "; all values must be finite"));
-    }
+  const int64_t i = FirstNonFiniteIndex(values, array.size());
+  if (i >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("data: value at index ", i, " is ",
+                                                   std::isnan(values[i]) ? "NaN" : "infinite",
+                                                   "; all values must be finite"));
   }
   return array;
 }
