@@ -112,18 +112,15 @@ struct FusedFilter {
 // chunk in the plan and a cancellable context, the views are still cut into up to
 // kMaxBackProjectionBlocks blocks (cancellation points); the blocks are the same for every
 // slab, so a split volume equals the unsplit one voxel for voxel (the back projection is
-// voxel-wise). `fused` needs a plan of one view chunk (the caller checks).
+// voxel-wise). `plan` is the caller's PlanSlabs for these backends and budget; `fused`
+// needs a plan of one view chunk (the caller checks).
 absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
                                            const VolumeGeometry& volume, const Array3D& data,
                                            BackProjectionWeighting weighting,
                                            const std::vector<Backend*>& backends,
-                                           const RunContext& context,
+                                           const RunContext& context, const SlabPlan& plan,
                                            const FusedFilter* fused = nullptr) {
   const int64_t views = geometry.num_views();
-  TOMO_ASSIGN_OR_RETURN(
-      SlabPlan plan,
-      PlanSlabs(geometry, volume, ProjectionValueBytes(backends, weighting),
-                context.memory_budget_bytes, static_cast<int64_t>(backends.size())));
   std::vector<ViewChunk> chunks = plan.view_chunks;
   if (fused != nullptr && chunks.size() != 1) {
     return absl::InternalError("fdk: a fused filter needs one view chunk");
@@ -282,7 +279,7 @@ absl::StatusOr<Array3D> FilterAndBackProjectBySlabs(
     TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / filter and back projection"));
     context.Report({0.5, "back projection"});
     const FusedFilter fused_filter{&filter, &weights};
-    return BackProjectBySlabs(geometry, volume, projections, weighting, backends, context,
+    return BackProjectBySlabs(geometry, volume, projections, weighting, backends, context, plan,
                               &fused_filter);
   }
   Array3D filtered = projections.Clone();
@@ -291,7 +288,7 @@ absl::StatusOr<Array3D> FilterAndBackProjectBySlabs(
   TOMO_RETURN_IF_ERROR(backends.front()->FilterRows(filter, filtered));
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / back projection"));
   context.Report({0.5, "back projection"});
-  return BackProjectBySlabs(geometry, volume, filtered, weighting, backends, context);
+  return BackProjectBySlabs(geometry, volume, filtered, weighting, backends, context, plan);
 }
 
 // Column weights (views x columns) that are one scale per view.
