@@ -13,6 +13,9 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "proto/transfer/chunk_reader.h"
+#include "proto/transfer/chunk_writer.h"
+#include "proto/transfer/crc32.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,6 +44,8 @@ class Fd {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Hands the descriptor over; this object then holds none.
+  int Release() { return std::exchange(fd_, -1); }
   // close() with its error, for files written.
   int Close() {
     int rc = fd_ >= 0 ? ::close(fd_) : 0;
@@ -92,11 +97,6 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   // canonical google.rpc.Code).
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       status.error_message());
-}
-
-uint32_t Crc32Update(uint32_t crc, const void* data, size_t size) {
-  return static_cast<uint32_t>(
-      crc32_z(crc, static_cast<const Bytef*>(data), static_cast<z_size_t>(size)));
 }
 
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path) {
@@ -212,41 +212,43 @@ absl::StatusOr<v1::Job> TomoClient::Submit(const v1::JobSpec& spec,
   if (!writer->Write(request)) return finish_with_server_status();
   if (on_progress) on_progress(0, total);
 
-  uint64_t sent = 0;
-  uint32_t crc = 0;
-  for (const std::string& path : data_paths) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) {
-      context.TryCancel();
-      writer->Finish();
-      return ErrnoStatus(errno, "cannot open", path);
-    }
-    while (true) {
-      request.Clear();
-      std::string* chunk = request.mutable_data();
-      chunk->resize(kUploadChunkBytes);
-      ssize_t n = ReadFull(fd.get(), chunk->data(), chunk->size());
-      if (n < 0) {
-        int error = errno;
-        context.TryCancel();
-        writer->Finish();
-        return ErrnoStatus(error, "cannot read", path);
-      }
-      if (n == 0) break;
-      chunk->resize(static_cast<size_t>(n));
-      crc = Crc32Update(crc, chunk->data(), chunk->size());
-      sent += static_cast<uint64_t>(n);
-      if (sent > total) break;  // the file grew; refused below
-      if (!writer->Write(request)) return finish_with_server_status();
-      if (on_progress) on_progress(sent, total);
-    }
-  }
-  if (sent != total) {
+  // Reader threads read and checksum the next chunks while this thread sends one: reading,
+  // checksumming and sending in turn would hold the upload to a third of the wire's speed.
+  transfer::ChunkReader::Options read_options;
+  read_options.chunk_bytes = kUploadChunkBytes;
+  absl::StatusOr<std::unique_ptr<transfer::ChunkReader>> reader =
+      transfer::ChunkReader::Open(data_paths, 0, read_options);
+  if (!reader.ok()) {
     context.TryCancel();
     writer->Finish();
+    return reader.status();
+  }
+  uint64_t sent = 0;
+  uint32_t crc = 0;
+  absl::Status read_error;
+  for (;;) {
+    absl::StatusOr<std::optional<transfer::ChunkReader::Chunk>> chunk = (*reader)->Next();
+    if (!chunk.ok()) {
+      read_error = chunk.status();
+      break;
+    }
+    if (!chunk->has_value()) break;
+    const size_t size = (*chunk)->bytes.size();
+    crc = sent == 0 ? (*chunk)->crc32 : transfer::Crc32Combine(crc, (*chunk)->crc32, size);
+    sent += size;
+    request.Clear();
+    *request.mutable_data() = std::move((*chunk)->bytes);
+    if (!writer->Write(request)) return finish_with_server_status();
+    if (on_progress) on_progress(sent, total);
+  }
+  if (!read_error.ok() || sent != total) {
+    context.TryCancel();
+    writer->Finish();
+    if (read_error.code() != absl::StatusCode::kDataLoss && !read_error.ok()) return read_error;
     return absl::DataLossError(absl::StrCat("the data changed during the upload: ",
                                             DisplayPaths(data_paths), " held ", total,
-                                            " bytes, then ", sent > total ? "more" : "fewer"));
+                                            " bytes, then ", sent > total ? "more" : "fewer",
+                                            read_error.ok() ? "" : ": ", read_error.message()));
   }
   request.Clear();
   request.mutable_upload_end()->set_total_bytes(total);
@@ -366,6 +368,19 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
   if (end < 0) return ErrnoStatus(errno, "cannot seek in", partial_path);
   uint64_t offset = static_cast<uint64_t>(end);
 
+  // A resumed download is checked against the CRC-32 of the whole file: the part already
+  // here is checksummed once, the rest as it arrives.
+  uint32_t prefix_crc = 0;
+  if (offset > 0) {
+    absl::StatusOr<uint32_t> crc = FileCrc32(partial_path);
+    if (!crc.ok()) return crc.status();
+    prefix_crc = *crc;
+  }
+  // This thread only receives; a writer thread writes and checksum threads checksum, so
+  // that the download runs at the wire's speed rather than the sum of the three.
+  std::unique_ptr<transfer::ChunkWriter> writer =
+      transfer::ChunkWriter::Create(fd.Release(), partial_path, {});
+
   grpc::ClientContext context;
   v1::FetchResultRequest request;
   request.set_job_id(job_id);
@@ -392,11 +407,13 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
             response.offset(), ", expected ", offset));
         break;
       }
-      if (!WriteFull(fd.get(), response.data().data(), response.data().size())) {
-        local_error = ErrnoStatus(errno, "cannot write", partial_path);
+      offset += response.data().size();
+      absl::StatusOr<bool> room = writer->Append(std::move(*response.mutable_data()));
+      if (!room.ok()) {
+        local_error = room.status();
         break;
       }
-      offset += response.data().size();
+      if (!*room) writer->WaitForRoom();
     }
     if (response.last()) {
       got_last = true;
@@ -412,6 +429,8 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
   }
   grpc::Status status = reader->Finish();
   if (!status.ok()) {
+    // What arrived is kept (written and synced) for a resume.
+    writer->Finish(/*sync=*/true).IgnoreError();
     // A resume offset beyond the file's end: the partial file is not this result's.
     if (request.offset() > 0 && (status.error_code() == grpc::StatusCode::OUT_OF_RANGE ||
                                  status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)) {
@@ -419,24 +438,26 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
     }
     return FromGrpcStatus(status);
   }
+  absl::StatusOr<transfer::ChunkWriter::Summary> written = writer->Finish(/*sync=*/true);
+  if (!written.ok()) return written.status();
+  writer.reset();  // closes the file
   if (!got_last) {
     return absl::DataLossError(absl::StrCat("fetch ", job_id, "/", result_name,
                                             ": the stream ended without its final checksum; "
                                             "fetch again to resume"));
   }
-  if (::fsync(fd.get()) != 0) return ErrnoStatus(errno, "cannot sync", partial_path);
-  if (fd.Close() != 0) return ErrnoStatus(errno, "cannot close", partial_path);
   if (offset != total) {
     if (offset > total) ::unlink(partial_path.c_str());
     return absl::DataLossError(absl::StrCat("fetch ", job_id, "/", result_name, ": received ",
                                             offset, " bytes, tomod says the file has ", total));
   }
-  absl::StatusOr<uint32_t> crc = FileCrc32(partial_path);
-  if (!crc.ok()) return crc.status();
-  if (*crc != expected_crc) {
+  const uint32_t crc = request.offset() == 0 ? written->crc32
+                                             : transfer::Crc32Combine(prefix_crc, written->crc32,
+                                                                      written->bytes);
+  if (crc != expected_crc) {
     ::unlink(partial_path.c_str());
     char got[16], want[16];
-    std::snprintf(got, sizeof(got), "%08x", *crc);
+    std::snprintf(got, sizeof(got), "%08x", crc);
     std::snprintf(want, sizeof(want), "%08x", expected_crc);
     return absl::DataLossError(absl::StrCat(
         "fetch ", job_id, "/", result_name, ": CRC-32 of ", partial_path, " is ", got,

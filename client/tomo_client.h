@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/transfer/crc32.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::client {
@@ -137,8 +138,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // zlib CRC-32 (IEEE) of a whole file. NOT_FOUND or INTERNAL naming the path.
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path);
-// Continues a CRC-32: Crc32Update(0, bytes) is the CRC of bytes.
-uint32_t Crc32Update(uint32_t crc, const void* data, size_t size);
+// Continues a CRC-32: Crc32Update(0, bytes) is the CRC of bytes (the wire contract's,
+// proto/transfer/crc32.h).
+using transfer::Crc32Update;
 
 // "JOB_STATE_RUNNING" -> "RUNNING"; lower case with lower = true.
 std::string JobStateName(tomoserve::v1::JobState state, bool lower = false);

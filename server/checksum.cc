@@ -2,45 +2,14 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/parallel_for.h"
 
 namespace tomo::server {
-
-uint32_t Crc32Update(uint32_t crc, const void* data, size_t size) {
-  return static_cast<uint32_t>(
-      crc32_z(crc, static_cast<const Bytef*>(data), static_cast<z_size_t>(size)));
-}
-
-uint32_t Crc32OfBuffer(const void* data, size_t size) {
-  // Blocks of 16 MiB: one thread checksums a few GB/s, a result is up to gigabytes.
-  constexpr size_t kBlock = size_t{16} << 20;
-  if (size <= kBlock) return Crc32Update(0, data, size);
-  const size_t blocks = (size + kBlock - 1) / kBlock;
-  std::vector<uint32_t> crcs(blocks);
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  core::ParallelFor(static_cast<int64_t>(blocks), [&](int64_t first, int64_t end) {
-    for (int64_t b = first; b < end; ++b) {
-      const size_t offset = static_cast<size_t>(b) * kBlock;
-      crcs[static_cast<size_t>(b)] =
-          Crc32Update(0, bytes + offset, std::min(kBlock, size - offset));
-    }
-  });
-  uint32_t crc = crcs[0];
-  for (size_t b = 1; b < blocks; ++b) {
-    const size_t length = std::min(kBlock, size - b * kBlock);
-    crc = static_cast<uint32_t>(
-        crc32_combine(crc, crcs[b], static_cast<z_off_t>(length)));
-  }
-  return crc;
-}
 
 absl::StatusOr<FileChecksum> Crc32OfFile(const std::string& path, bool sync) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -13,15 +13,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "proto/transfer/crc32.h"
 
 namespace tomo::server {
 
-// Continues crc over size bytes; Crc32Update(0, ...) starts a new checksum.
-uint32_t Crc32Update(uint32_t crc, const void* data, size_t size);
-
-// The CRC-32 of a whole buffer, in blocks on several threads for large buffers (combined
-// with zlib's crc32_combine): the same value as Crc32Update(0, data, size).
-uint32_t Crc32OfBuffer(const void* data, size_t size);
+// The wire contract's CRC-32 (proto/transfer/crc32.h), under the names tomod's code uses.
+using transfer::Crc32OfBuffer;
+using transfer::Crc32Update;
 
 struct FileChecksum {
   uint64_t size_bytes = 0;

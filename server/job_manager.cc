@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -583,12 +584,23 @@ void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) 
                    forgotten.ok() ? "" : absl::StrCat(" (", forgotten.message(), ")")));
 }
 
+Upload::Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file)
+    : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes) {
+  transfer::ChunkWriter::Options options;
+  // The callback is read when the queue fills, after SetOnRoom.
+  options.on_room = [this] {
+    if (on_room_) on_room_();
+  };
+  const std::string path = file.path();
+  writer_ = transfer::ChunkWriter::Create(file.Release(), path, std::move(options));
+}
+
 Upload::~Upload() {
   Abort(absl::CancelledError("the upload ended before upload_end"));
 }
 
-absl::Status Upload::Append(absl::string_view data) {
-  if (existing_) return absl::OkStatus();  // the job has its data already
+absl::StatusOr<bool> Upload::Append(std::string data) {
+  if (existing_) return true;  // the job has its data already
   if (done_) return absl::FailedPreconditionError(absl::StrCat("upload of job ", id_, " ended"));
   if (data.size() > expected_bytes_ - received_bytes_) {
     absl::Status status = absl::InvalidArgumentError(absl::StrCat(
@@ -597,19 +609,18 @@ absl::Status Upload::Append(absl::string_view data) {
     Abort(status);
     return status;
   }
-  crc32_ = Crc32Update(crc32_, data.data(), data.size());
-  absl::Status status = file_->Append(data);
-  if (!status.ok()) {
-    Abort(status);
-    return status;
-  }
   received_bytes_ += data.size();
-  return absl::OkStatus();
+  absl::StatusOr<bool> room = writer_->Append(std::move(data));
+  if (!room.ok()) Abort(room.status());
+  return room;
 }
 
-absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
-  if (existing_) return *existing_;
-  if (done_) return absl::FailedPreconditionError(absl::StrCat("upload of job ", id_, " ended"));
+void Upload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
+                         std::function<void(absl::StatusOr<pb::Job>)> done) {
+  if (existing_) return done(*existing_);
+  if (done_) {
+    return done(absl::FailedPreconditionError(absl::StrCat("upload of job ", id_, " ended")));
+  }
   absl::Status status;
   if (total_bytes != expected_bytes_) {
     status = absl::InvalidArgumentError(
@@ -619,16 +630,42 @@ absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
     status = absl::InvalidArgumentError(
         absl::StrCat("upload: ", received_bytes_, " bytes received, but input.size_bytes is ",
                      expected_bytes_));
-  } else if (crc32 != crc32_) {
+  }
+  if (!status.ok()) {
+    Abort(status);
+    return done(status);
+  }
+  writer_->FinishAsync(
+      /*sync=*/true, [this, crc32, done = std::move(done)](
+                         absl::StatusOr<transfer::ChunkWriter::Summary> written) {
+        absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32);
+        done(std::move(job));  // may destroy this Upload: nothing of it is touched after
+      });
+}
+
+absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
+  absl::Notification committed;
+  absl::StatusOr<pb::Job> result;
+  CommitAsync(total_bytes, crc32, [&](absl::StatusOr<pb::Job> job) {
+    result = std::move(job);
+    committed.Notify();
+  });
+  committed.WaitForNotification();
+  return result;
+}
+
+absl::StatusOr<pb::Job> Upload::CommitWritten(
+    absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32) {
+  absl::Status status = written.status();
+  if (status.ok() && crc32 != written->crc32) {
     status = absl::InvalidArgumentError(
         absl::StrFormat("upload_end.crc32: 0x%08x does not match the CRC-32 of the %d bytes "
                         "received, 0x%08x",
-                        crc32, received_bytes_, crc32_));
+                        crc32, written->bytes, written->crc32));
   }
-  // input.bin and its name in the job's directory, then the directory's name in jobs/:
-  // all durable before the record says QUEUED.
-  if (status.ok()) status = file_->Sync();
-  if (status.ok()) status = file_->Close();
+  // input.bin was fsynced by the writer; now its name in the job's directory, then the
+  // directory's name in jobs/: all durable before the record says QUEUED.
+  if (status.ok()) status = FsyncDirectory(manager_->spool_.JobDir(id_));
   if (status.ok()) status = manager_->spool_.SyncJobsDir();
   if (!status.ok()) {
     Abort(status);
@@ -648,7 +685,9 @@ absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
 void Upload::Abort(const absl::Status& reason) {
   if (done_) return;
   done_ = true;
-  if (file_) file_->Close().IgnoreError();
+  // Stops the writer's threads (or, from its own callback, leaves it to end by itself)
+  // before the directory goes.
+  writer_.reset();
   manager_->AbortUpload(id_, reason);
 }
 

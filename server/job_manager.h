@@ -72,6 +72,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +89,7 @@
 #include "core/algorithms/reconstruction.h"
 #include "core/devices/devices.h"
 #include "core/operators/backend.h"
+#include "proto/transfer/chunk_writer.h"
 #include "server/job_queue.h"
 #include "server/job_spec.h"
 #include "server/job_store.h"
@@ -316,9 +318,11 @@ class JobManager {
   bool watches_closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// One job's upload: bytes go to the spool file, counted and checksummed. Any error from
-// Append or Commit, and destruction before a successful Commit, remove the job and its
-// files. Not thread-safe (one Submit stream drives it).
+// One job's upload: bytes go to the spool file, counted and checksummed on a
+// transfer::ChunkWriter's threads, so the Submit stream's thread only queues them. Any
+// error from Append or Commit, and destruction before a successful Commit, remove the job
+// and its files. Append from one thread (the Submit stream's); CommitAsync's callback runs
+// on the writer's thread, after the fsync.
 class Upload {
  public:
   ~Upload();
@@ -332,32 +336,42 @@ class Upload {
   // nothing to upload; Append discards its data and Commit returns this job.
   const std::optional<tomoserve::v1::Job>& existing_job() const { return existing_; }
 
-  // INVALID_ARGUMENT when the bytes would exceed input.size_bytes; file errors.
-  absl::Status Append(absl::string_view data);
+  // Called (on the writer's thread) when a full queue has room again; set before Append.
+  void SetOnRoom(std::function<void()> on_room) { on_room_ = std::move(on_room); }
+  // Queues data for the spool file. true: append more now; false: the queue is full,
+  // append again after the on_room callback. INVALID_ARGUMENT when the bytes would exceed
+  // input.size_bytes; RESOURCE_EXHAUSTED when the spool's disk is full, INTERNAL for
+  // other write errors (both from an earlier chunk, naming the file).
+  absl::StatusOr<bool> Append(std::string data);
   // INVALID_ARGUMENT unless total_bytes == input.size_bytes == bytes received and crc32 is
-  // their CRC-32, naming both values; then fsync (file and directories) and the job
-  // committed QUEUED. Returns the job (or the job an upload with the same idempotency key
-  // committed first; this one is then removed).
+  // their CRC-32, naming both values; then, once the file is written, fsync (file and
+  // directories) and the job committed QUEUED, done gets the job (or the job an upload
+  // with the same idempotency key committed first; this one is then removed), on the
+  // writer's thread. done may destroy this Upload.
+  void CommitAsync(uint64_t total_bytes, uint32_t crc32,
+                   std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done);
+  // The same, waiting for the result (for callers that may block: tests, tools).
   absl::StatusOr<tomoserve::v1::Job> Commit(uint64_t total_bytes, uint32_t crc32);
   // Removes the job and its files (no-op after Commit or an earlier abort).
   void Abort(const absl::Status& reason);
 
  private:
   friend class JobManager;
-  Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file)
-      : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes),
-        file_(std::move(file)) {}
+  Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file);
   // An upload that is done already: existing is the job of the spec's idempotency key.
   Upload(JobManager* manager, tomoserve::v1::Job existing)
       : manager_(manager), id_(existing.id()), expected_bytes_(existing.input_bytes()),
         existing_(std::move(existing)), done_(true) {}
+  // After the file is written and fsynced: checks, directory sync, the commit.
+  absl::StatusOr<tomoserve::v1::Job> CommitWritten(
+      absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32);
 
   JobManager* manager_;
   std::string id_;
   uint64_t expected_bytes_;
   uint64_t received_bytes_ = 0;
-  uint32_t crc32_ = 0;
-  std::optional<AppendFile> file_;
+  std::function<void()> on_room_;
+  std::unique_ptr<transfer::ChunkWriter> writer_;
   std::optional<tomoserve::v1::Job> existing_;
   bool done_ = false;
 };

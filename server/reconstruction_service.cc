@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/devices/devices.h"
+#include "proto/transfer/chunk_reader.h"
 #include "server/client_identity.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
@@ -33,6 +34,9 @@ namespace {
 
 // ---------------------------------------------------------------- Submit
 
+// Reads a job's upload. The stream's thread only queues data on the Upload's writer; when
+// its queue is full the next read waits for the writer's on_room callback, and the final
+// fsync and commit run on the writer's thread, which then finishes the call.
 class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
  public:
   SubmitReactor(JobManager& manager, TomodMetrics* metrics, grpc::CallbackServerContext* context,
@@ -58,20 +62,23 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
       Finish(ToGrpcStatus(status));
       return;
     }
-    absl::Status status = Handle();
-    if (finished_) return;
-    if (!status.ok()) {
-      if (upload_) upload_->Abort(status);
-      Finish(ToGrpcStatus(status));
+    absl::StatusOr<Next> next = Handle();
+    if (!next.ok()) {
+      if (upload_) upload_->Abort(next.status());
+      Finish(ToGrpcStatus(next.status()));
       return;
     }
-    StartRead(&request_);
+    if (*next == Next::kRead) StartRead(&request_);
   }
 
   void OnDone() override { delete this; }  // ~Upload removes an uncommitted job
 
  private:
-  absl::Status Handle() {
+  // What the reactor does after a message: read the next one, or leave it to a callback
+  // (the writer's on_room, or the commit that finishes the call).
+  enum class Next { kRead, kCallback };
+
+  absl::StatusOr<Next> Handle() {
     switch (request_.part_case()) {
       case pb::SubmitRequest::kSpec: {
         if (upload_) {
@@ -91,30 +98,37 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
           // A retry of a Submit that was committed: answer now rather than take the data
           // again. The client sees its next Write fail and Finish return this reply.
           *response_->mutable_job() = *upload_->existing_job();
-          finished_ = true;
           Finish(grpc::Status::OK);
+          return Next::kCallback;
         }
-        return absl::OkStatus();
+        upload_->SetOnRoom([this] { StartRead(&request_); });
+        return Next::kRead;
       }
-      case pb::SubmitRequest::kData:
+      case pb::SubmitRequest::kData: {
         if (!upload_) {
           return absl::InvalidArgumentError(
               "data: sent before spec; the first SubmitRequest must be the spec");
         }
         if (metrics_ != nullptr) metrics_->UploadBytes(request_.data().size());
-        return upload_->Append(request_.data());
+        absl::StatusOr<bool> room = upload_->Append(std::move(*request_.mutable_data()));
+        if (!room.ok()) return room.status();
+        return *room ? Next::kRead : Next::kCallback;
+      }
       case pb::SubmitRequest::kUploadEnd: {
         if (!upload_) {
           return absl::InvalidArgumentError(
               "upload_end: sent before spec; the first SubmitRequest must be the spec");
         }
-        absl::StatusOr<pb::Job> job =
-            upload_->Commit(request_.upload_end().total_bytes(), request_.upload_end().crc32());
-        if (!job.ok()) return job.status();
-        *response_->mutable_job() = std::move(*job);
-        finished_ = true;
-        Finish(grpc::Status::OK);
-        return absl::OkStatus();
+        upload_->CommitAsync(request_.upload_end().total_bytes(), request_.upload_end().crc32(),
+                             [this](absl::StatusOr<pb::Job> job) {
+                               if (job.ok()) {
+                                 *response_->mutable_job() = std::move(*job);
+                                 Finish(grpc::Status::OK);
+                               } else {
+                                 Finish(ToGrpcStatus(job.status()));
+                               }
+                             });
+        return Next::kCallback;
       }
       case pb::SubmitRequest::PART_NOT_SET:
         break;
@@ -129,7 +143,6 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
   pb::SubmitResponse* response_;
   pb::SubmitRequest request_;
   std::unique_ptr<Upload> upload_;
-  bool finished_ = false;
 };
 
 // ---------------------------------------------------------------- WatchJob
@@ -238,6 +251,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public
 
 // ---------------------------------------------------------------- FetchResult
 
+// Streams a result file. A transfer::ChunkReader reads the next chunks on its own threads
+// while the current one is on the wire; when the next is not read yet, its on_ready
+// callback sends it.
 class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultResponse> {
  public:
   FetchReactor(JobManager& manager, TomodMetrics* metrics, const pb::FetchResultRequest& request)
@@ -255,11 +271,24 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
                                        file_.name(), " (", file_.size_bytes(), " bytes)")));
       return;
     }
-    fd_ = ::open(result->path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
+    transfer::ChunkReader::Options options;
+    options.chunk_bytes = kFetchChunkBytes;
+    options.threads = 2;
+    options.checksum = false;  // the result's CRC-32 is recorded
+    absl::StatusOr<std::unique_ptr<transfer::ChunkReader>> reader =
+        transfer::ChunkReader::Open({result->path}, request.offset(), options);
+    if (!reader.ok()) {
       Finish(grpc::Status(grpc::StatusCode::INTERNAL,
-                          absl::StrCat("cannot open result ", file_.name(), " of job ",
-                                       request.job_id(), ": ", std::strerror(errno))));
+                          absl::StrCat("cannot read result ", file_.name(), " of job ",
+                                       request.job_id(), ": ", reader.status().message())));
+      return;
+    }
+    reader_ = std::move(*reader);
+    if (request.offset() + reader_->total_bytes() != file_.size_bytes()) {
+      Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                          absl::StrCat("result ", file_.name(), " of job ", request.job_id(),
+                                       " holds ", request.offset() + reader_->total_bytes(),
+                                       " bytes, ", file_.size_bytes(), " were recorded")));
       return;
     }
     offset_ = request.offset();
@@ -274,43 +303,33 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
     SendNext();
   }
 
-  void OnDone() override {
-    if (fd_ >= 0) ::close(fd_);
-    delete this;
-  }
+  void OnDone() override { delete this; }  // ~ChunkReader stops its threads
 
  private:
   void SendNext() {
-    const uint64_t size = file_.size_bytes();
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kFetchChunkBytes, size - offset_));
-    response_.Clear();
-    response_.set_offset(offset_);
-    std::string* data = response_.mutable_data();
-    data->resize(n);
-    size_t done = 0;
-    while (done < n) {
-      ssize_t got = ::pread(fd_, data->data() + done, n - done,
-                            static_cast<off_t>(offset_ + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
-                            absl::StrCat("result ", file_.name(), ": read failed at byte ",
-                                         offset_ + done, " of ", size,
-                                         got < 0 ? absl::StrCat(": ", std::strerror(errno))
-                                                 : ": file is shorter than recorded")));
-        return;
-      }
-      done += static_cast<size_t>(got);
+    absl::StatusOr<std::optional<transfer::ChunkReader::Chunk>> chunk;
+    if (!reader_->TryNext(&chunk, [this] { SendNext(); })) return;  // on_ready sends it
+    if (!chunk.ok()) {
+      Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                          absl::StrCat("result ", file_.name(), ": ", chunk.status().message())));
+      return;
     }
-    offset_ += n;
-    if (metrics_ != nullptr) metrics_->FetchBytes(n);
-    if (offset_ == size) {
+    response_.Clear();
+    if (chunk->has_value()) {
+      response_.set_offset(offset_);
+      offset_ += (*chunk)->bytes.size();
+      if (metrics_ != nullptr) metrics_->FetchBytes((*chunk)->bytes.size());
+      *response_.mutable_data() = std::move((*chunk)->bytes);
+    } else {
+      response_.set_offset(offset_);  // an empty file, or a fetch from its end
+    }
+    if (offset_ == file_.size_bytes()) {
       if (metrics_ != nullptr) {
         metrics_->StageDone(TomodMetrics::Stage::kFetch,
                             absl::ToDoubleSeconds(absl::Now() - start_));
       }
       response_.set_last(true);
-      response_.set_total_bytes(size);
+      response_.set_total_bytes(file_.size_bytes());
       response_.set_crc32(file_.crc32());
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
@@ -321,7 +340,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
   TomodMetrics* metrics_;
   const absl::Time start_ = absl::Now();
   pb::ResultFile file_;
-  int fd_ = -1;
+  std::unique_ptr<transfer::ChunkReader> reader_;
   uint64_t offset_ = 0;
   pb::FetchResultResponse response_;
 };

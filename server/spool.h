@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -81,6 +82,8 @@ class AppendFile {
   // fsync of the file, then of its directory (so the name is durable too).
   absl::Status Sync();
   absl::Status Close();
+  // Hands the descriptor over (to a transfer::ChunkWriter); this object then holds none.
+  int Release() { return std::exchange(fd_, -1); }
   const std::string& path() const { return path_; }
 
  private:

@@ -148,7 +148,7 @@ class JobManagerTest : public ::testing::Test {
     auto upload = manager_->BeginUpload(spec);
     if (!upload.ok()) return upload.status();
     for (size_t at = 0; at < bytes.size(); at += 1000) {
-      absl::Status status = (*upload)->Append(absl::string_view(bytes).substr(at, 1000));
+      absl::Status status = (*upload)->Append(bytes.substr(at, 1000)).status();
       if (!status.ok()) return status;
     }
     return (*upload)->Commit(bytes.size(), Crc32(bytes));
@@ -255,7 +255,8 @@ TEST_F(JobManagerTest, TooManyBytesRemovesTheJob) {
   ASSERT_TRUE(upload.ok());
   EXPECT_EQ(ListedJobCount(), 1u);
   EXPECT_EQ(manager_->GetJob((*upload)->job_id())->state(), pb::JOB_STATE_UPLOADING);
-  absl::Status status = (*upload)->Append(std::string(spec.input().size_bytes() + 1, 'x'));
+  absl::Status status =
+      (*upload)->Append(std::string(spec.input().size_bytes() + 1, 'x')).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("23041 bytes received exceed input.size_bytes 23040"));
   EXPECT_EQ(ListedJobCount(), 0u);
@@ -415,7 +416,7 @@ TEST_F(JobManagerTest, JobsPerClientLimitCountsUnfinishedJobsAcrossRestarts) {
   auto submit = [&](absl::string_view client) -> absl::StatusOr<pb::Job> {
     auto upload = manager_->BeginUpload(spec, client);
     if (!upload.ok()) return upload.status();
-    if (absl::Status s = (*upload)->Append(bytes); !s.ok()) return s;
+    if (absl::Status s = (*upload)->Append(bytes).status(); !s.ok()) return s;
     return (*upload)->Commit(bytes.size(), Crc32(bytes));
   };
   auto a1 = submit("10.0.0.1");

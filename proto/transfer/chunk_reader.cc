@@ -1,0 +1,200 @@
+#include "proto/transfer/chunk_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/transfer/crc32.h"
+
+namespace tomo::transfer {
+namespace {
+
+absl::Status OpenError(int error, const std::string& path) {
+  std::string message = absl::StrCat("cannot open ", path, ": ", std::strerror(error));
+  if (error == ENOENT) return absl::NotFoundError(message);
+  if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
+  return absl::InternalError(message);
+}
+
+}  // namespace
+
+struct ChunkReader::State {
+  ~State() {
+    for (int fd : fds) ::close(fd);
+  }
+  bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return !error.ok() || next_to_take >= spans.size() || ready.count(next_to_take) > 0;
+  }
+  absl::StatusOr<std::optional<Chunk>> TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  std::vector<std::string> paths;
+  std::vector<int> fds;
+  std::vector<uint64_t> sizes;  // of each file when opened
+  std::vector<Span> spans;
+  uint64_t total_bytes = 0;
+  Options options;
+
+  absl::Mutex mu;
+  size_t next_to_read ABSL_GUARDED_BY(mu) = 0;
+  size_t next_to_take ABSL_GUARDED_BY(mu) = 0;
+  std::map<size_t, Chunk> ready ABSL_GUARDED_BY(mu);
+  absl::Status error ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::function<void()> on_ready ABSL_GUARDED_BY(mu);
+};
+
+absl::StatusOr<std::unique_ptr<ChunkReader>> ChunkReader::Open(
+    const std::vector<std::string>& paths, uint64_t offset, Options options) {
+  auto state = std::make_shared<State>();
+  options.chunk_bytes = std::max<size_t>(1, options.chunk_bytes);
+  options.chunks_ahead = std::max<size_t>(1, options.chunks_ahead);
+  state->options = options;
+  state->paths = paths;
+  for (size_t f = 0; f < paths.size(); ++f) {
+    int fd = ::open(paths[f].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return OpenError(errno, paths[f]);
+    state->fds.push_back(fd);  // closed by ~State
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(paths[f], " is not a regular file"));
+    }
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t start = f == 0 ? offset : 0;
+    if (start > size) {
+      return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is beyond the end of ",
+                                                paths[f], " (", size, " bytes)"));
+    }
+    for (uint64_t at = start; at < size; at += options.chunk_bytes) {
+      state->spans.push_back(
+          {f, at, static_cast<size_t>(std::min<uint64_t>(options.chunk_bytes, size - at))});
+    }
+    state->total_bytes += size - start;
+    state->sizes.push_back(size);
+  }
+  std::unique_ptr<ChunkReader> reader(new ChunkReader(state));
+  for (int i = 0; i < std::max(1, options.threads); ++i) {
+    reader->readers_.emplace_back([state] { ReadLoop(state); });
+  }
+  return reader;
+}
+
+ChunkReader::ChunkReader(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ChunkReader::~ChunkReader() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stopping = true;
+  }
+  for (std::thread& thread : readers_) {
+    // From an on_ready callback, a reader thread destroys its own reader: it finds
+    // stopping when the callback returns and ends, holding the state until then.
+    if (thread.get_id() == std::this_thread::get_id()) {
+      thread.detach();
+    } else {
+      thread.join();
+    }
+  }
+}
+
+uint64_t ChunkReader::total_bytes() const { return state_->total_bytes; }
+
+void ChunkReader::ReadLoop(const std::shared_ptr<State>& state) {
+  State& s = *state;
+  for (;;) {
+    size_t index;
+    {
+      absl::MutexLock lock(&s.mu);
+      s.mu.Await(absl::Condition(
+          +[](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
+            return s->stopping || !s->error.ok() || s->next_to_read >= s->spans.size() ||
+                   s->next_to_read < s->next_to_take + s->options.chunks_ahead;
+          },
+          &s));
+      if (s.stopping || !s.error.ok() || s.next_to_read >= s.spans.size()) return;
+      index = s.next_to_read++;
+    }
+    const Span& span = s.spans[index];
+    Chunk chunk;
+    chunk.file = span.file;
+    chunk.offset = span.offset;
+    chunk.bytes.resize(span.size);
+    absl::Status status;
+    size_t done = 0;
+    while (done < span.size) {
+      ssize_t n = ::pread(s.fds[span.file], chunk.bytes.data() + done, span.size - done,
+                          static_cast<off_t>(span.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        status = absl::DataLossError(absl::StrCat(
+            "cannot read ", s.paths[span.file], " at byte ", span.offset + done, ": ",
+            n < 0 ? std::strerror(errno) : "the file is shorter than when it was opened"));
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (status.ok() && s.options.checksum) {
+      chunk.crc32 = Crc32Update(0, chunk.bytes.data(), chunk.bytes.size());
+    }
+    std::function<void()> notify;
+    {
+      absl::MutexLock lock(&s.mu);
+      if (!status.ok()) {
+        if (s.error.ok()) s.error = status;
+      } else {
+        s.ready.emplace(index, std::move(chunk));
+      }
+      if (s.on_ready && s.ReadyLocked()) notify = std::exchange(s.on_ready, nullptr);
+    }
+    if (notify) notify();
+  }
+}
+
+absl::StatusOr<std::optional<ChunkReader::Chunk>> ChunkReader::State::TakeLocked() {
+  if (!error.ok()) return error;
+  if (next_to_take >= spans.size()) {
+    // A file that grew since Open would otherwise go unnoticed.
+    for (size_t f = 0; f < fds.size(); ++f) {
+      struct stat st;
+      if (::fstat(fds[f], &st) == 0 && static_cast<uint64_t>(st.st_size) != sizes[f]) {
+        return absl::DataLossError(absl::StrCat(paths[f], " changed size while it was read: ",
+                                                sizes[f], " bytes, then ", st.st_size));
+      }
+    }
+    return std::optional<Chunk>();
+  }
+  auto it = ready.find(next_to_take);
+  Chunk chunk = std::move(it->second);
+  ready.erase(it);
+  ++next_to_take;
+  return std::optional<Chunk>(std::move(chunk));
+}
+
+absl::StatusOr<std::optional<ChunkReader::Chunk>> ChunkReader::Next() {
+  absl::MutexLock lock(&state_->mu);
+  state_->mu.Await(absl::Condition(
+      +[](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->ReadyLocked(); },
+      state_.get()));
+  return state_->TakeLocked();
+}
+
+bool ChunkReader::TryNext(absl::StatusOr<std::optional<Chunk>>* out,
+                          std::function<void()> on_ready) {
+  absl::MutexLock lock(&state_->mu);
+  if (!state_->ReadyLocked()) {
+    state_->on_ready = std::move(on_ready);
+    return false;
+  }
+  *out = state_->TakeLocked();
+  return true;
+}
+
+}  // namespace tomo::transfer

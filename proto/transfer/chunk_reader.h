@@ -1,0 +1,81 @@
+// Reads files as a sequence of chunks ahead of the consumer: reader threads pread the next
+// chunks (and checksum them) while the consumer sends the current one, so that a gRPC stream
+// never waits on the disk or the checksum. The chunks come out in order: the files one after
+// the other, each from its start (the first one from `offset`), in chunks of at most
+// chunk_bytes that do not cross files. The sizes are fixed when opened: a file that
+// shrinks or grows meanwhile is DATA_LOSS.
+//
+//   TOMO_ASSIGN_OR_RETURN(auto reader, ChunkReader::Open({"a.raw", "b.raw"}, 0, {}));
+//   while (true) {
+//     TOMO_ASSIGN_OR_RETURN(std::optional<ChunkReader::Chunk> chunk, reader->Next());
+//     if (!chunk) break;   // the end
+//     Send(chunk->bytes);  // chunk->crc32 is the CRC-32 of these bytes (with checksum)
+//   }
+//
+// Next/TryNext from one consumer thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tomo::transfer {
+
+class ChunkReader {
+ public:
+  struct Options {
+    size_t chunk_bytes = size_t{1} << 20;
+    int threads = 3;
+    size_t chunks_ahead = 16;  // read but not yet taken, at most
+    bool checksum = true;      // fill Chunk::crc32
+  };
+  struct Chunk {
+    std::string bytes;
+    uint32_t crc32 = 0;
+    size_t file = 0;      // index into the paths
+    uint64_t offset = 0;  // in that file
+  };
+
+  // NOT_FOUND / PERMISSION_DENIED / INTERNAL naming the path when a file cannot be opened
+  // or is not a regular file; OUT_OF_RANGE when offset is beyond the first file's end.
+  static absl::StatusOr<std::unique_ptr<ChunkReader>> Open(const std::vector<std::string>& paths,
+                                                           uint64_t offset, Options options);
+  ~ChunkReader();
+  ChunkReader(const ChunkReader&) = delete;
+  ChunkReader& operator=(const ChunkReader&) = delete;
+
+  // Bytes the chunks will hold in all (from offset).
+  uint64_t total_bytes() const;
+
+  // The next chunk, waiting for it; nullopt after the last. DATA_LOSS/INTERNAL naming the
+  // file on a read error or a size change.
+  absl::StatusOr<std::optional<Chunk>> Next();
+  // Without waiting: true with *out set when the next chunk (or the end, or an error) is
+  // ready; false when it is not, and then on_ready is called once (on a reader thread) when
+  // it is. For callback-driven streams.
+  bool TryNext(absl::StatusOr<std::optional<Chunk>>* out, std::function<void()> on_ready);
+
+ private:
+  struct Span {
+    size_t file;
+    uint64_t offset;
+    size_t size;
+  };
+  // Everything the reader threads use, shared with them: a callback that destroys the
+  // ChunkReader from a reader thread leaves that thread a valid state to see stopping in.
+  struct State;
+  explicit ChunkReader(std::shared_ptr<State> state);
+  static void ReadLoop(const std::shared_ptr<State>& state);
+
+  std::shared_ptr<State> state_;
+  std::vector<std::thread> readers_;
+};
+
+}  // namespace tomo::transfer
