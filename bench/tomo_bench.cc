@@ -30,6 +30,17 @@
 // time. End to end (--e2e, on by default): one call of CudaBackend's operator from pageable
 // host arrays after a warm-up, wall time (allocation, copies, kernel).
 //
+// Iterative cases (issue 6), seconds per iteration with the data on the device: the
+// algorithms themselves (core/algorithms/sirt.h, block_iterative.h) on CudaBackend's
+// resident operators, random projections, timed from the end of the first iteration to
+// the end of the last (host clock after cudaDeviceSynchronize; setup and transfers
+// excluded), --iterations of them:
+//   sirt-par-256  SIRT, parallel 3D 256^3 from 133 views of 256^2 (over pi)   <= 8 ms
+//   sirt-cone-256 SIRT, cone 256^3 from 360 views of 384^2 (as cone-fp-256)   <= 32 ms
+//   sart-par-256  SART (133 blocks), as sirt-par-256                          <= 40 ms
+//   os-sart-par-256  the block-iterative method with 10 interleaved blocks, as sirt-par-256
+//   cgls-par-256  CGLS, as sirt-par-256
+//
 //   build/bin/tomo-bench --json bench.json [--repeats 5] [--cases fdk1-bp,cone-fp-512]
 // fdk1-total's end to end is its own line ("fdk1-e2e"): core::Fdk from pageable host arrays
 // on one device and on all devices (several GPUs share the slabs), with the time of one
@@ -43,6 +54,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -58,6 +70,9 @@
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "core/algorithms/fdk.h"
+#include "core/algorithms/block_iterative.h"
+#include "core/algorithms/cgls.h"
+#include "core/algorithms/sirt.h"
 #include "core/base/parallel_for.h"
 #include "core/algorithms/slab_plan.h"
 #include "core/devices/devices.h"
@@ -499,6 +514,175 @@ std::string Json(const std::vector<Result>& results, const std::string& device,
   return out;
 }
 
+// ---- iterative cases (issue 6) ----
+
+struct IterativeCase {
+  std::string name;
+  enum Method { kSirt, kSart, kOsSart, kCgls } method;
+  bool cone;
+  int64_t n, views, detector;
+  std::string target;
+};
+
+std::vector<IterativeCase> IterativeCases() {
+  return {
+      {"sirt-par-256", IterativeCase::kSirt, false, 256, 133, 256, "<= 8 ms"},
+      {"sirt-cone-256", IterativeCase::kSirt, true, 256, 360, 384, "<= 32 ms"},
+      {"sart-par-256", IterativeCase::kSart, false, 256, 133, 256, "<= 40 ms"},
+      {"os-sart-par-256", IterativeCase::kOsSart, false, 256, 133, 256, "-"},
+      {"cgls-par-256", IterativeCase::kCgls, false, 256, 133, 256, "-"},
+  };
+}
+
+struct IterativeResult {
+  IterativeCase c;
+  double per_iteration_s = 0, setup_s = 0, total_s = 0;
+  int64_t iterations = 0;
+};
+
+absl::StatusOr<IterativeResult> RunIterativeCase(const IterativeCase& c, int64_t iterations,
+                                                 core::Backend& backend,
+                                                 std::mt19937_64& random) {
+  core::VectorGeometry geometry = [&] {
+    const std::vector<double> angles =
+        core::UniformAnglesRad(c.views, 0, c.cone ? 2 * kPi : kPi);
+    if (c.cone) {
+      core::FanConeOptions cone;
+      const double pixel = 2.0 * c.n / c.detector;
+      cone.detector = {c.detector, c.detector, pixel, pixel, 0, 0};
+      cone.source_origin_mm = 3.0 * c.n;
+      cone.origin_detector_mm = 1.0 * c.n;
+      cone.angles_rad = angles;
+      return core::MakeCircularCone(cone).value();
+    }
+    core::DetectorLayout detector{c.detector, c.detector, 1.0, 1.0, 0, 0};
+    return core::MakeParallel3D(detector, angles).value();
+  }();
+  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
+                        core::VolumeGeometry::Create({c.n, c.n, c.n}, {1, 1, 1}, {}));
+  core::Array3D projections(geometry.projection_dims());
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  for (int64_t i = 0; i < projections.size(); ++i) projections.data()[i] = uniform(random);
+
+  std::vector<std::chrono::steady_clock::time_point> ends;
+  core::IterativeOptions options;
+  options.iterations = iterations;
+  options.on_iteration = [&ends](const core::IterationReport&) {
+    cudaDeviceSynchronize();
+    ends.push_back(std::chrono::steady_clock::now());
+    return absl::OkStatus();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<core::IterativeResult> run;
+  switch (c.method) {
+    case IterativeCase::kSirt:
+      run = core::Sirt(geometry, volume, projections, options, backend, {});
+      break;
+    case IterativeCase::kSart:
+      run = core::BlockIterative(geometry, volume, projections, options, c.views,
+                                 core::ViewOrder::kInterleaved, backend, {});
+      break;
+    case IterativeCase::kOsSart:
+      run = core::BlockIterative(geometry, volume, projections, options, 10,
+                                 core::ViewOrder::kInterleaved, backend, {});
+      break;
+    case IterativeCase::kCgls:
+      run = core::Cgls(geometry, volume, projections, options, backend, {});
+      break;
+  }
+  const auto end = std::chrono::steady_clock::now();
+  TOMO_RETURN_IF_ERROR(run.status());
+  if (ends.size() != static_cast<size_t>(iterations) || iterations < 2) {
+    return absl::InternalError("iterative case: not every iteration was reported");
+  }
+  IterativeResult r;
+  r.c = c;
+  r.iterations = iterations;
+  r.per_iteration_s = std::chrono::duration<double>(ends.back() - ends.front()).count() /
+                      static_cast<double>(iterations - 1);
+  r.total_s = std::chrono::duration<double>(end - start).count();
+  r.setup_s = std::chrono::duration<double>(ends.front() - start).count() - r.per_iteration_s;
+  return r;
+}
+
+// "sart-profile": what one SART block of sart-par-256 costs, operation by operation
+// (CUDA events around 50 calls each, GPU-resident): the one-view forward projection with
+// plain loads and with the 3D texture (its volume copy included), the one-view back
+// projection, the volume update, and the small per-view operations.
+absl::Status ProfileSartBlock(core::Backend& backend) {
+  const int64_t n = 256;
+  core::DetectorLayout detector{n, n, 1.0, 1.0, 0, 0};
+  TOMO_ASSIGN_OR_RETURN(core::VectorGeometry one_view, core::MakeParallel3D(detector, {0.7}));
+  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
+                        core::VolumeGeometry::Create({n, n, n}, {1, 1, 1}, {}));
+  TOMO_ASSIGN_OR_RETURN(auto ops, backend.MakeResidentOperators());
+  TOMO_ASSIGN_OR_RETURN(auto projector, ops->MakeProjector(one_view, volume));
+  TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume.dims()));
+  TOMO_ASSIGN_OR_RETURN(auto y, ops->Allocate(volume.dims()));
+  TOMO_ASSIGN_OR_RETURN(auto c, ops->Allocate(volume.dims()));
+  TOMO_ASSIGN_OR_RETURN(auto p, ops->Allocate(one_view.projection_dims()));
+  TOMO_ASSIGN_OR_RETURN(auto q, ops->Allocate(one_view.projection_dims()));
+  TOMO_RETURN_IF_ERROR(ops->Fill(0.5f, *x));
+  TOMO_RETURN_IF_ERROR(ops->Fill(1.0f, *c));
+  TOMO_RETURN_IF_ERROR(ops->Fill(0.25f, *p));
+  TOMO_RETURN_IF_ERROR(ops->Fill(0.25f, *q));
+  TOMO_ASSIGN_OR_RETURN(double warm, ops->Dot(*p, *p));
+  (void)warm;
+  auto time = [&](const char* what, const std::function<absl::Status()>& op) -> absl::Status {
+    TOMO_RETURN_IF_ERROR(op());
+    cudaDeviceSynchronize();
+    constexpr int kCalls = 50;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) TOMO_RETURN_IF_ERROR(op());
+    cudaDeviceSynchronize();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("sart-profile     %-40s %8.1f us per call\n", what, s / kCalls * 1e6);
+    return absl::OkStatus();
+  };
+  TOMO_RETURN_IF_ERROR(time("forward, one view (resident projector)",
+                            [&] { return projector->Forward(*x, *p); }));
+  TOMO_RETURN_IF_ERROR(time("back, one view (resident projector)",
+                            [&] { return projector->Back(*p, *y); }));
+  TOMO_RETURN_IF_ERROR(time("AddScaledQuotient (volume update)", [&] {
+    return ops->AddScaledQuotient(1.0f, *y, *c, 1e-3f, -1e30f, 1e30f, *x);
+  }));
+  TOMO_RETURN_IF_ERROR(time("Axpby + Multiply + AccumulateDot (one view)", [&] {
+    TOMO_RETURN_IF_ERROR(ops->Axpby(1.0f, *q, -1.0f, *p));
+    TOMO_RETURN_IF_ERROR(ops->Multiply(*q, *p));
+    return ops->AccumulateDot(*p, *p);
+  }));
+  TOMO_RETURN_IF_ERROR(time("Dot (one view, waits)", [&] { return ops->Dot(*p, *p).status(); }));
+  // The projector directly, with each sampler.
+  TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
+  TOMO_ASSIGN_OR_RETURN(auto direct,
+                        DeviceVectorProjector::Create(one_view, volume, stream.get()));
+  TOMO_ASSIGN_OR_RETURN(auto d_volume, DeviceBuffer<float>::Allocate(volume.voxel_count(),
+                                                                     stream.get()));
+  TOMO_ASSIGN_OR_RETURN(auto d_view, DeviceBuffer<float>::Allocate(n * n, stream.get()));
+  cudaMemsetAsync(d_volume.get(), 0, d_volume.size_bytes(), stream.get());
+  for (VectorSampler sampler : {VectorSampler::kExact, VectorSampler::kTexture,
+                                VectorSampler::kLayered}) {
+    TOMO_RETURN_IF_ERROR(time(SamplerName(sampler, -1).append(" forward, one view").c_str(), [&] {
+      return direct.Forward(d_volume.get(), d_view.get(), sampler);
+    }));
+  }
+  return absl::OkStatus();
+}
+
+std::string IterativeJson(const std::vector<IterativeResult>& results, const std::string& device) {
+  std::string out = absl::StrCat("{\n  \"device\": \"", device, "\",\n  \"iterative\": [\n");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const IterativeResult& r = results[i];
+    absl::StrAppend(&out, "    {\"case\": \"", r.c.name, "\", \"iterations\": ", r.iterations,
+                    ", \"seconds_per_iteration\": ", r.per_iteration_s,
+                    ", \"setup_seconds\": ", r.setup_s, ", \"total_seconds\": ", r.total_s,
+                    ", \"target\": \"", r.c.target, "\"}", i + 1 < results.size() ? "," : "",
+                    "\n");
+  }
+  absl::StrAppend(&out, "  ]\n}\n");
+  return out;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"tomo-bench: GPU-resident timings of the tomoserve projectors"};
   std::string json_path;
@@ -518,6 +702,13 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{16}, int64_t{2048}));
   app.add_flag("--exact,!--no-exact", exact,
                "also time the exact (plain-load) sampler of the back projector");
+  int64_t iterative_iterations = 10;
+  std::string iterative_json_path;
+  app.add_option("--iterations", iterative_iterations,
+                 "iterations per iterative case (the first is not timed)")
+      ->check(CLI::Range(int64_t{2}, int64_t{10000}));
+  app.add_option("--iterative-json", iterative_json_path,
+                 "write the iterative cases' results as JSON to this path");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
@@ -600,6 +791,48 @@ int Main(int argc, char** argv) {
                   c.target.c_str());
       std::fflush(stdout);
       results.push_back(*r);
+    }
+  }
+  // The iterative cases (issue 6), on the first device's backend.
+  if (std::find(wanted.begin(), wanted.end(), "sart-profile") != wanted.end()) {
+    absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(devices[0]);
+    absl::Status profiled = backend.ok() ? ProfileSartBlock(**backend) : backend.status();
+    if (!profiled.ok()) {
+      std::fprintf(stderr, "tomo-bench: sart-profile: %s\n",
+                   std::string(profiled.message()).c_str());
+      return 1;
+    }
+  }
+  std::vector<IterativeResult> iterative_results;
+  for (const IterativeCase& c : IterativeCases()) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.name) == wanted.end()) {
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(devices[0]);
+    if (!backend.ok()) {
+      std::fprintf(stderr, "tomo-bench: %s\n", std::string(backend.status().message()).c_str());
+      return 1;
+    }
+    absl::StatusOr<IterativeResult> r =
+        RunIterativeCase(c, iterative_iterations, **backend, random);
+    if (!r.ok()) {
+      std::fprintf(stderr, "tomo-bench: %s: %s\n", c.name.c_str(),
+                   std::string(r.status().message()).c_str());
+      return 1;
+    }
+    std::printf("%-16s %8.2f ms per iteration (%lld iterations; setup %.0f ms, total %.0f ms "
+                "from host data)  target %s\n",
+                c.name.c_str(), r->per_iteration_s * 1e3, static_cast<long long>(r->iterations),
+                r->setup_s * 1e3, r->total_s * 1e3, c.target.c_str());
+    std::fflush(stdout);
+    iterative_results.push_back(*r);
+  }
+  if (!iterative_json_path.empty()) {
+    std::ofstream file(iterative_json_path);
+    file << IterativeJson(iterative_results, device);
+    if (!file) {
+      std::fprintf(stderr, "tomo-bench: cannot write %s\n", iterative_json_path.c_str());
+      return 1;
     }
   }
   // FDK case 1 end to end from host memory, on one device and on all of them.

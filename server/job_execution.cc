@@ -10,8 +10,8 @@
 #include "core/base/status_macros.h"
 #include "core/data/array3d.h"
 #include "core/data/finite_values.h"
-#include "core/io/raw_io.h"
-#include "server/checksum.h"
+#include "server/job_input.h"
+#include "server/job_outputs.h"
 
 namespace tomo::server {
 namespace {
@@ -32,37 +32,10 @@ absl::Status CheckFiniteProjections(const core::Array3D& projections) {
       ", detector ", column, ") is not finite; projections must be finite line integrals"));
 }
 
-absl::StatusOr<pb::ResultFile> WriteResult(pb::OutputFormat format, const core::Array3D& volume,
-                                           const std::string& output_dir) {
-  const std::string name = ResultFileName(format);
-  const std::string path = (std::filesystem::path(output_dir) / name).string();
-  pb::ResultFile result;
-  result.set_name(name);
-  result.set_format(format);
-  switch (format) {
-    case pb::OUTPUT_FORMAT_RAW_FLOAT32:
-      // WriteRawFloat32 fsyncs the file before renaming it, and the file is the volume's
-      // bytes as they are in memory: their checksum is the file's, without reading it back.
-      TOMO_RETURN_IF_ERROR(core::WriteRawFloat32(path, volume));
-      result.set_size_bytes(volume.size_bytes());
-      result.set_crc32(Crc32OfBuffer(volume.data(), volume.size_bytes()));
-      return result;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("outputs: ", pb::OutputFormat_Name(format), " (", static_cast<int>(format),
-                       ") cannot be written by this server"));
-  }
-}
-
 }  // namespace
 
 std::string ResultFileName(tomoserve::v1::OutputFormat format) {
-  switch (format) {
-    case pb::OUTPUT_FORMAT_RAW_FLOAT32:
-      return "volume.raw";
-    default:
-      return absl::StrCat("output_", static_cast<int>(format), ".bin");
-  }
+  return OutputFileNames(format).front();
 }
 
 uint64_t EffectiveMemoryBudget(uint64_t job_bytes, uint64_t flag_bytes,
@@ -88,14 +61,15 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const core::RunContext& context) {
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
   context.Report({0.0, "read input", 0, 0});
-  TOMO_ASSIGN_OR_RETURN(core::Array3D projections,
-                        core::ReadRawFloat32(input_path, core::ProjectionDims(job.request.geometry)));
-  TOMO_RETURN_IF_ERROR(CheckFiniteProjections(projections));
+  TOMO_ASSIGN_OR_RETURN(JobInput input, ResolveJobInput(job, input_path));
+  TOMO_RETURN_IF_ERROR(CheckFiniteProjections(input.projections));
+  TOMO_ASSIGN_OR_RETURN(core::ReconstructionRequest request, RequestForInput(job, input));
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
 
   TOMO_ASSIGN_OR_RETURN(core::Array3D volume,
-                        registry.RunOnBackends(job.request, projections, backends, context));
-  projections = core::Array3D();  // free the input before writing
+                        registry.RunOnBackends(request, input.projections, backends, context));
+  const core::AcquisitionMetadata metadata = std::move(input.metadata);
+  input = JobInput();  // free the input before writing
 
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("write results"));
   context.Report({1.0, "write results", 0, 0});
@@ -105,12 +79,8 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     return absl::InternalError(
         absl::StrCat("cannot create result directory ", output_dir, ": ", error.message()));
   }
-  std::vector<pb::ResultFile> results;
-  for (pb::OutputFormat format : job.outputs) {
-    TOMO_ASSIGN_OR_RETURN(pb::ResultFile result, WriteResult(format, volume, output_dir));
-    results.push_back(std::move(result));
-  }
-  return results;
+  return WriteJobOutputs(volume, request.volume, job.outputs, job.output_settings, metadata,
+                         output_dir);
 }
 
 }  // namespace tomo::server

@@ -15,6 +15,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "server/checksum.h"
 #include "server/job_execution.h"
+#include "server/job_input.h"
 #include "server/job_id.h"
 #include "server/log.h"
 
@@ -431,10 +432,44 @@ absl::Status KeyReusedError(const pb::Job& job) {
 
 }  // namespace
 
+absl::Status JobManager::CheckInputHeaders(const std::string& id) const {
+  std::shared_ptr<const ValidatedJob> validated;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.validated == nullptr) {
+      return absl::NotFoundError(absl::StrCat("job ", id, " is no longer uploading"));
+    }
+    validated = it->second.validated;
+  }
+  return CheckJobInputHeaders(*validated, spool_.InputPath(id));
+}
+
+absl::Status JobManager::CheckFitsSomeDevice(const ValidatedJob& job) const {
+  const uint64_t needed = registry_.MinimumDeviceBytes(job.request);
+  if (needed == 0) return absl::OkStatus();
+  std::vector<std::string> budgets;
+  for (const core::DeviceInfo& device : options_.devices) {
+    // Admission goes by the device's total memory: what is free changes from job to job.
+    const uint64_t budget = EffectiveMemoryBudget(
+        job.memory_budget_bytes, options_.memory_budget_bytes,
+        device.kind == core::DeviceKind::kCpu ? 0 : device.memory_total_bytes);
+    if (budget == 0 || needed <= budget) return absl::OkStatus();
+    budgets.push_back(absl::StrCat(device.id, " ", budget));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the job needs at least ", needed, " bytes of device memory (", core::AlgorithmName(job.request.algorithm),
+      " split as far as it goes), more than any device allows: ", absl::StrJoin(budgets, ", "),
+      " bytes (the smallest of the device's memory, --memory_budget_bytes ",
+      options_.memory_budget_bytes, " and the job's memory_budget_bytes ",
+      job.memory_budget_bytes, "; 0: unset)"));
+}
+
 absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpec& spec,
                                                                 absl::string_view client) {
   absl::StatusOr<ValidatedJob> checked = ValidateJobSpec(spec, options_.limits);
   if (!checked.ok()) return checked.status();
+  TOMO_RETURN_IF_ERROR(CheckFitsSomeDevice(*checked));
   auto validated = std::make_shared<const ValidatedJob>(std::move(*checked));
   const uint64_t input_bytes = validated->input_bytes;
   {
@@ -665,6 +700,9 @@ absl::StatusOr<pb::Job> Upload::CommitWritten(
   }
   // input.bin was fsynced by the writer; now its name in the job's directory, then the
   // directory's name in jobs/: all durable before the record says QUEUED.
+  // DICOM-CT-PD and TIFF inputs: their headers are checked before the job exists, so a
+  // corrupt file is refused here, naming the file and the tag or page.
+  if (status.ok()) status = manager_->CheckInputHeaders(id_);
   if (status.ok()) status = FsyncDirectory(manager_->spool_.JobDir(id_));
   if (status.ok()) status = manager_->spool_.SyncJobsDir();
   if (!status.ok()) {
@@ -1058,6 +1096,11 @@ void JobManager::OnProgress(const std::string& id, const core::ProgressUpdate& u
   progress->set_stage(update.stage);
   progress->set_iteration(update.iteration);
   progress->set_iterations_total(update.iterations_total);
+  if (update.relative_residual >= 0) {
+    progress->set_relative_residual(update.relative_residual);
+  } else {
+    progress->clear_relative_residual();
+  }
   // Not written: after a crash the run starts again from nothing.
   CommitLocked(record, std::move(next), "", Durability::kMemoryOnly, flushes).IgnoreError();
 }

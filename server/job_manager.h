@@ -287,6 +287,12 @@ class JobManager {
 
   const JobManagerOptions options_;
   const Spool& spool_;
+  // RESOURCE_EXHAUSTED when the job's least device memory (Algorithm::MinimumDeviceBytes)
+  // exceeds the budget it would have on every worker's device.
+  absl::Status CheckFitsSomeDevice(const ValidatedJob& job) const;
+  // CheckJobInputHeaders (server/job_input.h) on an upload's spooled input.
+  absl::Status CheckInputHeaders(const std::string& id) const;
+
   const core::AlgorithmRegistry& registry_;
   std::vector<std::unique_ptr<core::Backend>> backends_;
   std::vector<std::thread> workers_;

@@ -1,7 +1,11 @@
 #include "server/job_spec.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -290,13 +294,55 @@ absl::StatusOr<core::VectorGeometry> ValidateVectorGeometry(const pb::Geometry& 
       break;
   }
   return Invalid("geometry", "none set; expected one of parallel_2d, fan_2d, parallel_3d, "
-                             "cone, helical, vectors");
+                             "cone, helical, vectors, from_input_files");
+}
+
+// Projection files listed in input.files (role PROJECTIONS or unspecified).
+int64_t ProjectionFileCount(const pb::ProjectionInput& input) {
+  int64_t count = 0;
+  for (const pb::InputFile& file : input.files()) {
+    if (file.role() == pb::INPUT_ROLE_UNSPECIFIED || file.role() == pb::INPUT_ROLE_PROJECTIONS) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// geometry.from_input_files: the geometry is read from the files when the job runs
+// (server/job_input.h). Until then a placeholder stands in: a circular cone with one view per
+// projection file (DICOM-CT-PD has one view per file), so that what depends on the view
+// count (OS-SART blocks) is checked now and 3D volumes are allowed.
+absl::StatusOr<core::Geometry> PlaceholderGeometryFromFiles(const pb::JobSpec& spec,
+                                                            const ServerLimits& limits) {
+  constexpr absl::string_view kPath = "geometry.from_input_files";
+  if (spec.input().encoding() != pb::DATA_ENCODING_DICOM_CT_PD) {
+    return Invalid(kPath, absl::StrCat("needs input.encoding DATA_ENCODING_DICOM_CT_PD, not ",
+                                       EnumName(spec.input().encoding(), [](int e) {
+                                         return pb::DataEncoding_Name(e);
+                                       })));
+  }
+  const int64_t views = ProjectionFileCount(spec.input());
+  if (views < 1 || static_cast<uint64_t>(views) > limits.max_views) {
+    return Invalid("input.files",
+                   absl::StrCat(views, " DICOM-CT-PD projection files (one view each) is out of "
+                                       "range [1, ",
+                                limits.max_views, "] (the server's limit, --max_views)"));
+  }
+  core::FanConeOptions cone;
+  cone.detector = {2, 2, 1.0, 1.0, 0, 0};
+  cone.source_origin_mm = 1e6;
+  cone.origin_detector_mm = 1.0;
+  cone.angles_rad = core::UniformAnglesRad(views, 0, 2 * kPi);
+  return core::MakeCircularCone(cone);
 }
 
 absl::StatusOr<core::Geometry> ValidateGeometry(const pb::JobSpec& spec,
                                                 const ServerLimits& limits) {
   if (spec.geometry().kind_case() == pb::Geometry::kParallel2D) {
     return ValidateParallel2D(spec.geometry().parallel_2d(), limits);
+  }
+  if (spec.geometry().kind_case() == pb::Geometry::kFromInputFiles) {
+    return PlaceholderGeometryFromFiles(spec, limits);
   }
   return ValidateVectorGeometry(spec.geometry(), limits);
 }
@@ -350,21 +396,134 @@ absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v, bool tw
   return volume;
 }
 
+// Bytes per raw value, 0 for the file encodings (TIFF, DICOM-CT-PD).
+uint64_t RawValueBytes(pb::DataEncoding encoding) {
+  switch (encoding) {
+    case pb::DATA_ENCODING_FLOAT32_LE:
+    case pb::DATA_ENCODING_FLOAT32_BE:
+      return 4;
+    case pb::DATA_ENCODING_UINT16_LE:
+    case pb::DATA_ENCODING_UINT16_BE:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+constexpr size_t kMaxInputFileNameBytes = 255;
+
+// input: the encoding, the file list against the total, the raw sizes against the geometry
+// (from_input: the geometry is a placeholder and the resolver checks the files against it),
+// the preprocessing; then the upload limit.
 absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometry& geometry,
-                           const ServerLimits& limits) {
-  if (input.encoding() != pb::DATA_ENCODING_FLOAT32_LE) {
+                           bool from_input, const ServerLimits& limits) {
+  const pb::DataEncoding encoding = input.encoding();
+  const bool dicom = encoding == pb::DATA_ENCODING_DICOM_CT_PD;
+  const bool tiff = encoding == pb::DATA_ENCODING_TIFF;
+  const uint64_t value_bytes = RawValueBytes(encoding);
+  if (value_bytes == 0 && !dicom && !tiff) {
     return Invalid("input.encoding",
-                   absl::StrCat(EnumName(input.encoding(),
-                                         [](int e) { return pb::DataEncoding_Name(e); }),
-                                " is not supported; expected DATA_ENCODING_FLOAT32_LE"));
+                   absl::StrCat(EnumName(encoding, [](int e) { return pb::DataEncoding_Name(e); }),
+                                " is not supported; expected DATA_ENCODING_FLOAT32_LE, "
+                                "_FLOAT32_BE, _UINT16_LE, _UINT16_BE, _TIFF or _DICOM_CT_PD"));
+  }
+  if (dicom && !from_input) {
+    return Invalid("geometry", "DATA_ENCODING_DICOM_CT_PD takes its geometry from the files; "
+                               "set geometry.from_input_files");
+  }
+  if (input.order() != pb::AXIS_ORDER_UNSPECIFIED &&
+      input.order() != pb::AXIS_ORDER_VIEW_ROW_COLUMN &&
+      input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN) {
+    return OutOfRange("input.order", input.order(), pb::AxisOrder_MIN, pb::AxisOrder_MAX,
+                      " (AXIS_ORDER_VIEW_ROW_COLUMN, _ROW_VIEW_COLUMN; 0 means VIEW_ROW_COLUMN)");
+  }
+  const pb::Preprocessing& pre = input.preprocessing();
+  if (pre.has_min_transmission() &&
+      !(pre.min_transmission() > 0 && pre.min_transmission() <= 1)) {
+    return Invalid("input.preprocessing.min_transmission",
+                   absl::StrCat(pre.min_transmission(), " is out of range (0, 1]"));
+  }
+  if (dicom && pre.negative_log()) {
+    return Invalid("input.preprocessing.negative_log",
+                   "DICOM-CT-PD files say themselves whether they hold line integrals "
+                   "(LogFlag (7039,1009)); leave it unset");
   }
   const core::Dims3 dims = core::ProjectionDims(geometry);
-  const uint64_t expected = static_cast<uint64_t>(dims.count()) * sizeof(float);
-  if (input.size_bytes() != expected) {
-    return Invalid("input.size_bytes",
-                   absl::StrCat(input.size_bytes(), " does not match the geometry: ", dims.d0,
-                                " views x ", dims.d1, dims.d1 == 1 ? " row x " : " rows x ",
-                                dims.d2, " detectors x 4 bytes = ", expected));
+  const uint64_t frame_bytes = static_cast<uint64_t>(dims.d1 * dims.d2) * value_bytes;
+  const uint64_t expected = static_cast<uint64_t>(dims.d0) * frame_bytes;
+  if (input.files().empty()) {
+    if (dicom || tiff) {
+      return Invalid("input.files", absl::StrCat("empty; ", pb::DataEncoding_Name(encoding),
+                                                 " needs the list of uploaded files"));
+    }
+    if (input.size_bytes() != expected) {
+      return Invalid("input.size_bytes",
+                     absl::StrCat(input.size_bytes(), " does not match the geometry: ", dims.d0,
+                                  " views x ", dims.d1, dims.d1 == 1 ? " row x " : " rows x ",
+                                  dims.d2, " detectors x ", value_bytes, " bytes = ", expected));
+    }
+  } else {
+    uint64_t total = 0, projection_bytes = 0;
+    bool dark = false, flat = false;
+    for (int i = 0; i < input.files_size(); ++i) {
+      const pb::InputFile& file = input.files(i);
+      const std::string path = absl::StrCat("input.files[", i, "]");
+      if (file.name().empty() || file.name().size() > kMaxInputFileNameBytes ||
+          file.name().find('\0') != std::string::npos) {
+        return Invalid(absl::StrCat(path, ".name"),
+                       absl::StrCat("length ", file.name().size(), " bytes is out of range [1, ",
+                                    kMaxInputFileNameBytes, "] (and no NUL)"));
+      }
+      if (file.size_bytes() == 0) {
+        return Invalid(absl::StrCat(path, ".size_bytes"),
+                       absl::StrCat("0 for ", file.name(), "; every file has bytes"));
+      }
+      total += file.size_bytes();
+      switch (file.role()) {
+        case pb::INPUT_ROLE_UNSPECIFIED:
+        case pb::INPUT_ROLE_PROJECTIONS:
+          projection_bytes += file.size_bytes();
+          break;
+        case pb::INPUT_ROLE_DARK_FIELD:
+        case pb::INPUT_ROLE_FLAT_FIELD:
+          if (dicom) {
+            return Invalid(absl::StrCat(path, ".role"),
+                           "dark and flat fields do not apply to DICOM-CT-PD files");
+          }
+          (file.role() == pb::INPUT_ROLE_DARK_FIELD ? dark : flat) = true;
+          if (value_bytes > 0 && file.size_bytes() % frame_bytes != 0) {
+            return Invalid(absl::StrCat(path, ".size_bytes"),
+                           absl::StrCat(file.size_bytes(), " (", file.name(),
+                                        ") is not a whole number of frames of ", dims.d1,
+                                        " x ", dims.d2, " x ", value_bytes, " bytes"));
+          }
+          break;
+        default:
+          return OutOfRange(absl::StrCat(path, ".role"), file.role(), pb::InputRole_MIN,
+                            pb::InputRole_MAX,
+                            " (INPUT_ROLE_PROJECTIONS, _DARK_FIELD, _FLAT_FIELD; 0 means "
+                            "PROJECTIONS)");
+      }
+    }
+    if (projection_bytes == 0) {
+      return Invalid("input.files", "no file has the role INPUT_ROLE_PROJECTIONS");
+    }
+    if (dark && !flat) {
+      return Invalid("input.files",
+                     "a dark field needs a flat field too (T = (I - dark) / (flat - dark))");
+    }
+    if (input.size_bytes() != total) {
+      return Invalid("input.size_bytes",
+                     absl::StrCat(input.size_bytes(), " does not match the sum of "
+                                  "input.files[].size_bytes, ", total));
+    }
+    if (value_bytes > 0 && projection_bytes != expected) {
+      return Invalid("input.files",
+                     absl::StrCat("projection files total ", projection_bytes,
+                                  " bytes; the geometry needs ", dims.d0, " views x ", dims.d1,
+                                  dims.d1 == 1 ? " row x " : " rows x ", dims.d2,
+                                  " detectors x ", value_bytes, " bytes = ", expected));
+    }
   }
   if (input.size_bytes() > limits.max_upload_bytes) {
     return absl::ResourceExhaustedError(
@@ -383,6 +542,15 @@ struct Iterations {
 };
 Iterations AlgorithmIterations(const pb::Algorithm& algorithm) {
   switch (algorithm.kind_case()) {
+    case pb::Algorithm::kSirt:
+      return {"algorithm.sirt.iterations", algorithm.sirt().iterations()};
+    case pb::Algorithm::kSart:
+      return {"algorithm.sart.iterative.iterations", algorithm.sart().iterative().iterations()};
+    case pb::Algorithm::kOsSart:
+      return {"algorithm.os_sart.iterative.iterations",
+              algorithm.os_sart().iterative().iterations()};
+    case pb::Algorithm::kCgls:
+      return {"algorithm.cgls.iterations", algorithm.cgls().iterations()};
     case pb::Algorithm::kFbp:
     case pb::Algorithm::KIND_NOT_SET:
       return {};
@@ -390,8 +558,140 @@ Iterations AlgorithmIterations(const pb::Algorithm& algorithm) {
   return {};
 }
 
-absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& algorithm) {
+// tomoserve.v1.IterativeOptions at `path` -> core::IterativeOptions, checked with
+// core::ValidateIterativeOptions (its field names prefixed with path). constrained: the
+// SIRT family (CGLS takes no relaxation and no bounds).
+absl::StatusOr<core::IterativeOptions> ValidateIterative(absl::string_view path,
+                                                        const pb::IterativeOptions& given,
+                                                        const core::VolumeGeometry& volume,
+                                                        bool constrained) {
+  core::IterativeOptions options;
+  if (given.iterations() == 0) {
+    return Invalid(absl::StrCat(path, ".iterations"),
+                   "0 is out of range [1, --max_iterations]; an iterative method needs at least "
+                   "one iteration");
+  }
+  options.iterations = given.iterations();
+  if (given.has_relaxation()) options.relaxation = given.relaxation();
+  if (given.non_negative()) {
+    if (!constrained) {
+      return Invalid(absl::StrCat(path, ".non_negative"),
+                     "true is not supported by CGLS (an unconstrained method); use SIRT, SART "
+                     "or OS-SART for constraints");
+    }
+    options.lower_bound = 0;
+  }
+  if (given.has_lower_bound()) {
+    if (given.non_negative() && given.lower_bound() < 0) {
+      return Invalid(absl::StrCat(path, ".lower_bound"),
+                     absl::StrCat(given.lower_bound(), " is below 0 while non_negative is set"));
+    }
+    options.lower_bound = given.lower_bound();
+  }
+  if (given.has_upper_bound()) options.upper_bound = given.upper_bound();
+  options.stop_relative_residual = given.stop_relative_residual();
+  switch (given.initial()) {
+    case pb::INITIAL_VOLUME_UNSPECIFIED:
+    case pb::INITIAL_VOLUME_ZERO:
+      break;
+    case pb::INITIAL_VOLUME_FBP:
+      options.initial_from_fbp = true;
+      break;
+    case pb::INITIAL_VOLUME_GIVEN: {
+      const std::string& bytes = given.initial_volume_float32();
+      const uint64_t expected = static_cast<uint64_t>(volume.voxel_count()) * sizeof(float);
+      if (bytes.size() != expected) {
+        return Invalid(absl::StrCat(path, ".initial_volume_float32"),
+                       absl::StrCat(bytes.size(), " bytes do not match the volume: ",
+                                    volume.size().x, " x ", volume.size().y, " x ",
+                                    volume.size().z, " voxels x 4 bytes = ", expected));
+      }
+      auto initial = std::make_shared<core::Array3D>(core::Array3D::Uninitialized(volume.dims()));
+      for (int64_t i = 0; i < initial->size(); ++i) {
+        const auto* p = reinterpret_cast<const unsigned char*>(bytes.data()) + 4 * i;
+        const uint32_t word = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                              (static_cast<uint32_t>(p[2]) << 16) |
+                              (static_cast<uint32_t>(p[3]) << 24);
+        float value;
+        std::memcpy(&value, &word, sizeof(value));
+        if (!std::isfinite(value)) {
+          return Invalid(absl::StrCat(path, ".initial_volume_float32"),
+                         absl::StrCat("value ", i, " is not a finite number"));
+        }
+        initial->data()[i] = value;
+      }
+      options.initial_volume = std::move(initial);
+      break;
+    }
+    default:
+      return OutOfRange(absl::StrCat(path, ".initial"), given.initial(), pb::InitialVolume_MIN,
+                        pb::InitialVolume_MAX,
+                        " (INITIAL_VOLUME_ZERO, _FBP, _GIVEN; 0 means ZERO)");
+  }
+  if (given.initial() != pb::INITIAL_VOLUME_GIVEN && !given.initial_volume_float32().empty()) {
+    return Invalid(absl::StrCat(path, ".initial_volume_float32"),
+                   "is set but initial is not INITIAL_VOLUME_GIVEN");
+  }
+  absl::Status valid = core::ValidateIterativeOptions(options, volume, constrained);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".", valid.message()));
+  }
+  return options;
+}
+
+absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::ViewOrder order) {
+  switch (order) {
+    case pb::VIEW_ORDER_UNSPECIFIED:
+    case pb::VIEW_ORDER_SEQUENTIAL:
+      return core::ViewOrder::kSequential;
+    case pb::VIEW_ORDER_INTERLEAVED:
+      return core::ViewOrder::kInterleaved;
+    default:
+      return OutOfRange(path, order, pb::ViewOrder_MIN, pb::ViewOrder_MAX,
+                        " (VIEW_ORDER_SEQUENTIAL, _INTERLEAVED; 0 means SEQUENTIAL)");
+  }
+}
+
+absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& algorithm,
+                                                         const core::Geometry& geometry,
+                                                         const core::VolumeGeometry& volume) {
   switch (algorithm.kind_case()) {
+    case pb::Algorithm::kSirt: {
+      core::SirtOptions options;
+      TOMO_ASSIGN_OR_RETURN(options.iterative, ValidateIterative("algorithm.sirt",
+                                                                 algorithm.sirt(), volume, true));
+      return core::AlgorithmOptions(options);
+    }
+    case pb::Algorithm::kSart: {
+      core::SartOptions options;
+      TOMO_ASSIGN_OR_RETURN(options.iterative,
+                            ValidateIterative("algorithm.sart.iterative",
+                                              algorithm.sart().iterative(), volume, true));
+      TOMO_ASSIGN_OR_RETURN(options.order,
+                            ValidateViewOrder("algorithm.sart.order", algorithm.sart().order()));
+      return core::AlgorithmOptions(options);
+    }
+    case pb::Algorithm::kOsSart: {
+      const pb::OsSartOptions& given = algorithm.os_sart();
+      core::OsSartOptions options;
+      TOMO_ASSIGN_OR_RETURN(options.iterative, ValidateIterative("algorithm.os_sart.iterative",
+                                                                 given.iterative(), volume, true));
+      TOMO_ASSIGN_OR_RETURN(options.order,
+                            ValidateViewOrder("algorithm.os_sart.order", given.order()));
+      const int64_t views = core::ProjectionDims(geometry).d0;
+      if (given.blocks() < 1 || given.blocks() > views) {
+        return OutOfRange("algorithm.os_sart.blocks", given.blocks(), 1, views,
+                          " (1 block is SIRT; one per view, the number of views, is SART)");
+      }
+      options.blocks = given.blocks();
+      return core::AlgorithmOptions(options);
+    }
+    case pb::Algorithm::kCgls: {
+      core::CglsOptions options;
+      TOMO_ASSIGN_OR_RETURN(options.iterative, ValidateIterative("algorithm.cgls",
+                                                                 algorithm.cgls(), volume, false));
+      return core::AlgorithmOptions(options);
+    }
     case pb::Algorithm::kFbp: {
       const pb::FbpOptions& fbp = algorithm.fbp();
       core::FbpOptions options;
@@ -429,7 +729,7 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
     case pb::Algorithm::KIND_NOT_SET:
       break;
   }
-  return Invalid("algorithm", "none set; expected one of fbp");
+  return Invalid("algorithm", "none set; expected one of fbp, sirt, sart, os_sart, cgls");
 }
 
 absl::StatusOr<std::vector<pb::OutputFormat>> ValidateOutputs(const pb::JobSpec& spec) {
@@ -441,11 +741,14 @@ absl::StatusOr<std::vector<pb::OutputFormat>> ValidateOutputs(const pb::JobSpec&
   for (int i = 0; i < spec.outputs().size(); ++i) {
     const int format = spec.outputs(i);
     const std::string path = absl::StrCat("outputs[", i, "]");
-    if (format != pb::OUTPUT_FORMAT_RAW_FLOAT32) {
+    if (format == pb::OUTPUT_FORMAT_UNSPECIFIED || !pb::OutputFormat_IsValid(format)) {
       return Invalid(path, absl::StrCat(EnumName(format,
                                                  [](int f) { return pb::OutputFormat_Name(f); }),
                                         " is not an output format; expected one of "
-                                        "OUTPUT_FORMAT_RAW_FLOAT32"));
+                                        "OUTPUT_FORMAT_RAW_FLOAT32, OUTPUT_FORMAT_NIFTI, "
+                                        "OUTPUT_FORMAT_NIFTI_GZ, OUTPUT_FORMAT_METAIMAGE, "
+                                        "OUTPUT_FORMAT_DICOM_CT_SERIES, "
+                                        "OUTPUT_FORMAT_PNG_PREVIEW"));
     }
     for (pb::OutputFormat seen : outputs) {
       if (seen == format) {
@@ -455,6 +758,43 @@ absl::StatusOr<std::vector<pb::OutputFormat>> ValidateOutputs(const pb::JobSpec&
     outputs.push_back(static_cast<pb::OutputFormat>(format));
   }
   return outputs;
+}
+
+// JobSpec.output_options: a water attenuation > 0 when set, a window with upper > lower;
+// a DICOM series needs the water attenuation from here unless the input may carry it
+// (DICOM-CT-PD files give it).
+absl::StatusOr<OutputSettings> ValidateOutputOptions(const pb::JobSpec& spec,
+                                                     const std::vector<pb::OutputFormat>& outputs) {
+  OutputSettings settings;
+  const pb::OutputOptions& options = spec.output_options();
+  if (options.has_water_attenuation_per_mm()) {
+    const double water = options.water_attenuation_per_mm();
+    if (!std::isfinite(water) || !(water > 0)) {
+      return Invalid("output_options.water_attenuation_per_mm",
+                     absl::StrCat(water, " is out of range (0, inf); it must be a finite "
+                                         "attenuation in 1/mm (water is about 0.019 at 70 keV)"));
+    }
+    settings.water_attenuation_per_mm = water;
+  }
+  if (options.has_window()) {
+    const double lower = options.window().lower(), upper = options.window().upper();
+    if (!std::isfinite(lower) || !std::isfinite(upper) || !(upper > lower)) {
+      return Invalid("output_options.window",
+                     absl::StrCat("[", lower, ", ", upper,
+                                  "] is not a window; lower and upper must be finite and "
+                                  "upper above lower"));
+    }
+    settings.window = core::DisplayWindow{lower, upper};
+  }
+  const bool dicom_series = std::find(outputs.begin(), outputs.end(),
+                                      pb::OUTPUT_FORMAT_DICOM_CT_SERIES) != outputs.end();
+  const bool input_may_give_water = spec.input().encoding() == pb::DATA_ENCODING_DICOM_CT_PD;
+  if (dicom_series && !settings.water_attenuation_per_mm.has_value() && !input_may_give_water) {
+    return Invalid("output_options.water_attenuation_per_mm",
+                   "is unset; OUTPUT_FORMAT_DICOM_CT_SERIES needs it for the Hounsfield scale "
+                   "(only DICOM-CT-PD input gives it)");
+  }
+  return settings;
 }
 
 }  // namespace
@@ -476,36 +816,58 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   TOMO_ASSIGN_OR_RETURN(core::Geometry geometry, ValidateGeometry(spec, limits));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
                         ValidateVolume(spec.volume(), IsTwoDimensional(geometry), limits));
-  if (const auto* vectors = std::get_if<core::VectorGeometry>(&geometry)) {
+  const bool from_input = spec.geometry().has_from_input_files();
+  // A placeholder geometry (from_input) is checked against the volume once it is read.
+  if (const auto* vectors = std::get_if<core::VectorGeometry>(&geometry); !from_input && vectors) {
     absl::Status fits = vectors->CheckAgainstVolume(volume);
     if (!fits.ok()) return WithPath("geometry", fits);
   }
-  TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, limits));
-  TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm, ValidateAlgorithm(spec.algorithm()));
+  TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, from_input, limits));
   const Iterations iterations = AlgorithmIterations(spec.algorithm());
   if (iterations.count > 0) {
     TOMO_RETURN_IF_ERROR(CheckIterations(iterations.field, iterations.count, limits));
   }
+  TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm,
+                        ValidateAlgorithm(spec.algorithm(), geometry, volume));
   if (spec.geometry().has_helical() && std::holds_alternative<core::FbpOptions>(algorithm)) {
     return Invalid("algorithm.fbp",
                    "FBP/FDK needs a circular orbit or parallel rays; geometry.helical needs an "
                    "iterative method");
   }
+  if (spec.geometry().has_helical()) {
+    const bool fbp_start = std::visit(
+        [](const auto& options) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(options)>, core::FbpOptions>) {
+            return false;
+          } else {
+            return options.iterative.initial_from_fbp;
+          }
+        },
+        algorithm);
+    if (fbp_start) {
+      return Invalid("algorithm",
+                     "initial INITIAL_VOLUME_FBP needs a circular orbit or parallel rays; "
+                     "geometry.helical needs another start");
+    }
+  }
   TOMO_ASSIGN_OR_RETURN(std::vector<pb::OutputFormat> outputs, ValidateOutputs(spec));
-  return ValidatedJob{
+  TOMO_ASSIGN_OR_RETURN(OutputSettings output_settings, ValidateOutputOptions(spec, outputs));
+  ValidatedJob job{
       core::ReconstructionRequest{std::move(geometry), std::move(volume), std::move(algorithm)},
       spec.input().size_bytes(), std::move(outputs),
       // Any value is valid (0: the device's free memory); too small for the job is
       // RESOURCE_EXHAUSTED when it runs, from the slab plan.
-      spec.memory_budget_bytes()};
+      spec.memory_budget_bytes(), std::move(output_settings), spec.input(), from_input};
+  return job;
 }
 
 absl::Status CheckIterations(absl::string_view field, uint64_t iterations,
                              const ServerLimits& limits) {
   if (iterations <= limits.max_iterations) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(field, ": ", iterations,
-                                                   " iterations exceed the server's limit of ",
-                                                   limits.max_iterations, " (--max_iterations)"));
+  // An absurd count is a wrong spec, not a busy server (issue 6): INVALID_ARGUMENT.
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", iterations,
+                                                 " iterations exceed the server's limit of ",
+                                                 limits.max_iterations, " (--max_iterations)"));
 }
 
 }  // namespace tomo::server

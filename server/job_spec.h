@@ -8,7 +8,8 @@
 //   "input.size_bytes: 1000 does not match the geometry: 720 views x 1 row x 768 detectors
 //    x 4 bytes = 2211840"
 // or RESOURCE_EXHAUSTED naming the server limit that the spec exceeds and the tomod flag
-// that sets it (--max_voxels, --max_upload_bytes, --max_iterations). Defaults applied:
+// that sets it (--max_voxels, --max_upload_bytes; --max_iterations is INVALID_ARGUMENT: an
+// absurd iteration count is a wrong spec). Defaults applied:
 // volume.size.z 0 means 1; volume.voxel_size_mm.z 0 means the x size (unused in 2D);
 // fbp.window UNSPECIFIED means RAM_LAK; fbp.cutoff unset means 1; outputs empty means
 // [RAW_FLOAT32]. The view count is checked against limits.max_views (INVALID_ARGUMENT
@@ -19,11 +20,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/algorithms/reconstruction.h"
+#include "core/io/display_window.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::server {
@@ -39,11 +42,19 @@ struct ServerLimits {
 };
 
 // The check every iterative algorithm's iteration count goes through (field: its path in
-// the proto, e.g. "algorithm.sirt.iterations"): RESOURCE_EXHAUSTED naming --max_iterations
+// the proto, e.g. "algorithm.sirt.iterations"): INVALID_ARGUMENT naming --max_iterations
 // when iterations exceeds limits.max_iterations. Direct methods (FBP, FDK) have no
 // iterations and are not checked.
 absl::Status CheckIterations(absl::string_view field, uint64_t iterations,
                              const ServerLimits& limits);
+
+// JobSpec.output_options, validated: "output_options.water_attenuation_per_mm" a finite
+// value > 0 when set, "output_options.window" finite with upper > lower when set; and a
+// DICOM series needs the water attenuation here unless the input is DICOM-CT-PD.
+struct OutputSettings {
+  std::optional<double> water_attenuation_per_mm;
+  std::optional<core::DisplayWindow> window;  // volume units (1/mm)
+};
 
 struct ValidatedJob {
   core::ReconstructionRequest request;
@@ -53,6 +64,13 @@ struct ValidatedJob {
   // JobSpec.memory_budget_bytes as given: 0 means the device's free memory (the runner
   // takes the smallest non-zero of this, its flag and the device's free memory).
   uint64_t memory_budget_bytes = 0;
+  OutputSettings output_settings;
+  // JobSpec.input as validated (encoding, files, preprocessing): server/job_input.h turns
+  // the upload into projections with it.
+  tomoserve::v1::ProjectionInput input;
+  // geometry.from_input_files: request.geometry is only a placeholder (a circular cone with
+  // one view per projection file) until ResolveJobInput reads the geometry from the files.
+  bool geometry_from_input_files = false;
 };
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,

@@ -80,7 +80,12 @@ TomodMetrics::TomodMetrics()
                                       {"device"})),
       device_total_(registry_.AddGauge("tomod_device_memory_total_bytes",
                                        "Total memory of each worker's device (0: not reported).",
-                                       {"device"})) {
+                                       {"device"})),
+      device_utilization_(registry_.AddGauge(
+          "tomod_device_utilization_ratio",
+          "Fraction of NVML's last sample period in which each worker's GPU ran a kernel "
+          "(absent without NVML).",
+          {"device"})) {
   // Series that exist from the start, so that rate() sees the first increment.
   submitted_.Add({}, 0);
   for (const char* outcome : {"succeeded", "failed", "cancelled"}) finished_.Add({outcome}, 0);

@@ -65,6 +65,7 @@ class TomodMetrics {
   Gauge& spool_used_bytes() { return spool_used_bytes_; }
   Gauge& device_memory_free_bytes() { return device_free_; }
   Gauge& device_memory_total_bytes() { return device_total_; }
+  Gauge& device_utilization_ratio() { return device_utilization_; }
 
  private:
   MetricRegistry registry_;
@@ -81,6 +82,7 @@ class TomodMetrics {
   Gauge& spool_used_bytes_;
   Gauge& device_free_;
   Gauge& device_total_;
+  Gauge& device_utilization_;
 };
 
 // "queued" for JOB_STATE_QUEUED: a state as metrics and logs name it.

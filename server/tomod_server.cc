@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -26,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "core/base/status_macros.h"
+#include "server/gpu_utilization.h"
 #include "server/log.h"
 
 #ifndef TOMO_VERSION
@@ -83,9 +86,11 @@ void ConfigureAllocator() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }
 
-// The gauges read at scrape time, from the manager and the device list.
-void AddScrapeCollector(TomodMetrics& metrics, const JobManager& manager) {
-  metrics.registry().AddCollector([&metrics, &manager] {
+// The gauges read at scrape time, from the manager, the device list and NVML (gpus may be
+// null: no utilisation then).
+void AddScrapeCollector(TomodMetrics& metrics, const JobManager& manager,
+                        std::shared_ptr<const GpuUtilization> gpus) {
+  metrics.registry().AddCollector([&metrics, &manager, gpus] {
     metrics.queue_depth().Set({}, static_cast<double>(manager.queue_length()));
     metrics.watchers().Set({}, static_cast<double>(manager.watcher_count()));
     metrics.spool_used_bytes().Set({}, static_cast<double>(manager.spool_used_bytes()));
@@ -106,6 +111,11 @@ void AddScrapeCollector(TomodMetrics& metrics, const JobManager& manager) {
                                              static_cast<double>(current->memory_free_bytes));
       metrics.device_memory_total_bytes().Set({device.id},
                                               static_cast<double>(current->memory_total_bytes));
+      if (gpus != nullptr) {
+        if (std::optional<double> busy = gpus->Utilization(current->pci_bus_id)) {
+          metrics.device_utilization_ratio().Set({device.id}, *busy);
+        }
+      }
     }
   });
 }
@@ -209,7 +219,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   TOMO_RETURN_IF_ERROR(server->manager_->Start());
   server->service_ = std::make_unique<ReconstructionService>(*server->manager_, server->registry_,
                                                              server->metrics_.get());
-  AddScrapeCollector(*server->metrics_, *server->manager_);
+  AddScrapeCollector(*server->metrics_, *server->manager_,
+                     std::shared_ptr<const GpuUtilization>(GpuUtilization::Open()));
   if (options.metrics_port != 0) {
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
         MetricsHost(options.listen), options.metrics_port, server->metrics_->registry());

@@ -3,9 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -162,6 +166,8 @@ std::string DescribeGeometry(const v1::Geometry& g) {
     case v1::Geometry::kVectors:
       return absl::StrFormat("%d views as vectors, %dx%d detector", g.vectors().views_size(),
                              g.vectors().rows(), g.vectors().columns());
+    case v1::Geometry::kFromInputFiles:
+      return "from the input files (DICOM-CT-PD)";
     case v1::Geometry::KIND_NOT_SET:
       break;
   }
@@ -175,6 +181,15 @@ std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
       if (algorithm.fbp().has_cutoff()) absl::StrAppend(&text, ", cutoff ", algorithm.fbp().cutoff());
       return text + ")";
     }
+    case v1::Algorithm::kSirt:
+      return absl::StrCat("sirt (", algorithm.sirt().iterations(), " iterations)");
+    case v1::Algorithm::kSart:
+      return absl::StrCat("sart (", algorithm.sart().iterative().iterations(), " iterations)");
+    case v1::Algorithm::kOsSart:
+      return absl::StrCat("os_sart (", algorithm.os_sart().blocks(), " blocks, ",
+                          algorithm.os_sart().iterative().iterations(), " iterations)");
+    case v1::Algorithm::kCgls:
+      return absl::StrCat("cgls (", algorithm.cgls().iterations(), " iterations)");
     case v1::Algorithm::KIND_NOT_SET:
       return "(not set)";
   }
@@ -206,6 +221,72 @@ absl::Status MatchDataSize(const std::vector<std::string>& data_paths, v1::JobSp
   return absl::OkStatus();
 }
 
+absl::Status PrepareInputFiles(std::vector<std::string>* data_paths, v1::JobSpec* spec) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> expanded;
+  for (const std::string& path : *data_paths) {
+    std::error_code error;
+    if (!fs::is_directory(path, error)) {
+      expanded.push_back(path);
+      continue;
+    }
+    std::vector<std::string> inside;
+    for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.empty() && name[0] != '.' && entry.is_regular_file()) {
+        inside.push_back(entry.path().string());
+      }
+    }
+    if (error) return absl::InternalError(absl::StrCat("cannot list ", path, ": ", error.message()));
+    if (inside.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": the directory holds no file"));
+    }
+    std::sort(inside.begin(), inside.end());
+    expanded.insert(expanded.end(), inside.begin(), inside.end());
+  }
+  *data_paths = std::move(expanded);
+  v1::ProjectionInput* input = spec->mutable_input();
+  const bool file_encoding = input->encoding() == v1::DATA_ENCODING_TIFF ||
+                             input->encoding() == v1::DATA_ENCODING_DICOM_CT_PD;
+  std::vector<uint64_t> sizes;
+  for (const std::string& path : *data_paths) {
+    std::error_code error;
+    const uintmax_t size = fs::file_size(path, error);
+    if (error) {
+      const std::string message = absl::StrCat("cannot open ", path, ": ", error.message());
+      return error == std::errc::no_such_file_or_directory ? absl::NotFoundError(message)
+                                                            : absl::InternalError(message);
+    }
+    sizes.push_back(static_cast<uint64_t>(size));
+  }
+  if (input->files().empty() && (file_encoding || data_paths->size() > 1)) {
+    for (size_t i = 0; i < data_paths->size(); ++i) {
+      v1::InputFile* file = input->add_files();
+      file->set_name(fs::path((*data_paths)[i]).filename().string());
+      file->set_size_bytes(sizes[i]);
+      file->set_role(v1::INPUT_ROLE_PROJECTIONS);
+    }
+  } else if (!input->files().empty()) {
+    if (static_cast<size_t>(input->files_size()) != data_paths->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input.files: the spec lists ", input->files_size(), " files, --data gives ",
+          data_paths->size(), " (", absl::StrJoin(*data_paths, ", "), ")"));
+    }
+    for (int i = 0; i < input->files_size(); ++i) {
+      v1::InputFile* file = input->mutable_files(i);
+      if (file->name().empty()) file->set_name(fs::path((*data_paths)[i]).filename().string());
+      if (file->size_bytes() == 0) file->set_size_bytes(sizes[static_cast<size_t>(i)]);
+      if (file->size_bytes() != sizes[static_cast<size_t>(i)]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input.files[", i, "].size_bytes: ", file->size_bytes(), " but ",
+            (*data_paths)[static_cast<size_t>(i)], " holds ", sizes[static_cast<size_t>(i)],
+            " bytes"));
+      }
+    }
+  }
+  return MatchDataSize(*data_paths, spec);
+}
+
 int RunCli(int argc, char** argv) {
   CLI::App app{"tomo: the tomoserve client. Submits tomography jobs to tomod, watches and "
                "fetches them, or runs them here (tomo local).",
@@ -224,6 +305,7 @@ int RunCli(int argc, char** argv) {
   std::vector<Command> commands;
   AddJobCommands(app, global, commands);
   AddLocalCommands(app, global, commands);
+  AddOutputCommands(app, global, commands);
 
   try {
     app.parse(argc, argv);

@@ -54,6 +54,9 @@ struct Command {
 void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Command>& commands);
 void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                       std::vector<Command>& commands);
+// `tomo preview` (client/cli/output_commands.h).
+void AddOutputCommands(CLI::App& app, const GlobalOptions& global,
+                       std::vector<Command>& commands);
 
 // Parses the command line and runs the chosen command; main() returns this.
 int RunCli(int argc, char** argv);
@@ -86,5 +89,15 @@ bool ProgressWanted(const GlobalOptions& global);
 // is set and differs: INVALID_ARGUMENT naming input.size_bytes.
 absl::Status MatchDataSize(const std::vector<std::string>& data_paths,
                            tomoserve::v1::JobSpec* spec);
+
+// The --data arguments as the files to upload, back to back: a directory stands for its
+// regular files (hidden ones skipped) sorted by name (a DICOM-CT-PD series or a TIFF stack).
+// Then spec.input.files: for TIFF and DICOM-CT-PD encodings, and whenever several files are
+// given and the spec lists none, one entry per file (its name, its size, role PROJECTIONS);
+// when the spec lists files (raw data with dark and flat fields, say), their count and
+// sizes must match the paths in order (INVALID_ARGUMENT naming input.files[i]). Finally
+// MatchDataSize. NOT_FOUND for a path that does not exist.
+absl::Status PrepareInputFiles(std::vector<std::string>* data_paths,
+                               tomoserve::v1::JobSpec* spec);
 
 }  // namespace tomo::cli

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli/cli_common.h"
+#include "client/cli/output_commands.h"
 #include "client/cli/progress_bar.h"
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
@@ -156,7 +157,8 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   } else if (spec->idempotency_key().empty()) {
     spec->set_idempotency_key(NewIdempotencyKey());
   }
-  if (absl::Status sized = MatchDataSize(args.data_paths, &*spec); !sized.ok()) {
+  std::vector<std::string> data_paths = args.data_paths;
+  if (absl::Status sized = PrepareInputFiles(&data_paths, &*spec); !sized.ok()) {
     return Fail("submit", sized);
   }
 
@@ -167,7 +169,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   // makes tomod answer with the job it may already have committed.
   constexpr int kSubmitAttempts = 3;
   for (int attempt = 1; attempt <= kSubmitAttempts; ++attempt) {
-    job = client.Submit(*spec, args.data_paths, [&](uint64_t sent, uint64_t total) {
+    job = client.Submit(*spec, data_paths, [&](uint64_t sent, uint64_t total) {
       bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
                  absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
     });
@@ -304,7 +306,7 @@ int RunList(const GlobalOptions& global, const std::vector<std::string>& state_n
 // ----------------------------------------------------------------------------- fetch
 
 int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::string& name,
-             const std::string& out, bool no_resume) {
+             const std::string& format_name, const std::string& out, bool no_resume) {
   const std::string what = absl::StrCat("fetch ", job_id);
   TomoClient client(global.server);
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
@@ -317,6 +319,45 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
                 job->state() == v1::JOB_STATE_FAILED || job->state() == v1::JOB_STATE_CANCELLED
                     ? kExitJobFailed
                     : kExitError);
+  }
+  if (!format_name.empty()) {
+    // --format: every result of that format into the directory --out; a DICOM series
+    // (volume_dicom.tar) is unpacked there into volume_dicom/CT*.dcm.
+    absl::StatusOr<v1::OutputFormat> format = ParseOutputFormatName(format_name);
+    if (!format.ok()) return Fail("fetch: usage", format.status().message(), kExitUsage);
+    if (!name.empty()) return Fail("fetch: usage", "give --name or --format, not both", kExitUsage);
+    std::vector<std::string> of_format;
+    for (const v1::ResultFile& result : job->results()) {
+      if (result.format() == *format) of_format.push_back(result.name());
+    }
+    if (of_format.empty()) {
+      return Fail(what,
+                  absl::StrCat("job ", job_id, " has no ", format_name, " result (",
+                               v1::OutputFormat_Name(*format), "); it has: ",
+                               absl::StrJoin(names, ", ")),
+                  kExitNotFound);
+    }
+    const fs::path out_dir = out.empty() ? fs::path(".") / job_id : fs::path(out);
+    if (*format != v1::OUTPUT_FORMAT_DICOM_CT_SERIES) {
+      return FetchInto(client, global, *job, of_format, out_dir, !no_resume, "fetch");
+    }
+    std::error_code error;
+    fs::create_directories(out_dir, error);
+    for (const std::string& tar_name : of_format) {
+      const fs::path tar_path = out_dir / tar_name;
+      ProgressBar bar(ProgressWanted(global));
+      absl::StatusOr<v1::ResultFile> file = client.Fetch(
+          job_id, tar_name, tar_path.string(), !no_resume, [&](uint64_t done, uint64_t total) {
+            bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
+                       absl::StrCat("fetching ", tar_name, " ", HumanBytes(done)));
+          });
+      bar.Finish();
+      if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", tar_name), file.status());
+      absl::StatusOr<std::string> folder = UnpackDicomSeries(tar_path.string(), out_dir.string());
+      if (!folder.ok()) return Fail(absl::StrCat(what, "/", tar_name), folder.status());
+      std::cout << *folder << std::endl;
+    }
+    return kExitOk;
   }
   if (!name.empty()) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
@@ -438,7 +479,8 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                   "its progress and fetches the results.");
     sub->add_option("--spec", args->spec_path, "JobSpec JSON file")->required();
     sub->add_option("--data", args->data_paths,
-                    "projection data file(s), concatenated in order")
+                    "projection data file(s) or directories (a DICOM-CT-PD series, a TIFF "
+                    "stack: their files sorted by name), uploaded back to back in order")
         ->required();
     sub->add_flag("--wait", args->wait,
                   "wait for the job, then fetch every result into --out");
@@ -487,7 +529,7 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
   }
   {
     struct FetchArgs {
-      std::string id, name, out;
+      std::string id, name, format, out;
       bool no_resume = false;
     };
     auto args = std::make_shared<FetchArgs>();
@@ -497,10 +539,16 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                  "a file unless it is a directory or ends in '/'.");
     sub->add_option("id", args->id, "job id")->required();
     sub->add_option("--name", args->name, "one result, e.g. volume.raw");
+    sub->add_option("--format", args->format,
+                    absl::StrCat("every result of one output format into the directory --out: ",
+                                 OutputFormatNamesText(),
+                                 " (dicom: unpacked into a folder of .dcm files)"));
     sub->add_option("--out", args->out, "directory or file (default ./<job id>/)");
     sub->add_flag("--no-resume", args->no_resume, "start over even if a partial file exists");
     commands.push_back(
-        {sub, [g, args] { return RunFetch(*g, args->id, args->name, args->out, args->no_resume); }});
+        {sub, [g, args] {
+           return RunFetch(*g, args->id, args->name, args->format, args->out, args->no_resume);
+         }});
   }
   {
     auto id = std::make_shared<std::string>();

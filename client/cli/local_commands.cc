@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -17,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/cli_common.h"
+#include "client/cli/dicom_ct_pd_phantom.h"
+#include "client/cli/output_commands.h"
 #include "client/cli/phantom_cases.h"
 #include "client/cli/progress_bar.h"
 #include "client/job_spec_json.h"
@@ -45,6 +48,9 @@ struct PhantomArgs {
   int64_t detectors = 0;  // 0: enough to see the whole grid
   double voxel_size_mm = 0.5;
   std::string window = "ram-lak";
+  std::string algorithm = "fbp";  // fbp, sirt, sart, os-sart, cgls
+  uint32_t iterations = 20;       // iterative methods
+  uint32_t blocks = 10;           // os-sart
 };
 
 int RunPhantom(const PhantomArgs& args) {
@@ -56,6 +62,20 @@ int RunPhantom(const PhantomArgs& args) {
                              absl::StrJoin(WindowNames(), ", ")),
                 kExitUsage);
   }
+  if (args.geometry == "dicom-ct-pd") {
+    // A scan in the format of real CT scanners: files, not a sinogram (dicom_ct_pd_phantom.h).
+    absl::StatusOr<std::vector<std::string>> written =
+        WriteDicomCtPdPhantom(args.out_dir, args.size, args.views, args.voxel_size_mm);
+    if (!written.ok()) {
+      if (absl::StartsWith(written.status().message(), "--")) {
+        return Fail("phantom: usage", written.status().message(), kExitUsage);
+      }
+      return Fail(what, written.status());
+    }
+    for (const std::string& path : *written) std::cout << path << "\n";
+    std::cout.flush();
+    return kExitOk;
+  }
   PhantomCaseOptions options;
   if (args.geometry == "parallel-2d") {
     options.geometry = PhantomGeometry::kParallel2D;
@@ -65,7 +85,8 @@ int RunPhantom(const PhantomArgs& args) {
     options.geometry = PhantomGeometry::kCone;
   } else {
     return Fail("phantom: usage",
-                absl::StrCat("--geometry ", args.geometry, ": one of parallel-2d, fan-2d, cone"),
+                absl::StrCat("--geometry ", args.geometry,
+                             ": one of parallel-2d, fan-2d, cone, dicom-ct-pd"),
                 kExitUsage);
   }
   options.size = args.size;
@@ -101,7 +122,25 @@ int RunPhantom(const PhantomArgs& args) {
   *spec.mutable_volume() = phantom->volume;
   spec.mutable_input()->set_encoding(v1::DATA_ENCODING_FLOAT32_LE);
   spec.mutable_input()->set_size_bytes(static_cast<uint64_t>(phantom->projections.size_bytes()));
-  spec.mutable_algorithm()->mutable_fbp()->set_window(window);
+  if (args.algorithm == "fbp") {
+    spec.mutable_algorithm()->mutable_fbp()->set_window(window);
+  } else if (args.algorithm == "sirt") {
+    spec.mutable_algorithm()->mutable_sirt()->set_iterations(args.iterations);
+  } else if (args.algorithm == "sart") {
+    spec.mutable_algorithm()->mutable_sart()->mutable_iterative()->set_iterations(args.iterations);
+  } else if (args.algorithm == "os-sart") {
+    auto* os_sart = spec.mutable_algorithm()->mutable_os_sart();
+    os_sart->mutable_iterative()->set_iterations(args.iterations);
+    os_sart->set_blocks(args.blocks);
+    os_sart->set_order(v1::VIEW_ORDER_INTERLEAVED);
+  } else if (args.algorithm == "cgls") {
+    spec.mutable_algorithm()->mutable_cgls()->set_iterations(args.iterations);
+  } else {
+    return Fail("phantom: usage",
+                absl::StrCat("--algorithm ", args.algorithm,
+                             ": one of fbp, sirt, sart, os-sart, cgls"),
+                kExitUsage);
+  }
   spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
   if (absl::Status written = client::WriteJobSpecFile(spec_path, spec); !written.ok()) {
     return Fail(what, written);
@@ -124,17 +163,24 @@ struct LocalArgs {
   std::string out_dir;
   std::string device;           // "cuda:0" or a comma list "cuda:0,cuda:1"
   uint64_t memory_budget_bytes = 0;  // 0: the device's free memory
+  std::vector<std::string> formats;  // --format: replaces the spec's outputs
 };
 
 int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
   const std::string what = "local";
-  if (args.data_paths.size() != 1) {
-    return Fail("local: usage", "tomo local takes exactly one --data file", kExitUsage);
-  }
   absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(args.spec_path);
   if (!spec.ok()) return Fail(what, spec.status());
-  if (absl::Status sized = MatchDataSize(args.data_paths, &*spec); !sized.ok()) {
+  std::vector<std::string> data_paths = args.data_paths;
+  if (absl::Status sized = PrepareInputFiles(&data_paths, &*spec); !sized.ok()) {
     return Fail(what, sized);
+  }
+  if (!args.formats.empty()) {
+    spec->clear_outputs();
+    for (const std::string& name : args.formats) {
+      absl::StatusOr<v1::OutputFormat> format = ParseOutputFormatName(name);
+      if (!format.ok()) return Fail("local: usage", format.status().message(), kExitUsage);
+      spec->add_outputs(*format);
+    }
   }
   absl::StatusOr<server::ValidatedJob> job =
       server::ValidateJobSpec(*spec, server::ServerLimits{});
@@ -210,9 +256,32 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
   context.is_cancelled = [] { return g_interrupted.load(); };
   context.memory_budget_bytes =
       server::EffectiveMemoryBudget(job->memory_budget_bytes, args.memory_budget_bytes, device_free);
+  // Several files are one input to the job runner, as tomod's spool holds them: back to
+  // back in one file (in the result directory, removed afterwards).
+  std::string input_path = data_paths.front();
+  struct RemoveOnExit {
+    std::string path;
+    ~RemoveOnExit() {
+      std::error_code ignored;
+      if (!path.empty()) fs::remove(path, ignored);
+    }
+  } joined_input;
+  if (data_paths.size() > 1) {
+    joined_input.path = (fs::path(args.out_dir) / ".tomo_local_input.bin").string();
+    std::ofstream joined(joined_input.path, std::ios::binary | std::ios::trunc);
+    for (const std::string& path : data_paths) {
+      std::ifstream part(path, std::ios::binary);
+      joined << part.rdbuf();
+    }
+    joined.close();
+    if (!joined) {
+      return Fail(what, absl::StrCat("cannot write ", joined_input.path), kExitError);
+    }
+    input_path = joined_input.path;
+  }
   auto previous = std::signal(SIGINT, OnInterrupt);
   absl::StatusOr<std::vector<v1::ResultFile>> results = server::ExecuteJob(
-      *job, args.data_paths.front(), args.out_dir, backends, registry, context);
+      *job, input_path, args.out_dir, backends, registry, context);
   std::signal(SIGINT, previous);
   bar.Finish();
   if (!results.ok()) {
@@ -220,7 +289,15 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
                 kExitJobFailed);
   }
   for (const v1::ResultFile& result : *results) {
-    std::cout << (fs::path(args.out_dir) / result.name()).string() << "\n";
+    const std::string path = (fs::path(args.out_dir) / result.name()).string();
+    if (result.format() == v1::OUTPUT_FORMAT_DICOM_CT_SERIES) {
+      // As `tomo fetch --format dicom`: a folder of .dcm files rather than the tar.
+      absl::StatusOr<std::string> folder = UnpackDicomSeries(path, args.out_dir);
+      if (!folder.ok()) return Fail(what, folder.status());
+      std::cout << *folder << "\n";
+      continue;
+    }
+    std::cout << path << "\n";
   }
   std::cout.flush();
   return kExitOk;
@@ -304,12 +381,14 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
     auto args = std::make_shared<PhantomArgs>();
     CLI::App* sub = app.add_subcommand(
         "phantom", "Write a Shepp-Logan test case into --out-dir: sinogram.raw (its exact "
-                   "line integrals, float32 view-row-column), job.json (its JobSpec, FBP) and "
-                   "truth.raw (the phantom, float32 z-y-x). Prints the three paths.");
+                   "line integrals, float32 view-row-column), job.json (its JobSpec: FBP, "
+                   "or --algorithm) and truth.raw (the phantom, float32 z-y-x). Prints the "
+                   "three paths.");
     sub->add_option("--out-dir", args->out_dir, "where the three files go")->required();
     sub->add_option("--geometry", args->geometry,
                     "parallel-2d (views over 180 degrees), fan-2d or cone (views over 360 "
-                    "degrees; cone: a size^3 volume and the 3D phantom)")
+                    "degrees; cone: a size^3 volume and the 3D phantom), dicom-ct-pd (the 3D "
+                    "phantom as DICOM-CT-PD files in scan/, job.json, truth.raw)")
         ->capture_default_str();
     sub->add_option("--size", args->size, "grid side in voxels")->capture_default_str();
     sub->add_option("--views", args->views, "number of views")->capture_default_str();
@@ -321,6 +400,13 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
     sub->add_option("--window", args->window,
                     "FBP window: ram-lak, shepp-logan, cosine, hamming, hann")
         ->capture_default_str();
+    sub->add_option("--algorithm", args->algorithm,
+                    "the job's algorithm: fbp, sirt, sart, os-sart (interleaved blocks) or cgls")
+        ->capture_default_str();
+    sub->add_option("--iterations", args->iterations, "iterations of an iterative algorithm")
+        ->capture_default_str();
+    sub->add_option("--blocks", args->blocks, "os-sart: number of blocks of views")
+        ->capture_default_str();
     commands.push_back({sub, [args] { return RunPhantom(*args); }});
   }
   {
@@ -329,7 +415,10 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
         "local", "Run a job in this process, without tomod (the same validation and code as "
                  "the daemon's workers). Prints the result paths. Exits 3 when the run fails.");
     sub->add_option("--spec", args->spec_path, "JobSpec JSON file")->required();
-    sub->add_option("--data", args->data_paths, "projection data file")->required();
+    sub->add_option("--data", args->data_paths,
+                    "projection data file(s) or directories (a DICOM-CT-PD series, a TIFF "
+                    "stack: their files sorted by name), read back to back in order")
+        ->required();
     sub->add_option("--out", args->out_dir, "result directory")->required();
     sub->add_option("--device", args->device,
                     "cpu or cuda:N, or a comma list (cuda:0,cuda:1) to share the job's z-slabs "
@@ -338,6 +427,10 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                     "most device memory the job may use, in bytes (0: the device's free "
                     "memory); a job that does not fit is reconstructed in z-slabs that do")
         ->capture_default_str();
+    sub->add_option("--format", args->formats,
+                    absl::StrCat("output formats, replacing the spec's outputs (repeat or comma "
+                                 "list): ", OutputFormatNamesText()))
+        ->delimiter(',');
     commands.push_back({sub, [g, args] { return RunLocal(*g, *args); }});
   }
   {

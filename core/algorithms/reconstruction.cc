@@ -5,8 +5,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/algorithms/slab_plan.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/algorithms/iterative_algorithms.h"
 
 namespace tomo::core {
 namespace {
@@ -15,6 +17,10 @@ namespace {
 // until it is given a name.
 struct NameOf {
   std::string operator()(const FbpOptions&) const { return "fbp"; }
+  std::string operator()(const SirtOptions&) const { return "sirt"; }
+  std::string operator()(const SartOptions&) const { return "sart"; }
+  std::string operator()(const OsSartOptions&) const { return "os_sart"; }
+  std::string operator()(const CglsOptions&) const { return "cgls"; }
 };
 
 class FbpAlgorithm final : public Algorithm {
@@ -43,6 +49,16 @@ class FbpAlgorithm final : public Algorithm {
     return Fdk(std::get<VectorGeometry>(request.geometry), request.volume, projections,
                FdkOptions{options->filter}, backends, context);
   }
+  uint64_t MinimumDeviceBytes(const ReconstructionRequest& request) const override {
+    if (const auto* vectors = std::get_if<VectorGeometry>(&request.geometry)) {
+      // Fdk's smallest piece: one z-slice and one view (slab_plan.h's memory model).
+      return SlabBytes(*vectors, request.volume, 4, /*slices=*/1, /*views=*/1);
+    }
+    // 2D parallel FBP is not split: the image and the sinogram.
+    const Dims3 image = request.volume.dims();
+    const Dims3 sinogram = ProjectionDims(request.geometry);
+    return 4 * static_cast<uint64_t>(image.count() + sinogram.count());
+  }
 };
 
 }  // namespace
@@ -54,6 +70,11 @@ absl::StatusOr<Array3D> Algorithm::RunOnBackends(const ReconstructionRequest& re
   return Run(request, projections, *backends.front(), context);
 }
 
+uint64_t AlgorithmRegistry::MinimumDeviceBytes(const ReconstructionRequest& request) const {
+  const auto found = algorithms_.find(AlgorithmName(request.algorithm));
+  return found == algorithms_.end() ? 0 : found->second->MinimumDeviceBytes(request);
+}
+
 std::string AlgorithmName(const AlgorithmOptions& options) { return std::visit(NameOf{}, options); }
 
 Dims3 ProjectionDims(const Geometry& geometry) {
@@ -63,6 +84,10 @@ Dims3 ProjectionDims(const Geometry& geometry) {
 AlgorithmRegistry AlgorithmRegistry::WithBuiltins() {
   AlgorithmRegistry registry;
   registry.Register("fbp", std::make_unique<FbpAlgorithm>());
+  registry.Register("sirt", MakeSirtAlgorithm());
+  registry.Register("sart", MakeSartAlgorithm());
+  registry.Register("os_sart", MakeOsSartAlgorithm());
+  registry.Register("cgls", MakeCglsAlgorithm());
   return registry;
 }
 

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "core/algorithms/fbp.h"
 #include "core/algorithms/fdk.h"
+#include "core/algorithms/iterative_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
 #include "core/geometry/parallel_geometry_2d.h"
@@ -30,7 +31,8 @@
 
 namespace tomo::core {
 
-using AlgorithmOptions = std::variant<FbpOptions>;
+using AlgorithmOptions =
+    std::variant<FbpOptions, SirtOptions, SartOptions, OsSartOptions, CglsOptions>;
 using Geometry = std::variant<ParallelGeometry2D, VectorGeometry>;
 
 // (views, rows, columns) of the projections of a geometry.
@@ -59,6 +61,12 @@ class Algorithm {
                                                 const Array3D& projections,
                                                 const std::vector<Backend*>& backends,
                                                 const RunContext& context) const;
+  // The least device memory a run of the request can be made to fit (by slabs, view chunks
+  // or whatever the method can split), in bytes; tomod refuses up front a job whose
+  // minimum exceeds every device's budget. 0: not known (the run then finds out).
+  virtual uint64_t MinimumDeviceBytes(const ReconstructionRequest& /*request*/) const {
+    return 0;
+  }
 };
 
 class AlgorithmRegistry {
@@ -77,6 +85,8 @@ class AlgorithmRegistry {
                                         const Array3D& projections,
                                         const std::vector<Backend*>& backends,
                                         const RunContext& context) const;
+  // Algorithm::MinimumDeviceBytes of the request's algorithm; 0 when none is registered.
+  uint64_t MinimumDeviceBytes(const ReconstructionRequest& request) const;
 
  private:
   std::map<std::string, std::unique_ptr<Algorithm>> algorithms_;

@@ -23,6 +23,8 @@ struct ProgressUpdate {
   std::string stage;
   uint32_t iteration = 0;
   uint32_t iterations_total = 0;
+  // Iterative methods: ||b - A x|| / ||b|| after the iteration; negative: none.
+  double relative_residual = -1;
 };
 
 struct RunContext {

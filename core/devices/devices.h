@@ -28,6 +28,8 @@ struct DeviceInfo {
   std::string name;          // "NVIDIA H100 80GB HBM3", "cpu (16 threads)"
   uint64_t memory_total_bytes = 0;
   uint64_t memory_free_bytes = 0;
+  // "00000000:1B:00.0" for a GPU (NVML's form of its PCI address); empty for the CPU.
+  std::string pci_bus_id;
 };
 
 // True when this binary was built with the CUDA backend.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/operators/host_resident_operators.h"
 
 namespace tomo::core {
 
@@ -18,6 +19,10 @@ absl::Status Backend::FilterAndBackProject(const VectorGeometry& geometry,
   ApplyFilteredBackProjectionWeights(weights, weighted);
   TOMO_RETURN_IF_ERROR(FilterRows(filter, weighted));
   return BackProject(geometry, volume_geometry, weighted, weighting, volume);
+}
+
+absl::StatusOr<std::unique_ptr<ResidentOperators>> Backend::MakeResidentOperators() {
+  return std::unique_ptr<ResidentOperators>(std::make_unique<HostResidentOperators>(*this));
 }
 
 }  // namespace tomo::core

@@ -30,15 +30,18 @@
 // when the device cannot hold the data; INTERNAL for device failures, naming the call.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/data/array3d.h"
 #include "core/filters/ramp_filter.h"
 #include "core/operators/filtered_back_projection_weights.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
+#include "core/operators/resident_operators.h"
 
 namespace tomo::core {
 
@@ -87,6 +90,12 @@ class Backend {
   // projections once with FilterRows and call BackProject per slab: true where the data
   // must travel to a device (one transfer instead of three); the results agree either way.
   virtual bool PrefersFilterAndBackProject() const { return false; }
+
+  // The operators on arrays that stay on this backend's device (resident_operators.h), for
+  // the iterative methods. The default keeps them in host memory and projects with this
+  // backend's host-array operators (host_resident_operators.h); a device backend
+  // overrides it. The backend must outlive the result.
+  virtual absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeResidentOperators();
 };
 
 }  // namespace tomo::core

@@ -88,9 +88,11 @@ TEST_F(CliTest, SubmitWaitFetchesResultCloseToTruth) {
                           phantom + "/sinogram.raw", "--wait", "--out", out});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   std::vector<std::string> lines = r.OutLines();
-  ASSERT_EQ(lines.size(), 2u) << r.Describe();  // the job id, then the result's path
+  // The job id, then the results' paths: the volume and its JSON sidecar.
+  ASSERT_EQ(lines.size(), 3u) << r.Describe();
   EXPECT_FALSE(lines[0].empty());
   EXPECT_EQ(lines[1], out + "/volume.raw");
+  EXPECT_EQ(lines[2], out + "/volume.json");
   EXPECT_TRUE(r.err.empty()) << "no progress bar without a terminal:\n" << r.Describe();
   EXPECT_EQ(fs::file_size(out + "/volume.raw"), 128u * 128u * 4u);
   EXPECT_FALSE(fs::exists(out + "/volume.raw.partial"));
@@ -173,8 +175,9 @@ TEST_F(CliTest, SubmitWatchStatusListFetchDelete) {
   EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(job.spec().priority(), 7);
   EXPECT_EQ(job.spec().name(), "e2e job");
-  ASSERT_EQ(job.results_size(), 1);
+  ASSERT_EQ(job.results_size(), 2);  // the volume, then its JSON sidecar
   EXPECT_EQ(job.results(0).name(), "volume.raw");
+  EXPECT_EQ(job.results(1).name(), "volume.json");
 
   ProcessResult listed = Tomo({"list"});
   ASSERT_EQ(listed.exit_code, 0) << listed.Describe();
@@ -461,7 +464,8 @@ TEST_F(CliTest, LocalGivesTheSameBytesAsTheDaemon) {
                                  phantom + "/sinogram.raw", "--out", dir() + "/local",
                                  "--device", job->device()});
   ASSERT_EQ(local.exit_code, 0) << local.Describe();
-  EXPECT_EQ(local.OutLines(), std::vector<std::string>{dir() + "/local/volume.raw"});
+  EXPECT_EQ(local.OutLines(), (std::vector<std::string>{dir() + "/local/volume.raw",
+                                                        dir() + "/local/volume.json"}));
   const std::string remote_bytes = FileBytes(dir() + "/remote/volume.raw");
   ASSERT_EQ(remote_bytes.size(), 128u * 128u * 4u);
   EXPECT_TRUE(remote_bytes == FileBytes(dir() + "/local/volume.raw"))

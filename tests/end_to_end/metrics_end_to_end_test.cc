@@ -56,13 +56,18 @@ TEST_F(ObservabilityTest, ScrapeAfterAJobShowsTheCountersMoved) {
   EXPECT_EQ(after["tomod_jobs_finished_total{outcome=\"succeeded\"}"], 1);
   EXPECT_EQ(after["tomod_jobs_finished_total{outcome=\"failed\"}"], 0);
   EXPECT_EQ(after["tomod_upload_bytes_total"], static_cast<double>(input_bytes));
-  EXPECT_EQ(after["tomod_fetch_bytes_total"], 64.0 * 64.0 * 4.0);
+  // Two results were fetched: the volume and its JSON sidecar.
+  EXPECT_EQ(after["tomod_fetch_bytes_total"],
+            static_cast<double>(std::filesystem::file_size(out + "/volume.raw") +
+                                std::filesystem::file_size(out + "/volume.json")));
+  EXPECT_EQ(std::filesystem::file_size(out + "/volume.raw"), 64u * 64u * 4u);
   for (const char* stage : {"upload", "queue_wait", "run", "fetch"}) {
+    const double times = std::string(stage) == "fetch" ? 2 : 1;
     const std::string labels = absl::StrCat("{stage=\"", stage, "\"}");
-    EXPECT_EQ(after["tomod_stage_duration_seconds_count" + labels], 1) << stage;
+    EXPECT_EQ(after["tomod_stage_duration_seconds_count" + labels], times) << stage;
     EXPECT_EQ(after[absl::StrCat("tomod_stage_duration_seconds_bucket{stage=\"", stage,
                                  "\",le=\"+Inf\"}")],
-              1)
+              times)
         << stage;
     EXPECT_GE(after["tomod_stage_duration_seconds_sum" + labels], 0) << stage;
   }

@@ -68,7 +68,8 @@ TEST_F(JobExecutionTest, SmallFbpWritesVolumeRawWithItsCrc) {
   context.on_progress = [&](const core::ProgressUpdate& p) { progress.push_back(p); };
   auto results = ExecuteJob(*job_, input_, dir_ + "/results", backend_, registry_, context);
   ASSERT_TRUE(results.ok()) << results.status();
-  ASSERT_EQ(results->size(), 1u);
+  ASSERT_EQ(results->size(), 2u);  // the volume, then its JSON sidecar
+  EXPECT_EQ((*results)[1].name(), "volume.json");
   const pb::ResultFile& file = (*results)[0];
   EXPECT_EQ(file.name(), "volume.raw");
   EXPECT_EQ(file.name(), ResultFileName(pb::OUTPUT_FORMAT_RAW_FLOAT32));

@@ -223,8 +223,9 @@ TEST_F(JobManagerTest, PhantomJobSucceedsWithEventsInOrder) {
   pb::Job done = *manager_->GetJob(job->id());
   EXPECT_EQ(done.device(), "cpu");
   EXPECT_DOUBLE_EQ(done.progress().fraction(), 1.0);
-  ASSERT_EQ(done.results_size(), 1);
+  ASSERT_EQ(done.results_size(), 2);  // the volume, then its JSON sidecar
   EXPECT_EQ(done.results(0).name(), "volume.raw");
+  EXPECT_EQ(done.results(1).name(), "volume.json");
   EXPECT_EQ(done.results(0).size_bytes(), 64u * 64u * 4u);
   auto result = manager_->FindResult(job->id(), "");
   ASSERT_TRUE(result.ok()) << result.status();
@@ -246,6 +247,38 @@ TEST_F(JobManagerTest, InvalidSpecStoresNothing) {
   EXPECT_EQ(upload.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SpoolJobCount(), 0u);
   EXPECT_EQ(ListedJobCount(), 0u);
+}
+
+TEST_F(JobManagerTest, JobThatFitsNoDeviceBudgetIsRefusedBeforeItsUpload) {
+  JobManagerOptions options;
+  // SmallSpec's 2D FBP needs its 64 x 64 image and 90 x 64 sinogram: 39424 bytes.
+  options.memory_budget_bytes = 39423;
+  StartManagerWith(options);
+  auto refused = manager_->BeginUpload(SmallSpec());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("needs at least 39424 bytes"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("cpu 39423"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--memory_budget_bytes"));
+  EXPECT_EQ(ListedJobCount(), 0u);
+  EXPECT_EQ(SpoolJobCount(), 0u);
+
+  // The job's own budget can only lower the server's.
+  pb::JobSpec spec = SmallSpec();
+  spec.set_memory_budget_bytes(uint64_t{1} << 40);
+  EXPECT_EQ(manager_->BeginUpload(spec).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(JobManagerTest, JobThatFitsTheBudgetExactlyIsAccepted) {
+  JobManagerOptions options;
+  options.memory_budget_bytes = 39424;
+  StartManagerWith(options);
+  auto accepted = manager_->BeginUpload(SmallSpec());
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  // A job budget below the minimum refuses it again.
+  pb::JobSpec spec = SmallSpec();
+  spec.set_memory_budget_bytes(1000);
+  EXPECT_EQ(manager_->BeginUpload(spec).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(JobManagerTest, TooManyBytesRemovesTheJob) {

@@ -176,7 +176,7 @@ TEST(JobSpecTest, UnsetGeometry) {
   spec.clear_geometry();
   EXPECT_EQ(Validate(spec).message(),
             "geometry: none set; expected one of parallel_2d, fan_2d, parallel_3d, cone, "
-            "helical, vectors");
+            "helical, vectors, from_input_files");
 }
 
 TEST(JobSpecTest, UnsetAngles) {
@@ -191,7 +191,7 @@ TEST(JobSpecTest, UnsetAlgorithm) {
   spec.clear_algorithm();
   absl::Status status = Validate(spec);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "algorithm: none set; expected one of fbp");
+  EXPECT_EQ(status.message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls");
 }
 
 TEST(JobSpecTest, UnknownAlgorithmFromANewerClient) {
@@ -204,7 +204,7 @@ TEST(JobSpecTest, UnknownAlgorithmFromANewerClient) {
   pb::JobSpec parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire));
   ASSERT_TRUE(parsed.has_algorithm());
-  EXPECT_EQ(Validate(parsed).message(), "algorithm: none set; expected one of fbp");
+  EXPECT_EQ(Validate(parsed).message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls");
 }
 
 TEST(JobSpecTest, NanAndInfinityAreRefusedNamingTheField) {
@@ -294,6 +294,50 @@ TEST(JobSpecTest, Outputs) {
   spec.clear_outputs();
   spec.add_outputs(static_cast<pb::OutputFormat>(42));
   EXPECT_THAT(Validate(spec).message(), HasSubstr("outputs[0]: 42 is not an output format"));
+}
+
+TEST(JobSpecTest, EveryOutputFormatAndItsOptions) {
+  pb::JobSpec spec = ValidSpec();
+  for (pb::OutputFormat format :
+       {pb::OUTPUT_FORMAT_RAW_FLOAT32, pb::OUTPUT_FORMAT_NIFTI, pb::OUTPUT_FORMAT_NIFTI_GZ,
+        pb::OUTPUT_FORMAT_METAIMAGE, pb::OUTPUT_FORMAT_DICOM_CT_SERIES,
+        pb::OUTPUT_FORMAT_PNG_PREVIEW}) {
+    spec.add_outputs(format);
+  }
+  // A DICOM series from raw input needs the water attenuation in the spec.
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("output_options.water_attenuation_per_mm: is unset; "
+                        "OUTPUT_FORMAT_DICOM_CT_SERIES needs it"));
+  spec.mutable_output_options()->set_water_attenuation_per_mm(0.0192);
+  spec.mutable_output_options()->mutable_window()->set_lower(-0.01);
+  spec.mutable_output_options()->mutable_window()->set_upper(0.04);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->outputs.size(), 6u);
+  EXPECT_EQ(job->output_settings.water_attenuation_per_mm, 0.0192);
+  ASSERT_TRUE(job->output_settings.window.has_value());
+  EXPECT_EQ(job->output_settings.window->lower, -0.01);
+  EXPECT_EQ(job->output_settings.window->upper, 0.04);
+
+  for (double bad : {0.0, -0.02, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    spec.mutable_output_options()->set_water_attenuation_per_mm(bad);
+    EXPECT_THAT(Validate(spec).message(),
+                HasSubstr("output_options.water_attenuation_per_mm: "))
+        << bad;
+  }
+  spec.mutable_output_options()->set_water_attenuation_per_mm(0.0192);
+  spec.mutable_output_options()->mutable_window()->set_upper(-0.01);
+  EXPECT_THAT(Validate(spec).message(),
+              HasSubstr("output_options.window: [-0.01, -0.01] is not a window"));
+  // Without a window and without a DICOM series, no option is needed.
+  spec.mutable_output_options()->clear_window();
+  spec.mutable_output_options()->clear_water_attenuation_per_mm();
+  spec.clear_outputs();
+  spec.add_outputs(pb::OUTPUT_FORMAT_NIFTI_GZ);
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(job->output_settings.water_attenuation_per_mm.has_value());
+  EXPECT_FALSE(job->output_settings.window.has_value());
 }
 
 TEST(JobSpecTest, TooManyVoxelsIsResourceExhausted) {
@@ -482,13 +526,104 @@ TEST(JobSpecTest, IterationLimitNamesFieldValueAndFlag) {
   limits.max_iterations = 200;
   EXPECT_TRUE(CheckIterations("algorithm.sirt.iterations", 200, limits).ok());
   absl::Status status = CheckIterations("algorithm.sirt.iterations", 201, limits);
-  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "algorithm.sirt.iterations: 201 iterations exceed the server's limit of 200 "
             "(--max_iterations)");
   // FBP is direct: it has no iterations, so even the smallest limit lets it through.
   limits.max_iterations = 1;
   EXPECT_TRUE(ValidateJobSpec(ValidSpec(), limits).ok());
+}
+
+
+// ---------------------------------------------------------------- input kinds (issue 5)
+
+pb::InputFile* AddFile(pb::JobSpec& spec, const std::string& name, uint64_t size,
+                       pb::InputRole role = pb::INPUT_ROLE_PROJECTIONS) {
+  pb::InputFile* file = spec.mutable_input()->add_files();
+  file->set_name(name);
+  file->set_size_bytes(size);
+  file->set_role(role);
+  spec.mutable_input()->set_size_bytes(spec.input().size_bytes() + size);
+  return file;
+}
+
+TEST(JobSpecInputTest, RawEncodingsWithFilesDarkAndFlat) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_UINT16_BE);
+  spec.mutable_input()->set_order(pb::AXIS_ORDER_ROW_VIEW_COLUMN);
+  spec.mutable_input()->set_size_bytes(0);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  AddFile(spec, "a.raw", 700ull * 768 * 2);
+  AddFile(spec, "b.raw", 20ull * 768 * 2);
+  AddFile(spec, "dark.raw", 3ull * 768 * 2, pb::INPUT_ROLE_DARK_FIELD);
+  AddFile(spec, "flat.raw", 2ull * 768 * 2, pb::INPUT_ROLE_FLAT_FIELD);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->input_bytes, 725ull * 768 * 2);
+  EXPECT_EQ(job->input.files_size(), 4);
+  EXPECT_FALSE(job->geometry_from_input_files);
+
+  pb::JobSpec odd = spec;
+  odd.mutable_input()->mutable_files(2)->set_size_bytes(3ull * 768 * 2 + 1);
+  odd.mutable_input()->set_size_bytes(spec.input().size_bytes() + 1);
+  EXPECT_THAT(Validate(odd).message(),
+              HasSubstr("input.files[2].size_bytes: 4609 (dark.raw) is not a whole number of "
+                        "frames"));
+  pb::JobSpec short_views = spec;
+  short_views.mutable_input()->mutable_files(1)->set_size_bytes(19ull * 768 * 2);
+  short_views.mutable_input()->set_size_bytes(spec.input().size_bytes() - 768 * 2);
+  EXPECT_THAT(Validate(short_views).message(),
+              HasSubstr("input.files: projection files total 1104384 bytes; the geometry needs "
+                        "720 views"));
+  pb::JobSpec wrong_total = spec;
+  wrong_total.mutable_input()->set_size_bytes(5);
+  EXPECT_THAT(Validate(wrong_total).message(),
+              HasSubstr("input.size_bytes: 5 does not match the sum of input.files[].size_bytes"));
+  pb::JobSpec dark_only = spec;
+  dark_only.mutable_input()->mutable_files()->RemoveLast();
+  dark_only.mutable_input()->set_size_bytes(spec.input().size_bytes() - 2ull * 768 * 2);
+  EXPECT_THAT(Validate(dark_only).message(), HasSubstr("a dark field needs a flat field too"));
+  pb::JobSpec bad_floor = spec;
+  bad_floor.mutable_input()->mutable_preprocessing()->set_min_transmission(0);
+  EXPECT_THAT(Validate(bad_floor).message(),
+              HasSubstr("input.preprocessing.min_transmission: 0 is out of range (0, 1]"));
+}
+
+TEST(JobSpecInputTest, DicomCtPdTakesItsGeometryFromTheFiles) {
+  pb::JobSpec spec = ValidSpec();
+  spec.mutable_geometry()->mutable_from_input_files();
+  spec.mutable_volume()->mutable_size()->set_z(16);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_DICOM_CT_PD);
+  spec.mutable_input()->set_size_bytes(0);
+  for (int i = 0; i < 5; ++i) AddFile(spec, "proj_" + std::to_string(i) + ".dcm", 1000 + i);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->geometry_from_input_files);
+  EXPECT_EQ(core::ProjectionDims(job->request.geometry).d0, 5);  // one placeholder view per file
+  EXPECT_EQ(job->request.volume.size().z, 16);
+
+  pb::JobSpec raw_geometry = spec;
+  raw_geometry.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+  EXPECT_THAT(Validate(raw_geometry).message(),
+              HasSubstr("geometry.from_input_files: needs input.encoding DATA_ENCODING_DICOM_CT_PD"));
+  pb::JobSpec given_geometry = ValidSpec();
+  given_geometry.mutable_input()->set_encoding(pb::DATA_ENCODING_DICOM_CT_PD);
+  EXPECT_THAT(Validate(given_geometry).message(), HasSubstr("set geometry.from_input_files"));
+  pb::JobSpec no_files = spec;
+  no_files.mutable_input()->clear_files();
+  EXPECT_THAT(Validate(no_files).message(), HasSubstr("input.files: 0 DICOM-CT-PD projection"));
+  pb::JobSpec with_flat = spec;
+  AddFile(with_flat, "flat.dcm", 10, pb::INPUT_ROLE_FLAT_FIELD);
+  EXPECT_THAT(Validate(with_flat).message(),
+              HasSubstr("input.files[5].role: dark and flat fields do not apply"));
+  pb::JobSpec unnamed = spec;
+  unnamed.mutable_input()->mutable_files(3)->clear_name();
+  EXPECT_THAT(Validate(unnamed).message(), HasSubstr("input.files[3].name: length 0 bytes"));
+  pb::JobSpec tiff_without_files = ValidSpec();
+  tiff_without_files.mutable_input()->set_encoding(pb::DATA_ENCODING_TIFF);
+  EXPECT_THAT(Validate(tiff_without_files).message(),
+              HasSubstr("input.files: empty; DATA_ENCODING_TIFF needs the list"));
 }
 
 }  // namespace

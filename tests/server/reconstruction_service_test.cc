@@ -181,7 +181,7 @@ TEST_F(ReconstructionServiceTest, SubmitWatchFetchListDelete) {
   pb::Job done;
   ASSERT_TRUE(GetJob(job.id(), &done).ok());
   EXPECT_EQ(done.state(), pb::JOB_STATE_SUCCEEDED);
-  ASSERT_EQ(done.results_size(), 1);
+  ASSERT_EQ(done.results_size(), 2);  // the volume, then its JSON sidecar
   const pb::ResultFile& file = done.results(0);
   EXPECT_EQ(file.name(), "volume.raw");
   EXPECT_EQ(file.size_bytes(), 64u * 64u * 4u);

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/operators/host_resident_operators.h"
 #include "core/operators/parallel_2d_joseph.h"
 
 namespace tomo::core {
@@ -92,6 +93,11 @@ class FftwPlan {
 }  // namespace
 
 CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : DefaultThreadCount()) {}
+
+absl::StatusOr<std::unique_ptr<ResidentOperators>> CpuBackend::MakeResidentOperators() {
+  return std::unique_ptr<ResidentOperators>(
+      std::make_unique<HostResidentOperators>(*this, threads_));
+}
 
 absl::Status CpuBackend::ForwardProject(const ParallelGeometry2D& geometry,
                                         const VolumeGeometry& volume_geometry,

@@ -30,6 +30,8 @@ class CpuBackend final : public Backend {
                            const Array3D& projections, BackProjectionWeighting weighting,
                            Array3D& volume) override;
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override;
+  // Host memory, these projectors, this thread count (host_resident_operators.h).
+  absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeResidentOperators() override;
 
  private:
   int threads_;

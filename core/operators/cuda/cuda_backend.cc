@@ -47,6 +47,7 @@
 #include "core/operators/cuda/cuda_backend_internal.h"
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_filtered_back_projection.h"
+#include "core/operators/cuda/cuda_resident_operators.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "core/operators/cuda/parallel_2d_kernels.h"
@@ -306,6 +307,11 @@ class CudaBackend final : public Backend {
   }
 
   bool PrefersFilterAndBackProject() const override { return true; }
+
+  // Device memory on this backend's device and stream (cuda_resident_operators.h).
+  absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeResidentOperators() override {
+    return MakeCudaResidentOperators(device_, stream_.get(), name());
+  }
 
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override {
     const int64_t nd = projections.dims().d2;

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/operators/cuda/cuda_backend.h"
 #include "core/operators/cuda/cuda_backend_internal.h"
 #include "core/operators/cuda/cuda_resources.h"
@@ -47,6 +48,9 @@ std::vector<DeviceInfo> ListDevices() {
     info.id = absl::StrCat("cuda:", i);
     info.name = properties.name;
     info.memory_total_bytes = properties.totalGlobalMem;
+    // The PCI address names the same GPU for NVML (utilisation), whatever the CUDA order.
+    info.pci_bus_id = absl::StrFormat("%08X:%02X:%02X.0", properties.pciDomainID,
+                                      properties.pciBusID, properties.pciDeviceID);
     absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(i);
     size_t free_bytes = 0;
     size_t total_bytes = 0;

@@ -23,7 +23,12 @@ ReconstructionRequest SmallRequest() {
 
 TEST(ReconstructionTest, BuiltinsAreNamedByTheirOptions) {
   EXPECT_EQ(AlgorithmName(FbpOptions{}), "fbp");
-  EXPECT_THAT(AlgorithmRegistry::WithBuiltins().Names(), ElementsAre("fbp"));
+  EXPECT_EQ(AlgorithmName(SirtOptions{}), "sirt");
+  EXPECT_EQ(AlgorithmName(SartOptions{}), "sart");
+  EXPECT_EQ(AlgorithmName(OsSartOptions{}), "os_sart");
+  EXPECT_EQ(AlgorithmName(CglsOptions{}), "cgls");
+  EXPECT_THAT(AlgorithmRegistry::WithBuiltins().Names(),
+              ElementsAre("cgls", "fbp", "os_sart", "sart", "sirt"));
 }
 
 TEST(ReconstructionTest, UnknownAlgorithmListsTheKnownOnes) {

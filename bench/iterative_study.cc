@@ -1,0 +1,188 @@
+// iterative-study: the semi-convergence experiment of the block-iterative study
+// (/work/shared/papers/block-algebraic-3d-gpu-thesis.txt, chapter 9) on tomoserve's
+// iterative methods, for bench/NOTES.md (issue 6).
+//
+// The problem: a 256^3 volume of 1 mm voxels holding the 3D Shepp-Logan phantom (radius
+// 115 mm, core/phantom/ellipsoid_phantom.h), 295 parallel-beam views of 256 x 256 pixels of
+// 1 mm over [0, pi) (rays in the x-y plane, the study's "test setup 2"), its exact line
+// integrals b, and Gaussian noise e scaled so that ||e|| / ||b|| = 0.05 (fixed seed).
+// For each method (SIRT, SART, the block-iterative method with several block counts) the
+// relative error ||x_k - x_true|| / ||x_true|| is recorded after every iteration (the
+// volume is downloaded for it: those runs are not timed); then the method is run again for
+// exactly the best iteration count, timed from host data to host result (upload, weights,
+// iterations, download: the study's "total reconstruction time"), and the iterations alone.
+//
+// Output: a CSV (method, iteration, relative error, relative residual) and a summary table
+// on stdout.
+//
+//   build/bin/iterative-study --csv study.csv [--device cuda:0] [--sirt-iterations 300]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/algorithms/block_iterative.h"
+#include "core/algorithms/sirt.h"
+#include "core/devices/devices.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/phantom/ellipsoid_phantom.h"
+
+namespace tomo::bench {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+struct Method {
+  std::string name;
+  int64_t blocks;  // 1: SIRT; views: SART
+  double relaxation;
+  int64_t iterations;
+};
+
+double RelativeError(const core::Array3D& image, const core::Array3D& truth) {
+  double difference = 0, norm = 0;
+  for (int64_t i = 0; i < truth.size(); ++i) {
+    const double d = static_cast<double>(image.data()[i]) - truth.data()[i];
+    difference += d * d;
+    norm += static_cast<double>(truth.data()[i]) * truth.data()[i];
+  }
+  return std::sqrt(difference / norm);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"iterative-study: semi-convergence of SIRT, SART and OS-SART (issue 6)"};
+  std::string csv_path = "iterative_study.csv";
+  std::string device_id;
+  int64_t n = 256, views = 295, sirt_iterations = 300, sart_iterations = 20;
+  double noise = 0.05;
+  app.add_option("--csv", csv_path, "per-iteration errors as CSV");
+  app.add_option("--device", device_id, "device id (default: the first)");
+  app.add_option("--size", n, "volume side and detector side")->capture_default_str();
+  app.add_option("--views", views, "views over [0, pi)")->capture_default_str();
+  app.add_option("--noise", noise, "relative noise level ||e|| / ||b||")->capture_default_str();
+  app.add_option("--sirt-iterations", sirt_iterations, "SIRT iterations")->capture_default_str();
+  app.add_option("--sart-iterations", sart_iterations, "SART iterations")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<core::DeviceInfo> devices = core::ListDevices();
+  const core::DeviceInfo* chosen = &devices.front();
+  for (const core::DeviceInfo& d : devices) {
+    if (d.id == device_id) chosen = &d;
+  }
+  auto backend = core::MakeBackend(*chosen);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "iterative-study: %s\n", std::string(backend.status().message()).c_str());
+    return 1;
+  }
+  std::printf("device %s (%s)\n", chosen->id.c_str(), chosen->name.c_str());
+
+  core::DetectorLayout detector{n, n, 1.0, 1.0, 0, 0};
+  const core::VectorGeometry geometry =
+      core::MakeParallel3D(detector, core::UniformAnglesRad(views, 0, kPi)).value();
+  const core::VolumeGeometry volume =
+      core::VolumeGeometry::Create({n, n, n}, {1, 1, 1}, {}).value();
+  const core::EllipsoidPhantom phantom = core::EllipsoidPhantom::SheppLogan3D(0.45 * n);
+  auto t0 = std::chrono::steady_clock::now();
+  core::Array3D projections = phantom.Project(geometry, 1);
+  const core::Array3D truth = phantom.Rasterize(volume, 2);
+  std::printf("data: %lld^3 volume, %lld views of %lld^2, made in %.1f s\n",
+              static_cast<long long>(n), static_cast<long long>(views),
+              static_cast<long long>(n),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // Noise: e ~ N(0, 1) scaled to ||e|| = noise ||b||.
+  std::mt19937_64 random(20261122);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> e(static_cast<size_t>(projections.size()));
+  double e2 = 0, b2 = 0;
+  for (int64_t i = 0; i < projections.size(); ++i) {
+    e[static_cast<size_t>(i)] = normal(random);
+    e2 += e[static_cast<size_t>(i)] * e[static_cast<size_t>(i)];
+    b2 += static_cast<double>(projections.data()[i]) * projections.data()[i];
+  }
+  const double scale = noise * std::sqrt(b2 / e2);
+  for (int64_t i = 0; i < projections.size(); ++i) {
+    projections.data()[i] += static_cast<float>(scale * e[static_cast<size_t>(i)]);
+  }
+
+  const std::vector<Method> methods = {
+      {"SIRT", 1, 1.9, sirt_iterations},
+      {"OS-SART 5 blocks", 5, 1.0, 60},
+      {"OS-SART 15 blocks", 15, 1.0, 40},
+      {"OS-SART 59 blocks", 59, 1.0, 30},
+      {"SART", views, 1.0, sart_iterations},
+      {"SART lambda 0.5", views, 0.5, sart_iterations},
+      {"SART lambda 0.25", views, 0.25, sart_iterations},
+      {"SART lambda 0.1", views, 0.1, sart_iterations},
+  };
+  std::ofstream csv(csv_path);
+  csv << "method,blocks,relaxation,iteration,relative_error,relative_residual\n";
+  std::printf("%-20s %7s %7s %10s %10s %14s %14s %12s\n", "method", "blocks", "lambda",
+              "best iter", "best error", "to best, s", "iterations, s", "s/iteration");
+  for (const Method& m : methods) {
+    std::vector<double> errors;
+    core::IterativeOptions options;
+    options.iterations = m.iterations;
+    options.relaxation = m.relaxation;
+    options.observe_volume = true;
+    options.on_iteration = [&](const core::IterationReport& report) {
+      errors.push_back(RelativeError(*report.volume, truth));
+      return absl::OkStatus();
+    };
+    // SIRT through its own code (sirt.h); the rest through the block-iterative method.
+    auto run = [&](const core::IterativeOptions& o) {
+      return m.blocks == 1 ? core::Sirt(geometry, volume, projections, o, **backend, {})
+                           : core::BlockIterative(geometry, volume, projections, o, m.blocks,
+                                                  core::ViewOrder::kInterleaved, **backend, {});
+    };
+    auto observed = run(options);
+    if (!observed.ok()) {
+      std::fprintf(stderr, "iterative-study: %s: %s\n", m.name.c_str(),
+                   std::string(observed.status().message()).c_str());
+      return 1;
+    }
+    size_t best = 0;
+    for (size_t k = 0; k < errors.size(); ++k) {
+      csv << m.name << "," << m.blocks << "," << m.relaxation << "," << k + 1 << ","
+          << errors[k] << "," << observed->relative_residuals[k] << "\n";
+      if (errors[k] < errors[best]) best = k;
+    }
+    // Timed: exactly best + 1 iterations from host data to host result, no observer but a
+    // clock at the first and last iteration's end.
+    core::IterativeOptions timed;
+    timed.iterations = static_cast<int64_t>(best) + 1;
+    timed.relaxation = m.relaxation;
+    std::vector<std::chrono::steady_clock::time_point> ends;
+    timed.on_iteration = [&ends](const core::IterationReport&) {
+      ends.push_back(std::chrono::steady_clock::now());
+      return absl::OkStatus();
+    };
+    const auto start = std::chrono::steady_clock::now();
+    auto result = run(timed);
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                             .count();
+    if (!result.ok()) return 1;
+    const double check = RelativeError(result->volume, truth);
+    const double per_iteration =
+        ends.size() > 1 ? std::chrono::duration<double>(ends.back() - ends.front()).count() /
+                              static_cast<double>(ends.size() - 1)
+                        : 0.0;
+    std::printf("%-20s %7lld %7.2f %10zu %10.4f %14.3f %14.3f %12.4f   (rerun error %.4f)\n",
+                m.name.c_str(), static_cast<long long>(m.blocks), m.relaxation, best + 1,
+                errors[best], total, per_iteration * static_cast<double>(best + 1),
+                per_iteration, check);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tomo::bench
+
+int main(int argc, char** argv) { return tomo::bench::Main(argc, argv); }

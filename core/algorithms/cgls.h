@@ -1,0 +1,37 @@
+// CGLS: conjugate gradients on the normal equations A^T A x = A^T b (Hestenes and
+// Stiefel's least-squares form), from x0 = the initial volume:
+//   r = b - A x0,  s = p = A^T r,  gamma = ||s||^2;  each iteration:
+//   q = A p,  alpha = gamma / ||q||^2,  x += alpha p,  r -= alpha q,
+//   s = A^T r,  gamma' = ||s||^2,  p = s + (gamma' / gamma) p,  gamma = gamma'.
+// A is the Joseph forward projector, A^T the voxel-driven back projector (backend.h: close
+// to but not exactly A's transpose, as in every GPU library; the residual still falls
+// steadily over the tens of iterations CGLS is run for). No relaxation and no constraints
+// (ValidateIterativeOptions refuses them). It stops early, besides the stopping rule, when
+// gamma or ||q|| is 0 (an exact solution).
+//
+// Runs on the backend's ResidentOperators: 3 volumes (x, p, s) and 3 projection sets (b, r,
+// q) plus the projector's own (docs/iterative.md); RESOURCE_EXHAUSTED before anything is
+// allocated when that exceeds the budget.
+//
+// Residual reported with iteration k: ||r|| = ||b - A x_k|| after its update (kept by the
+// recursion, no extra projection). Progress: one event per iteration. Cancellation: before
+// every iteration.
+//
+//   TOMO_ASSIGN_OR_RETURN(IterativeResult r, Cgls(geometry, volume, b, options, backend, ctx));
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "core/algorithms/iterative_options.h"
+#include "core/base/run_context.h"
+#include "core/data/array3d.h"
+#include "core/geometry/vector_geometry.h"
+#include "core/geometry/volume_geometry.h"
+#include "core/operators/backend.h"
+
+namespace tomo::core {
+
+absl::StatusOr<IterativeResult> Cgls(const VectorGeometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     Backend& backend, const RunContext& context);
+
+}  // namespace tomo::core

@@ -1,0 +1,202 @@
+#include "core/algorithms/iterative_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/base/status_macros.h"
+#include "core/geometry/geometry_builders.h"
+
+namespace tomo::core {
+
+absl::StatusOr<VectorGeometry> AsVectorGeometry(const ParallelGeometry2D& geometry,
+                                                const VolumeGeometry& volume) {
+  DetectorLayout detector;
+  detector.rows = 1;
+  detector.columns = geometry.num_detectors();
+  detector.row_spacing_mm = volume.voxel_size_mm().z;
+  detector.column_spacing_mm = geometry.detector_spacing_mm();
+  detector.offset_u_mm = geometry.detector_offset_mm();
+  return MakeParallel2D(detector, geometry.angles_rad());
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionViews(int64_t views, int64_t blocks,
+                                                                 ViewOrder order) {
+  if (blocks < 1 || blocks > views) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blocks: ", blocks, " is out of range [1, ", views, "] (1: SIRT; the number of views, ",
+        views, ": SART)"));
+  }
+  std::vector<std::vector<int64_t>> result(static_cast<size_t>(blocks));
+  if (order == ViewOrder::kInterleaved) {
+    std::vector<std::vector<int64_t>> dealt(static_cast<size_t>(blocks));
+    for (int64_t v = 0; v < views; ++v) dealt[static_cast<size_t>(v % blocks)].push_back(v);
+    // The spread visiting order: a stride near 0.382 blocks, coprime with blocks.
+    const int64_t nearest = std::max<int64_t>(
+        1, static_cast<int64_t>(std::llround(0.3819660112501051 * static_cast<double>(blocks))));
+    int64_t stride = 1;
+    for (int64_t offset = 0; offset < blocks; ++offset) {
+      const int64_t below = nearest - offset, above = nearest + offset;
+      if (below >= 1 && std::gcd(below, blocks) == 1) {
+        stride = below;
+        break;
+      }
+      if (above < blocks && std::gcd(above, blocks) == 1) {
+        stride = above;
+        break;
+      }
+    }
+    for (int64_t i = 0; i < blocks; ++i) {
+      result[static_cast<size_t>(i)] = std::move(dealt[static_cast<size_t>((i * stride) % blocks)]);
+    }
+    return result;
+  }
+  const int64_t base = views / blocks;
+  const int64_t larger = views % blocks;
+  int64_t next = 0;
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t size = base + (k < larger ? 1 : 0);
+    for (int64_t i = 0; i < size; ++i) result[static_cast<size_t>(k)].push_back(next++);
+  }
+  return result;
+}
+
+absl::StatusOr<VectorGeometry> SubsetGeometry(const VectorGeometry& geometry,
+                                              const std::vector<int64_t>& views) {
+  std::vector<ViewVectors> vectors;
+  vectors.reserve(views.size());
+  for (int64_t v : views) {
+    if (v < 0 || v >= geometry.num_views()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("view ", v, " is out of range [0, ", geometry.num_views(), ")"));
+    }
+    vectors.push_back(geometry.views()[static_cast<size_t>(v)]);
+  }
+  return VectorGeometry::Create(geometry.beam(), geometry.detector(), geometry.rows(),
+                                geometry.columns(), std::move(vectors));
+}
+
+Array3D GatherViews(const Array3D& projections, const std::vector<int64_t>& views) {
+  const Dims3 dims = projections.dims();
+  const int64_t view_size = dims.d1 * dims.d2;
+  Array3D result = Array3D::Uninitialized({static_cast<int64_t>(views.size()), dims.d1, dims.d2});
+  for (size_t i = 0; i < views.size(); ++i) {
+    std::memcpy(result.data() + static_cast<int64_t>(i) * view_size,
+                projections.data() + views[i] * view_size,
+                static_cast<size_t>(view_size) * sizeof(float));
+  }
+  return result;
+}
+
+uint64_t EffectiveBudget(const RunContext& context, const ResidentOperators& ops) {
+  uint64_t budget = context.memory_budget_bytes;
+  const uint64_t free = ops.free_bytes();
+  if (free > 0 && (budget == 0 || free < budget)) budget = free;
+  return budget;
+}
+
+absl::Status CheckFitsBudget(const std::string& method, uint64_t bytes, const std::string& what,
+                             const RunContext& context, const ResidentOperators& ops) {
+  const uint64_t free = ops.free_bytes();
+  const uint64_t budget = EffectiveBudget(context, ops);
+  if (budget == 0 || bytes <= budget) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      method, ": needs ", bytes, " bytes on ", ops.name(), " (", what, ") but the memory budget is ",
+      budget, " bytes", free > 0 && free == budget ? " (the device's free memory)" : "",
+      "; iterative methods keep the whole volume and projections on the device: raise the "
+      "budget, use a smaller volume or fewer views"));
+}
+
+absl::Status ApplyBox(const IterativeOptions& options, ResidentOperators& ops, ResidentArray& x) {
+  if (!std::isfinite(options.lower_bound) && !std::isfinite(options.upper_bound)) {
+    return absl::OkStatus();
+  }
+  // Bounds beyond float's range clamp to infinity, which is what they mean.
+  return ops.Clamp(static_cast<float>(options.lower_bound),
+                   static_cast<float>(options.upper_bound), x);
+}
+
+absl::Status LoadInitialVolume(const IterativeOptions& options, bool constrained,
+                               ResidentOperators& ops, ResidentArray& x) {
+  if (options.initial_volume != nullptr) {
+    TOMO_RETURN_IF_ERROR(ops.Upload(*options.initial_volume, x));
+  } else {
+    TOMO_RETURN_IF_ERROR(ops.Fill(0.0f, x));
+  }
+  if (constrained) TOMO_RETURN_IF_ERROR(ApplyBox(options, ops, x));
+  return absl::OkStatus();
+}
+
+absl::Status MakeRowWeights(ResidentOperators& ops, ResidentProjector& projector,
+                            const VolumeGeometry& volume, ResidentArray& volume_scratch,
+                            ResidentArray& row_weights) {
+  const Vec3& voxel = volume.voxel_size_mm();
+  const double smallest = std::min({voxel.x, voxel.y, voxel.z});
+  TOMO_RETURN_IF_ERROR(ops.Fill(1.0f, volume_scratch));
+  TOMO_RETURN_IF_ERROR(projector.Forward(volume_scratch, row_weights));
+  return ops.InvertGuarded(static_cast<float>(kRowSumEpsilonVoxels * smallest), row_weights);
+}
+
+absl::Status MakeColumnSums(ResidentOperators& ops, ResidentProjector& projector,
+                            ResidentArray& projection_scratch, ResidentArray& column_sums) {
+  TOMO_RETURN_IF_ERROR(ops.Fill(1.0f, projection_scratch));
+  return projector.Back(projection_scratch, column_sums);
+}
+
+absl::Status UpdateVolume(const IterativeOptions& options, ResidentOperators& ops,
+                          const ResidentArray& back, const ResidentArray& column_sums,
+                          ResidentArray& x) {
+  // Bounds beyond float's range become infinite, which is what they mean.
+  return ops.AddScaledQuotient(static_cast<float>(options.relaxation), back, column_sums,
+                               kColumnSumEpsilon, static_cast<float>(options.lower_bound),
+                               static_cast<float>(options.upper_bound), x);
+}
+
+IterationTracker::IterationTracker(std::string method, const IterativeOptions& options,
+                                   const RunContext& context, double b_norm2, Dims3 volume_dims)
+    : method_(std::move(method)),
+      options_(options),
+      context_(context),
+      b_norm_(b_norm2 > 0 ? std::sqrt(b_norm2) : 1.0),
+      volume_dims_(volume_dims) {}
+
+absl::StatusOr<bool> IterationTracker::Finish(int64_t iteration, double residual_norm2,
+                                              ResidentOperators& ops, const ResidentArray& x) {
+  const double relative = std::sqrt(std::max(0.0, residual_norm2)) / b_norm_;
+  relative_residuals_.push_back(relative);
+  ProgressUpdate update;
+  update.fraction = static_cast<double>(iteration) / static_cast<double>(options_.iterations);
+  update.stage = absl::StrFormat("%s: relative residual %.4g", method_, relative);
+  update.iteration = static_cast<uint32_t>(iteration);
+  update.iterations_total = static_cast<uint32_t>(options_.iterations);
+  update.relative_residual = relative;
+  context_.Report(update);
+  if (options_.on_iteration) {
+    IterationReport report;
+    report.iteration = iteration;
+    report.relative_residual = relative;
+    Array3D volume;
+    if (options_.observe_volume) {
+      volume = Array3D::Uninitialized(volume_dims_);
+      TOMO_RETURN_IF_ERROR(ops.Download(x, volume));
+      report.volume = &volume;
+    }
+    TOMO_RETURN_IF_ERROR(options_.on_iteration(report));
+  }
+  if (options_.stop_relative_residual > 0 && relative <= options_.stop_relative_residual) {
+    stopped_by_residual_ = true;
+    return true;
+  }
+  return false;
+}
+
+absl::Status IterationTracker::CheckCancelled(int64_t iteration) const {
+  return context_.CheckCancelled(absl::StrCat(method_, " / iteration ", iteration));
+}
+
+}  // namespace tomo::core

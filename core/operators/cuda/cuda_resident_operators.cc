@@ -1,0 +1,300 @@
+#include "core/operators/cuda/cuda_resident_operators.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/data/dims_check.h"
+#include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_vector_projector.h"
+#include "core/operators/cuda/resident_kernels.h"
+
+namespace tomo::core::cuda {
+namespace {
+
+class CudaArray final : public ResidentArray {
+ public:
+  CudaArray(Dims3 dims, const void* owner, int device, DeviceBuffer<float> buffer)
+      : ResidentArray(dims, owner), device_(device), buffer_(std::move(buffer)) {}
+  ~CudaArray() override {
+    absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
+    buffer_.Reset();
+  }
+  float* data() const { return buffer_.get(); }
+
+ private:
+  int device_;
+  DeviceBuffer<float> buffer_;
+};
+
+float* Data(ResidentArray& a) { return static_cast<CudaArray&>(a).data(); }
+const float* Data(const ResidentArray& a) { return static_cast<const CudaArray&>(a).data(); }
+
+absl::Status CheckOwned(const char* operation, const void* owner, const ResidentArray& a) {
+  return CheckResidentOperands(operation, owner, a, a);
+}
+
+class CudaProjector final : public ResidentProjector {
+ public:
+  // few_view_views: for kExact, the views' parameters for LaunchFewViewForward.
+  CudaProjector(int device, const void* owner, DeviceVectorProjector projector,
+                VectorSampler forward_sampler, DeviceBuffer<VectorFpView> few_view_views,
+                cudaStream_t stream, Dims3 volume_dims, Dims3 projection_dims)
+      : device_(device),
+        owner_(owner),
+        projector_(std::in_place, std::move(projector)),
+        forward_sampler_(forward_sampler),
+        few_view_views_(std::move(few_view_views)),
+        stream_(stream),
+        volume_dims_(volume_dims),
+        projection_dims_(projection_dims) {}
+  ~CudaProjector() override {
+    // The projector's textures and buffers belong to device_.
+    absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
+    projector_.reset();
+    few_view_views_.Reset();
+  }
+
+  absl::Status Forward(const ResidentArray& volume, ResidentArray& projections) override {
+    TOMO_RETURN_IF_ERROR(Check("Forward", volume, projections));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    if (forward_sampler_ == VectorSampler::kExact) {
+      TOMO_CUDA_RETURN_IF_ERROR(LaunchFewViewForward(
+          projector_->volume_shape(), projector_->detector_shape(), few_view_views_.get(),
+          Data(volume), Data(projections), stream_));
+      return absl::OkStatus();
+    }
+    return projector_->Forward(Data(volume), Data(projections), forward_sampler_);
+  }
+  absl::Status Back(const ResidentArray& projections, ResidentArray& volume) override {
+    TOMO_RETURN_IF_ERROR(Check("Back", volume, projections));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    const VectorSampler sampler =
+        projector_->TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+    return projector_->Back(Data(projections), BackProjectionWeighting::kNone, Data(volume),
+                           sampler);
+  }
+
+ private:
+  absl::Status Check(const char* operation, const ResidentArray& volume,
+                     const ResidentArray& projections) const {
+    TOMO_RETURN_IF_ERROR(CheckOwned(operation, owner_, volume));
+    TOMO_RETURN_IF_ERROR(CheckOwned(operation, owner_, projections));
+    TOMO_RETURN_IF_ERROR(CheckDimsMatch(absl::StrCat(operation, ": volume"), volume.dims(),
+                                        volume_dims_, "(z, y, x)"));
+    return CheckDimsMatch(absl::StrCat(operation, ": projections"), projections.dims(),
+                          projection_dims_, "(views, rows, columns)");
+  }
+
+  int device_;
+  const void* owner_;
+  std::optional<DeviceVectorProjector> projector_;  // reset with device_ current
+  VectorSampler forward_sampler_;
+  DeviceBuffer<VectorFpView> few_view_views_;
+  cudaStream_t stream_;
+  Dims3 volume_dims_, projection_dims_;
+};
+
+class CudaResidentOperators final : public ResidentOperators {
+ public:
+  CudaResidentOperators(int device, cudaStream_t stream, std::string name,
+                        DeviceBuffer<double> partials)
+      : device_(device), stream_(stream), name_(std::move(name)),
+        partials_(std::move(partials)) {}
+  ~CudaResidentOperators() override {
+    absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
+    partials_.Reset();
+  }
+
+  std::string name() const override { return name_; }
+
+  uint64_t free_bytes() const override {
+    absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
+    size_t free = 0, total = 0;
+    if (!scope.ok() || cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    return free;
+  }
+
+  absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(Dims3 dims) override {
+    if (dims.d0 < 0 || dims.d1 < 0 || dims.d2 < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Allocate: dims ", DimsText(dims)));
+    }
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_ASSIGN_OR_RETURN(auto buffer, DeviceBuffer<float>::Allocate(
+                                           static_cast<size_t>(dims.count()), stream_));
+    return std::unique_ptr<ResidentArray>(
+        std::make_unique<CudaArray>(dims, this, device_, std::move(buffer)));
+  }
+
+  absl::Status Upload(const Array3D& host, ResidentArray& device) override {
+    TOMO_RETURN_IF_ERROR(CheckOwned("Upload", this, device));
+    TOMO_RETURN_IF_ERROR(CheckDimsMatch("Upload: host array", host.dims(), device.dims(),
+                                        "(the resident array's)"));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    // Pageable memory: the copy is staged before the call returns, so `host` may go.
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Data(device), host.data(), host.size_bytes(),
+                                              cudaMemcpyHostToDevice, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Download(const ResidentArray& device, Array3D& host) override {
+    TOMO_RETURN_IF_ERROR(CheckOwned("Download", this, device));
+    TOMO_RETURN_IF_ERROR(CheckDimsMatch("Download: host array", host.dims(), device.dims(),
+                                        "(the resident array's)"));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), Data(device), host.size_bytes(),
+                                              cudaMemcpyDeviceToHost, stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<ResidentProjector>> MakeProjector(
+      const VectorGeometry& geometry, const VolumeGeometry& volume_geometry) override {
+    TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume_geometry));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
+                          DeviceVectorProjector::Create(geometry, volume_geometry, stream_));
+    VectorSampler forward = VectorSampler::kExact;
+    if (geometry.num_views() >= kMinViewsForTextureForward || geometry.rows() > 65535) {
+      forward = projector.BestForwardSampler();
+      if (forward == VectorSampler::kLayered && layered_taken_) {
+        forward = projector.TextureFitsForward() ? VectorSampler::kTexture : VectorSampler::kExact;
+      }
+      if (forward == VectorSampler::kLayered) layered_taken_ = true;
+    }
+    DeviceBuffer<VectorFpView> few_view_views;
+    if (forward == VectorSampler::kExact) {
+      // The split-ray kernel (few_view_forward.cu) for few views.
+      const std::vector<VectorFpView> views = MakeVectorFpViews(geometry, volume_geometry);
+      TOMO_ASSIGN_OR_RETURN(few_view_views,
+                            DeviceBuffer<VectorFpView>::Allocate(views.size(), stream_));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(few_view_views.get(), views.data(),
+                                                few_view_views.size_bytes(),
+                                                cudaMemcpyHostToDevice, stream_));
+    }
+    return std::unique_ptr<ResidentProjector>(std::make_unique<CudaProjector>(
+        device_, this, std::move(projector), forward, std::move(few_view_views), stream_,
+        volume_geometry.dims(), geometry.projection_dims()));
+  }
+
+  absl::Status Fill(float value, ResidentArray& x) override {
+    TOMO_RETURN_IF_ERROR(CheckOwned("Fill", this, x));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchFill(value, x.size(), Data(x), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Axpby(float a, const ResidentArray& x, float b, ResidentArray& y) override {
+    TOMO_RETURN_IF_ERROR(CheckResidentOperands("Axpby", this, x, y));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchAxpby(a, Data(x), b, y.size(), Data(y), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Multiply(const ResidentArray& w, ResidentArray& y) override {
+    TOMO_RETURN_IF_ERROR(CheckResidentOperands("Multiply", this, w, y));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchMultiply(Data(w), y.size(), Data(y), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status AddScaledQuotient(float a, const ResidentArray& d, const ResidentArray& s,
+                                 float epsilon, float lower, float upper,
+                                 ResidentArray& x) override {
+    TOMO_RETURN_IF_ERROR(CheckResidentOperands("AddScaledQuotient", this, d, x));
+    TOMO_RETURN_IF_ERROR(CheckResidentOperands("AddScaledQuotient", this, s, x));
+    if (!(lower <= upper)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AddScaledQuotient: lower bound ", lower, " above upper bound ", upper));
+    }
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchAddScaledQuotient(a, Data(d), Data(s), epsilon, lower, upper,
+                                                      x.size(), Data(x), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status InvertGuarded(float epsilon, ResidentArray& x) override {
+    TOMO_RETURN_IF_ERROR(CheckOwned("InvertGuarded", this, x));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchInvertGuarded(epsilon, x.size(), Data(x), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Clamp(float lower, float upper, ResidentArray& x) override {
+    TOMO_RETURN_IF_ERROR(CheckOwned("Clamp", this, x));
+    if (!(lower <= upper)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Clamp: lower bound ", lower, " above upper bound ", upper));
+    }
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchClamp(lower, upper, x.size(), Data(x), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> Dot(const ResidentArray& a, const ResidentArray& b) override {
+    TOMO_RETURN_IF_ERROR(CheckResidentOperands("Dot", this, a, b));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    const int32_t blocks = DotBlocks(a.size());
+    TOMO_CUDA_RETURN_IF_ERROR(
+        LaunchDotPartials(Data(a), Data(b), a.size(), partials_.get(), stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_partials_.data(), partials_.get(),
+                                              static_cast<size_t>(blocks) * sizeof(double),
+                                              cudaMemcpyDeviceToHost, stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    double total = 0;
+    for (int32_t k = 0; k < blocks; ++k) total += host_partials_[static_cast<size_t>(k)];
+    return total;
+  }
+
+  absl::Status AccumulateDot(const ResidentArray& a, const ResidentArray& b) override {
+    TOMO_RETURN_IF_ERROR(CheckResidentOperands("AccumulateDot", this, a, b));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    // partials_ = [kMaxDotBlocks partials | the running total].
+    double* total = partials_.get() + kMaxDotBlocks;
+    if (!total_valid_) {
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(total, 0, sizeof(double), stream_));
+      total_valid_ = true;
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(
+        LaunchDotPartials(Data(a), Data(b), a.size(), partials_.get(), stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(LaunchAddPartials(partials_.get(), DotBlocks(a.size()), total,
+                                                stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> TakeAccumulatedDot() override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    if (!total_valid_) return 0.0;
+    double total = 0;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&total, partials_.get() + kMaxDotBlocks,
+                                              sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    total_valid_ = false;
+    return total;
+  }
+
+ private:
+  const int device_;
+  const cudaStream_t stream_;
+  const std::string name_;
+  DeviceBuffer<double> partials_;
+  std::vector<double> host_partials_ = std::vector<double>(kMaxDotBlocks);
+  bool layered_taken_ = false;
+  bool total_valid_ = false;  // the running total has been zeroed since the last take
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeCudaResidentOperators(
+    int device, cudaStream_t stream, std::string name) {
+  TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device));
+  TOMO_ASSIGN_OR_RETURN(auto partials,
+                        DeviceBuffer<double>::Allocate(kMaxDotBlocks + 1, stream));
+  return std::unique_ptr<ResidentOperators>(std::make_unique<CudaResidentOperators>(
+      device, stream, std::move(name), std::move(partials)));
+}
+
+}  // namespace tomo::core::cuda
