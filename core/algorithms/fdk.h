@@ -49,6 +49,7 @@
 //                                             {FilterOptions{}}, backend, context));
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,5 +74,35 @@ absl::StatusOr<Array3D> Fdk(const VectorGeometry& geometry, const VolumeGeometry
 absl::StatusOr<Array3D> Fdk(const VectorGeometry& geometry, const VolumeGeometry& volume,
                             const Array3D& projections, const FdkOptions& options,
                             const std::vector<Backend*>& backends, const RunContext& context);
+
+// Fdk fed with views in order as they arrive (while a job's projections are uploaded): the
+// same weights and filter, and one Backend::BeginFilterAndBackProject over the whole volume,
+// so a device weights, filters and back projects each chunk as it comes. The result equals
+// Fdk's (bit for bit on the CPU; on CUDA up to the float summation order when views are added
+// in other pieces than Fdk's chunks).
+class FdkStream {
+ public:
+  explicit FdkStream(std::unique_ptr<FilterAndBackProjectStream> stream, Dims3 volume_dims)
+      : stream_(std::move(stream)), volume_dims_(volume_dims) {}
+  // As FilterAndBackProjectStream::AddViews.
+  absl::Status AddViews(int64_t first_view, const float* views, int64_t count) {
+    return stream_->AddViews(first_view, views, count);
+  }
+  int64_t views_added() const { return stream_->views_added(); }
+  // After the last view: the volume. FAILED_PRECONDITION when views are missing.
+  absl::StatusOr<Array3D> Finish();
+
+ private:
+  std::unique_ptr<FilterAndBackProjectStream> stream_;
+  Dims3 volume_dims_;
+};
+
+// FAILED_PRECONDITION when the reconstruction does not fit in one piece (Fdk's slab plan for
+// context.memory_budget_bytes has more than one slab or view chunk: the caller then runs Fdk
+// once every view is there); Fdk's errors for the geometry (helical, too short a scan).
+absl::StatusOr<std::unique_ptr<FdkStream>> BeginFdk(const VectorGeometry& geometry,
+                                                    const VolumeGeometry& volume,
+                                                    const FdkOptions& options, Backend& backend,
+                                                    const RunContext& context);
 
 }  // namespace tomo::core

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "core/data/array3d.h"
 #include "core/filters/ramp_filter.h"
+#include "core/operators/filter_and_back_project_stream.h"
 #include "core/operators/filtered_back_projection_weights.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/vector_geometry.h"
@@ -45,7 +46,6 @@
 
 namespace tomo::core {
 
-enum class BackProjectionWeighting { kNone, kFdk };
 
 class Backend {
  public:
@@ -86,6 +86,15 @@ class Backend {
                                             const Array3D& projections, const RampFilter& filter,
                                             const FilteredBackProjectionWeights& weights,
                                             BackProjectionWeighting weighting, Array3D& volume);
+  // The same fed with views in order as they arrive (filter_and_back_project_stream.h). The
+  // default keeps the views in a host array and calls FilterAndBackProject at Finish; a
+  // device backend overrides it to weight, filter and back project each chunk of views as
+  // it comes, with the volume kept on the device. INVALID_ARGUMENT as FilterAndBackProject
+  // (weights of the wrong size, a filter for another detector width).
+  virtual absl::StatusOr<std::unique_ptr<FilterAndBackProjectStream>> BeginFilterAndBackProject(
+      const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+      const RampFilter& filter, const FilteredBackProjectionWeights& weights,
+      BackProjectionWeighting weighting);
   // Whether an algorithm should call FilterAndBackProject per slab rather than filter all
   // projections once with FilterRows and call BackProject per slab: true where the data
   // must travel to a device (one transfer instead of three); the results agree either way.

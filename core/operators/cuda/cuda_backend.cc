@@ -145,6 +145,22 @@ Parallel2dShape MakeShape(const ParallelGeometry2D& geometry,
   return shape;
 }
 
+// A stream that keeps its backend locked while it lives (declared first: unlocked last).
+class LockedStream final : public FilterAndBackProjectStream {
+ public:
+  LockedStream(std::unique_lock<std::mutex> lock, std::unique_ptr<FilterAndBackProjectStream> pass)
+      : lock_(std::move(lock)), pass_(std::move(pass)) {}
+  absl::Status AddViews(int64_t first_view, const float* views, int64_t count) override {
+    return pass_->AddViews(first_view, views, count);
+  }
+  absl::Status Finish(Array3D& volume) override { return pass_->Finish(volume); }
+  int64_t views_added() const override { return pass_->views_added(); }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  std::unique_ptr<FilterAndBackProjectStream> pass_;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, Stream stream) : device_(device), stream_(std::move(stream)) {}
@@ -304,6 +320,27 @@ class CudaBackend final : public Backend {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
     return FilterAndBackProjectOnDevice(stream_.get(), geometry, volume_geometry, projections,
                                         filter, weights, weighting, volume, &staging_);
+  }
+
+  // A DeviceFilterAndBackProject on this backend's device, stream and staging, holding the
+  // backend's lock until the stream is destroyed (the backend serves one job at a time).
+  absl::StatusOr<std::unique_ptr<FilterAndBackProjectStream>> BeginFilterAndBackProject(
+      const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+      const RampFilter& filter, const FilteredBackProjectionWeights& weights,
+      BackProjectionWeighting weighting) override {
+    const Dims3 dims = geometry.projection_dims();
+    TOMO_RETURN_IF_ERROR(weights.Check(dims));
+    if (!weights.pixel.empty() && !weights.pixel_shared_by_views(dims)) {
+      return Backend::BeginFilterAndBackProject(geometry, volume_geometry, filter, weights,
+                                                weighting);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceFilterAndBackProject> pass,
+                          DeviceFilterAndBackProject::Create(device_, stream_.get(), geometry,
+                                                             volume_geometry, filter, weights,
+                                                             weighting, &staging_));
+    return std::unique_ptr<FilterAndBackProjectStream>(
+        std::make_unique<LockedStream>(std::move(lock), std::move(pass)));
   }
 
   bool PrefersFilterAndBackProject() const override { return true; }

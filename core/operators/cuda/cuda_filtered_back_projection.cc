@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,18 +17,23 @@
 #include "core/operators/cuda/cuda_vector_projector.h"
 
 namespace tomo::core::cuda {
-absl::Status FilterAndBackProjectOnDevice(
-    cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
-    const Array3D& projections, const RampFilter& filter,
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackProject::Create(
+    int device, cudaStream_t stream, const VectorGeometry& geometry,
+    const VolumeGeometry& volume_geometry, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
-    Array3D& volume, PinnedStaging* staging, int64_t chunk_bytes,
-    FilterAndBackProjectProfile* profile) {
+    PinnedStaging* staging, int64_t chunk_bytes, FilterAndBackProjectProfile* profile) {
   const auto start = std::chrono::steady_clock::now();
-  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  const Dims3 dims = projections.dims();
-  const int64_t views = dims.d0, rows = dims.d1, columns = dims.d2;
+  TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device));
+  const Dims3 dims = geometry.projection_dims();
+  const int64_t views = dims.d0, columns = dims.d2;
   if (filter.num_detectors() != columns) {
     return absl::InvalidArgumentError(absl::StrCat("projections: ", columns,
                                                    " detector columns, but the filter was made "
@@ -39,55 +45,61 @@ absl::Status FilterAndBackProjectOnDevice(
     return absl::InvalidArgumentError(
         "weights.pixel: one map per view; the device path takes one map for every view");
   }
-
-  const RowBand band = DetectorRowBand(geometry, volume_geometry);
-  TOMO_ASSIGN_OR_RETURN(VectorGeometry band_geometry, RowBandGeometry(geometry, band));
+  std::unique_ptr<DeviceFilterAndBackProject> self(new DeviceFilterAndBackProject());
+  DeviceFilterAndBackProject& d = *self;
+  d.device_ = device;
+  d.stream_ = stream;
+  d.staging_ = staging;
+  d.profile_ = profile;
+  d.views_ = views;
+  d.rows_ = dims.d1;
+  d.columns_ = columns;
+  d.weighting_ = weighting;
+  d.band_ = DetectorRowBand(geometry, volume_geometry);
+  TOMO_ASSIGN_OR_RETURN(VectorGeometry band_geometry, RowBandGeometry(geometry, d.band_));
   std::vector<float> band_pixel_weight;
   if (!weights.pixel.empty()) {
-    band_pixel_weight.assign(weights.pixel.begin() + band.first * columns,
-                             weights.pixel.begin() + (band.first + band.count) * columns);
+    band_pixel_weight.assign(weights.pixel.begin() + d.band_.first * columns,
+                             weights.pixel.begin() + (d.band_.first + d.band_.count) * columns);
   }
-  const int64_t view_values = band.count * columns;
-  const int64_t chunk_views = std::clamp<int64_t>(
-      chunk_bytes / (view_values * static_cast<int64_t>(sizeof(float))), 1,
+  d.view_values_ = d.band_.count * columns;
+  d.chunk_views_ = std::clamp<int64_t>(
+      chunk_bytes / (d.view_values_ * static_cast<int64_t>(sizeof(float))), 1,
       std::min(views, kMaxTextureLayers));
 
   TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
                         DeviceVectorProjector::Create(band_geometry, volume_geometry, stream));
+  d.projector_.emplace(std::move(projector));
   const bool fdk = weighting == BackProjectionWeighting::kFdk;
   // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
-  projector.set_back_half(fdk);
-  if (fdk && projector.volume_shape().nz > 1) projector.set_back_variant(kBpVariantFdk);
-  const VectorSampler sampler =
-      projector.TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+  d.projector_->set_back_half(fdk);
+  if (fdk && d.projector_->volume_shape().nz > 1) d.projector_->set_back_variant(kBpVariantFdk);
+  d.sampler_ = d.projector_->TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
   TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,
-                        DeviceRowFilter::Create(filter, chunk_views * band.count, band.count,
-                                                band_pixel_weight, stream));
-  DeviceBuffer<float> d_column_weight;
+                        DeviceRowFilter::Create(filter, d.chunk_views_ * d.band_.count,
+                                                d.band_.count, band_pixel_weight, stream));
+  d.row_filter_.emplace(std::move(row_filter));
   if (!weights.column.empty()) {
-    TOMO_ASSIGN_OR_RETURN(d_column_weight,
+    TOMO_ASSIGN_OR_RETURN(d.column_weight_,
                           DeviceBuffer<float>::Allocate(weights.column.size(), stream));
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_column_weight.get(), weights.column.data(),
-                                              d_column_weight.size_bytes(),
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.column_weight_.get(), weights.column.data(),
+                                              d.column_weight_.size_bytes(),
                                               cudaMemcpyHostToDevice, stream));
   }
-  TOMO_ASSIGN_OR_RETURN(auto d_volume,
-                        DeviceBuffer<float>::Allocate(static_cast<size_t>(volume.size()), stream));
-
-  TOMO_ASSIGN_OR_RETURN(Stream copy_stream, Stream::Create());
-  const cudaStream_t copy = copy_stream.get();
-  std::array<DeviceBuffer<float>, 2> buffers;
-  std::array<Event, 2> uploaded, consumed, downloaded;
+  d.volume_values_ = volume_geometry.dims().count();
+  TOMO_ASSIGN_OR_RETURN(d.volume_, DeviceBuffer<float>::Allocate(
+                                       static_cast<size_t>(d.volume_values_), stream));
+  TOMO_ASSIGN_OR_RETURN(d.copy_stream_, Stream::Create());
   for (int b = 0; b < 2; ++b) {
-    TOMO_ASSIGN_OR_RETURN(downloaded[b], Event::Create());
-    TOMO_ASSIGN_OR_RETURN(buffers[b], DeviceBuffer<float>::Allocate(
-                                          static_cast<size_t>(chunk_views * view_values), copy));
-    TOMO_ASSIGN_OR_RETURN(uploaded[b], Event::Create());
-    TOMO_ASSIGN_OR_RETURN(consumed[b], Event::Create());
+    TOMO_ASSIGN_OR_RETURN(d.downloaded_[b], Event::Create());
+    TOMO_ASSIGN_OR_RETURN(d.buffers_[b],
+                          DeviceBuffer<float>::Allocate(
+                              static_cast<size_t>(d.chunk_views_ * d.view_values_),
+                              d.copy_stream_.get()));
+    TOMO_ASSIGN_OR_RETURN(d.uploaded_[b], Event::Create());
+    TOMO_ASSIGN_OR_RETURN(d.consumed_[b], Event::Create());
   }
-  const size_t host_view_bytes = static_cast<size_t>(rows * columns) * sizeof(float);
-  const size_t band_view_bytes = static_cast<size_t>(view_values) * sizeof(float);
-  const size_t chunk_values = static_cast<size_t>(chunk_views * view_values);
+  const size_t chunk_values = static_cast<size_t>(d.chunk_views_ * d.view_values_);
   if (staging != nullptr) {
     for (PinnedBuffer<float>& pinned : staging->buffers) {
       if (pinned.size() < chunk_values) {
@@ -96,91 +108,177 @@ absl::Status FilterAndBackProjectOnDevice(
       }
     }
   }
-  std::chrono::steady_clock::time_point chunks_start, download_start;
-  auto run_chunks = [&]() -> absl::Status {
-    if (profile != nullptr) {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-      profile->setup_s = seconds_since(start);
-      profile->band_rows = band.count;
-      profile->chunk_views = chunk_views;
-      chunks_start = std::chrono::steady_clock::now();
-    }
-    for (int64_t v0 = 0, k = 0; v0 < views; v0 += chunk_views, ++k) {
-      const int b = static_cast<int>(k % 2);
-      const int64_t count = std::min(chunk_views, views - v0);
-      const float* source = projections.data() + (v0 * rows + band.first) * columns;
-      if (staging != nullptr) {
-        // Pinned buffer b is free once the copy of chunk k - 2 out of it has finished.
-        if (k >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded[b].get()));
-        float* pinned = staging->buffers[b].get();
-        ParallelFor(count, [&](int64_t first, int64_t end) {
-          for (int64_t i = first; i < end; ++i) {
-            std::memcpy(pinned + i * view_values, source + i * rows * columns, band_view_bytes);
-          }
-        });
-        source = pinned;
+  if (profile != nullptr) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    profile->setup_s = SecondsSince(start);
+    profile->band_rows = d.band_.count;
+    profile->chunk_views = d.chunk_views_;
+    d.chunks_start_ = std::chrono::steady_clock::now();
+  }
+  return self;
+}
+
+DeviceFilterAndBackProject::~DeviceFilterAndBackProject() {
+  // Both streams idle before any buffer is released (the buffers are freed in the copy
+  // stream's order, but the compute stream reads them), also after an error.
+  absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (copy_stream_.get() != nullptr) cudaStreamSynchronize(copy_stream_.get());
+  cudaGetLastError();
+}
+
+absl::Status DeviceFilterAndBackProject::AddViews(int64_t first_view, const float* views,
+                                                  int64_t count) {
+  if (!failed_.ok()) return failed_;
+  TOMO_RETURN_IF_ERROR(CheckNextViews(first_view, count, added_, views_));
+  absl::Status status = AddViewsOnDevice(views, count);
+  if (!status.ok()) failed_ = status;
+  return status;
+}
+
+absl::Status DeviceFilterAndBackProject::AddViewsOnDevice(const float* views, int64_t count) {
+  TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+  const int64_t host_view_values = rows_ * columns_;
+  while (count > 0) {
+    const int64_t take = std::min(count, chunk_views_ - filled_);
+    const float* source = views + band_.first * columns_;
+    if (staging_ == nullptr) {
+      // Pageable: the caller's views go up at once, and are read before this returns.
+      TOMO_RETURN_IF_ERROR(LaunchChunk(source, take, /*wait_for_upload=*/true));
+    } else {
+      const int b = static_cast<int>(chunk_ % 2);
+      // Pinned buffer b is free once the copy of chunk - 2 out of it has finished.
+      if (filled_ == 0 && chunk_ >= 2) {
+        TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[b].get()));
       }
-      // Device buffer b is free once the compute stream has back projected chunk k - 2.
-      if (k >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed[b].get(), 0));
-      const size_t source_pitch = staging != nullptr ? band_view_bytes : host_view_bytes;
-      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(buffers[b].get(), band_view_bytes, source,
-                                                  source_pitch, band_view_bytes,
-                                                  static_cast<size_t>(count),
-                                                  cudaMemcpyHostToDevice, copy));
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded[b].get(), copy));
-      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, uploaded[b].get(), 0));
-      TOMO_RETURN_IF_ERROR(row_filter.Apply(
-          buffers[b].get(), buffers[b].get(),
-          d_column_weight.get() == nullptr ? nullptr : d_column_weight.get() + v0 * columns,
-          count * band.count));
-      TOMO_RETURN_IF_ERROR(projector.BackViews(buffers[b].get(), v0, count, weighting,
-                                               /*accumulate=*/k > 0, d_volume.get(), sampler));
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(consumed[b].get(), stream));
+      float* pinned = staging_->buffers[b].get() + filled_ * view_values_;
+      const size_t band_view_bytes = static_cast<size_t>(view_values_) * sizeof(float);
+      ParallelFor(take, [&](int64_t first, int64_t end) {
+        for (int64_t i = first; i < end; ++i) {
+          std::memcpy(pinned + i * view_values_, source + i * host_view_values, band_view_bytes);
+        }
+      });
+      filled_ += take;
+      added_ += take;
+      if (filled_ == chunk_views_) {
+        TOMO_RETURN_IF_ERROR(LaunchChunk(staging_->buffers[b].get(), filled_,
+                                         /*wait_for_upload=*/false));
+      }
     }
-    if (profile != nullptr) {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-      profile->chunks_s = seconds_since(chunks_start);
-      download_start = std::chrono::steady_clock::now();
-    }
-    if (staging == nullptr) {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume.data(), d_volume.get(),
-                                                volume.size_bytes(), cudaMemcpyDeviceToHost,
-                                                stream));
-      return absl::OkStatus();
-    }
+    views += take * host_view_values;
+    count -= take;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::LaunchChunk(const float* source, int64_t count,
+                                                     bool wait_for_upload) {
+  const int b = static_cast<int>(chunk_ % 2);
+  const cudaStream_t copy = copy_stream_.get();
+  const size_t band_view_bytes = static_cast<size_t>(view_values_) * sizeof(float);
+  const size_t source_pitch = staging_ != nullptr
+                                  ? band_view_bytes
+                                  : static_cast<size_t>(rows_ * columns_) * sizeof(float);
+  // Device buffer b is free once the compute stream has back projected chunk - 2.
+  if (chunk_ >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed_[b].get(), 0));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(buffers_[b].get(), band_view_bytes, source,
+                                              source_pitch, band_view_bytes,
+                                              static_cast<size_t>(count),
+                                              cudaMemcpyHostToDevice, copy));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded_[b].get(), copy));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, uploaded_[b].get(), 0));
+  TOMO_RETURN_IF_ERROR(row_filter_->Apply(
+      buffers_[b].get(), buffers_[b].get(),
+      column_weight_.get() == nullptr ? nullptr : column_weight_.get() + chunk_first_ * columns_,
+      count * band_.count));
+  TOMO_RETURN_IF_ERROR(projector_->BackViews(buffers_[b].get(), chunk_first_, count, weighting_,
+                                             /*accumulate=*/chunk_ > 0, volume_.get(),
+                                             sampler_));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(consumed_[b].get(), stream_));
+  if (wait_for_upload) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[b].get()));
+    added_ += count;
+  }
+  chunk_first_ += count;
+  filled_ = 0;
+  ++chunk_;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::Finish(Array3D& volume) {
+  if (!failed_.ok()) return failed_;
+  TOMO_RETURN_IF_ERROR(CheckAllViews(added_, views_));
+  if (volume.size() != volume_values_) {
+    return absl::InvalidArgumentError(absl::StrCat("volume: ", volume.size(), " values, the ",
+                                                   "stream's volume has ", volume_values_));
+  }
+  absl::Status status = FinishOnDevice(volume);
+  if (!status.ok()) failed_ = status;
+  return status;
+}
+
+absl::Status DeviceFilterAndBackProject::FinishOnDevice(Array3D& volume) {
+  TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+  if (filled_ > 0) {
+    TOMO_RETURN_IF_ERROR(LaunchChunk(staging_->buffers[chunk_ % 2].get(), filled_,
+                                     /*wait_for_upload=*/false));
+  }
+  std::chrono::steady_clock::time_point download_start;
+  if (profile_ != nullptr) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    profile_->chunks_s = SecondsSince(chunks_start_);
+    download_start = std::chrono::steady_clock::now();
+  }
+  if (staging_ == nullptr) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume.data(), volume_.get(), volume.size_bytes(),
+                                              cudaMemcpyDeviceToHost, stream_));
+  } else {
     // The volume back through the pinned buffers, in pieces: the copy engine fills one
     // while the host's threads empty the other into the (pageable) result. A pageable
     // download goes at about 7 GB/s, 0.6 s for a 1024^3 volume.
-    const int64_t piece = static_cast<int64_t>(chunk_values);
+    const int64_t piece = chunk_views_ * view_values_;
     const int64_t pieces = (volume.size() + piece - 1) / piece;
     auto piece_size = [&](int64_t p) { return std::min(piece, volume.size() - p * piece); };
     auto empty_piece = [&](int64_t p) -> absl::Status {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded[p % 2].get()));
-      ParallelCopy(staging->buffers[p % 2].get(), piece_size(p), volume.data() + p * piece);
+      TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded_[p % 2].get()));
+      ParallelCopy(staging_->buffers[p % 2].get(), piece_size(p), volume.data() + p * piece);
       return absl::OkStatus();
     };
     for (int64_t p = 0; p < pieces; ++p) {
       TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-          staging->buffers[p % 2].get(), d_volume.get() + p * piece,
-          static_cast<size_t>(piece_size(p)) * sizeof(float), cudaMemcpyDeviceToHost, stream));
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(downloaded[p % 2].get(), stream));
+          staging_->buffers[p % 2].get(), volume_.get() + p * piece,
+          static_cast<size_t>(piece_size(p)) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(downloaded_[p % 2].get(), stream_));
       if (p >= 1) TOMO_RETURN_IF_ERROR(empty_piece(p - 1));
     }
-    return empty_piece(pieces - 1);
-  };
-  absl::Status status = run_chunks();
-  if (profile != nullptr && status.ok()) {
-    status.Update(CudaCallStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize",
-                                 __FILE__, __LINE__));
-    profile->download_s = seconds_since(download_start);
+    TOMO_RETURN_IF_ERROR(empty_piece(pieces - 1));
   }
-  // Both streams idle before any buffer is released (the buffers are freed in the copy
-  // stream's order, but the compute stream reads them), also after an error.
-  status.Update(CudaCallStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize", __FILE__,
-                               __LINE__));
-  status.Update(CudaCallStatus(cudaStreamSynchronize(copy), "cudaStreamSynchronize", __FILE__,
-                               __LINE__));
-  return status;
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (profile_ != nullptr) profile_->download_s = SecondsSince(download_start);
+  return absl::OkStatus();
+}
+
+absl::Status FilterAndBackProjectOnDevice(
+    cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+    const Array3D& projections, const RampFilter& filter,
+    const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
+    Array3D& volume, PinnedStaging* staging, int64_t chunk_bytes,
+    FilterAndBackProjectProfile* profile) {
+  int device = 0;
+  TOMO_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));  // the caller's current device
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceFilterAndBackProject> pass,
+                        DeviceFilterAndBackProject::Create(device, stream, geometry,
+                                                           volume_geometry, filter, weights,
+                                                           weighting, staging, chunk_bytes,
+                                                           profile));
+  const int64_t views = projections.dims().d0;
+  const int64_t view_values = projections.dims().d1 * projections.dims().d2;
+  // In the stream's chunks, so that each AddViews fills and launches exactly one.
+  for (int64_t v0 = 0; v0 < views; v0 += pass->chunk_views()) {
+    const int64_t count = std::min(pass->chunk_views(), views - v0);
+    TOMO_RETURN_IF_ERROR(pass->AddViews(v0, projections.data() + v0 * view_values, count));
+  }
+  return pass->Finish(volume);
 }
 
 }  // namespace tomo::core::cuda

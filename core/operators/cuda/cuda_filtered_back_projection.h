@@ -25,7 +25,10 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "core/data/array3d.h"
@@ -33,7 +36,10 @@
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
+#include "core/geometry/detector_row_band.h"
 #include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_vector_projector.h"
+#include "core/operators/filter_and_back_project_stream.h"
 #include "core/operators/filtered_back_projection_weights.h"
 
 namespace tomo::core::cuda {
@@ -57,8 +63,69 @@ struct FilterAndBackProjectProfile {
   int64_t band_rows = 0, chunk_views = 0;
 };
 
-// staging: null for pageable copies. chunk_bytes: for tests (many chunks from small data);
-// at least one view per chunk. profile: null, or filled.
+// The operator as a stream (filter_and_back_project_stream.h) on one device: set-up at
+// Create, then each chunk of views is gathered into a pinned buffer as AddViews delivers it
+// and launched (upload on the copy stream, weights, filter and back projection on `stream`)
+// once the chunk is full; Finish launches the last one and brings the volume back. Without
+// staging each AddViews piece goes up from the caller's memory before AddViews returns.
+// Each call enters `device`; the owner of `stream` and `staging` must not use them until the
+// object is destroyed (the destructor waits for both streams).
+class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
+ public:
+  // staging: null for pageable copies. chunk_bytes: for tests (many chunks from small data);
+  // at least one view per chunk. profile: null, or filled (setup at Create, chunks and
+  // download at Finish).
+  static absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> Create(
+      int device, cudaStream_t stream, const VectorGeometry& geometry,
+      const VolumeGeometry& volume_geometry, const RampFilter& filter,
+      const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
+      PinnedStaging* staging, int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
+      FilterAndBackProjectProfile* profile = nullptr);
+  ~DeviceFilterAndBackProject() override;
+
+  absl::Status AddViews(int64_t first_view, const float* views, int64_t count) override;
+  absl::Status Finish(Array3D& volume) override;
+  int64_t views_added() const override { return added_; }
+  // Views per chunk: AddViews in pieces of this size launch one chunk each.
+  int64_t chunk_views() const { return chunk_views_; }
+
+ private:
+  DeviceFilterAndBackProject() = default;
+  absl::Status AddViewsOnDevice(const float* views, int64_t count);
+  // Uploads count views from source (pinned, band rows only; or the caller's full views)
+  // and enqueues their filter and back projection.
+  absl::Status LaunchChunk(const float* source, int64_t count, bool wait_for_upload);
+  absl::Status FinishOnDevice(Array3D& volume);
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  PinnedStaging* staging_ = nullptr;
+  FilterAndBackProjectProfile* profile_ = nullptr;
+  int64_t views_ = 0, rows_ = 0, columns_ = 0;
+  BackProjectionWeighting weighting_ = BackProjectionWeighting::kNone;
+  RowBand band_;
+  int64_t view_values_ = 0;  // band rows x columns
+  int64_t chunk_views_ = 0;
+  int64_t volume_values_ = 0;
+  std::optional<DeviceVectorProjector> projector_;
+  VectorSampler sampler_ = VectorSampler::kExact;
+  std::optional<DeviceRowFilter> row_filter_;
+  DeviceBuffer<float> column_weight_;
+  DeviceBuffer<float> volume_;
+  Stream copy_stream_;
+  std::array<DeviceBuffer<float>, 2> buffers_;
+  std::array<Event, 2> uploaded_, consumed_, downloaded_;
+  int64_t added_ = 0;        // views added (gathered or uploaded)
+  int64_t filled_ = 0;       // views gathered into the current chunk's pinned buffer
+  int64_t chunk_ = 0;        // chunks launched
+  int64_t chunk_first_ = 0;  // first view of the current chunk
+  absl::Status failed_;      // the first error; every later call returns it
+  std::chrono::steady_clock::time_point chunks_start_;
+};
+
+// The whole operator at once, on the caller's current device: a DeviceFilterAndBackProject
+// fed chunk by chunk. staging: null for pageable copies. chunk_bytes: for tests (many chunks
+// from small data); at least one view per chunk. profile: null, or filled.
 absl::Status FilterAndBackProjectOnDevice(
     cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
     const Array3D& projections, const RampFilter& filter,

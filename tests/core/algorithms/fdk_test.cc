@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -378,6 +380,70 @@ TEST(FdkSlabTest, ReportsProgressPerSlabAndRefusesATinyBudget) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Views fed as they arrive (a job's upload) give Fdk's volume: bit for bit on the CPU,
+// whatever the pieces.
+Array3D StreamFdk(const VectorGeometry& geometry, const Array3D& projections, Backend& backend,
+                  std::mt19937& random) {
+  auto stream = BeginFdk(geometry, Volume3D(), {}, backend, {});
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  if (!stream.ok()) return Array3D(Volume3D().dims());
+  const int64_t views = geometry.num_views();
+  const int64_t view_values = geometry.rows() * geometry.columns();
+  for (int64_t v = 0; v < views;) {
+    const int64_t count = std::min<int64_t>(views - v, 1 + random() % 17);
+    const absl::Status added =
+        (*stream)->AddViews(v, projections.data() + v * view_values, count);
+    EXPECT_TRUE(added.ok()) << added;
+    v += count;
+  }
+  EXPECT_EQ((*stream)->views_added(), views);
+  auto volume = (*stream)->Finish();
+  EXPECT_TRUE(volume.ok()) << volume.status();
+  return volume.ok() ? std::move(volume).value() : Array3D(Volume3D().dims());
+}
+
+TEST(FdkStreamTest, ViewsInPiecesGiveFdksVolumeExactly) {
+  std::mt19937 random(std::random_device{}());
+  CpuBackend backend;
+  const SplitCase cone = ConeCase();
+  const VectorGeometry parallel =
+      MakeParallel3D({64, 96, 1.0, 1.0, 0, 0}, UniformAnglesRad(90, 0, kPi)).value();
+  const Array3D parallel_projections = Phantom3D().Project(parallel, 1);
+  for (const auto& [geometry, projections] :
+       {std::pair<const VectorGeometry&, const Array3D&>{cone.geometry, cone.projections},
+        std::pair<const VectorGeometry&, const Array3D&>{parallel, parallel_projections}}) {
+    const Array3D whole = RunFdk({geometry, projections.Clone()}, {&backend}, 0, false);
+    const Array3D streamed = StreamFdk(geometry, projections, backend, random);
+    EXPECT_GT(MaxAbs(whole), 0.1);
+    EXPECT_EQ(MaxDifference(whole, streamed), 0.0);
+  }
+}
+
+TEST(FdkStreamTest, OutOfOrderOrMissingViewsAndSplitPlansAreRefused) {
+  CpuBackend backend;
+  const SplitCase c = ConeCase();
+  const int64_t view_values = c.geometry.rows() * c.geometry.columns();
+  auto stream = BeginFdk(c.geometry, Volume3D(), {}, backend, {});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const absl::Status skipped = (*stream)->AddViews(1, c.projections.data() + view_values, 1);
+  EXPECT_EQ(skipped.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(skipped.message(), HasSubstr("first_view: 1 is not the next view"));
+  ASSERT_TRUE((*stream)->AddViews(0, c.projections.data(), 100).ok());
+  const absl::Status past = (*stream)->AddViews(100, c.projections.data(), 21);
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(past.message(), HasSubstr("run past the geometry's 120 views"));
+  const absl::StatusOr<Array3D> early = (*stream)->Finish();
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(early.status().message(), HasSubstr("20 of the 120 views were not added"));
+
+  // A budget that needs slabs: the caller must wait for every view and run Fdk.
+  RunContext tight;
+  tight.memory_budget_bytes = 120 * kView3D + 10 * kSlice3D;
+  auto split = BeginFdk(c.geometry, Volume3D(), {}, backend, tight);
+  EXPECT_EQ(split.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(split.status().message(), HasSubstr("7 slabs"));
 }
 
 }  // namespace

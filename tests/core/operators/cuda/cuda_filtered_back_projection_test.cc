@@ -179,6 +179,111 @@ TEST_F(CudaFilteredBackProjectionTest, ManyChunksMatchOneChunk) {
   }
 }
 
+// The operator as a stream (views added in random pieces, as an upload delivers them): with
+// pinned staging the pieces are gathered into the same chunks as the one-shot call's, so the
+// volume is the same bit for bit; without staging each piece is its own chunk (another float
+// summation order). Through CudaBackend against the CPU backend's stream as well.
+TEST_F(CudaFilteredBackProjectionTest, StreamOfRandomPiecesMatchesTheWholeCall) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  for (const Case& c : Cases(random_)) {
+    SCOPED_TRACE(c.name);
+    const Dims3 dims = c.geometry.projection_dims();
+    const Array3D projections = RandomArray(dims, random_);
+    // The filter of MatchesTheCpuComposition, for which kTextureTolerance was measured.
+    const RampFilter filter =
+        RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
+    FilteredBackProjectionWeights weights;
+    weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
+    weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+    const BackProjectionWeighting weighting = WeightingFor(c.geometry);
+    const int64_t view_bytes = dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
+    const int64_t view_values = dims.d1 * dims.d2;
+    auto feed = [&](FilterAndBackProjectStream& stream) -> absl::Status {
+      for (int64_t v = 0; v < dims.d0;) {
+        const int64_t count = std::min<int64_t>(dims.d0 - v, 1 + random_() % 5);
+        TOMO_RETURN_IF_ERROR(stream.AddViews(v, projections.data() + v * view_values, count));
+        v += count;
+      }
+      return absl::OkStatus();
+    };
+    Array3D whole(c.volume.dims(), kPoison), staged(c.volume.dims(), kPoison),
+        pageable(c.volume.dims(), kPoison);
+    const absl::Status status = [&]() -> absl::Status {
+      TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
+      TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
+      cuda::PinnedStaging staging;
+      TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+          stream.get(), c.geometry, c.volume, projections, filter, weights, weighting, whole,
+          &staging, 4 * view_bytes));
+      TOMO_ASSIGN_OR_RETURN(auto through_staging,
+                            cuda::DeviceFilterAndBackProject::Create(
+                                0, stream.get(), c.geometry, c.volume, filter, weights,
+                                weighting, &staging, 4 * view_bytes));
+      TOMO_RETURN_IF_ERROR(feed(*through_staging));
+      TOMO_RETURN_IF_ERROR(through_staging->Finish(staged));
+      through_staging.reset();
+      TOMO_ASSIGN_OR_RETURN(auto without_staging,
+                            cuda::DeviceFilterAndBackProject::Create(
+                                0, stream.get(), c.geometry, c.volume, filter, weights,
+                                weighting, nullptr, 4 * view_bytes));
+      TOMO_RETURN_IF_ERROR(feed(*without_staging));
+      return without_staging->Finish(pageable);
+    }();
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_TRUE(AllFinite(whole));
+    ASSERT_TRUE(AllFinite(staged));
+    ASSERT_TRUE(AllFinite(pageable));
+    EXPECT_EQ(RelativeMaxDifference(staged, whole), 0.0);
+    const double pieces = RelativeMaxDifference(pageable, whole);
+    std::printf("[ measure  ] stream %-22s random pieces without staging vs whole: %.3g\n",
+                c.name.c_str(), pieces);
+    EXPECT_LE(pieces, kChunkTolerance);
+
+    // Through the backends: CUDA's stream against the CPU's.
+    Array3D expected(c.volume.dims(), kPoison), actual(c.volume.dims(), kPoison);
+    auto cpu_stream =
+        cpu_.BeginFilterAndBackProject(c.geometry, c.volume, filter, weights, weighting);
+    ASSERT_TRUE(cpu_stream.ok()) << cpu_stream.status();
+    ASSERT_TRUE(feed(**cpu_stream).ok());
+    ASSERT_TRUE((*cpu_stream)->Finish(expected).ok());
+    auto cuda_stream =
+        cuda_->BeginFilterAndBackProject(c.geometry, c.volume, filter, weights, weighting);
+    ASSERT_TRUE(cuda_stream.ok()) << cuda_stream.status();
+    ASSERT_TRUE(feed(**cuda_stream).ok());
+    const absl::Status finished = (*cuda_stream)->Finish(actual);
+    EXPECT_TRUE(finished.ok()) << finished;
+    cuda_stream->reset();
+    ASSERT_TRUE(AllFinite(actual));
+    EXPECT_LE(RelativeMaxDifference(actual, expected), kTextureTolerance);
+  }
+}
+
+// FDK fed view by view on the GPU reconstructs what Fdk does from the whole array.
+TEST_F(CudaFilteredBackProjectionTest, FdkStreamMatchesFdk) {
+  const VolumeGeometry volume = VolumeGeometry::Create({48, 48, 40}, {1, 1, 1}, {}).value();
+  FanConeOptions cone;
+  cone.detector = {48, 64, 1.2, 1.2, 0, 0};
+  cone.source_origin_mm = 150;
+  cone.origin_detector_mm = 100;
+  cone.angles_rad = UniformAnglesRad(90, 0, 2 * kPi);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const Array3D projections = RandomArray(geometry.projection_dims(), random_);
+  auto whole = Fdk(geometry, volume, projections, {}, *cuda_, {});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto stream = BeginFdk(geometry, volume, {}, *cuda_, {});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const int64_t view_values = geometry.rows() * geometry.columns();
+  for (int64_t v = 0; v < geometry.num_views(); v += 7) {
+    const int64_t count = std::min<int64_t>(7, geometry.num_views() - v);
+    ASSERT_TRUE((*stream)->AddViews(v, projections.data() + v * view_values, count).ok());
+  }
+  auto streamed = (*stream)->Finish();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  stream->reset();
+  ASSERT_TRUE(AllFinite(*streamed));
+  EXPECT_LE(RelativeMaxDifference(*streamed, *whole), kChunkTolerance);
+}
+
 TEST_F(CudaFilteredBackProjectionTest, RefusesMismatchedFilterAndWeights) {
   std::mt19937_64& random = random_;
   const Case c = Cases(random).front();
