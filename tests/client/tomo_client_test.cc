@@ -326,11 +326,11 @@ TEST(JobSpecJsonTest, RoundTripsInLowerCamelCase) {
 TEST(JobSpecJsonTest, ErrorsNameTheFileAndTheField) {
   const std::string dir = TempDir();
   const std::string path = dir + "/job.json";
-  WriteAll(path, R"({"algorithm": {"sart": {}}})");
+  WriteAll(path, R"({"algorithm": {"kaczmarz": {}}})");
   absl::StatusOr<v1::JobSpec> spec = ReadJobSpecFile(path);
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(spec.status().message().find(path), absl::string_view::npos) << spec.status();
-  EXPECT_NE(spec.status().message().find("sart"), absl::string_view::npos) << spec.status();
+  EXPECT_NE(spec.status().message().find("kaczmarz"), absl::string_view::npos) << spec.status();
 
   WriteAll(path, "{\n \"priority\": \n");
   spec = ReadJobSpecFile(path);

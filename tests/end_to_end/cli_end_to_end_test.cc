@@ -192,7 +192,8 @@ TEST_F(CliTest, SubmitWatchStatusListFetchDelete) {
   const std::string out_dir = dir() + "/fetched";
   ProcessResult fetched = Tomo({"fetch", id, "--out", out_dir});
   ASSERT_EQ(fetched.exit_code, 0) << fetched.Describe();
-  EXPECT_EQ(fetched.OutLines(), std::vector<std::string>{out_dir + "/volume.raw"});
+  EXPECT_EQ(fetched.OutLines(),
+            (std::vector<std::string>{out_dir + "/volume.raw", out_dir + "/volume.json"}));
   const std::string bytes = FileBytes(out_dir + "/volume.raw");
   EXPECT_EQ(bytes.size(), 128u * 128u * 4u);
   EXPECT_EQ(client::Crc32Update(0, bytes.data(), bytes.size()), job.results(0).crc32());
