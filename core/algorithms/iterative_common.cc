@@ -165,6 +165,16 @@ IterationTracker::IterationTracker(std::string method, const IterativeOptions& o
       b_norm_(b_norm2 > 0 ? std::sqrt(b_norm2) : 1.0),
       volume_dims_(volume_dims) {}
 
+absl::StatusOr<IterativeResult> IterationTracker::TakeResult(ResidentOperators& ops,
+                                                             const ResidentArray& x) {
+  IterativeResult result;
+  result.volume = Array3D::Uninitialized(volume_dims_);
+  TOMO_RETURN_IF_ERROR(ops.Download(x, result.volume));
+  result.relative_residuals = std::move(relative_residuals_);
+  result.stopped_by_residual = stopped_by_residual_;
+  return result;
+}
+
 absl::StatusOr<bool> IterationTracker::Finish(int64_t iteration, double residual_norm2,
                                               ResidentOperators& ops, const ResidentArray& x) {
   const double relative = std::sqrt(std::max(0.0, residual_norm2)) / b_norm_;

@@ -101,6 +101,8 @@ class IterationTracker {
 
   std::vector<double>& relative_residuals() { return relative_residuals_; }
   bool stopped_by_residual() const { return stopped_by_residual_; }
+  // The run's result: x downloaded, the residuals and the stop reason moved out.
+  absl::StatusOr<IterativeResult> TakeResult(ResidentOperators& ops, const ResidentArray& x);
 
  private:
   std::string method_;

@@ -55,12 +55,7 @@ absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const Volum
     if (stop) break;
   }
 
-  IterativeResult result;
-  result.volume = Array3D::Uninitialized(volume_dims);
-  TOMO_RETURN_IF_ERROR(ops->Download(*x, result.volume));
-  result.relative_residuals = std::move(tracker.relative_residuals());
-  result.stopped_by_residual = tracker.stopped_by_residual();
-  return result;
+  return tracker.TakeResult(*ops, *x);
 }
 
 }  // namespace tomo::core
