@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -55,14 +56,34 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
                     context);
 }
 
+absl::StatusOr<JobInput> ReadJobInput(const ValidatedJob& job, const std::string& input_path) {
+  TOMO_ASSIGN_OR_RETURN(JobInput input, ResolveJobInput(job, input_path));
+  TOMO_RETURN_IF_ERROR(CheckFiniteProjections(input.projections));
+  return input;
+}
+
 absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
     const std::vector<core::Backend*>& backends, const core::AlgorithmRegistry& registry,
     const core::RunContext& context) {
+  return ExecuteJob(job, input_path, JobInputStage(), output_dir, backends, registry, context);
+}
+
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
+    const ValidatedJob& job, const std::string& input_path, JobInputStage stage,
+    const std::string& output_dir, const std::vector<core::Backend*>& backends,
+    const core::AlgorithmRegistry& registry, const core::RunContext& context) {
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
   context.Report({0.0, "read input", 0, 0});
-  TOMO_ASSIGN_OR_RETURN(JobInput input, ResolveJobInput(job, input_path));
-  TOMO_RETURN_IF_ERROR(CheckFiniteProjections(input.projections));
+  absl::StatusOr<JobInput> read;
+  if (stage.prefetched.has_value()) {
+    read = std::move(*stage.prefetched);
+    stage.prefetched.reset();
+  } else {
+    read = ReadJobInput(job, input_path);
+  }
+  if (stage.on_input_read) stage.on_input_read();
+  TOMO_ASSIGN_OR_RETURN(JobInput input, std::move(read));
   TOMO_ASSIGN_OR_RETURN(core::ReconstructionRequest request, RequestForInput(job, input));
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
 

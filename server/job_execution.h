@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "core/algorithms/reconstruction.h"
 #include "core/base/run_context.h"
 #include "core/operators/backend.h"
+#include "server/job_input.h"
 #include "server/job_spec.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
@@ -34,6 +37,28 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const ValidatedJob& job, const std::string& input_path, const std::string& output_dir,
     const std::vector<core::Backend*>& backends, const core::AlgorithmRegistry& registry,
     const core::RunContext& context);
+
+// What a worker that reads inputs ahead (InputPrefetcher) gives ExecuteJob.
+struct JobInputStage {
+  // The job's input as ReadJobInput(job, input_path) gave it; empty: ExecuteJob reads it.
+  std::optional<JobInput> prefetched;
+  // Called once the input is in memory (or its read failed), before the algorithm runs:
+  // from then on the spool is free for reading the next job's input. May be empty.
+  std::function<void()> on_input_read;
+};
+
+// The same for such a worker: the spool file is not read again when stage.prefetched has
+// a value; without one, this is the ExecuteJob above. The outputs are the same bytes
+// either way.
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
+    const ValidatedJob& job, const std::string& input_path, JobInputStage stage,
+    const std::string& output_dir, const std::vector<core::Backend*>& backends,
+    const core::AlgorithmRegistry& registry, const core::RunContext& context);
+
+// ExecuteJob's "read input" stage: ResolveJobInput (job_input.h), then every projection
+// value checked finite (INVALID_ARGUMENT naming the first that is not, with its view, row
+// and detector). Thread-safe; no backend involved.
+absl::StatusOr<JobInput> ReadJobInput(const ValidatedJob& job, const std::string& input_path);
 
 // The memory budget of a run (RunContext::memory_budget_bytes): the smallest non-zero of
 // the job's JobSpec.memory_budget_bytes, the runner's flag and the device's free memory

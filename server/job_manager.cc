@@ -133,6 +133,10 @@ absl::Status JobManager::Start() {
   }
   TOMO_RETURN_IF_ERROR(Recover());
   SweepExpiredJobs();
+  if (options_.prefetch_bytes > 0) {
+    prefetcher_ = std::make_unique<InputPrefetcher>(options_.devices.size(),
+                                                    options_.prefetch_bytes, options_.metrics);
+  }
   for (size_t i = 0; i < options_.devices.size(); ++i) {
     Log(absl::StrCat("worker ", i, " on ", options_.devices[i].id, " (",
                      options_.devices[i].name, ")"));
@@ -304,6 +308,7 @@ void JobManager::Shutdown() {
   }
   for (std::thread& worker : workers_) worker.join();
   workers_.clear();
+  if (prefetcher_ != nullptr) prefetcher_->Stop();
   if (sweeper_.joinable()) sweeper_.join();
   Flushes flushes;
   absl::MutexLock lock(&mu_);
@@ -626,6 +631,10 @@ Upload::Upload(JobManager* manager, std::string id, uint64_t expected_bytes, App
   options.on_room = [this] {
     if (on_room_) on_room_();
   };
+  // The size is known: on a tmpfs spool, copy into the mapped file on several threads (one
+  // write() thread stops under 3 GB/s there; bench/NOTES.md, "tomod transfers").
+  options.expected_bytes = expected_bytes_;
+  options.write_threads = 4;
   const std::string path = file.path();
   writer_ = transfer::ChunkWriter::Create(file.Release(), path, std::move(options));
 }
@@ -785,6 +794,7 @@ absl::StatusOr<pb::Job> JobManager::CancelJob(absl::string_view id) {
       TOMO_RETURN_IF_ERROR(CommitLocked(*record, std::move(next), "cancelled while queued",
                                         Durability::kPersist, flushes));
       queue_.Remove(record->job.id());
+      if (prefetcher_ != nullptr) prefetcher_->Drop(record->job.id());
       return record->job;
     }
     case pb::JOB_STATE_RUNNING:
@@ -1011,9 +1021,29 @@ void JobManager::RunJob(size_t index, const std::string& id,
   std::error_code ignored;
   std::filesystem::remove_all(spool_.ResultsPartialDir(id), ignored);
   std::filesystem::remove_all(spool_.ResultsDir(id), ignored);
+  // This job's input when it was read ahead; once it is in memory (this worker's slot is
+  // free again and the spool idle), the input of the job queued next is read while this
+  // one runs: under mu_, so that a cancel of that job, which drops its input, cannot come
+  // in between.
+  JobInputStage input;
+  if (prefetcher_ != nullptr) {
+    input.prefetched = prefetcher_->Take(id);
+    input.on_input_read = [this, index] {
+      absl::MutexLock lock(&mu_);
+      if (stopping_ || paused_ || !drain_reason_.empty()) return;
+      prefetcher_->PrefetchNext(
+          index, queue_,
+          [this](const std::string& next_id)
+              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<PrefetchJob> {
+                auto it = jobs_.find(next_id);
+                if (it == jobs_.end() || it->second.validated == nullptr) return std::nullopt;
+                return PrefetchJob{it->second.validated, spool_.InputPath(next_id)};
+              });
+    };
+  }
   absl::StatusOr<std::vector<pb::ResultFile>> results =
-      ExecuteJob(*job, spool_.InputPath(id), spool_.ResultsPartialDir(id), *backends_[index],
-                 registry_, context);
+      ExecuteJob(*job, spool_.InputPath(id), std::move(input), spool_.ResultsPartialDir(id),
+                 {backends_[index].get()}, registry_, context);
   if (results.ok() && !cancel->load()) {
     absl::Status published = spool_.PublishResults(id);
     if (!published.ok()) results = published;

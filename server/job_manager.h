@@ -90,6 +90,7 @@
 #include "core/devices/devices.h"
 #include "core/operators/backend.h"
 #include "proto/transfer/chunk_writer.h"
+#include "server/input_prefetch.h"
 #include "server/job_queue.h"
 #include "server/job_spec.h"
 #include "server/job_store.h"
@@ -134,6 +135,10 @@ struct JobManagerOptions {
   absl::Duration sweep_interval = absl::ZeroDuration();
   // tomod's --max_spool_bytes: bound on the spool's job files for new uploads; 0: none.
   uint64_t max_spool_bytes = 0;
+  // tomod's --prefetch_bytes: while a worker runs a job, the input of the job the queue
+  // would hand out next is read into memory (InputPrefetcher, at most one per worker), up
+  // to this many bytes over all workers; 0: no reading ahead.
+  uint64_t prefetch_bytes = kDefaultPrefetchBytes;
   // Where state changes, stage durations and requeues are counted; null: nowhere. Not
   // owned; must outlive the manager.
   TomodMetrics* metrics = nullptr;
@@ -296,6 +301,8 @@ class JobManager {
   const core::AlgorithmRegistry& registry_;
   std::vector<std::unique_ptr<core::Backend>> backends_;
   std::vector<std::thread> workers_;
+  // Set by Start() when options_.prefetch_bytes > 0; thread-safe itself.
+  std::unique_ptr<InputPrefetcher> prefetcher_;
   std::thread sweeper_;
   // Set by Start(); thread-safe itself.
   std::unique_ptr<JobStore> store_;

@@ -21,6 +21,14 @@ std::optional<std::string> JobQueue::PopFirst(
   return std::nullopt;
 }
 
+std::optional<std::string> JobQueue::PeekFirst(
+    const std::function<bool(const std::string&)>& fits) const {
+  for (const auto& [key, id] : order_) {
+    if (!fits || fits(id)) return id;
+  }
+  return std::nullopt;
+}
+
 bool JobQueue::Remove(const std::string& id) {
   auto it = keys_.find(id);
   if (it == keys_.end()) return false;

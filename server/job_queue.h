@@ -6,6 +6,7 @@
 //   JobQueue queue;
 //   queue.Push("a", 0);
 //   queue.Push("b", 10);
+//   queue.PeekFirst();         // "b", still queued
 //   queue.PopFirst();          // "b"
 //   queue.Remove("a");         // true
 #pragma once
@@ -28,6 +29,9 @@ class JobQueue {
   // Removes and returns the first job in run order for which fits(id) holds (any job when
   // fits is empty); nullopt when there is none.
   std::optional<std::string> PopFirst(const std::function<bool(const std::string&)>& fits = {});
+  // The job PopFirst(fits) would return, left queued (InputPrefetcher reads its input ahead).
+  std::optional<std::string> PeekFirst(
+      const std::function<bool(const std::string&)>& fits = {}) const;
   // False when id is not queued.
   bool Remove(const std::string& id);
   bool Contains(const std::string& id) const { return keys_.count(id) > 0; }

@@ -50,6 +50,10 @@ ABSL_FLAG(uint64_t, max_spool_bytes, 0,
           "uploads that would bring the spool's job files (inputs and results, uploads in "
           "progress at their full size) over this many bytes are refused with "
           "RESOURCE_EXHAUSTED; 0: no limit");
+ABSL_FLAG(uint64_t, prefetch_bytes, tomo::server::kDefaultPrefetchBytes,
+          "while a worker runs a job, the input of the job queued next is read and checked "
+          "in the background (one per worker), so the device does not wait for the spool "
+          "between jobs; at most this many bytes of such inputs are held; 0: off");
 ABSL_FLAG(int32_t, metrics_port, tomo::server::kDefaultMetricsPort,
           "serve Prometheus metrics at http://<--listen's host>:<port>/metrics (127.0.0.1 for "
           "a unix socket); 0: off");
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.result_ttl = absl::GetFlag(FLAGS_result_ttl);
   options.max_spool_bytes = absl::GetFlag(FLAGS_max_spool_bytes);
+  options.prefetch_bytes = absl::GetFlag(FLAGS_prefetch_bytes);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   absl::Status status = tomo::server::RunServer(options);

@@ -68,6 +68,11 @@ TomodMetrics::TomodMetrics()
           registry_.AddCounter("tomod_upload_bytes_total", "Projection bytes received by Submit.")),
       fetch_bytes_(
           registry_.AddCounter("tomod_fetch_bytes_total", "Result bytes sent by FetchResult.")),
+      input_prefetch_(registry_.AddCounter(
+          "tomod_input_prefetch_total",
+          "Jobs whose input a worker found read ahead (hit) or read itself (miss), and inputs "
+          "read ahead that were discarded unused (dropped).",
+          {"outcome"})),
       queue_depth_(registry_.AddGauge(
           "tomod_queue_depth", "Jobs queued or uploading (what --max_queue_length bounds).")),
       jobs_(registry_.AddGauge("tomod_jobs", "Jobs tomod holds, by state.", {"state"})),
@@ -91,6 +96,7 @@ TomodMetrics::TomodMetrics()
   for (const char* outcome : {"succeeded", "failed", "cancelled"}) finished_.Add({outcome}, 0);
   upload_bytes_.Add({}, 0);
   fetch_bytes_.Add({}, 0);
+  for (const char* outcome : {"hit", "miss", "dropped"}) input_prefetch_.Add({outcome}, 0);
 }
 
 void TomodMetrics::StateChanged(pb::JobState from, pb::JobState to) {
@@ -111,5 +117,9 @@ void TomodMetrics::UploadBytes(uint64_t bytes) {
 }
 
 void TomodMetrics::FetchBytes(uint64_t bytes) { fetch_bytes_.Add({}, static_cast<double>(bytes)); }
+
+void TomodMetrics::InputPrefetch(absl::string_view outcome) {
+  input_prefetch_.Add({std::string(outcome)});
+}
 
 }  // namespace tomo::server

@@ -11,6 +11,10 @@
 //                                               run (RUNNING to its end), fetch (one
 //                                               FetchResult call that sent its last byte)
 //   tomod_upload_bytes_total                    projection bytes received
+//   tomod_input_prefetch_total{outcome}         hit (a worker found its job's input read
+//                                               ahead), miss (it read the spool itself),
+//                                               dropped (an input read ahead, or a read
+//                                               that failed, was discarded unused)
 //   tomod_fetch_bytes_total                     result bytes sent
 //   tomod_queue_depth                           jobs queued or uploading (--max_queue_length)
 //   tomod_jobs{state}                           jobs tomod holds, by state
@@ -57,6 +61,9 @@ class TomodMetrics {
   void StageDone(Stage stage, double seconds);
   void UploadBytes(uint64_t bytes);
   void FetchBytes(uint64_t bytes);
+  // InputPrefetcher's outcomes: "hit", "miss" or "dropped".
+  void InputPrefetch(absl::string_view outcome);
+  const Counter& input_prefetch() const { return input_prefetch_; }
 
   // Scrape-time gauges, for the collector.
   Gauge& queue_depth() { return queue_depth_; }
@@ -76,6 +83,7 @@ class TomodMetrics {
   Histogram& stages_;
   Counter& upload_bytes_;
   Counter& fetch_bytes_;
+  Counter& input_prefetch_;
   Gauge& queue_depth_;
   Gauge& jobs_;
   Gauge& watchers_;

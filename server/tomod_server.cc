@@ -212,6 +212,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.max_attempts = options.max_attempts;
   manager_options.result_ttl = options.result_ttl;
   manager_options.max_spool_bytes = options.max_spool_bytes;
+  manager_options.prefetch_bytes = options.prefetch_bytes;
   manager_options.devices = std::move(devices);
   manager_options.metrics = server->metrics_.get();
   server->manager_ =

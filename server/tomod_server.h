@@ -70,6 +70,8 @@ struct ServerOptions {
   uint32_t max_attempts = 3;
   absl::Duration result_ttl = absl::ZeroDuration();
   uint64_t max_spool_bytes = 0;
+  // --prefetch_bytes: see JobManagerOptions::prefetch_bytes (0: no reading ahead).
+  uint64_t prefetch_bytes = kDefaultPrefetchBytes;
   int max_message_bytes = 16 << 20;
   // --metrics_port: Prometheus metrics at http://<listen host>:<port>/metrics; 0: off
   // (the flag's default is kDefaultMetricsPort; tests leave it off).

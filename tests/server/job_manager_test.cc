@@ -1012,5 +1012,130 @@ TEST_F(JobManagerTest, SpoolLimitRefusesUploadsNamingLimitAndUsage) {
   EXPECT_TRUE(Submit(spec, data).ok());
 }
 
+// Reading ahead (InputPrefetcher): the fixture with the counters the manager reports to,
+// alive until TearDown has shut the manager down.
+class JobManagerPrefetchTest : public JobManagerTest {
+ protected:
+  double Outcomes(const TomodMetrics& metrics, const char* outcome) const {
+    return metrics.input_prefetch().Value({outcome});
+  }
+
+  TomodMetrics metrics_;
+  TomodMetrics metrics_without_prefetch_;
+};
+
+// Two queued jobs on one worker: the second's input is read while the first runs (a hit),
+// and both jobs write the bytes that a manager reading every input from the spool writes.
+TEST_F(JobManagerPrefetchTest, PrefetchedJobsSucceedWithTheBytesOfReadingTheSpool) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> noise(0.0f, 0.05f);
+  std::vector<std::pair<pb::JobSpec, std::string>> inputs;
+  for (uint32_t detectors : {48u, 64u}) {
+    const pb::JobSpec spec = SmallSpec(detectors, 60, 48);
+    std::string bytes = PhantomSinogramBytes(spec);
+    for (size_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float)) {
+      float value;
+      std::memcpy(&value, bytes.data() + at, sizeof(float));
+      value += noise(random);
+      std::memcpy(bytes.data() + at, &value, sizeof(float));
+    }
+    inputs.emplace_back(spec, std::move(bytes));
+  }
+  auto run = [&](uint64_t prefetch_bytes, TomodMetrics& metrics) {
+    JobManagerOptions options;
+    options.prefetch_bytes = prefetch_bytes;
+    options.metrics = &metrics;
+    StartManagerWith(options, nullptr, /*paused=*/true);
+    std::vector<std::string> ids;
+    for (const auto& [spec, bytes] : inputs) {
+      auto job = Submit(spec, bytes);
+      EXPECT_TRUE(job.ok()) << job.status();
+      if (job.ok()) ids.push_back(job->id());
+    }
+    manager_->SetSchedulingPaused(false);
+    std::vector<std::string> volumes;
+    for (const std::string& id : ids) {
+      WaitForState(id, pb::JOB_STATE_SUCCEEDED);
+      auto result = manager_->FindResult(id, "volume.raw");
+      EXPECT_TRUE(result.ok()) << result.status();
+      volumes.push_back(result.ok() ? testing::ReadFile(result->path) : "");
+    }
+    manager_->Shutdown();
+    return volumes;
+  };
+  const std::vector<std::string> prefetched = run(kDefaultPrefetchBytes, metrics_);
+  const std::vector<std::string> read = run(0, metrics_without_prefetch_);
+  ASSERT_EQ(prefetched.size(), 2u);
+  ASSERT_EQ(read.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(prefetched[i].size(), 48u * 48u * 4u) << "job " << i;
+    EXPECT_TRUE(prefetched[i] == read[i]) << "job " << i << " differs with prefetching";
+  }
+  EXPECT_NE(prefetched[0], prefetched[1]);
+  EXPECT_EQ(Outcomes(metrics_, "hit"), 1);
+  EXPECT_EQ(Outcomes(metrics_, "miss"), 1);  // the first job: nothing ran before it
+  EXPECT_EQ(Outcomes(metrics_, "dropped"), 0);
+  for (const char* outcome : {"hit", "miss", "dropped"}) {
+    EXPECT_EQ(Outcomes(metrics_without_prefetch_, outcome), 0) << outcome;
+  }
+}
+
+TEST_F(JobManagerPrefetchTest, CancellingAQueuedJobDropsItsPrefetchedInput) {
+  JobManagerOptions options;
+  options.metrics = &metrics_;
+  StartManagerWith(options, std::make_unique<BlockingAlgorithm>(), /*paused=*/true);
+  auto running = SubmitSmall(16);
+  auto queued = SubmitSmall(17);
+  ASSERT_TRUE(running.ok() && queued.ok());
+  manager_->SetSchedulingPaused(false);
+  WaitForState(running->id(), pb::JOB_STATE_RUNNING);
+  // Once the algorithm runs, the queued job's read has begun.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (manager_->GetJob(running->id())->progress().stage() != "blocking" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(Outcomes(metrics_, "dropped"), 0);
+  ASSERT_EQ(manager_->CancelJob(queued->id())->state(), pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(Outcomes(metrics_, "dropped"), 1);
+  ASSERT_TRUE(manager_->CancelJob(running->id()).ok());
+  WaitForState(running->id(), pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(manager_->GetJob(queued->id())->state(), pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(Outcomes(metrics_, "hit"), 0);
+  EXPECT_EQ(Outcomes(metrics_, "miss"), 1);
+  EXPECT_EQ(Outcomes(metrics_, "dropped"), 1);
+}
+
+// A read ahead that fails is dropped; the worker reads the input itself and the job fails
+// with the error of that normal path.
+TEST_F(JobManagerPrefetchTest, FailedPrefetchFallsBackToTheNormalRead) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  JobManagerOptions options;
+  options.metrics = &metrics_;
+  StartManagerWith(options, nullptr, /*paused=*/true);
+  const pb::JobSpec spec = SmallSpec(32, 20, 32);
+  const std::string good_bytes = PhantomSinogramBytes(spec);
+  std::string bad_bytes = good_bytes;
+  const size_t index = random() % (bad_bytes.size() / sizeof(float));
+  const float infinity = std::numeric_limits<float>::infinity();
+  std::memcpy(bad_bytes.data() + index * sizeof(float), &infinity, sizeof(float));
+  auto good = Submit(spec, good_bytes);
+  auto bad = Submit(spec, bad_bytes);
+  ASSERT_TRUE(good.ok() && bad.ok());
+  manager_->SetSchedulingPaused(false);
+  WaitForState(good->id(), pb::JOB_STATE_SUCCEEDED);
+  pb::Job failed = WaitForState(bad->id(), pb::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.error(), AllOf(HasSubstr("INVALID_ARGUMENT"),
+                                    HasSubstr(absl::StrCat("at index ", index, " ")),
+                                    HasSubstr("is not finite")));
+  EXPECT_EQ(Outcomes(metrics_, "hit"), 0);
+  EXPECT_EQ(Outcomes(metrics_, "miss"), 2);
+  EXPECT_EQ(Outcomes(metrics_, "dropped"), 1);
+}
+
 }  // namespace
 }  // namespace tomo::server
