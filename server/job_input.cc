@@ -205,7 +205,10 @@ absl::StatusOr<core::Array3D> FieldFrame(const MappedInput& mapped, const std::v
 absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path) {
   const pb::ProjectionInput& input = job.input;
   JobInput result;
-  if (input.encoding() == pb::DATA_ENCODING_FLOAT32_LE && input.files().empty() &&
+  // UNSPECIFIED means FLOAT32_LE (the proto's default).
+  const bool float32_le = input.encoding() == pb::DATA_ENCODING_FLOAT32_LE ||
+                          input.encoding() == pb::DATA_ENCODING_UNSPECIFIED;
+  if (float32_le && input.files().empty() &&
       !input.preprocessing().negative_log()) {
     // The plain case, line integrals as they are: raw_io's parallel pread path.
     TOMO_ASSIGN_OR_RETURN(result.projections,
