@@ -14,7 +14,8 @@
 //          submitted, no id twice).
 //
 //   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL \
-//       [--large] [--many] [--fdk-side 512] [--clients 20] [--jobs 50] [--json out.json]
+//       [--large] [--large-repeats 3] [--many] [--fdk-side 512] [--clients 20] [--jobs 50]
+//       [--json out.json]
 // Data files and downloads go to --work-dir (put it on tmpfs so that the client's own disk
 // does not limit what is measured).
 #include <fcntl.h>
@@ -284,7 +285,7 @@ int Main(int argc, char** argv) {
               json_path;
   bool large = false, many = false;
   uint32_t fdk_side = 512;
-  int clients = 20, jobs = 50;
+  int clients = 20, jobs = 50, large_repeats = 3;
   app.add_option("--server", server, "tomod's address");
   app.add_option("--work-dir", work_dir, "where data files and downloads go (tmpfs advised)");
   app.add_option("--spool-dir", spool_dir,
@@ -293,6 +294,10 @@ int Main(int argc, char** argv) {
   app.add_flag("--many", many, "many clients with small jobs");
   app.add_option("--fdk-side", fdk_side, "volume side of the large job")
       ->check(CLI::Range(16u, 2048u));
+  app.add_option("--large-repeats", large_repeats,
+                 "runs of the large job; the summary gives their medians (one loaned machine "
+                 "varies by tens of percent from run to run)")
+      ->check(CLI::Range(1, 100));
   app.add_option("--clients", clients, "client threads")->check(CLI::Range(1, 1000));
   app.add_option("--jobs", jobs, "jobs per client")->check(CLI::Range(1, 100000));
   app.add_option("--json", json_path, "write the results as JSON here");
@@ -302,28 +307,58 @@ int Main(int argc, char** argv) {
   client::TomoClient client(server);
   std::string json = "{";
   if (large) {
-    absl::StatusOr<LargeResult> r = RunLarge(client, work_dir, spool_dir, fdk_side);
-    if (!r.ok()) {
-      std::fprintf(stderr, "tomod-bench: large: %s\n", r.status().ToString().c_str());
-      return 1;
+    std::vector<LargeResult> runs;
+    for (int run = 0; run < large_repeats; ++run) {
+      absl::StatusOr<LargeResult> r = RunLarge(client, work_dir, spool_dir, fdk_side);
+      if (!r.ok()) {
+        std::fprintf(stderr, "tomod-bench: large: %s\n", r.status().ToString().c_str());
+        return 1;
+      }
+      const double gb_in = static_cast<double>(r->upload_bytes) * 1e-9;
+      const double gb_out = static_cast<double>(r->result_bytes) * 1e-9;
+      std::printf("large: run %d: upload %.2f GB in %.3f s (%.2f GB/s, until committed)\n", run,
+                  gb_in, r->upload_s, gb_in / r->upload_s);
+      if (r->disk_write_fsync_s > 0) {
+        std::printf("large: run %d: the spool's disk, the same bytes written and fsynced: %.3f s "
+                    "(%.2f GB/s); tomod's upload reaches %.0f%% of it\n",
+                    run, r->disk_write_fsync_s, gb_in / r->disk_write_fsync_s,
+                    100.0 * r->disk_write_fsync_s / r->upload_s);
+      }
+      for (const auto& [what, at] : r->events) {
+        std::printf("large: run %d:   %-40s %.3f s\n", run, what.c_str(), at);
+      }
+      std::printf("large: run %d: download %.2f GB in %.3f s (%.2f GB/s); total %.3f s\n", run,
+                  gb_out, r->fetch_s, gb_out / r->fetch_s, r->total_s);
+      runs.push_back(*r);
     }
-    const double gb_in = static_cast<double>(r->upload_bytes) * 1e-9;
-    const double gb_out = static_cast<double>(r->result_bytes) * 1e-9;
-    std::printf("large: upload %.2f GB in %.3f s (%.2f GB/s, until committed)\n", gb_in,
-                r->upload_s, gb_in / r->upload_s);
-    if (r->disk_write_fsync_s > 0) {
-      std::printf("large: the spool's disk, the same bytes written and fsynced: %.3f s (%.2f "
-                  "GB/s); tomod's upload reaches %.0f%% of it\n",
-                  r->disk_write_fsync_s, gb_in / r->disk_write_fsync_s,
-                  100.0 * r->disk_write_fsync_s / r->upload_s);
+    auto median = [&runs](double LargeResult::*field) {
+      std::vector<double> values;
+      for (const LargeResult& r : runs) values.push_back(r.*field);
+      std::sort(values.begin(), values.end());
+      return values[values.size() / 2];
+    };
+    const double gb_in = static_cast<double>(runs[0].upload_bytes) * 1e-9;
+    const double gb_out = static_cast<double>(runs[0].result_bytes) * 1e-9;
+    const double upload_s = median(&LargeResult::upload_s);
+    const double fetch_s = median(&LargeResult::fetch_s);
+    const double total_s = median(&LargeResult::total_s);
+    const double floor_s = median(&LargeResult::disk_write_fsync_s);
+    std::printf("large: median of %d runs: upload %.2f GB/s (the spool's write+fsync %.2f GB/s, "
+                "%.0f%%), download %.2f GB/s, total %.3f s = upload + %.3f s\n",
+                large_repeats, gb_in / upload_s, floor_s > 0 ? gb_in / floor_s : 0.0,
+                floor_s > 0 ? 100.0 * floor_s / upload_s : 0.0, gb_out / fetch_s, total_s,
+                total_s - upload_s);
+    absl::StrAppend(&json, "\"large\": {\"upload_bytes\": ", runs[0].upload_bytes,
+                    ", \"upload_s\": ", upload_s, ", \"disk_write_fsync_s\": ", floor_s,
+                    ", \"result_bytes\": ", runs[0].result_bytes, ", \"fetch_s\": ", fetch_s,
+                    ", \"total_s\": ", total_s, ", \"runs\": [");
+    for (size_t i = 0; i < runs.size(); ++i) {
+      absl::StrAppend(&json, i ? ", " : "", "{\"upload_s\": ", runs[i].upload_s,
+                      ", \"disk_write_fsync_s\": ", runs[i].disk_write_fsync_s,
+                      ", \"fetch_s\": ", runs[i].fetch_s, ", \"total_s\": ", runs[i].total_s,
+                      "}");
     }
-    for (const auto& [what, at] : r->events) std::printf("large:   %-40s %.3f s\n", what.c_str(), at);
-    std::printf("large: download %.2f GB in %.3f s (%.2f GB/s); total %.3f s\n", gb_out,
-                r->fetch_s, gb_out / r->fetch_s, r->total_s);
-    absl::StrAppend(&json, "\"large\": {\"upload_bytes\": ", r->upload_bytes,
-                    ", \"upload_s\": ", r->upload_s, ", \"disk_write_fsync_s\": ",
-                    r->disk_write_fsync_s, ", \"result_bytes\": ", r->result_bytes,
-                    ", \"fetch_s\": ", r->fetch_s, ", \"total_s\": ", r->total_s, "}");
+    absl::StrAppend(&json, "]}");
   }
   if (many) {
     absl::StatusOr<ManyResult> r = RunMany(client, work_dir, clients, jobs);
