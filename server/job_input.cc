@@ -1,11 +1,6 @@
 #include "server/job_input.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -14,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/io/dicom_ct_pd_reader.h"
+#include "core/io/mapped_file.h"
 #include "core/io/projection_preprocessing.h"
 #include "core/io/raw_io.h"
 #include "core/io/raw_stream.h"
@@ -25,54 +21,17 @@ namespace {
 namespace pb = ::tomoserve::v1;
 
 // The spooled input, mapped read-only.
-class MappedInput {
- public:
-  static absl::StatusOr<MappedInput> Open(const std::string& path, uint64_t expected_bytes) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int error = errno;
-      return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(error)));
-    }
-    struct stat info;
-    if (fstat(fd, &info) != 0) {
-      const int error = errno;
-      ::close(fd);
-      return absl::ErrnoToStatus(error, absl::StrCat("cannot stat ", path));
-    }
-    if (static_cast<uint64_t>(info.st_size) != expected_bytes) {
-      ::close(fd);
-      return absl::DataLossError(absl::StrCat(path, ": ", info.st_size,
-                                              " bytes, the spec's input.size_bytes is ",
-                                              expected_bytes));
-    }
-    MappedInput mapped;
-    mapped.size_ = static_cast<size_t>(info.st_size);
-    if (mapped.size_ > 0) {
-      void* data = mmap(nullptr, mapped.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (data == MAP_FAILED) {
-        const int error = errno;
-        ::close(fd);
-        return absl::ErrnoToStatus(error, absl::StrCat("cannot map ", path));
-      }
-      mapped.data_ = static_cast<const unsigned char*>(data);
-    }
-    ::close(fd);
-    return mapped;
+// The spooled input, mapped; DATA_LOSS when it is not the size the spec says.
+absl::StatusOr<core::MappedFile> MapSpooledInput(const std::string& path,
+                                                 uint64_t expected_bytes) {
+  TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped, core::MappedFile::Open(path));
+  if (mapped.size() != expected_bytes) {
+    return absl::DataLossError(absl::StrCat(path, ": ", mapped.size(),
+                                            " bytes, the spec's input.size_bytes is ",
+                                            expected_bytes));
   }
-  MappedInput(MappedInput&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  MappedInput& operator=(MappedInput&&) = delete;
-  ~MappedInput() {
-    if (data_ != nullptr) munmap(const_cast<unsigned char*>(data_), size_);
-  }
-  const unsigned char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  MappedInput() = default;
-  const unsigned char* data_ = nullptr;
-  size_t size_ = 0;
-};
+  return mapped;
+}
 
 // One uploaded file inside the spooled input.
 struct Part {
@@ -131,7 +90,7 @@ std::string PartNames(const std::vector<Part>& parts) {
 // The raw values of several parts as one stream (copied only when they are not adjacent).
 // whole_frames: dark and flat files hold whole frames one after another, whatever the
 // projections' order.
-absl::StatusOr<core::Array3D> DecodeRawParts(const MappedInput& mapped,
+absl::StatusOr<core::Array3D> DecodeRawParts(const core::MappedFile& mapped,
                                              const std::vector<Part>& parts,
                                              const pb::ProjectionInput& input, int64_t frames,
                                              int64_t rows, int64_t columns, bool whole_frames) {
@@ -156,7 +115,8 @@ absl::StatusOr<core::Array3D> DecodeRawParts(const MappedInput& mapped,
   return core::DecodeRawStream(joined.data(), joined.size(), layout, PartNames(parts));
 }
 
-std::vector<core::TiffBytes> TiffParts(const MappedInput& mapped, const std::vector<Part>& parts) {
+std::vector<core::TiffBytes> TiffParts(const core::MappedFile& mapped,
+                                       const std::vector<Part>& parts) {
   std::vector<core::TiffBytes> files;
   for (const Part& part : parts) {
     files.push_back({part.name, mapped.data() + part.offset, static_cast<size_t>(part.size)});
@@ -173,7 +133,8 @@ absl::Status MatchesGeometry(const core::Dims3& dims, const core::Dims3& expecte
 }
 
 // The averaged dark or flat frame of `role`, or an empty array when none was uploaded.
-absl::StatusOr<core::Array3D> FieldFrame(const MappedInput& mapped, const std::vector<Part>& parts,
+absl::StatusOr<core::Array3D> FieldFrame(const core::MappedFile& mapped,
+                                         const std::vector<Part>& parts,
                                          const pb::ProjectionInput& input, pb::InputRole role,
                                          const core::Dims3& dims) {
   const std::vector<Part> chosen = WithRole(parts, role);
@@ -215,7 +176,8 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
                           core::ReadRawFloat32(input_path, core::ProjectionDims(job.request.geometry)));
     return result;
   }
-  TOMO_ASSIGN_OR_RETURN(MappedInput mapped, MappedInput::Open(input_path, job.input_bytes));
+  TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
+                        MapSpooledInput(input_path, job.input_bytes));
   const std::vector<Part> parts = Parts(input);
   const std::vector<Part> projection_parts = WithRole(parts, pb::INPUT_ROLE_PROJECTIONS);
   if (input.encoding() == pb::DATA_ENCODING_DICOM_CT_PD) {
@@ -280,7 +242,8 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
   const bool dicom = input.encoding() == pb::DATA_ENCODING_DICOM_CT_PD;
   const bool tiff = input.encoding() == pb::DATA_ENCODING_TIFF;
   if (!dicom && !tiff) return absl::OkStatus();
-  TOMO_ASSIGN_OR_RETURN(MappedInput mapped, MappedInput::Open(input_path, job.input_bytes));
+  TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
+                        MapSpooledInput(input_path, job.input_bytes));
   const std::vector<Part> parts = Parts(input);
   if (dicom) {
     std::optional<core::DicomCtPdHeader> first;

@@ -1,11 +1,5 @@
 #include "core/io/dicom_ct_pd_reader.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -18,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
+#include "core/io/mapped_file.h"
 #include "core/io/projection_preprocessing.h"
 #include "dcmtk/config/osconfig.h"
 #include "dcmtk/dcmdata/dcdatset.h"
@@ -644,31 +639,12 @@ absl::StatusOr<DicomCtPdAcquisition> DecodeDicomCtPd(const std::vector<DicomByte
 }
 
 absl::StatusOr<DicomCtPdAcquisition> ReadDicomCtPdFiles(const std::vector<std::string>& paths) {
-  std::vector<std::string> contents(paths.size());
+  std::vector<MappedFile> mapped;
   std::vector<DicomBytes> files;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int error = errno;
-      return absl::NotFoundError(
-          absl::StrCat("cannot open ", paths[i], ": ", std::strerror(error)));
-    }
-    struct stat info;
-    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(paths[i], " is not a regular file"));
-    }
-    contents[i].resize(static_cast<size_t>(info.st_size));
-    size_t done = 0;
-    while (done < contents[i].size()) {
-      const ssize_t n = ::read(fd, contents[i].data() + done, contents[i].size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    ::close(fd);
-    contents[i].resize(done);
-    files.push_back({paths[i], contents[i].data(), contents[i].size()});
+  for (const std::string& path : paths) {
+    TOMO_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+    files.push_back({path, file.data(), file.size()});
+    mapped.push_back(std::move(file));
   }
   return DecodeDicomCtPd(files);
 }

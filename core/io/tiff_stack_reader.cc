@@ -1,12 +1,7 @@
 #include "core/io/tiff_stack_reader.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <tiffio.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -17,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/io/mapped_file.h"
 
 namespace tomo::core {
 namespace {
@@ -296,36 +292,12 @@ absl::StatusOr<Array3D> DecodeTiffStack(const std::vector<TiffBytes>& files) {
 }
 
 absl::StatusOr<Array3D> ReadTiffStackFiles(const std::vector<std::string>& paths) {
-  struct Mapping {
-    void* data = MAP_FAILED;
-    size_t size = 0;
-    ~Mapping() {
-      if (data != MAP_FAILED) munmap(data, size);
-    }
-  };
-  std::vector<Mapping> mappings(paths.size());
+  std::vector<MappedFile> mapped;
   std::vector<TiffBytes> files;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int error = errno;
-      return absl::NotFoundError(
-          absl::StrCat("cannot open ", paths[i], ": ", std::strerror(error)));
-    }
-    struct stat info;
-    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(paths[i], " is not a regular file"));
-    }
-    mappings[i].size = static_cast<size_t>(info.st_size);
-    if (mappings[i].size > 0) {
-      mappings[i].data = mmap(nullptr, mappings[i].size, PROT_READ, MAP_PRIVATE, fd, 0);
-    }
-    ::close(fd);
-    if (mappings[i].size > 0 && mappings[i].data == MAP_FAILED) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot map ", paths[i]));
-    }
-    files.push_back({paths[i], mappings[i].size > 0 ? mappings[i].data : "", mappings[i].size});
+  for (const std::string& path : paths) {
+    TOMO_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+    files.push_back({path, file.data(), file.size()});
+    mapped.push_back(std::move(file));
   }
   return DecodeTiffStack(files);
 }
