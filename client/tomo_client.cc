@@ -3,13 +3,14 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -57,34 +58,6 @@ class Fd {
   int fd_;
 };
 
-// Reads up to size bytes; fewer only at the end of the file. -1 on error (errno set).
-ssize_t ReadFull(int fd, char* buffer, size_t size) {
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::read(fd, buffer + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  return static_cast<ssize_t>(done);
-}
-
-bool WriteFull(int fd, const char* data, size_t size) {
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::write(fd, data + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 std::string DisplayPaths(const std::vector<std::string>& paths) {
   return paths.size() == 1 ? paths[0] : absl::StrCat("[", absl::StrJoin(paths, ", "), "]");
 }
@@ -100,17 +73,17 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoStatus(errno, "cannot open", path);
-  std::string buffer(kUploadChunkBytes, '\0');
-  uint32_t crc = 0;
-  while (true) {
-    ssize_t n = ReadFull(fd.get(), buffer.data(), buffer.size());
-    if (n < 0) return ErrnoStatus(errno, "cannot read", path);
-    if (n == 0) break;
-    crc = Crc32Update(crc, buffer.data(), static_cast<size_t>(n));
+  // Read ahead and checksummed in chunks on the reader's threads, then combined in order.
+  absl::StatusOr<std::unique_ptr<transfer::ChunkReader>> reader =
+      transfer::ChunkReader::Open({path}, 0, {});
+  if (!reader.ok()) return reader.status();
+  uint32_t crc = 0;  // of nothing yet: combining it with B gives B's
+  for (;;) {
+    absl::StatusOr<std::optional<transfer::ChunkReader::Chunk>> chunk = (*reader)->Next();
+    if (!chunk.ok()) return chunk.status();
+    if (!chunk->has_value()) return crc;
+    crc = transfer::Crc32Combine(crc, (*chunk)->crc32, (*chunk)->bytes.size());
   }
-  return crc;
 }
 
 std::string JobStateName(v1::JobState state, bool lower) {

@@ -136,7 +136,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 // grpc::Status -> absl::Status with the same code (the numeric values agree) and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// zlib CRC-32 (IEEE) of a whole file. NOT_FOUND or INTERNAL naming the path.
+// zlib CRC-32 (IEEE) of a whole file. NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (not a
+// regular file) or DATA_LOSS naming the path.
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path);
 // Continues a CRC-32: Crc32Update(0, bytes) is the CRC of bytes (the wire contract's,
 // proto/transfer/crc32.h).
