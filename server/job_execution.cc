@@ -15,25 +15,19 @@
 #include "server/job_outputs.h"
 
 namespace tomo::server {
-namespace {
 
-namespace pb = ::tomoserve::v1;
-
-// INVALID_ARGUMENT naming the first projection value that is NaN or infinite.
-absl::Status CheckFiniteProjections(const core::Array3D& projections) {
-  const float* values = projections.data();
-  const int64_t i = core::FirstNonFiniteIndex(values, projections.size());
+absl::Status CheckFiniteViews(const float* values, int64_t first_view, int64_t count,
+                              int64_t rows, int64_t columns) {
+  const int64_t i = core::FirstNonFiniteIndex(values, count * rows * columns);
   if (i < 0) return absl::OkStatus();
-  const core::Dims3& d = projections.dims();
-  const int64_t view = i / (d.d1 * d.d2);
-  const int64_t row = (i / d.d2) % d.d1;
-  const int64_t column = i % d.d2;
+  const int64_t index = first_view * rows * columns + i;
+  const int64_t view = first_view + i / (rows * columns);
+  const int64_t row = (i / columns) % rows;
+  const int64_t column = i % columns;
   return absl::InvalidArgumentError(absl::StrCat(
-      "input: value ", values[i], " at index ", i, " (view ", view, ", row ", row,
+      "input: value ", values[i], " at index ", index, " (view ", view, ", row ", row,
       ", detector ", column, ") is not finite; projections must be finite line integrals"));
 }
-
-}  // namespace
 
 std::string ResultFileName(tomoserve::v1::OutputFormat format) {
   return OutputFileNames(format).front();
@@ -58,7 +52,8 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
 
 absl::StatusOr<JobInput> ReadJobInput(const ValidatedJob& job, const std::string& input_path) {
   TOMO_ASSIGN_OR_RETURN(JobInput input, ResolveJobInput(job, input_path));
-  TOMO_RETURN_IF_ERROR(CheckFiniteProjections(input.projections));
+  const core::Dims3& d = input.projections.dims();
+  TOMO_RETURN_IF_ERROR(CheckFiniteViews(input.projections.data(), 0, d.d0, d.d1, d.d2));
   return input;
 }
 
@@ -91,7 +86,13 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
                         registry.RunOnBackends(request, input.projections, backends, context));
   const core::AcquisitionMetadata metadata = std::move(input.metadata);
   input = JobInput();  // free the input before writing
+  return WriteJobResults(job, request.volume, volume, metadata, output_dir, context);
+}
 
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(
+    const ValidatedJob& job, const core::VolumeGeometry& geometry, const core::Array3D& volume,
+    const core::AcquisitionMetadata& metadata, const std::string& output_dir,
+    const core::RunContext& context) {
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("write results"));
   context.Report({1.0, "write results", 0, 0});
   std::error_code error;
@@ -100,7 +101,7 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     return absl::InternalError(
         absl::StrCat("cannot create result directory ", output_dir, ": ", error.message()));
   }
-  return WriteJobOutputs(volume, request.volume, job.outputs, job.output_settings, metadata,
+  return WriteJobOutputs(volume, geometry, job.outputs, job.output_settings, metadata,
                          output_dir);
 }
 

@@ -55,6 +55,20 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const std::string& output_dir, const std::vector<core::Backend*>& backends,
     const core::AlgorithmRegistry& registry, const core::RunContext& context);
 
+// ExecuteJob's last stage, on its own for a volume reconstructed elsewhere (while the
+// upload ran, upload_stream.h): each of job.outputs written into output_dir (created),
+// reported as the "write results" stage; CANCELLED when context says so.
+absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(
+    const ValidatedJob& job, const core::VolumeGeometry& geometry, const core::Array3D& volume,
+    const core::AcquisitionMetadata& metadata, const std::string& output_dir,
+    const core::RunContext& context);
+
+// OK when the count views of rows x columns values, which are views [first_view,
+// first_view + count) of the input, are all finite; else INVALID_ARGUMENT naming the first
+// that is not, with its index in the whole input, its view, row and detector.
+absl::Status CheckFiniteViews(const float* values, int64_t first_view, int64_t count,
+                              int64_t rows, int64_t columns);
+
 // ExecuteJob's "read input" stage: ResolveJobInput (job_input.h), then every projection
 // value checked finite (INVALID_ARGUMENT naming the first that is not, with its view, row
 // and detector). Thread-safe; no backend involved.

@@ -163,14 +163,19 @@ absl::StatusOr<core::Array3D> FieldFrame(const core::MappedFile& mapped,
 
 }  // namespace
 
+bool InputIsPlainProjections(const ValidatedJob& job) {
+  const pb::ProjectionInput& input = job.input;
+  // UNSPECIFIED means FLOAT32_LE (the proto's default); dark and flat fields come as files.
+  const bool float32_le = input.encoding() == pb::DATA_ENCODING_FLOAT32_LE ||
+                          input.encoding() == pb::DATA_ENCODING_UNSPECIFIED;
+  return float32_le && input.files().empty() && !input.preprocessing().negative_log() &&
+         input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN && !job.geometry_from_input_files;
+}
+
 absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path) {
   const pb::ProjectionInput& input = job.input;
   JobInput result;
-  // UNSPECIFIED means FLOAT32_LE (the proto's default).
-  const bool float32_le = input.encoding() == pb::DATA_ENCODING_FLOAT32_LE ||
-                          input.encoding() == pb::DATA_ENCODING_UNSPECIFIED;
-  if (float32_le && input.files().empty() &&
-      !input.preprocessing().negative_log()) {
+  if (InputIsPlainProjections(job)) {
     // The plain case, line integrals as they are: raw_io's parallel pread path.
     TOMO_ASSIGN_OR_RETURN(result.projections,
                           core::ReadRawFloat32(input_path, core::ProjectionDims(job.request.geometry)));

@@ -51,6 +51,12 @@ struct JobInput {
 
 absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path);
 
+// Whether the spooled input is the projections exactly as the algorithm takes them: float32
+// little endian (or unspecified), one file in view-row-column order, no preprocessing, the
+// geometry in the spec. ResolveJobInput then only reads the file; tomod may read it while
+// it is uploaded (upload_stream.h).
+bool InputIsPlainProjections(const ValidatedJob& job);
+
 // The job's request with the geometry the input resolved to (job.request when the spec
 // gave the geometry). INVALID_ARGUMENT when a geometry from the files does not fit the
 // volume (a source inside it) or is 2D while the volume has several slices.

@@ -137,6 +137,10 @@ absl::Status JobManager::Start() {
     prefetcher_ = std::make_unique<InputPrefetcher>(options_.devices.size(),
                                                     options_.prefetch_bytes, options_.metrics);
   }
+  {
+    absl::MutexLock lock(&mu_);
+    worker_slots_.resize(options_.devices.size());
+  }
   for (size_t i = 0; i < options_.devices.size(); ++i) {
     Log(absl::StrCat("worker ", i, " on ", options_.devices[i].id, " (",
                      options_.devices[i].name, ")"));
@@ -267,6 +271,7 @@ absl::Status JobManager::Recover() {
 void JobManager::Drain(absl::Duration timeout, absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
+  YieldFollowersLocked(/*all=*/true);  // the jobs would only wait in the queue
   if (drain_reason_.empty()) {
     drain_reason_ = std::string(reason);
     Log(absl::StrCat("draining (", reason, "): refusing new jobs, waiting up to ",
@@ -297,6 +302,7 @@ void JobManager::Shutdown() {
     accepting_ = false;
     stopping_ = true;
     if (drain_reason_.empty()) drain_reason_ = "tomod is shutting down";
+    YieldFollowersLocked(/*all=*/true);
     // Accepted jobs are never lost to a shutdown: a run is stopped and its job handed back
     // to the queue (durably), to run after the restart.
     for (auto& [id, record] : jobs_) {
@@ -558,7 +564,9 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
                         absl::StrCat("cannot record the upload: ", status.message()));
   }
   record.validated = std::move(validated);
-  return std::unique_ptr<Upload>(new Upload(this, id, input_bytes, std::move(*file)));
+  std::shared_ptr<UploadFeed> feed = AssignFollowerLocked(id, record);
+  return std::unique_ptr<Upload>(
+      new Upload(this, id, input_bytes, std::move(*file), std::move(feed)));
 }
 
 absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id, bool* superseded) {
@@ -579,6 +587,7 @@ absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id, bool* su
       for (JobWatcher* watcher : record->watchers) {
         if (watcher->Close(gone)) flushes.Add(watcher);
       }
+      if (record->feed) record->feed->Finish(UploadFeed::End::kAborted);
       --uploading_;
       EraseLocked(jobs_.find(id));
       *superseded = true;
@@ -595,7 +604,13 @@ absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id, bool* su
   TOMO_RETURN_IF_ERROR(
       CommitLocked(*record, std::move(next), message, Durability::kPersist, flushes));
   --uploading_;
-  queue_.Push(id, record->job.spec().priority());
+  if (record->feed) {
+    // Its follower has (nearly) reconstructed it: the job waits for that worker.
+    record->held_for_follower = true;
+    record->feed->Finish(UploadFeed::End::kCommitted);
+  } else {
+    PushQueuedLocked(id, record->job.spec().priority());
+  }
   if (!key.empty()) keys_[key] = id;
   return record->job;
 }
@@ -613,6 +628,7 @@ void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) 
       for (JobWatcher* watcher : it->second.watchers) {
         if (watcher->Close(gone)) flushes.Add(watcher);
       }
+      if (it->second.feed) it->second.feed->Finish(UploadFeed::End::kAborted);
       // When this fails, the next start-up removes the UPLOADING record.
       forgotten = store_->Delete(id);
       EraseLocked(it);
@@ -624,17 +640,17 @@ void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) 
                    forgotten.ok() ? "" : absl::StrCat(" (", forgotten.message(), ")")));
 }
 
-Upload::Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file)
+Upload::Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file,
+               std::shared_ptr<UploadFeed> feed)
     : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes) {
   transfer::ChunkWriter::Options options;
   // The callback is read when the queue fills, after SetOnRoom.
   options.on_room = [this] {
     if (on_room_) on_room_();
   };
-  // One write() thread: the mapped parallel mode measured slower on the H100 machine, on
-  // tmpfs (2.9-3.1 against 3.3 GB/s) and on disk (bench/NOTES.md, "tomod transfers").
-  options.expected_bytes = expected_bytes_;
-  options.write_threads = 1;
+  if (feed != nullptr) {
+    options.on_written = [feed = std::move(feed)](uint64_t bytes) { feed->Written(bytes); };
+  }
   const std::string path = file.path();
   writer_ = transfer::ChunkWriter::Create(file.Release(), path, std::move(options));
 }
@@ -794,6 +810,7 @@ absl::StatusOr<pb::Job> JobManager::CancelJob(absl::string_view id) {
       TOMO_RETURN_IF_ERROR(CommitLocked(*record, std::move(next), "cancelled while queued",
                                         Durability::kPersist, flushes));
       queue_.Remove(record->job.id());
+      if (record->feed) record->feed->Finish(UploadFeed::End::kAborted);  // held for it
       if (prefetcher_ != nullptr) prefetcher_->Drop(record->job.id());
       return record->job;
     }
@@ -943,6 +960,7 @@ absl::StatusOr<JobManager::ResultLocation> JobManager::FindResult(absl::string_v
 void JobManager::SetSchedulingPaused(bool paused) {
   absl::MutexLock lock(&mu_);
   paused_ = paused;
+  if (paused) YieldFollowersLocked(/*all=*/true);
 }
 
 size_t JobManager::queue_length() const {
@@ -966,46 +984,173 @@ std::map<pb::JobState, size_t> JobManager::JobCountsByState() const {
 
 // ---------------------------------------------------------------- workers
 
-bool JobManager::WorkerShouldWakeLocked() const {
+bool JobManager::WorkerShouldWakeLocked(size_t index) const {
   // A draining tomod starts nothing new: queued jobs wait for the restart.
-  return stopping_ || (!paused_ && drain_reason_.empty() && !queue_.empty());
+  return stopping_ || !worker_slots_[index].follow_id.empty() ||
+         (!paused_ && drain_reason_.empty() && !queue_.empty());
+}
+
+std::shared_ptr<std::atomic<bool>> JobManager::StartRunLocked(size_t index, Record& record,
+                                                              Flushes& flushes) {
+  const core::DeviceInfo& device = options_.devices[index];
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  pb::Job next = record.job;
+  next.set_state(pb::JOB_STATE_RUNNING);
+  next.set_device(device.id);
+  next.set_attempts(next.attempts() + 1);
+  SetTimestamp(next.mutable_started(), absl::Now());
+  record.cancel = cancel;
+  record.requeue_on_stop = false;
+  ++running_;
+  worker_slots_[index].busy = true;
+  const std::string message =
+      next.attempts() == 1 ? absl::StrCat("running on ", device.id)
+                           : absl::StrCat("running on ", device.id, " (attempt ",
+                                          next.attempts(), " of ", options_.max_attempts, ")");
+  CommitOrLogLocked(record, std::move(next), message, flushes);
+  return cancel;
 }
 
 void JobManager::WorkerLoop(size_t index) {
-  const core::DeviceInfo& device = options_.devices[index];
+  struct Wake {
+    const JobManager* manager;
+    size_t index;
+  } wake{this, index};
   for (;;) {
     std::string id;
     std::shared_ptr<const ValidatedJob> job;
-    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<std::atomic<bool>> cancel;
+    std::shared_ptr<UploadFeed> follow;
     {
       Flushes flushes;
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &JobManager::WorkerShouldWakeLocked));
+      mu_.Await(absl::Condition(
+          +[](Wake* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return w->manager->WorkerShouldWakeLocked(w->index);
+          },
+          &wake));
       if (stopping_) return;
-      id = *queue_.PopFirst();
-      Record& record = jobs_.at(id);
-      pb::Job next = record.job;
-      next.set_state(pb::JOB_STATE_RUNNING);
-      next.set_device(device.id);
-      next.set_attempts(next.attempts() + 1);
-      SetTimestamp(next.mutable_started(), absl::Now());
-      record.cancel = cancel;
-      record.requeue_on_stop = false;
-      ++running_;
-      job = record.validated;
-      const std::string message =
-          next.attempts() == 1 ? absl::StrCat("running on ", device.id)
-                               : absl::StrCat("running on ", device.id, " (attempt ",
-                                              next.attempts(), " of ", options_.max_attempts, ")");
-      CommitOrLogLocked(record, std::move(next), message, flushes);
+      WorkerSlot& slot = worker_slots_[index];
+      if (!slot.follow_id.empty()) {
+        id = std::move(slot.follow_id);
+        slot.follow_id.clear();
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) {  // the upload failed before this worker woke
+          slot.busy = false;
+          slot.feed.reset();
+          if (options_.metrics != nullptr) options_.metrics->UploadFollowed("aborted");
+          continue;
+        }
+        follow = slot.feed;
+        job = it->second.validated;
+      } else {
+        id = *queue_.PopFirst();
+        Record& record = jobs_.at(id);
+        job = record.validated;
+        cancel = StartRunLocked(index, record, flushes);
+      }
     }
-    RunJob(index, id, std::move(job), std::move(cancel));
+    if (follow != nullptr) {
+      FollowUpload(index, id, std::move(job), std::move(follow));
+    } else {
+      RunJob(index, id, std::move(job), std::move(cancel));
+    }
   }
+}
+
+std::shared_ptr<UploadFeed> JobManager::AssignFollowerLocked(const std::string& id,
+                                                             Record& record) {
+  if (options_.reconstruct_while_uploading == WhileUploading::kNever) return nullptr;
+  // A committed job waiting in the queue goes first; paused or draining, nothing starts.
+  if (stopping_ || paused_ || !drain_reason_.empty() || !queue_.empty()) return nullptr;
+  if (!CanReconstructWhileUploading(*record.validated, registry_)) return nullptr;
+  for (size_t i = 0; i < worker_slots_.size(); ++i) {
+    WorkerSlot& slot = worker_slots_[i];
+    if (slot.busy || !slot.follow_id.empty()) continue;
+    if (options_.reconstruct_while_uploading == WhileUploading::kOnDevices &&
+        !backends_[i]->PrefersFilterAndBackProject()) {
+      continue;
+    }
+    auto feed = std::make_shared<UploadFeed>();
+    slot.busy = true;
+    slot.follow_id = id;
+    slot.feed = feed;
+    record.feed = feed;
+    Log(absl::StrCat("job ", id, ": ", options_.devices[i].id,
+                     " reconstructs it while it is uploaded"));
+    return feed;
+  }
+  return nullptr;
+}
+
+void JobManager::PushQueuedLocked(const std::string& id, int32_t priority) {
+  queue_.Push(id, priority);
+  for (const WorkerSlot& slot : worker_slots_) {
+    if (!slot.busy && slot.follow_id.empty()) return;  // that worker takes it
+  }
+  YieldFollowersLocked(/*all=*/false);
+}
+
+void JobManager::YieldFollowersLocked(bool all) {
+  for (WorkerSlot& slot : worker_slots_) {
+    if (slot.feed == nullptr || slot.feed->end() != UploadFeed::End::kNone) continue;
+    slot.feed->Finish(UploadFeed::End::kYielded);
+    if (!all) return;
+  }
+}
+
+void JobManager::FollowUpload(size_t index, const std::string& id,
+                              std::shared_ptr<const ValidatedJob> job,
+                              std::shared_ptr<UploadFeed> feed) {
+  core::RunContext context;
+  context.memory_budget_bytes = EffectiveMemoryBudget(
+      job->memory_budget_bytes, options_.memory_budget_bytes,
+      DeviceFreeBytes(options_.devices[index]));
+  absl::StatusOr<core::Array3D> volume = ReconstructWhileUploading(
+      *job, spool_.InputPath(id), *feed, registry_, *backends_[index], context);
+  const UploadFeed::End ended = feed->end();
+  // From here on the upload's end no longer matters to this worker.
+  feed->Finish(UploadFeed::End::kYielded);
+  std::shared_ptr<std::atomic<bool>> cancel;
+  const char* outcome = "given_up";
+  {
+    Flushes flushes;
+    absl::MutexLock lock(&mu_);
+    WorkerSlot& slot = worker_slots_[index];
+    slot.feed.reset();
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) {
+      Record& record = it->second;
+      record.feed.reset();
+      const bool held = record.held_for_follower;
+      record.held_for_follower = false;
+      if (held && record.job.state() == pb::JOB_STATE_QUEUED) {
+        if (volume.ok() && !stopping_ && !paused_ && drain_reason_.empty()) {
+          cancel = StartRunLocked(index, record, flushes);
+        } else if (!stopping_) {  // when stopping, QUEUED is durable: it runs after the restart
+          PushQueuedLocked(id, record.job.spec().priority());
+        }
+      }
+    }
+    if (cancel == nullptr) slot.busy = false;
+  }
+  if (cancel != nullptr) {
+    outcome = "used";
+  } else if (ended == UploadFeed::End::kAborted) {
+    outcome = "aborted";
+  } else if (ended == UploadFeed::End::kYielded || volume.ok()) {
+    outcome = "yielded";  // a volume made, but the job was not to run now
+  }
+  if (options_.metrics != nullptr) options_.metrics->UploadFollowed(outcome);
+  Log(absl::StrCat("job ", id, ": reconstruction while uploading ", outcome,
+                   volume.ok() ? "" : absl::StrCat(" (", StatusText(volume.status()), ")")));
+  if (cancel != nullptr) RunJob(index, id, std::move(job), std::move(cancel), std::move(*volume));
 }
 
 void JobManager::RunJob(size_t index, const std::string& id,
                         std::shared_ptr<const ValidatedJob> job,
-                        std::shared_ptr<std::atomic<bool>> cancel) {
+                        std::shared_ptr<std::atomic<bool>> cancel,
+                        std::optional<core::Array3D> volume) {
   core::RunContext context;
   context.is_cancelled = [cancel] { return cancel->load(std::memory_order_relaxed); };
   context.memory_budget_bytes = EffectiveMemoryBudget(
@@ -1025,25 +1170,36 @@ void JobManager::RunJob(size_t index, const std::string& id,
   // free again and the spool idle), the input of the job queued next is read while this
   // one runs: under mu_, so that a cancel of that job, which drops its input, cannot come
   // in between.
-  JobInputStage input;
-  if (prefetcher_ != nullptr) {
-    input.prefetched = prefetcher_->Take(id);
-    input.on_input_read = [this, index] {
-      absl::MutexLock lock(&mu_);
-      if (stopping_ || paused_ || !drain_reason_.empty()) return;
-      prefetcher_->PrefetchNext(
-          index, queue_,
-          [this](const std::string& next_id)
-              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<PrefetchJob> {
-                auto it = jobs_.find(next_id);
-                if (it == jobs_.end() || it->second.validated == nullptr) return std::nullopt;
-                return PrefetchJob{it->second.validated, spool_.InputPath(next_id)};
-              });
-    };
+  auto prefetch_next = [this, index] {
+    if (prefetcher_ == nullptr) return;
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || paused_ || !drain_reason_.empty()) return;
+    prefetcher_->PrefetchNext(
+        index, queue_,
+        [this](const std::string& next_id)
+            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<PrefetchJob> {
+              auto it = jobs_.find(next_id);
+              if (it == jobs_.end() || it->second.validated == nullptr) return std::nullopt;
+              return PrefetchJob{it->second.validated, spool_.InputPath(next_id)};
+            });
+  };
+  absl::StatusOr<std::vector<pb::ResultFile>> results;
+  if (volume.has_value()) {
+    // Reconstructed while it was uploaded (FollowUpload): the plain input has no metadata.
+    prefetch_next();
+    results = WriteJobResults(*job, job->request.volume, *volume, core::AcquisitionMetadata(),
+                              spool_.ResultsPartialDir(id), context);
+    volume.reset();
+  } else {
+    JobInputStage input;
+    if (prefetcher_ != nullptr) {
+      input.prefetched = prefetcher_->Take(id);
+      input.on_input_read = prefetch_next;
+    }
+    results = ExecuteJob(*job, spool_.InputPath(id), std::move(input),
+                         spool_.ResultsPartialDir(id), {backends_[index].get()}, registry_,
+                         context);
   }
-  absl::StatusOr<std::vector<pb::ResultFile>> results =
-      ExecuteJob(*job, spool_.InputPath(id), std::move(input), spool_.ResultsPartialDir(id),
-                 {backends_[index].get()}, registry_, context);
   if (results.ok() && !cancel->load()) {
     absl::Status published = spool_.PublishResults(id);
     if (!published.ok()) results = published;
@@ -1056,6 +1212,7 @@ void JobManager::RunJob(size_t index, const std::string& id,
     absl::MutexLock lock(&mu_);
     Record& record = jobs_.at(id);  // a RUNNING job cannot be deleted
     --running_;
+    worker_slots_[index].busy = false;
     pb::Job next = record.job;
     SetTimestamp(next.mutable_finished(), absl::Now());
     std::string message;

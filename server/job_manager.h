@@ -11,6 +11,17 @@
 // job SUCCEEDED, FAILED (with the status as Job.error) or CANCELLED. An Upload that is
 // destroyed or fails before its commit removes the job and its files.
 //
+// Reconstructing while uploading (upload_stream.h): when BeginUpload creates a job that
+// CanReconstructWhileUploading, the options allow it on some idle worker's device, no
+// committed job waits in the queue and scheduling is neither paused nor draining, that
+// worker follows the upload: it reads the views back as they reach the spool file and
+// feeds them to the algorithm's view stream. The commit then makes the job QUEUED
+// (durably) but keeps it out of the queue for that worker, which marks it RUNNING and only
+// writes the outputs. The worker lets go (the job then queues and runs from the spool as
+// any other) when following fails, when a job is committed to the queue while no other
+// worker is idle (a committed job never waits behind an upload), and on pause, drain and
+// shutdown; a cancel of the committed job ends it CANCELLED as usual.
+//
 // Durability: the records live in SQLite at <spool>/tomod.db (JobStore). Every state
 // change goes through one place, CommitLocked(), which writes the record (fsynced) before
 // any caller, Submit reply or watcher is told; progress steps are not written (a run that
@@ -96,6 +107,7 @@
 #include "server/job_store.h"
 #include "server/spool.h"
 #include "server/tomod_metrics.h"
+#include "server/upload_stream.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::server {
@@ -115,6 +127,12 @@ class JobWatcher {
   virtual bool Close(const absl::Status& status) = 0;
   virtual void Flush() = 0;
 };
+
+// Which workers may reconstruct a job while it is uploaded (tomod's
+// --reconstruct_while_uploading): none, those whose backend sends the data to a device
+// (where compute would otherwise wait for the whole upload), or every worker (the CPU's
+// stream only collects the views; for tests of the path without a GPU).
+enum class WhileUploading { kNever, kOnDevices, kOnAnyWorker };
 
 struct JobManagerOptions {
   ServerLimits limits;
@@ -139,12 +157,15 @@ struct JobManagerOptions {
   // would hand out next is read into memory (InputPrefetcher, at most one per worker), up
   // to this many bytes over all workers; 0: no reading ahead.
   uint64_t prefetch_bytes = kDefaultPrefetchBytes;
+  // Which workers may follow an upload (see above).
+  WhileUploading reconstruct_while_uploading = WhileUploading::kOnDevices;
   // Where state changes, stage durations and requeues are counted; null: nowhere. Not
   // owned; must outlive the manager.
   TomodMetrics* metrics = nullptr;
 };
 
 bool IsTerminal(tomoserve::v1::JobState state);
+
 
 class Upload;
 
@@ -250,6 +271,17 @@ class JobManager {
     absl::Time queued_at = absl::InfinitePast();
     // The job's share of spool_bytes_: its files, or while UPLOADING the full input size.
     uint64_t disk_bytes = 0;
+    // Set while a worker follows the upload (and, once committed, holds the job out of
+    // the queue for that worker).
+    std::shared_ptr<UploadFeed> feed;
+    // QUEUED but not in queue_: committed while followed; the follower runs it or queues it.
+    bool held_for_follower = false;
+  };
+  // A worker's state as BeginUpload and the queue see it.
+  struct WorkerSlot {
+    bool busy = false;  // running a job or following an upload
+    std::string follow_id;  // the upload to follow, until the worker picks it up
+    std::shared_ptr<UploadFeed> feed;  // while following
   };
   using RecordMap = std::map<std::string, Record, std::less<>>;
   enum class Durability { kPersist, kMemoryOnly };
@@ -284,10 +316,30 @@ class JobManager {
   absl::StatusOr<Record*> FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<const Record*> FindLocked(absl::string_view id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool WorkerShouldWakeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WorkerShouldWakeLocked(size_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop(size_t index);
+  // Marks the job RUNNING on worker index (record must be QUEUED and out of queue_); the
+  // run's cancel flag.
+  std::shared_ptr<std::atomic<bool>> StartRunLocked(size_t index, Record& record,
+                                                    Flushes& flushes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // volume: the job's volume when a worker reconstructed it while it was uploaded (only
+  // the outputs are written); else the job runs from its input.
   void RunJob(size_t index, const std::string& id, std::shared_ptr<const ValidatedJob> job,
-              std::shared_ptr<std::atomic<bool>> cancel);
+              std::shared_ptr<std::atomic<bool>> cancel,
+              std::optional<core::Array3D> volume = std::nullopt);
+  // A new upload: sets an idle worker to follow it (see above) and returns the feed its
+  // writer reports to, or null.
+  std::shared_ptr<UploadFeed> AssignFollowerLocked(const std::string& id, Record& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Worker index follows the upload of id, then runs the job, queues it or lets it go.
+  void FollowUpload(size_t index, const std::string& id, std::shared_ptr<const ValidatedJob> job,
+                    std::shared_ptr<UploadFeed> feed);
+  // Queues a committed job; when no worker is idle to take it, a follower lets go.
+  void PushQueuedLocked(const std::string& id, int32_t priority)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the following of uploads: every follower (all) or the first one.
+  void YieldFollowersLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProgress(const std::string& id, const core::ProgressUpdate& update);
 
   const JobManagerOptions options_;
@@ -328,6 +380,8 @@ class JobManager {
   bool drain_cut_short_ ABSL_GUARDED_BY(mu_) = false;
   // Jobs RUNNING on a worker now.
   size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  // One per worker, sized by Start().
+  std::vector<WorkerSlot> worker_slots_ ABSL_GUARDED_BY(mu_);
   bool watches_closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -370,7 +424,9 @@ class Upload {
 
  private:
   friend class JobManager;
-  Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file);
+  // feed: told of the bytes written as they land (a worker follows the upload); may be null.
+  Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file,
+         std::shared_ptr<UploadFeed> feed);
   // An upload that is done already: existing is the job of the spec's idempotency key.
   Upload(JobManager* manager, tomoserve::v1::Job existing)
       : manager_(manager), id_(existing.id()), expected_bytes_(existing.input_bytes()),

@@ -54,6 +54,10 @@ ABSL_FLAG(uint64_t, prefetch_bytes, tomo::server::kDefaultPrefetchBytes,
           "while a worker runs a job, the input of the job queued next is read and checked "
           "in the background (one per worker), so the device does not wait for the spool "
           "between jobs; at most this many bytes of such inputs are held; 0: off");
+ABSL_FLAG(std::string, reconstruct_while_uploading, "devices",
+          "FBP/FDK jobs whose input is plain float32 projections are reconstructed while they "
+          "are uploaded, by an idle worker: devices (GPU workers), all (the CPU worker too; "
+          "no gain there) or never");
 ABSL_FLAG(int32_t, metrics_port, tomo::server::kDefaultMetricsPort,
           "serve Prometheus metrics at http://<--listen's host>:<port>/metrics (127.0.0.1 for "
           "a unix socket); 0: off");
@@ -92,6 +96,20 @@ int main(int argc, char** argv) {
   options.result_ttl = absl::GetFlag(FLAGS_result_ttl);
   options.max_spool_bytes = absl::GetFlag(FLAGS_max_spool_bytes);
   options.prefetch_bytes = absl::GetFlag(FLAGS_prefetch_bytes);
+  const std::string while_uploading = absl::GetFlag(FLAGS_reconstruct_while_uploading);
+  if (while_uploading == "devices") {
+    options.reconstruct_while_uploading = tomo::server::WhileUploading::kOnDevices;
+  } else if (while_uploading == "all") {
+    options.reconstruct_while_uploading = tomo::server::WhileUploading::kOnAnyWorker;
+  } else if (while_uploading == "never") {
+    options.reconstruct_while_uploading = tomo::server::WhileUploading::kNever;
+  } else {
+    std::fprintf(stderr,
+                 "tomod: --reconstruct_while_uploading: \"%s\" is not one of devices, all, "
+                 "never\n",
+                 while_uploading.c_str());
+    return 2;
+  }
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   absl::Status status = tomo::server::RunServer(options);

@@ -73,6 +73,11 @@ TomodMetrics::TomodMetrics()
           "Jobs whose input a worker found read ahead (hit) or read itself (miss), and inputs "
           "read ahead that were discarded unused (dropped).",
           {"outcome"})),
+      upload_followed_(registry_.AddCounter(
+          "tomod_upload_followed_total",
+          "Uploads a worker reconstructed while they arrived, by outcome: used, given_up (the "
+          "job ran from the spool), yielded (the worker was needed elsewhere), aborted.",
+          {"outcome"})),
       queue_depth_(registry_.AddGauge(
           "tomod_queue_depth", "Jobs queued or uploading (what --max_queue_length bounds).")),
       jobs_(registry_.AddGauge("tomod_jobs", "Jobs tomod holds, by state.", {"state"})),
@@ -120,6 +125,10 @@ void TomodMetrics::FetchBytes(uint64_t bytes) { fetch_bytes_.Add({}, static_cast
 
 void TomodMetrics::InputPrefetch(absl::string_view outcome) {
   input_prefetch_.Add({std::string(outcome)});
+}
+
+void TomodMetrics::UploadFollowed(absl::string_view outcome) {
+  upload_followed_.Add({std::string(outcome)});
 }
 
 }  // namespace tomo::server

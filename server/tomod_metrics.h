@@ -15,6 +15,12 @@
 //                                               ahead), miss (it read the spool itself),
 //                                               dropped (an input read ahead, or a read
 //                                               that failed, was discarded unused)
+//   tomod_upload_followed_total{outcome}        uploads a worker reconstructed while they
+//                                               arrived (upload_stream.h): used (the job
+//                                               only wrote its outputs), given_up (the
+//                                               job ran from the spool), yielded (the
+//                                               worker was needed elsewhere), aborted
+//                                               (the upload failed or was cancelled)
 //   tomod_fetch_bytes_total                     result bytes sent
 //   tomod_queue_depth                           jobs queued or uploading (--max_queue_length)
 //   tomod_jobs{state}                           jobs tomod holds, by state
@@ -22,9 +28,7 @@
 //   tomod_spool_used_bytes                      what --max_spool_bytes bounds
 //   tomod_device_memory_free_bytes{device}      per worker device, read at each scrape
 //   tomod_device_memory_total_bytes{device}     (0 for the CPU, which reports none)
-//
-// Device utilisation is not exported: the core's device list reports memory only, and
-// reading utilisation would need NVML, a dependency tomod does not take on.
+//   tomod_device_utilization_ratio{device}      NVML's GPU utilisation (gpu_utilization.h)
 //
 // Thread-safe. The gauges read at scrape time (queue depth, jobs, watchers, spool,
 // devices) are filled by a collector that the owner adds (TomodServer does).
@@ -64,6 +68,9 @@ class TomodMetrics {
   // InputPrefetcher's outcomes: "hit", "miss" or "dropped".
   void InputPrefetch(absl::string_view outcome);
   const Counter& input_prefetch() const { return input_prefetch_; }
+  // A followed upload's end: "used", "given_up", "yielded" or "aborted".
+  void UploadFollowed(absl::string_view outcome);
+  const Counter& upload_followed() const { return upload_followed_; }
 
   // Scrape-time gauges, for the collector.
   Gauge& queue_depth() { return queue_depth_; }
@@ -84,6 +91,7 @@ class TomodMetrics {
   Counter& upload_bytes_;
   Counter& fetch_bytes_;
   Counter& input_prefetch_;
+  Counter& upload_followed_;
   Gauge& queue_depth_;
   Gauge& jobs_;
   Gauge& watchers_;

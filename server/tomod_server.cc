@@ -213,6 +213,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.result_ttl = options.result_ttl;
   manager_options.max_spool_bytes = options.max_spool_bytes;
   manager_options.prefetch_bytes = options.prefetch_bytes;
+  manager_options.reconstruct_while_uploading = options.reconstruct_while_uploading;
   manager_options.devices = std::move(devices);
   manager_options.metrics = server->metrics_.get();
   server->manager_ =

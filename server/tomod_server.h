@@ -72,6 +72,8 @@ struct ServerOptions {
   uint64_t max_spool_bytes = 0;
   // --prefetch_bytes: see JobManagerOptions::prefetch_bytes (0: no reading ahead).
   uint64_t prefetch_bytes = kDefaultPrefetchBytes;
+  // --reconstruct_while_uploading: see JobManagerOptions.
+  WhileUploading reconstruct_while_uploading = WhileUploading::kOnDevices;
   int max_message_bytes = 16 << 20;
   // --metrics_port: Prometheus metrics at http://<listen host>:<port>/metrics; 0: off
   // (the flag's default is kDefaultMetricsPort; tests leave it off).

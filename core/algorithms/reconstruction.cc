@@ -59,6 +59,19 @@ class FbpAlgorithm final : public Algorithm {
     const Dims3 sinogram = ProjectionDims(request.geometry);
     return 4 * static_cast<uint64_t>(image.count() + sinogram.count());
   }
+  // Fdk's stream; 2D parallel FBP (small sinograms, its own exact-transpose pair) is not
+  // streamed.
+  bool StreamsViews(const ReconstructionRequest& request) const override {
+    return std::holds_alternative<FbpOptions>(request.algorithm) &&
+           std::holds_alternative<VectorGeometry>(request.geometry);
+  }
+  absl::StatusOr<std::unique_ptr<FdkStream>> BeginViewStream(
+      const ReconstructionRequest& request, Backend& backend,
+      const RunContext& context) const override {
+    if (!StreamsViews(request)) return Algorithm::BeginViewStream(request, backend, context);
+    return BeginFdk(std::get<VectorGeometry>(request.geometry), request.volume,
+                    FdkOptions{std::get<FbpOptions>(request.algorithm).filter}, backend, context);
+  }
 };
 
 }  // namespace
@@ -70,9 +83,29 @@ absl::StatusOr<Array3D> Algorithm::RunOnBackends(const ReconstructionRequest& re
   return Run(request, projections, *backends.front(), context);
 }
 
+absl::StatusOr<std::unique_ptr<FdkStream>> Algorithm::BeginViewStream(
+    const ReconstructionRequest& request, Backend& /*backend*/,
+    const RunContext& /*context*/) const {
+  return absl::UnimplementedError(absl::StrCat(
+      "algorithm ", AlgorithmName(request.algorithm),
+      " cannot take its views as they arrive for this geometry; it runs once all are there"));
+}
+
 uint64_t AlgorithmRegistry::MinimumDeviceBytes(const ReconstructionRequest& request) const {
   const auto found = algorithms_.find(AlgorithmName(request.algorithm));
   return found == algorithms_.end() ? 0 : found->second->MinimumDeviceBytes(request);
+}
+
+bool AlgorithmRegistry::StreamsViews(const ReconstructionRequest& request) const {
+  const auto found = algorithms_.find(AlgorithmName(request.algorithm));
+  return found != algorithms_.end() && found->second->StreamsViews(request);
+}
+
+absl::StatusOr<std::unique_ptr<FdkStream>> AlgorithmRegistry::BeginViewStream(
+    const ReconstructionRequest& request, Backend& backend, const RunContext& context) const {
+  const auto found = algorithms_.find(AlgorithmName(request.algorithm));
+  if (found == algorithms_.end()) return UnknownAlgorithmError(AlgorithmName(request.algorithm));
+  return found->second->BeginViewStream(request, backend, context);
 }
 
 std::string AlgorithmName(const AlgorithmOptions& options) { return std::visit(NameOf{}, options); }
@@ -95,6 +128,12 @@ void AlgorithmRegistry::Register(std::string name, std::unique_ptr<Algorithm> al
   algorithms_[std::move(name)] = std::move(algorithm);
 }
 
+absl::Status AlgorithmRegistry::UnknownAlgorithmError(const std::string& name) const {
+  return absl::InvalidArgumentError(absl::StrCat("algorithm: \"", name,
+                                                 "\" is not available; known algorithms: [",
+                                                 absl::StrJoin(Names(), ", "), "]"));
+}
+
 std::vector<std::string> AlgorithmRegistry::Names() const {
   std::vector<std::string> names;
   names.reserve(algorithms_.size());
@@ -107,12 +146,7 @@ absl::StatusOr<Array3D> AlgorithmRegistry::Run(const ReconstructionRequest& requ
                                                const RunContext& context) const {
   const std::string name = AlgorithmName(request.algorithm);
   const auto found = algorithms_.find(name);
-  if (found == algorithms_.end()) {
-    const std::vector<std::string> known = Names();
-    return absl::InvalidArgumentError(absl::StrCat("algorithm: \"", name,
-                                                   "\" is not available; known algorithms: [",
-                                                   absl::StrJoin(known, ", "), "]"));
-  }
+  if (found == algorithms_.end()) return UnknownAlgorithmError(name);
   TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
                                       ProjectionDims(request.geometry), "(views, rows, detectors)"));
   return found->second->Run(request, projections, backend, context);

@@ -67,6 +67,14 @@ class Algorithm {
   virtual uint64_t MinimumDeviceBytes(const ReconstructionRequest& /*request*/) const {
     return 0;
   }
+  // Whether BeginViewStream can take this request's views as they arrive (tomod then
+  // reconstructs while the upload runs). false by default.
+  virtual bool StreamsViews(const ReconstructionRequest& /*request*/) const { return false; }
+  // The run fed with views in order (FdkStream); its volume equals Run's. UNIMPLEMENTED
+  // unless StreamsViews; BeginFdk's errors (FAILED_PRECONDITION when the run would need
+  // z-slabs or view chunks for context.memory_budget_bytes).
+  virtual absl::StatusOr<std::unique_ptr<FdkStream>> BeginViewStream(
+      const ReconstructionRequest& request, Backend& backend, const RunContext& context) const;
 };
 
 class AlgorithmRegistry {
@@ -87,8 +95,17 @@ class AlgorithmRegistry {
                                         const RunContext& context) const;
   // Algorithm::MinimumDeviceBytes of the request's algorithm; 0 when none is registered.
   uint64_t MinimumDeviceBytes(const ReconstructionRequest& request) const;
+  // Algorithm::StreamsViews / BeginViewStream of the request's algorithm (false /
+  // INVALID_ARGUMENT naming the known algorithms when none is registered).
+  bool StreamsViews(const ReconstructionRequest& request) const;
+  absl::StatusOr<std::unique_ptr<FdkStream>> BeginViewStream(const ReconstructionRequest& request,
+                                                             Backend& backend,
+                                                             const RunContext& context) const;
 
  private:
+  // INVALID_ARGUMENT naming name and the registered algorithms.
+  absl::Status UnknownAlgorithmError(const std::string& name) const;
+
   std::map<std::string, std::unique_ptr<Algorithm>> algorithms_;
 };
 

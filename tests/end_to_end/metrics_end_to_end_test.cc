@@ -2,6 +2,9 @@
 // ran through submit, run and fetch, with every counter and stage histogram checked; and
 // its structured log, one JSON object a line, with every state change of the job.
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -76,6 +79,44 @@ TEST_F(ObservabilityTest, ScrapeAfterAJobShowsTheCountersMoved) {
   EXPECT_EQ(after["tomod_jobs{state=\"queued\"}"], 0);
   EXPECT_EQ(after["tomod_queue_depth"], 0);
   EXPECT_GT(after["tomod_spool_used_bytes"], static_cast<double>(input_bytes));
+}
+
+// A cone-beam FDK job reconstructed while it uploads (--reconstruct_while_uploading=all
+// lets the CPU worker follow uploads): counted "used", and its volume is the one `tomo
+// local` computes from the same files (up to float summation order: the cancellable local
+// run back projects in blocks of views).
+TEST_F(ObservabilityTest, ConeJobReconstructedWhileUploadingMatchesALocalRun) {
+  ASSERT_EQ(StopDaemon(), 0);
+  port_ = FreeLoopbackPort();
+  StartDaemon({"--devices=cpu", "--reconstruct_while_uploading=all",
+               absl::StrCat("--metrics_port=", port_)});
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string phantom = MakePhantom("cone", 32, 90, {"--geometry", "cone"});
+  ProcessResult run = Tomo({"submit", "--spec", phantom + "/job.json", "--data",
+                            phantom + "/sinogram.raw", "--wait", "--out", dir() + "/served"});
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  std::map<std::string, double> after = Scrape();
+  EXPECT_EQ(after["tomod_upload_followed_total{outcome=\"used\"}"], 1);
+  EXPECT_EQ(after["tomod_jobs_finished_total{outcome=\"succeeded\"}"], 1);
+
+  ProcessResult local = TomoRaw({"local", "--spec", phantom + "/job.json", "--data",
+                                 phantom + "/sinogram.raw", "--out", dir() + "/local",
+                                 "--device", "cpu"});
+  ASSERT_EQ(local.exit_code, 0) << local.Describe();
+  const std::string served = FileBytes(dir() + "/served/volume.raw");
+  const std::string expected = FileBytes(dir() + "/local/volume.raw");
+  ASSERT_EQ(served.size(), 32u * 32u * 32u * 4u);
+  ASSERT_EQ(served.size(), expected.size());
+  float max_difference = 0, peak = 0;
+  for (size_t at = 0; at < served.size(); at += sizeof(float)) {
+    float a, b;
+    std::memcpy(&a, served.data() + at, sizeof(float));
+    std::memcpy(&b, expected.data() + at, sizeof(float));
+    max_difference = std::max(max_difference, std::abs(a - b));
+    peak = std::max(peak, std::abs(b));
+  }
+  EXPECT_GT(peak, 0.1f);
+  EXPECT_LE(max_difference, 1e-6f * peak);
 }
 
 TEST_F(ObservabilityTest, LogIsOneJsonObjectALineWithEveryStateChangeOfAJob) {

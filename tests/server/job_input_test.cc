@@ -162,6 +162,7 @@ TEST(JobInputTest, PlainFloat32IsReadAsItIs) {
   spec.mutable_input()->set_size_bytes(values.size() * 4);
   absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
   ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(InputIsPlainProjections(*job));
   const std::string spool = TempPath("input.bin");
   std::ofstream(spool, std::ios::binary)
       .write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
@@ -174,6 +175,40 @@ TEST(JobInputTest, PlainFloat32IsReadAsItIs) {
   EXPECT_EQ(core::ProjectionDims(request->geometry), (core::Dims3{4, 3, 5}));
   std::filesystem::resize_file(spool, 7);
   EXPECT_EQ(ResolveJobInput(*job, spool).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Plain float32 in row-view-column order (a sinogram per row) is not the plain case: it is
+// reordered to (views, rows, columns). (It once went through the plain read untouched.)
+TEST(JobInputTest, Float32SinogramsPerRowAreReordered) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> normal(1.0f, 0.5f);
+  constexpr int kViews = 4, kRows = 3, kColumns = 5;
+  std::vector<float> sinograms(kViews * kRows * kColumns);  // (row, view, column)
+  for (float& v : sinograms) v = normal(random);
+  pb::JobSpec spec = ConeSpec(kViews, kRows, kColumns);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_order(pb::AXIS_ORDER_ROW_VIEW_COLUMN);
+  spec.mutable_input()->set_size_bytes(sinograms.size() * 4);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(InputIsPlainProjections(*job));
+  const std::string spool = TempPath("input.bin");
+  std::ofstream(spool, std::ios::binary)
+      .write(reinterpret_cast<const char*>(sinograms.data()),
+             static_cast<std::streamsize>(sinograms.size() * 4));
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  for (int view = 0; view < kViews; ++view) {
+    for (int row = 0; row < kRows; ++row) {
+      for (int column = 0; column < kColumns; ++column) {
+        ASSERT_EQ(input->projections.at(view, row, column),
+                  sinograms[(row * kViews + view) * kColumns + column])
+            << view << " " << row << " " << column;
+      }
+    }
+  }
 }
 
 std::string TiffBytes(const std::string& path, int pages, int rows, int columns, float base) {

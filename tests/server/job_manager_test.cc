@@ -1137,5 +1137,248 @@ TEST_F(JobManagerPrefetchTest, FailedPrefetchFallsBackToTheNormalRead) {
   EXPECT_EQ(Outcomes(metrics_, "dropped"), 1);
 }
 
+// ---------------------------------------------------------------- reconstructing while uploading
+
+class JobManagerFollowTest : public JobManagerTest {
+ protected:
+  void StartFollowing(TomodMetrics& metrics,
+                      WhileUploading mode = WhileUploading::kOnAnyWorker) {
+    JobManagerOptions options;
+    options.reconstruct_while_uploading = mode;
+    options.metrics = &metrics;
+    StartManagerWith(options);
+  }
+  static double Followed(const TomodMetrics& metrics, const char* outcome) {
+    return metrics.upload_followed().Value({outcome});
+  }
+  // Waits until the follower has counted outcome `times` times.
+  static void WaitForFollowed(const TomodMetrics& metrics, const char* outcome, double times) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (Followed(metrics, outcome) < times && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_EQ(Followed(metrics, outcome), times) << outcome;
+  }
+  // Appends bytes [from, to) in pieces of 4 KiB.
+  static void Append(Upload& upload, const std::string& bytes, size_t from, size_t to) {
+    for (size_t at = from; at < to; at += 4096) {
+      absl::StatusOr<bool> room = upload.Append(bytes.substr(at, std::min<size_t>(4096, to - at)));
+      ASSERT_TRUE(room.ok()) << room.status();
+    }
+  }
+  std::string Volume(const std::string& id) {
+    auto result = manager_->FindResult(id, "volume.raw");
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? testing::ReadFile(result->path) : "";
+  }
+  // A cone-beam FDK job's phantom projections with fresh noise.
+  static std::string NoisyConeBytes(const pb::JobSpec& spec, std::mt19937_64& random) {
+    std::string bytes = testing::PhantomConeProjectionBytes(spec);
+    std::normal_distribution<float> noise(0.0f, 0.05f);
+    for (size_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float)) {
+      float value;
+      std::memcpy(&value, bytes.data() + at, sizeof(float));
+      value += noise(random);
+      std::memcpy(bytes.data() + at, &value, sizeof(float));
+    }
+    return bytes;
+  }
+
+  TomodMetrics metrics_;
+};
+
+// The followed job goes UPLOADING, QUEUED, RUNNING, SUCCEEDED like any other and writes
+// the volume of the same job run from the spool (up to float summation order).
+TEST_F(JobManagerFollowTest, FollowedJobWritesTheBytesOfAJobRunFromTheSpool) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const pb::JobSpec spec = testing::SmallConeSpec(64, 24, 40, 24);
+  const std::string bytes = NoisyConeBytes(spec, random);
+
+  StartFollowing(metrics_);
+  auto upload = manager_->BeginUpload(spec);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  const std::string id = (*upload)->job_id();
+  RecordingWatcher watcher;
+  ASSERT_TRUE(manager_->Watch(id, &watcher).ok());
+  Append(**upload, bytes, 0, bytes.size());
+  auto committed = (*upload)->Commit(bytes.size(), Crc32(bytes));
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  ASSERT_TRUE(watcher.WaitForEnd());
+  std::vector<pb::JobState> states;
+  for (const pb::JobEvent& event : watcher.events()) {
+    if (states.empty() || states.back() != event.state()) states.push_back(event.state());
+  }
+  EXPECT_THAT(states, ElementsAre(pb::JOB_STATE_UPLOADING, pb::JOB_STATE_QUEUED,
+                                  pb::JOB_STATE_RUNNING, pb::JOB_STATE_SUCCEEDED));
+  EXPECT_EQ(manager_->GetJob(id)->attempts(), 1u);
+  EXPECT_EQ(Followed(metrics_, "used"), 1);
+  const std::string followed = Volume(id);
+  manager_->Shutdown();
+
+  TomodMetrics never_metrics;
+  StartFollowing(never_metrics, WhileUploading::kNever);
+  auto plain = Submit(spec, bytes);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  WaitForState(plain->id(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(followed.size(), 24u * 24u * 24u * 4u);
+  const std::string from_spool = Volume(plain->id());
+  ASSERT_EQ(followed.size(), from_spool.size());
+  // The CPU's cancellable run back projects in blocks of views (Fdk, for cancellation
+  // between blocks) and sums the blocks in float; the followed run cannot be cancelled
+  // while it uploads and sums all views at once. (upload_stream_test checks bit equality
+  // with an uncancellable run; on CUDA both are one piece.)
+  float max_difference = 0, peak = 0;
+  for (size_t at = 0; at < followed.size(); at += sizeof(float)) {
+    float a, b;
+    std::memcpy(&a, followed.data() + at, sizeof(float));
+    std::memcpy(&b, from_spool.data() + at, sizeof(float));
+    max_difference = std::max(max_difference, std::abs(a - b));
+    peak = std::max(peak, std::abs(b));
+  }
+  EXPECT_GT(peak, 0.1f);
+  EXPECT_LE(max_difference, 1e-6f * peak) << "the followed volume differs";
+  EXPECT_EQ(Followed(never_metrics, "used"), 0);
+}
+
+// The default follows on device workers only: a CPU worker runs the job from the spool.
+TEST_F(JobManagerFollowTest, OnlyDeviceWorkersFollowByDefault) {
+  StartFollowing(metrics_, WhileUploading::kOnDevices);
+  const pb::JobSpec spec = testing::SmallConeSpec();
+  auto job = Submit(spec, testing::PhantomConeProjectionBytes(spec));
+  ASSERT_TRUE(job.ok()) << job.status();
+  WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED);
+  for (const char* outcome : {"used", "given_up", "yielded", "aborted"}) {
+    EXPECT_EQ(Followed(metrics_, outcome), 0) << outcome;
+  }
+}
+
+// An upload that breaks off, and one with a wrong checksum, free the worker for the next.
+TEST_F(JobManagerFollowTest, FailedUploadsFreeTheWorker) {
+  StartFollowing(metrics_);
+  const pb::JobSpec spec = testing::SmallConeSpec();
+  const std::string bytes = testing::PhantomConeProjectionBytes(spec);
+  {
+    auto upload = manager_->BeginUpload(spec);
+    ASSERT_TRUE(upload.ok()) << upload.status();
+    Append(**upload, bytes, 0, bytes.size() / 2);
+  }  // the Submit stream broke
+  WaitForFollowed(metrics_, "aborted", 1);
+  {
+    auto upload = manager_->BeginUpload(spec);
+    ASSERT_TRUE(upload.ok()) << upload.status();
+    Append(**upload, bytes, 0, bytes.size());
+    auto refused = (*upload)->Commit(bytes.size(), Crc32(bytes) ^ 1);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  WaitForFollowed(metrics_, "aborted", 2);
+  EXPECT_EQ(ListedJobCount(), 0u);
+  auto job = Submit(spec, bytes);
+  ASSERT_TRUE(job.ok()) << job.status();
+  WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Followed(metrics_, "used"), 1);
+}
+
+// A committed job never waits behind an upload: the follower lets go, runs it, and the
+// upload's job later runs from the spool.
+TEST_F(JobManagerFollowTest, CommittedJobTakesTheWorkerFromAnUpload) {
+  StartFollowing(metrics_);
+  const pb::JobSpec spec = testing::SmallConeSpec();
+  const std::string bytes = testing::PhantomConeProjectionBytes(spec);
+  auto upload = manager_->BeginUpload(spec);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  Append(**upload, bytes, 0, bytes.size() / 2);
+  auto small = SubmitSmall();  // 2D: committed at once, not followed
+  ASSERT_TRUE(small.ok()) << small.status();
+  WaitForState(small->id(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Followed(metrics_, "yielded"), 1);
+  EXPECT_EQ(manager_->GetJob((*upload)->job_id())->state(), pb::JOB_STATE_UPLOADING);
+  Append(**upload, bytes, bytes.size() / 2, bytes.size());
+  auto committed = (*upload)->Commit(bytes.size(), Crc32(bytes));
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  WaitForState(committed->id(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Followed(metrics_, "used"), 0);
+}
+
+// Only one worker: a second upload at the same time is not followed and runs from the
+// spool after the first.
+TEST_F(JobManagerFollowTest, OneFollowerPerWorker) {
+  StartFollowing(metrics_);
+  const pb::JobSpec spec = testing::SmallConeSpec();
+  const std::string bytes = testing::PhantomConeProjectionBytes(spec);
+  auto first = manager_->BeginUpload(spec);
+  auto second = manager_->BeginUpload(spec);
+  ASSERT_TRUE(first.ok() && second.ok());
+  Append(**second, bytes, 0, bytes.size());
+  Append(**first, bytes, 0, bytes.size());
+  auto second_job = (*second)->Commit(bytes.size(), Crc32(bytes));
+  auto first_job = (*first)->Commit(bytes.size(), Crc32(bytes));
+  ASSERT_TRUE(first_job.ok() && second_job.ok());
+  WaitForState(first_job->id(), pb::JOB_STATE_SUCCEEDED);
+  WaitForState(second_job->id(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(Volume(first_job->id()) == Volume(second_job->id()));
+  // The second committed while the first was followed: the follower let go of the first,
+  // whose job then ran from the spool too.
+  EXPECT_EQ(Followed(metrics_, "used") + Followed(metrics_, "yielded"), 1);
+}
+
+// Bad values: the follower gives up and the job fails from the spool, naming the value.
+TEST_F(JobManagerFollowTest, NonFiniteInputFailsWithTheErrorOfTheNormalRead) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  StartFollowing(metrics_);
+  const pb::JobSpec spec = testing::SmallConeSpec();
+  std::string bytes = testing::PhantomConeProjectionBytes(spec);
+  const size_t index = random() % (bytes.size() / sizeof(float));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data() + index * sizeof(float), &nan, sizeof(float));
+  auto job = Submit(spec, bytes);
+  ASSERT_TRUE(job.ok()) << job.status();
+  pb::Job failed = WaitForState(job->id(), pb::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.error(), AllOf(HasSubstr("INVALID_ARGUMENT"),
+                                    HasSubstr(absl::StrCat("at index ", index, " ")),
+                                    HasSubstr("is not finite")));
+  EXPECT_EQ(Followed(metrics_, "given_up"), 1);
+}
+
+// A drain lets the follower go: the upload still commits, and its job waits QUEUED.
+TEST_F(JobManagerFollowTest, DrainLeavesTheFollowedJobQueued) {
+  StartFollowing(metrics_);
+  const pb::JobSpec spec = testing::SmallConeSpec();
+  const std::string bytes = testing::PhantomConeProjectionBytes(spec);
+  auto upload = manager_->BeginUpload(spec);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  Append(**upload, bytes, 0, bytes.size() / 2);
+  std::thread drain([&] { manager_->Drain(absl::Seconds(20), "draining for the test"); });
+  WaitForFollowed(metrics_, "yielded", 1);
+  Append(**upload, bytes, bytes.size() / 2, bytes.size());
+  auto committed = (*upload)->Commit(bytes.size(), Crc32(bytes));
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  drain.join();
+  EXPECT_EQ(manager_->GetJob(committed->id())->state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(Followed(metrics_, "used"), 0);
+}
+
+// Shutdown does not wait for an upload that a worker follows.
+TEST_F(JobManagerFollowTest, ShutdownWhileFollowingReturns) {
+  StartFollowing(metrics_);
+  const pb::JobSpec spec = testing::SmallConeSpec();
+  const std::string bytes = testing::PhantomConeProjectionBytes(spec);
+  auto upload = manager_->BeginUpload(spec);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  Append(**upload, bytes, 0, bytes.size() / 3);
+  absl::SleepFor(absl::Milliseconds(100));  // the worker is (very likely) following by now
+  const absl::Time start = absl::Now();
+  manager_->Shutdown();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // 0 when the worker had not yet picked the upload up: it then stops without following.
+  EXPECT_LE(Followed(metrics_, "yielded"), 1);
+  EXPECT_EQ(Followed(metrics_, "used"), 0);
+  upload->reset();
+  EXPECT_EQ(ListedJobCount(), 0u);
+}
+
 }  // namespace
 }  // namespace tomo::server

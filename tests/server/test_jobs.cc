@@ -15,6 +15,8 @@
 #include "absl/time/time.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/phantom/ellipse_phantom.h"
+#include "core/phantom/ellipsoid_phantom.h"
+#include "server/job_spec.h"
 #include "gtest/gtest.h"
 
 namespace tomo::server::testing {
@@ -55,6 +57,44 @@ std::string PhantomSinogramBytes(const tomoserve::v1::JobSpec& spec) {
   core::Array3D sinogram =
       core::EllipsePhantom::ModifiedSheppLogan(radius).ParallelProjections(*geometry, 2);
   return std::string(reinterpret_cast<const char*>(sinogram.data()), sinogram.size_bytes());
+}
+
+tomoserve::v1::JobSpec SmallConeSpec(uint32_t views, uint32_t rows, uint32_t columns,
+                                     uint32_t n) {
+  tomoserve::v1::JobSpec spec;
+  spec.set_name("small cone phantom");
+  tomoserve::v1::ConeBeam* cone = spec.mutable_geometry()->mutable_cone();
+  cone->mutable_detector()->set_rows(rows);
+  cone->mutable_detector()->set_columns(columns);
+  cone->mutable_detector()->set_row_spacing_mm(1);
+  cone->mutable_detector()->set_column_spacing_mm(1);
+  cone->set_source_origin_mm(200);
+  cone->set_origin_detector_mm(100);
+  cone->mutable_angles()->mutable_uniform()->set_count(views);
+  cone->mutable_angles()->mutable_uniform()->set_span_deg(360);
+  auto* volume = spec.mutable_volume();
+  volume->mutable_size()->set_x(n);
+  volume->mutable_size()->set_y(n);
+  volume->mutable_size()->set_z(n);
+  volume->mutable_voxel_size_mm()->set_x(1);
+  volume->mutable_voxel_size_mm()->set_y(1);
+  volume->mutable_voxel_size_mm()->set_z(1);
+  spec.mutable_input()->set_encoding(tomoserve::v1::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_size_bytes(uint64_t{views} * rows * columns * 4);
+  spec.mutable_algorithm()->mutable_fbp();
+  return spec;
+}
+
+std::string PhantomConeProjectionBytes(const tomoserve::v1::JobSpec& spec) {
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  EXPECT_TRUE(job.ok()) << job.status();
+  if (!job.ok()) return "";
+  const auto& geometry = std::get<core::VectorGeometry>(job->request.geometry);
+  const double radius = 0.4 * spec.volume().size().x() * spec.volume().voxel_size_mm().x();
+  core::Array3D projections =
+      core::EllipsoidPhantom::SheppLogan3D(radius).Project(geometry, /*supersampling=*/2);
+  return std::string(reinterpret_cast<const char*>(projections.data()),
+                     projections.size_bytes());
 }
 
 uint32_t Crc32(const std::string& bytes) {

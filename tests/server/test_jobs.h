@@ -15,6 +15,14 @@ tomoserve::v1::JobSpec SmallSpec(uint32_t detectors = 64, uint32_t views = 90, u
 // The analytic sinogram of a modified Shepp-Logan phantom for spec's geometry, as
 // little-endian float32 bytes (view-row-column).
 std::string PhantomSinogramBytes(const tomoserve::v1::JobSpec& spec);
+// A circular cone-beam FDK job: views over 360 degrees onto rows x columns pixels of 1 mm,
+// source 200 mm before and detector 100 mm past the axis, an n^3 volume of 1 mm voxels;
+// float32 little-endian input.
+tomoserve::v1::JobSpec SmallConeSpec(uint32_t views = 48, uint32_t rows = 20,
+                                     uint32_t columns = 32, uint32_t n = 16);
+// The analytic cone-beam projections of the 3D Shepp-Logan phantom (radius 0.4 n mm) for a
+// spec with a vector geometry, as little-endian float32 bytes (view-row-column).
+std::string PhantomConeProjectionBytes(const tomoserve::v1::JobSpec& spec);
 uint32_t Crc32(const std::string& bytes);
 // A new empty directory under the test's temporary directory.
 std::string NewTempDir(const std::string& name);

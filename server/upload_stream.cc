@@ -1,0 +1,163 @@
+#include "server/upload_stream.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "server/job_execution.h"
+#include "server/job_input.h"
+
+namespace tomo::server {
+namespace {
+
+// The input file, open for reading while the upload writes it.
+class InputFile {
+ public:
+  static absl::StatusOr<InputFile> Open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int error = errno;
+      const std::string message = absl::StrCat("cannot open ", path, ": ", std::strerror(error));
+      return error == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
+    }
+    return InputFile(fd, path);
+  }
+  InputFile(InputFile&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+    other.fd_ = -1;
+  }
+  InputFile& operator=(InputFile&&) = delete;
+  ~InputFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  absl::Status ReadAt(uint64_t offset, void* to, uint64_t bytes) const {
+    char* p = static_cast<char*>(to);
+    while (bytes > 0) {
+      const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return absl::InternalError(absl::StrCat("cannot read ", bytes, " bytes at offset ",
+                                                offset, " of ", path_, ": ",
+                                                n == 0 ? "end of file" : std::strerror(errno)));
+      }
+      p += n;
+      offset += static_cast<uint64_t>(n);
+      bytes -= static_cast<uint64_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  InputFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  std::string path_;
+};
+
+absl::Status EndedError(UploadFeed::End end, int64_t views_added, int64_t views) {
+  return absl::CancelledError(absl::StrCat("reconstruction while uploading given up after ",
+                                           views_added, " of ", views, " views: the upload ",
+                                           UploadFeedEndName(end)));
+}
+
+}  // namespace
+
+void UploadFeed::Written(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  written_ = std::max(written_, bytes);
+}
+
+void UploadFeed::Finish(End end) {
+  absl::MutexLock lock(&mu_);
+  if (end_ == End::kNone) end_ = end;
+}
+
+UploadFeed::End UploadFeed::WaitForBytes(uint64_t bytes) const {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this, bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return written_ >= bytes || end_ != End::kNone;
+  };
+  mu_.Await(absl::Condition(&ready));
+  return written_ >= bytes ? End::kNone : end_;
+}
+
+UploadFeed::End UploadFeed::WaitForEnd() const {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return end_ != End::kNone; };
+  mu_.Await(absl::Condition(&ended));
+  return end_;
+}
+
+UploadFeed::End UploadFeed::end() const {
+  absl::MutexLock lock(&mu_);
+  return end_;
+}
+
+const char* UploadFeedEndName(UploadFeed::End end) {
+  switch (end) {
+    case UploadFeed::End::kNone:
+      return "goes on";
+    case UploadFeed::End::kCommitted:
+      return "was committed";
+    case UploadFeed::End::kAborted:
+      return "was aborted";
+    case UploadFeed::End::kYielded:
+      return "was left: the device is needed for other work";
+  }
+  return "?";
+}
+
+bool CanReconstructWhileUploading(const ValidatedJob& job,
+                                  const core::AlgorithmRegistry& registry) {
+  return InputIsPlainProjections(job) && registry.StreamsViews(job.request);
+}
+
+absl::StatusOr<core::Array3D> ReconstructWhileUploading(const ValidatedJob& job,
+                                                        const std::string& input_path,
+                                                        const UploadFeed& feed,
+                                                        const core::AlgorithmRegistry& registry,
+                                                        core::Backend& backend,
+                                                        const core::RunContext& context,
+                                                        uint64_t piece_bytes) {
+  if (!CanReconstructWhileUploading(job, registry)) {
+    return absl::FailedPreconditionError(
+        "the job's input or algorithm cannot be reconstructed while it is uploaded");
+  }
+  const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+  const uint64_t view_bytes = static_cast<uint64_t>(dims.d1 * dims.d2) * sizeof(float);
+  if (job.input_bytes != view_bytes * static_cast<uint64_t>(dims.d0)) {
+    return absl::InternalError(absl::StrCat("input.size_bytes ", job.input_bytes,
+                                            " is not the geometry's ", dims.d0, " views of ",
+                                            view_bytes, " bytes"));
+  }
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::FdkStream> stream,
+                        registry.BeginViewStream(job.request, backend, context));
+  TOMO_ASSIGN_OR_RETURN(InputFile file, InputFile::Open(input_path));
+  const int64_t piece_views =
+      std::max<int64_t>(1, static_cast<int64_t>(piece_bytes / std::max<uint64_t>(view_bytes, 1)));
+  std::vector<float> piece(static_cast<size_t>(std::min(piece_views, dims.d0) * dims.d1 * dims.d2));
+  for (int64_t first = 0; first < dims.d0; first += piece_views) {
+    const int64_t count = std::min(piece_views, dims.d0 - first);
+    const uint64_t offset = static_cast<uint64_t>(first) * view_bytes;
+    const uint64_t bytes = static_cast<uint64_t>(count) * view_bytes;
+    const UploadFeed::End end = feed.WaitForBytes(offset + bytes);
+    if (end != UploadFeed::End::kNone) return EndedError(end, first, dims.d0);
+    TOMO_RETURN_IF_ERROR(file.ReadAt(offset, piece.data(), bytes));
+    TOMO_RETURN_IF_ERROR(CheckFiniteViews(piece.data(), first, count, dims.d1, dims.d2));
+    TOMO_RETURN_IF_ERROR(stream->AddViews(first, piece.data(), count));
+  }
+  TOMO_ASSIGN_OR_RETURN(core::Array3D volume, stream->Finish());
+  stream.reset();  // frees the device's buffers before the wait
+  const UploadFeed::End end = feed.WaitForEnd();
+  if (end != UploadFeed::End::kCommitted) return EndedError(end, dims.d0, dims.d0);
+  return volume;
+}
+
+}  // namespace tomo::server
