@@ -4,9 +4,11 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -196,6 +198,49 @@ TEST_F(UploadStreamTest, ABudgetThatNeedsSlabsIsAFailedPrecondition) {
   absl::StatusOr<core::Array3D> followed = Follow(job, feed, /*budget=*/64 << 10);
   EXPECT_EQ(followed.status().code(), absl::StatusCode::kFailedPrecondition)
       << followed.status();
+}
+
+// On a CUDA device (the GPU machine; skipped without one): more than one of the device
+// pipeline's 256 MB chunks, fed while the file grows, give exactly the volume ExecuteJob
+// writes from the spooled input with the worker's cancellable context.
+TEST_F(UploadStreamTest, OnACudaDeviceTheVolumeEqualsTheRunOnTheSpool) {
+  std::optional<core::DeviceInfo> cuda;
+  for (const core::DeviceInfo& device : core::ListDevices()) {
+    if (device.kind == core::DeviceKind::kCuda) {
+      cuda = device;
+      break;
+    }
+  }
+  if (!cuda.has_value()) GTEST_SKIP() << "no CUDA device";
+  auto backend = core::MakeBackend(*cuda);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> uniform(0.0f, 2.0f);
+  const pb::JobSpec spec = SmallConeSpec(600, 256, 512, 128);  // 315 MB
+  const ValidatedJob job = Validate(spec);
+  std::vector<float> values(job.input_bytes / sizeof(float));
+  for (float& v : values) v = uniform(random);
+  const std::string bytes(reinterpret_cast<const char*>(values.data()), job.input_bytes);
+  UploadFeed feed;
+  std::thread upload = Upload(bytes, 1 << 20, feed, UploadFeed::End::kCommitted);
+  core::RunContext context;
+  absl::StatusOr<core::Array3D> followed =
+      ReconstructWhileUploading(job, path_, feed, registry_, **backend, context);
+  upload.join();
+  ASSERT_TRUE(followed.ok()) << followed.status();
+
+  const std::string output_dir = NewTempDir("upload_stream_cuda_results");
+  core::RunContext cancellable;
+  cancellable.is_cancelled = [] { return false; };
+  absl::StatusOr<std::vector<pb::ResultFile>> results =
+      ExecuteJob(job, path_, output_dir, **backend, registry_, cancellable);
+  ASSERT_TRUE(results.ok()) << results.status();
+  const std::string whole = testing::ReadFile(output_dir + "/volume.raw");
+  ASSERT_EQ(whole.size(), followed->size_bytes());
+  EXPECT_EQ(std::memcmp(followed->data(), whole.data(), whole.size()), 0)
+      << "the followed volume differs from the run on the spooled input";
 }
 
 TEST(UploadFeedTest, FirstEndCountsAndWrittenOnlyGrows) {
