@@ -45,7 +45,11 @@
 // fdk1-total's end to end is its own line ("fdk1-e2e"): core::Fdk from pageable host arrays
 // on one device and on all devices (several GPUs share the slabs), with the time of one
 // plain pageable upload of the projections beside it; 2d-par-bp-tr has no end-to-end
-// column (2D parallel from host arrays is covered by cuda_backend_test).
+// column (2D parallel from host arrays is covered by cuda_backend_test). With --pinned (on
+// by default) the same again from page-locked projections (registered where they lie with
+// core::PinHostMemory, as tomod's prefetcher does for CUDA workers: the operator then
+// copies them straight to the device instead of through its staging buffers), with the
+// registration's own time and whether the volume is the same bit for bit ("fdk1-pinned").
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,6 +57,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -71,6 +76,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "core/algorithms/fdk.h"
+#include "core/devices/host_pinning.h"
 #include "core/algorithms/block_iterative.h"
 #include "core/algorithms/cgls.h"
 #include "core/algorithms/sirt.h"
@@ -370,13 +376,20 @@ struct EndToEndFdk {
   // (the wire's speed) where stream_tail_s is what is left after the last view arrived:
   // the reconstruction not hidden behind the upload. Median of `repeats`.
   double stream_s = 0, stream_paced_s = 0, stream_tail_s = 0;
+  // With --pinned: the projections registered (pin_s: PinHostMemory; unpin_s: the
+  // region's destruction), then as median_s, operator_s and profile from them, and whether
+  // Fdk's volume equals the pageable run's bit for bit.
+  bool pinned = false;
+  double pin_s = 0, unpin_s = 0, pinned_median_s = 0, pinned_operator_s = 0;
+  core::cuda::FilterAndBackProjectProfile pinned_profile;
+  bool pinned_same_bits = false;
 };
 
 // The rate the paced stream's views arrive at: tomod's upload target (issue 4).
 constexpr double kStreamArrivalGBs = 2.5;
 
 absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices, int repeats,
-                                            std::mt19937_64& random) {
+                                            bool pinned, std::mt19937_64& random) {
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
                         core::VolumeGeometry::Create({c.n, c.n, c.n},
@@ -400,6 +413,7 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
   EndToEndFdk result;
   result.devices = static_cast<int>(backends.size());
   std::vector<double> times;
+  core::Array3D pageable_volume;  // the last run's, for the page-locked runs to match
   for (int i = 0; i <= repeats; ++i) {  // the first is the warm-up
     // Fdk's own progress events split the time: weights on the host until "back
     // projection" starts, then the slabs.
@@ -424,6 +438,7 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
       result.weights_s = back_projection_starts;
       result.events = events;
     }
+    pageable_volume = std::move(reconstruction);
   }
   std::sort(times.begin(), times.end());
   result.median_s = times[times.size() / 2];
@@ -526,6 +541,59 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
     result.stream_paced_s = median(paced);
     result.stream_tail_s = median(tails);
   }
+  if (pinned) {
+    // The same from page-locked projections: registered where they lie (destroyed before
+    // them: declared after).
+    const auto p0 = std::chrono::steady_clock::now();
+    TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::PinnedHostRegion> region,
+                          core::PinHostMemory(projections.data(), projections.size_bytes()));
+    result.pin_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+    if (!region->pinned()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the projections were not page-locked: ", region->why_not()));
+    }
+    result.pinned = true;
+    std::vector<double> pinned_times;
+    core::Array3D pinned_volume;
+    for (int i = 0; i <= repeats; ++i) {  // the first is the warm-up
+      const auto t0 = std::chrono::steady_clock::now();
+      TOMO_ASSIGN_OR_RETURN(pinned_volume,
+                            core::Fdk(geometry, volume, projections, {}, backends, {}));
+      if (i > 0) {
+        pinned_times.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+    std::sort(pinned_times.begin(), pinned_times.end());
+    result.pinned_median_s = pinned_times[pinned_times.size() / 2];
+    result.pinned_same_bits =
+        pinned_volume.dims() == pageable_volume.dims() &&
+        std::memcmp(pinned_volume.data(), pageable_volume.data(), pinned_volume.size_bytes()) ==
+            0;
+    core::FilteredBackProjectionWeights weights;
+    weights.pixel.assign(static_cast<size_t>(c.rows * c.columns), 0.9f);
+    weights.column.assign(static_cast<size_t>(c.views * c.columns), 0.5f);
+    TOMO_ASSIGN_OR_RETURN(core::RampFilter ramp,
+                          core::RampFilter::Create(core::FilterOptions{}, c.columns, c.pixel_mm));
+    core::Array3D reconstruction(volume.dims());
+    const auto t0 = std::chrono::steady_clock::now();
+    TOMO_RETURN_IF_ERROR(backends[0]->FilterAndBackProject(geometry, volume, projections, ramp,
+                                                          weights, BackProjectionWeighting::kFdk,
+                                                          reconstruction));
+    result.pinned_operator_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
+    core::cuda::PinnedStaging staging;
+    for (int run = 0; run < 2; ++run) {
+      TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
+          stream.get(), geometry, volume, projections, ramp, weights,
+          BackProjectionWeighting::kFdk, reconstruction, &staging,
+          core::cuda::kFilterAndBackProjectChunkBytes, &result.pinned_profile));
+    }
+    const auto u0 = std::chrono::steady_clock::now();
+    region.reset();
+    result.unpin_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
+  }
   return result;
 }
 
@@ -554,7 +622,16 @@ std::string Json(const std::vector<Result>& results, const std::string& device,
                     ", \"gather_s\": ", fdk_e2e[i].gather_s, ", \"pinned_copy_s\": ",
                     fdk_e2e[i].pinned_copy_s, ", \"stream_s\": ", fdk_e2e[i].stream_s,
                     ", \"stream_paced_s\": ", fdk_e2e[i].stream_paced_s,
-                    ", \"stream_tail_s\": ", fdk_e2e[i].stream_tail_s, "}");
+                    ", \"stream_tail_s\": ", fdk_e2e[i].stream_tail_s);
+    if (fdk_e2e[i].pinned) {
+      absl::StrAppend(&out, ", \"pin_s\": ", fdk_e2e[i].pin_s, ", \"unpin_s\": ",
+                      fdk_e2e[i].unpin_s, ", \"pinned_median_s\": ", fdk_e2e[i].pinned_median_s,
+                      ", \"pinned_operator_s\": ", fdk_e2e[i].pinned_operator_s,
+                      ", \"pinned_chunks_s\": ", fdk_e2e[i].pinned_profile.chunks_s,
+                      ", \"pinned_direct_views\": ", fdk_e2e[i].pinned_profile.direct_views,
+                      ", \"pinned_same_bits\": ", fdk_e2e[i].pinned_same_bits ? "true" : "false");
+    }
+    absl::StrAppend(&out, "}");
   }
   absl::StrAppend(&out, "]\n}\n");
   return out;
@@ -741,6 +818,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--cases", cases_text, "comma-separated case names (default: all)");
   app.add_flag("--e2e,!--no-e2e", e2e, "also time CudaBackend from host arrays");
+  bool pinned = true;
+  app.add_flag("--pinned,!--no-pinned", pinned,
+               "also time FDK case 1 end to end from page-locked (registered) projections");
   std::vector<int64_t> fdk_sides = {512};
   app.add_option("--fdk-sides", fdk_sides,
                  "volume sides for FDK case 1 end to end (same field of view), e.g. 512,1024")
@@ -897,7 +977,7 @@ int Main(int argc, char** argv) {
     std::vector<int> counts = {1};
     if (devices.size() > 1) counts.push_back(static_cast<int>(devices.size()));
     for (int count : counts) {
-      absl::StatusOr<EndToEndFdk> r = TimeFdkFromHost(fdk_case, count, repeats, random);
+      absl::StatusOr<EndToEndFdk> r = TimeFdkFromHost(fdk_case, count, repeats, pinned, random);
       if (!r.ok()) {
         std::fprintf(stderr, "tomo-bench: fdk1 end to end: %s\n",
                      std::string(r.status().message()).c_str());
@@ -927,6 +1007,19 @@ int Main(int argc, char** argv) {
                   "which %.1f ms after the last view arrived\n",
                   r->stream_s * 1e3, kStreamArrivalGBs, r->stream_paced_s * 1e3,
                   r->stream_tail_s * 1e3);
+      if (r->pinned) {
+        std::printf("fdk1-pinned  %lld^3, %d device(s): the projections page-locked where they "
+                    "lie (registering took %.1f ms, unregistering %.1f ms): Fdk %.1f ms median "
+                    "(pageable %.1f ms), the same volume bit for bit: %s; FilterAndBackProject "
+                    "alone %.1f ms (pageable %.1f ms); chunks %.1f ms (pageable %.1f ms), %lld "
+                    "of the views uploaded straight from them\n",
+                    static_cast<long long>(side), r->devices, r->pin_s * 1e3, r->unpin_s * 1e3,
+                    r->pinned_median_s * 1e3, r->median_s * 1e3,
+                    r->pinned_same_bits ? "yes" : "NO", r->pinned_operator_s * 1e3,
+                    r->operator_s * 1e3, r->pinned_profile.chunks_s * 1e3,
+                    r->profile.chunks_s * 1e3,
+                    static_cast<long long>(r->pinned_profile.direct_views));
+      }
       fdk_e2e.push_back(*r);
     }
   }

@@ -26,8 +26,9 @@ uint64_t EstimatedInputBytes(const ValidatedJob& job) {
   return static_cast<uint64_t>(dims.count()) * sizeof(float);
 }
 
-InputPrefetcher::InputPrefetcher(size_t slots, uint64_t max_bytes, TomodMetrics* metrics)
-    : max_bytes_(max_bytes), metrics_(metrics) {
+InputPrefetcher::InputPrefetcher(size_t slots, uint64_t max_bytes, TomodMetrics* metrics,
+                                 InputPrefetchOptions options)
+    : max_bytes_(max_bytes), metrics_(metrics), options_(std::move(options)) {
   if (max_bytes_ == 0) return;
   {
     absl::MutexLock lock(&mu_);
@@ -40,6 +41,27 @@ InputPrefetcher::~InputPrefetcher() { Stop(); }
 
 void InputPrefetcher::Count(const char* outcome) {
   if (metrics_ != nullptr) metrics_->InputPrefetch(outcome);
+}
+
+void InputPrefetcher::Pin(const std::string& id, JobInput& input) {
+  const core::Array3D& projections = input.projections;
+  if (projections.size_bytes() == 0) return;
+  absl::StatusOr<std::unique_ptr<core::PinnedHostRegion>> pinned =
+      options_.pinner ? options_.pinner(projections.data(), projections.size_bytes())
+                      : core::PinHostMemory(projections.data(), projections.size_bytes());
+  if (!pinned.ok() || *pinned == nullptr) {
+    Log(absl::StrCat("job ", id, ": page-locking its input read ahead failed (",
+                     pinned.ok() ? "no region" : pinned.status().ToString(),
+                     "); it is used unpinned"));
+    if (metrics_ != nullptr) metrics_->InputPinFailed();
+    return;
+  }
+  if ((*pinned)->pinned() && metrics_ != nullptr) {
+    metrics_->InputPinned((*pinned)->size_bytes());
+  }
+  // A region that pins nothing (no device, a CPU-only build) is kept too: harmless, and it
+  // says why.
+  input.pinned_projections = std::move(*pinned);
 }
 
 InputPrefetcher::Slot* InputPrefetcher::FindLocked(const std::string& id) {
@@ -129,6 +151,11 @@ void InputPrefetcher::SlotLoop(size_t index) {
       id = slots_[index].id;
     }
     absl::StatusOr<JobInput> input = ReadJobInput(*job.job, job.input_path);
+    // Off the lock (locking a few GB of pages takes a while); not for an input that the
+    // cap will drop anyway.
+    if (input.ok() && options_.pin_inputs && ArrayBytes(*input) <= max_bytes_) {
+      Pin(id, *input);
+    }
     absl::MutexLock lock(&mu_);
     Slot& slot = slots_[index];
     if (slot.id.empty()) {

@@ -7,9 +7,9 @@
 // read comes first), it has its slot's thread read, under the lock that guards the queue
 // (so that a cancel cannot come in between), the input of the job the queue would hand out
 // next (PrefetchNext): ReadJobInput (job_execution.h), i.e. ResolveJobInput and the
-// finite-value check, the same code and the same bytes as the worker's own read. When that job is handed out later, to
-// this worker or another, Take gives its input to ExecuteJob, waiting for a read that is
-// still going on.
+// finite-value check, the same code and the same bytes as the worker's own read. When that
+// job is handed out later, to this worker or another, Take gives its input to ExecuteJob,
+// waiting for a read that is still going on.
 //
 // Bounds: one slot per worker, each holding at most one input, and max_bytes over all
 // slots, counted from an estimate when a read starts (ProjectionDims of the geometry in
@@ -23,16 +23,26 @@
 // taken by another worker is used, not dropped. Every Take counts "hit" or "miss". The
 // spool stays the truth: nothing here is durable and a restart simply reads again.
 //
-// Memory: plain host memory (core::Array3D's own allocation). The CUDA backend copies it
-// to the device through the page-locked buffers it keeps; allocating the prefetched array
-// page-locked would need an allocator hook in core::Array3D that core does not have.
+// Memory: with options.pin_inputs (tomod: when its workers are CUDA devices), once a read
+// has succeeded the slot's thread page-locks the projections where they lie
+// (core::PinHostMemory, kept in JobInput::pinned_projections), off the worker's critical
+// path: the CUDA backend then uploads them straight from that memory with asynchronous
+// copies instead of first copying them into its own page-locked staging buffers. A pin that
+// fails, or that pins nothing (no device, a CPU-only build), is not an error: the input is
+// used unpinned, with the same bytes. The pages stay locked until the input is freed (by
+// the worker that took it, once its job has run; or dropped here): the memory locked is at
+// most max_bytes held here plus the inputs the workers run on. Pinning is part of the read
+// (Take waits for it) and is counted as tomod_input_pinned_bytes_total and
+// tomod_input_pin_failures_total (TomodMetrics).
 //
 // Thread safety: every method may be called from any thread. PrefetchNext and Drop do not
 // block (they may be called under the caller's lock; apart from PrefetchNext's lookup, run
 // at once on the calling thread, the prefetcher never calls its caller). Take blocks while
 // the job's input is being read.
 //
-//   InputPrefetcher prefetcher(/*slots=*/workers, /*max_bytes=*/8ull << 30, &metrics);
+//   InputPrefetchOptions options;
+//   options.pin_inputs = workers_are_cuda_devices;
+//   InputPrefetcher prefetcher(/*slots=*/workers, /*max_bytes=*/8ull << 30, &metrics, options);
 //   // worker `slot`, having popped `id`:
 //   JobInputStage stage;
 //   stage.prefetched = prefetcher.Take(id);
@@ -52,7 +62,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/devices/host_pinning.h"
 #include "server/job_input.h"
 #include "server/job_queue.h"
 #include "server/job_spec.h"
@@ -72,6 +84,18 @@ struct PrefetchJob {
 // Bytes the job's input takes in memory once read (the cap's estimate before reading).
 uint64_t EstimatedInputBytes(const ValidatedJob& job);
 
+// How to page-lock an input's projections: core::PinHostMemory, or a test's fake.
+using HostPinner = std::function<absl::StatusOr<std::unique_ptr<core::PinnedHostRegion>>(
+    const void* data, size_t bytes)>;
+
+struct InputPrefetchOptions {
+  // Page-lock the projections of each input read ahead (see "Memory" above). tomod: when
+  // its workers are CUDA devices.
+  bool pin_inputs = false;
+  // Used when pin_inputs; empty: core::PinHostMemory.
+  HostPinner pinner;
+};
+
 class InputPrefetcher {
  public:
   // nullopt when the id is not a queued job the caller knows.
@@ -79,8 +103,9 @@ class InputPrefetcher {
 
   // slots: one per worker (at least 1). max_bytes: the cap over all slots; 0 disables
   // prefetching (PrefetchNext reads nothing, no thread is started). metrics: where the
-  // outcomes are counted (may be null; not owned, must outlive this).
-  InputPrefetcher(size_t slots, uint64_t max_bytes, TomodMetrics* metrics = nullptr);
+  // outcomes are counted (may be null; not owned, must outlive this). options: pinning.
+  InputPrefetcher(size_t slots, uint64_t max_bytes, TomodMetrics* metrics = nullptr,
+                  InputPrefetchOptions options = {});
   // Stop().
   ~InputPrefetcher();
   InputPrefetcher(const InputPrefetcher&) = delete;
@@ -128,9 +153,13 @@ class InputPrefetcher {
   Slot* FindLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const char* outcome);
+  // With options_.pin_inputs: page-locks input's projections (on the slot's thread, no
+  // lock held); a failure is logged and counted, and leaves the input unpinned.
+  void Pin(const std::string& id, JobInput& input);
 
   const uint64_t max_bytes_;
   TomodMetrics* const metrics_;
+  const InputPrefetchOptions options_;
 
   mutable absl::Mutex mu_;
   // Sized once in the constructor (threads point at their slot).

@@ -85,6 +85,7 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
   TOMO_ASSIGN_OR_RETURN(core::Array3D volume,
                         registry.RunOnBackends(request, input.projections, backends, context));
   const core::AcquisitionMetadata metadata = std::move(input.metadata);
+  input.pinned_projections.reset();  // unregistered before the projections are freed
   input = JobInput();  // free the input before writing
   return WriteJobResults(job, request.volume, volume, metadata, output_dir, context);
 }

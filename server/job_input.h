@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -35,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "core/algorithms/reconstruction.h"
 #include "core/data/array3d.h"
+#include "core/devices/host_pinning.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/io/acquisition_metadata.h"
 #include "server/job_spec.h"
@@ -47,6 +49,12 @@ struct JobInput {
   core::Array3D photon_statistics;  // (views, 1, n) from DICOM-CT-PD; empty otherwise
   core::AcquisitionMetadata metadata;
   int64_t clamped_transmissions = 0;  // values the -log guard raised to min_transmission
+  // Keeps `projections` page-locked (InputPrefetcher pins an input it reads ahead for CUDA
+  // workers: their copies then go straight from it); null or !pinned(): plain memory.
+  // Declared after projections, so destroyed (unregistered) before they are freed; reset it
+  // before assigning over projections or over a whole JobInput holding one (JobInput's
+  // move assignment frees the old projections before it reaches this field).
+  std::unique_ptr<core::PinnedHostRegion> pinned_projections;
 };
 
 absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path);

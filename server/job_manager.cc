@@ -134,8 +134,14 @@ absl::Status JobManager::Start() {
   TOMO_RETURN_IF_ERROR(Recover());
   SweepExpiredJobs();
   if (options_.prefetch_bytes > 0) {
-    prefetcher_ = std::make_unique<InputPrefetcher>(options_.devices.size(),
-                                                    options_.prefetch_bytes, options_.metrics);
+    // Inputs read ahead are page-locked for CUDA workers: their copies go straight to the
+    // device (InputPrefetcher's "Memory").
+    InputPrefetchOptions prefetch_options;
+    prefetch_options.pin_inputs =
+        std::any_of(options_.devices.begin(), options_.devices.end(),
+                    [](const core::DeviceInfo& d) { return d.kind == core::DeviceKind::kCuda; });
+    prefetcher_ = std::make_unique<InputPrefetcher>(
+        options_.devices.size(), options_.prefetch_bytes, options_.metrics, prefetch_options);
   }
   {
     absl::MutexLock lock(&mu_);

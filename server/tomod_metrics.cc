@@ -78,6 +78,12 @@ TomodMetrics::TomodMetrics()
           "Uploads a worker reconstructed while they arrived, by outcome: used, given_up (the "
           "job ran from the spool), yielded (the worker was needed elsewhere), aborted.",
           {"outcome"})),
+      input_pinned_bytes_(registry_.AddCounter(
+          "tomod_input_pinned_bytes_total",
+          "Bytes of inputs read ahead that were page-locked for the devices' copies.")),
+      input_pin_failures_(registry_.AddCounter(
+          "tomod_input_pin_failures_total",
+          "Inputs read ahead whose page-locking failed (they were used unpinned).")),
       queue_depth_(registry_.AddGauge(
           "tomod_queue_depth", "Jobs queued or uploading (what --max_queue_length bounds).")),
       jobs_(registry_.AddGauge("tomod_jobs", "Jobs tomod holds, by state.", {"state"})),
@@ -102,6 +108,8 @@ TomodMetrics::TomodMetrics()
   upload_bytes_.Add({}, 0);
   fetch_bytes_.Add({}, 0);
   for (const char* outcome : {"hit", "miss", "dropped"}) input_prefetch_.Add({outcome}, 0);
+  input_pinned_bytes_.Add({}, 0);
+  input_pin_failures_.Add({}, 0);
 }
 
 void TomodMetrics::StateChanged(pb::JobState from, pb::JobState to) {
@@ -126,6 +134,12 @@ void TomodMetrics::FetchBytes(uint64_t bytes) { fetch_bytes_.Add({}, static_cast
 void TomodMetrics::InputPrefetch(absl::string_view outcome) {
   input_prefetch_.Add({std::string(outcome)});
 }
+
+void TomodMetrics::InputPinned(uint64_t bytes) {
+  input_pinned_bytes_.Add({}, static_cast<double>(bytes));
+}
+
+void TomodMetrics::InputPinFailed() { input_pin_failures_.Add({}); }
 
 void TomodMetrics::UploadFollowed(absl::string_view outcome) {
   upload_followed_.Add({std::string(outcome)});

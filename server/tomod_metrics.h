@@ -15,6 +15,10 @@
 //                                               ahead), miss (it read the spool itself),
 //                                               dropped (an input read ahead, or a read
 //                                               that failed, was discarded unused)
+//   tomod_input_pinned_bytes_total              bytes of inputs read ahead that were
+//                                               page-locked for the CUDA copies
+//   tomod_input_pin_failures_total              inputs read ahead whose page-locking
+//                                               failed (used unpinned)
 //   tomod_upload_followed_total{outcome}        uploads a worker reconstructed while they
 //                                               arrived (upload_stream.h): used (the job
 //                                               only wrote its outputs), given_up (the
@@ -68,6 +72,11 @@ class TomodMetrics {
   // InputPrefetcher's outcomes: "hit", "miss" or "dropped".
   void InputPrefetch(absl::string_view outcome);
   const Counter& input_prefetch() const { return input_prefetch_; }
+  // InputPrefetcher's page-locking: bytes locked, and inputs whose locking failed.
+  void InputPinned(uint64_t bytes);
+  void InputPinFailed();
+  const Counter& input_pinned_bytes() const { return input_pinned_bytes_; }
+  const Counter& input_pin_failures() const { return input_pin_failures_; }
   // A followed upload's end: "used", "given_up", "yielded" or "aborted".
   void UploadFollowed(absl::string_view outcome);
   const Counter& upload_followed() const { return upload_followed_; }
@@ -92,6 +101,8 @@ class TomodMetrics {
   Counter& fetch_bytes_;
   Counter& input_prefetch_;
   Counter& upload_followed_;
+  Counter& input_pinned_bytes_;
+  Counter& input_pin_failures_;
   Gauge& queue_depth_;
   Gauge& jobs_;
   Gauge& watchers_;

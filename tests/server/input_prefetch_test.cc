@@ -8,9 +8,13 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/devices/devices.h"
+#include "core/devices/host_pinning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_execution.h"
@@ -231,6 +235,134 @@ TEST_F(PrefetchTest, ZeroBytesDisablesPrefetching) {
   EXPECT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), std::nullopt);
   EXPECT_EQ(prefetcher.Take("a"), std::nullopt);
   EXPECT_EQ(Outcomes("hit") + Outcomes("miss") + Outcomes("dropped"), 0);
+}
+
+// A pinner that pins nothing but says it did, and records what it was asked to lock and
+// which regions are still alive.
+struct FakePinner {
+  struct Region final : core::PinnedHostRegion {
+    Region(const void* data, size_t bytes, FakePinner* owner)
+        : core::PinnedHostRegion(data, bytes, /*pinned=*/true, ""), owner(owner) {
+      ++owner->alive;
+    }
+    ~Region() override { --owner->alive; }
+    FakePinner* owner;
+  };
+  HostPinner pinner() {
+    return [this](const void* data,
+                  size_t bytes) -> absl::StatusOr<std::unique_ptr<core::PinnedHostRegion>> {
+      calls.push_back({data, bytes});
+      if (!fail.ok()) return fail;
+      return std::unique_ptr<core::PinnedHostRegion>(std::make_unique<Region>(data, bytes, this));
+    };
+  }
+  std::vector<std::pair<const void*, size_t>> calls;
+  absl::Status fail;
+  int alive = 0;
+};
+
+TEST_F(PrefetchTest, PinsTheProjectionsReadAheadWhenAskedAndKeepsTheirBytes) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  const std::vector<float> a = Queue("a", 0, 16, 8);
+  const std::vector<float> b = Queue("b", 0, 20, 6);
+  FakePinner fake;
+  InputPrefetchOptions options;
+  options.pin_inputs = true;
+  options.pinner = fake.pinner();
+  InputPrefetcher prefetcher(2, 1 << 20, &metrics_, options);
+  ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
+  ASSERT_EQ(prefetcher.PrefetchNext(1, queue_, Lookup()), "b");
+  prefetcher.WaitForReads();  // pinning is part of the read
+  EXPECT_EQ(fake.calls.size(), 2u);
+  EXPECT_EQ(fake.alive, 2);
+
+  ASSERT_EQ(queue_.PopFirst(), "a");
+  std::optional<JobInput> input = prefetcher.Take("a");
+  ASSERT_TRUE(input.has_value());
+  ASSERT_NE(input->pinned_projections, nullptr);
+  EXPECT_TRUE(input->pinned_projections->pinned());
+  // The region is the projections' own memory, which the moves into Take kept in place.
+  EXPECT_EQ(input->pinned_projections->data(), input->projections.data());
+  EXPECT_EQ(input->pinned_projections->size_bytes(), input->projections.size_bytes());
+  EXPECT_EQ(Values(*input), a);
+  absl::StatusOr<JobInput> direct = ReadJobInput(*jobs_["a"].job, jobs_["a"].input_path);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ(direct->pinned_projections, nullptr);  // the worker's own read pins nothing
+  EXPECT_EQ(Values(*direct), Values(*input));
+  EXPECT_EQ(metrics_.input_pinned_bytes().Value({}), (16.0 * 8 + 20.0 * 6) * 4);
+  EXPECT_EQ(metrics_.input_pin_failures().Value({}), 0);
+  // Freeing the input unlocks it; dropping the other one too.
+  input.reset();
+  EXPECT_EQ(fake.alive, 1);
+  queue_.Remove("b");
+  prefetcher.Drop("b");
+  EXPECT_EQ(fake.alive, 0);
+  EXPECT_EQ(Outcomes("hit"), 1);
+  EXPECT_EQ(Outcomes("dropped"), 1);
+}
+
+TEST_F(PrefetchTest, FailedPinIsNotAnErrorTheInputIsUsedUnpinned) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  const std::vector<float> a = Queue("a", 0);
+  FakePinner fake;
+  fake.fail = absl::ResourceExhaustedError("cudaHostRegister: out of memory");
+  InputPrefetchOptions options;
+  options.pin_inputs = true;
+  options.pinner = fake.pinner();
+  InputPrefetcher prefetcher(1, 1 << 20, &metrics_, options);
+  ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
+  ASSERT_EQ(queue_.PopFirst(), "a");
+  std::optional<JobInput> input = prefetcher.Take("a");
+  ASSERT_TRUE(input.has_value());
+  EXPECT_EQ(fake.calls.size(), 1u);
+  EXPECT_EQ(input->pinned_projections, nullptr);
+  EXPECT_EQ(Values(*input), a);
+  EXPECT_EQ(Outcomes("hit"), 1);
+  EXPECT_EQ(Outcomes("dropped"), 0);
+  EXPECT_EQ(metrics_.input_pin_failures().Value({}), 1);
+  EXPECT_EQ(metrics_.input_pinned_bytes().Value({}), 0);
+}
+
+TEST_F(PrefetchTest, PinsNothingUnlessAsked) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  Queue("a", 0);
+  FakePinner fake;
+  InputPrefetchOptions options;
+  options.pinner = fake.pinner();  // pin_inputs false
+  InputPrefetcher prefetcher(1, 1 << 20, &metrics_, options);
+  ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
+  ASSERT_EQ(queue_.PopFirst(), "a");
+  std::optional<JobInput> input = prefetcher.Take("a");
+  ASSERT_TRUE(input.has_value());
+  EXPECT_TRUE(fake.calls.empty());
+  EXPECT_EQ(input->pinned_projections, nullptr);
+}
+
+// The real pinner (core::PinHostMemory): without a CUDA device (CI, a CPU-only build) it
+// pins nothing and says why; with one, the projections are page-locked. The bytes are the
+// spool's either way.
+TEST_F(PrefetchTest, RealPinnerLocksOnlyWithACudaDevice) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  const std::vector<float> a = Queue("a", 0, 64, 32);
+  InputPrefetchOptions options;
+  options.pin_inputs = true;
+  InputPrefetcher prefetcher(1, 1 << 20, &metrics_, options);
+  ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
+  ASSERT_EQ(queue_.PopFirst(), "a");
+  std::optional<JobInput> input = prefetcher.Take("a");
+  ASSERT_TRUE(input.has_value());
+  EXPECT_EQ(Values(*input), a);
+  EXPECT_EQ(metrics_.input_pin_failures().Value({}), 0);
+  ASSERT_NE(input->pinned_projections, nullptr);
+  const bool device = !core::ListCudaDevices().empty();
+  EXPECT_EQ(input->pinned_projections->pinned(), device)
+      << input->pinned_projections->why_not();
+  if (device) {
+    EXPECT_EQ(metrics_.input_pinned_bytes().Value({}), 64.0 * 32 * 4);
+  } else {
+    EXPECT_FALSE(input->pinned_projections->why_not().empty());
+    EXPECT_EQ(metrics_.input_pinned_bytes().Value({}), 0);
+  }
 }
 
 }  // namespace

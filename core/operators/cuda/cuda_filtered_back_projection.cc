@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
   TOMO_ASSIGN_OR_RETURN(d.volume_, DeviceBuffer<float>::Allocate(
                                        static_cast<size_t>(d.volume_values_), stream));
   TOMO_ASSIGN_OR_RETURN(d.copy_stream_, Stream::Create());
+  TOMO_ASSIGN_OR_RETURN(d.source_read_, Event::Create());
   for (int b = 0; b < 2; ++b) {
     TOMO_ASSIGN_OR_RETURN(d.downloaded_[b], Event::Create());
     TOMO_ASSIGN_OR_RETURN(d.buffers_[b],
@@ -139,6 +140,14 @@ absl::Status DeviceFilterAndBackProject::AddViews(int64_t first_view, const floa
 absl::Status DeviceFilterAndBackProject::AddViewsOnDevice(const float* views, int64_t count) {
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
   const int64_t host_view_values = rows_ * columns_;
+  // Page-locked views need no gathering: they go straight to the device (see the header).
+  bool page_locked = false;
+  if (staging_ != nullptr) {
+    TOMO_ASSIGN_OR_RETURN(page_locked,
+                          IsPageLocked(views, static_cast<size_t>(count * host_view_values) *
+                                                  sizeof(float)));
+  }
+  bool copied_direct = false;
   while (count > 0) {
     const int64_t take = std::min(count, chunk_views_ - filled_);
     const float* source = views + band_.first * columns_;
@@ -147,26 +156,64 @@ absl::Status DeviceFilterAndBackProject::AddViewsOnDevice(const float* views, in
       TOMO_RETURN_IF_ERROR(LaunchChunk(source, take, /*wait_for_upload=*/true));
     } else {
       const int b = static_cast<int>(chunk_ % 2);
-      // Pinned buffer b is free once the copy of chunk - 2 out of it has finished.
-      if (filled_ == 0 && chunk_ >= 2) {
-        TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[b].get()));
-      }
-      float* pinned = staging_->buffers[b].get() + filled_ * view_values_;
-      const size_t band_view_bytes = static_cast<size_t>(view_values_) * sizeof(float);
-      ParallelFor(take, [&](int64_t first, int64_t end) {
-        for (int64_t i = first; i < end; ++i) {
-          std::memcpy(pinned + i * view_values_, source + i * host_view_values, band_view_bytes);
+      if (filled_ == 0) chunk_direct_ = page_locked;
+      if (chunk_direct_) {
+        TOMO_RETURN_IF_ERROR(UploadDirect(views, take));
+        copied_direct = true;
+        direct_views_ += take;
+      } else {
+        // Pinned buffer b is free once the copy of chunk - 2 out of it has finished.
+        if (filled_ == 0 && chunk_ >= 2) {
+          TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[b].get()));
         }
-      });
+        float* pinned = staging_->buffers[b].get() + filled_ * view_values_;
+        const size_t band_view_bytes = static_cast<size_t>(view_values_) * sizeof(float);
+        ParallelFor(take, [&](int64_t first, int64_t end) {
+          for (int64_t i = first; i < end; ++i) {
+            std::memcpy(pinned + i * view_values_, source + i * host_view_values,
+                        band_view_bytes);
+          }
+        });
+      }
       filled_ += take;
       added_ += take;
       if (filled_ == chunk_views_) {
-        TOMO_RETURN_IF_ERROR(LaunchChunk(staging_->buffers[b].get(), filled_,
-                                         /*wait_for_upload=*/false));
+        TOMO_RETURN_IF_ERROR(LaunchChunk(chunk_direct_ ? nullptr : staging_->buffers[b].get(),
+                                         filled_, /*wait_for_upload=*/false));
       }
     }
     views += take * host_view_values;
     count -= take;
+  }
+  if (copied_direct) {
+    // The caller's views are read before this returns (FilterAndBackProjectStream): wait
+    // for the copy stream to have read them (and for nothing on the compute stream).
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(source_read_.get(), copy_stream_.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(source_read_.get()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::UploadDirect(const float* views, int64_t count) {
+  const int b = static_cast<int>(chunk_ % 2);
+  const cudaStream_t copy = copy_stream_.get();
+  // Device buffer b is free once the compute stream has back projected chunk - 2 (the
+  // chunk's first piece waits; the later ones follow it on the copy stream).
+  if (filled_ == 0 && chunk_ >= 2) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed_[b].get(), 0));
+  }
+  float* target = buffers_[b].get() + filled_ * view_values_;
+  const size_t band_view_bytes = static_cast<size_t>(view_values_) * sizeof(float);
+  if (band_.count == rows_) {
+    // The band is the whole view: the views are one contiguous range.
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(target, views,
+                                              static_cast<size_t>(count) * band_view_bytes,
+                                              cudaMemcpyHostToDevice, copy));
+  } else {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        target, band_view_bytes, views + band_.first * columns_,
+        static_cast<size_t>(rows_ * columns_) * sizeof(float), band_view_bytes,
+        static_cast<size_t>(count), cudaMemcpyHostToDevice, copy));
   }
   return absl::OkStatus();
 }
@@ -179,12 +226,17 @@ absl::Status DeviceFilterAndBackProject::LaunchChunk(const float* source, int64_
   const size_t source_pitch = staging_ != nullptr
                                   ? band_view_bytes
                                   : static_cast<size_t>(rows_ * columns_) * sizeof(float);
-  // Device buffer b is free once the compute stream has back projected chunk - 2.
-  if (chunk_ >= 2) TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed_[b].get(), 0));
-  TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(buffers_[b].get(), band_view_bytes, source,
-                                              source_pitch, band_view_bytes,
-                                              static_cast<size_t>(count),
-                                              cudaMemcpyHostToDevice, copy));
+  if (source != nullptr) {
+    // Device buffer b is free once the compute stream has back projected chunk - 2.
+    if (chunk_ >= 2) {
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed_[b].get(), 0));
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(buffers_[b].get(), band_view_bytes, source,
+                                                source_pitch, band_view_bytes,
+                                                static_cast<size_t>(count),
+                                                cudaMemcpyHostToDevice, copy));
+  }
+  // After the chunk's copies (UploadDirect's too, enqueued earlier on the copy stream).
   TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded_[b].get(), copy));
   TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, uploaded_[b].get(), 0));
   TOMO_RETURN_IF_ERROR(row_filter_->Apply(
@@ -220,9 +272,10 @@ absl::Status DeviceFilterAndBackProject::Finish(Array3D& volume) {
 absl::Status DeviceFilterAndBackProject::FinishOnDevice(Array3D& volume) {
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
   if (filled_ > 0) {
-    TOMO_RETURN_IF_ERROR(LaunchChunk(staging_->buffers[chunk_ % 2].get(), filled_,
-                                     /*wait_for_upload=*/false));
+    TOMO_RETURN_IF_ERROR(LaunchChunk(chunk_direct_ ? nullptr : staging_->buffers[chunk_ % 2].get(),
+                                     filled_, /*wait_for_upload=*/false));
   }
+  if (profile_ != nullptr) profile_->direct_views = direct_views_;
   std::chrono::steady_clock::time_point download_start;
   if (profile_ != nullptr) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));

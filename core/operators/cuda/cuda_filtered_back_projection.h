@@ -17,6 +17,18 @@
 // copies go from and to pageable memory (the driver stages them with one thread, about
 // 7 GB/s on the H100 machine).
 //
+// Projections that are already page-locked (an input tomod read ahead and registered,
+// core::PinHostMemory; IsPageLocked tells) skip the gathering: with `staging`, a chunk whose
+// first views arrive page-locked has its band rows copied straight from the caller's
+// memory into the device buffer (cudaMemcpy2DAsync, or one cudaMemcpyAsync when the band is
+// the whole view), piece by piece as AddViews delivers them, on the same copy stream with
+// the same events, and is launched when full: the same chunks, so the volume is the same
+// bit for bit as from pageable projections. (Without staging every piece goes up straight
+// from the caller's memory anyway, page-locked or not.)
+//
+//   page-locked:    copy stream:    [views 0 -> device 0][views 1 -> device 1][views 2 ...
+//                   compute stream:                      [filter+BP 0]        [filter+BP 1]
+//
 // The caller holds the device current (ScopedDevice) and has checked the operands.
 // Pixel weights that differ between views are the caller's to apply (this path keeps one
 // rows x columns map on the device).
@@ -61,6 +73,9 @@ struct PinnedStaging {
 struct FilterAndBackProjectProfile {
   double setup_s = 0, chunks_s = 0, download_s = 0;
   int64_t band_rows = 0, chunk_views = 0;
+  // Views uploaded straight from the caller's page-locked memory (the rest were gathered
+  // into the staging buffers, or copied from pageable memory without staging).
+  int64_t direct_views = 0;
 };
 
 // The operator as a stream (filter_and_back_project_stream.h) on one device: set-up at
@@ -68,6 +83,11 @@ struct FilterAndBackProjectProfile {
 // and launched (upload on the copy stream, weights, filter and back projection on `stream`)
 // once the chunk is full; Finish launches the last one and brings the volume back. Without
 // staging each AddViews piece goes up from the caller's memory before AddViews returns.
+// With staging, pieces in page-locked memory go up straight into the chunk's device
+// buffer (not gathered), also before AddViews returns (it waits for their copies, not for
+// the compute); a chunk keeps the way its first piece chose (a later pageable piece of a
+// direct chunk is copied from pageable memory, a later page-locked piece of a gathered
+// chunk is gathered).
 // Each call enters `device`; the owner of `stream` and `staging` must not use them until the
 // object is destroyed (the destructor waits for both streams).
 class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
@@ -86,6 +106,8 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   absl::Status AddViews(int64_t first_view, const float* views, int64_t count) override;
   absl::Status Finish(Array3D& volume) override;
   int64_t views_added() const override { return added_; }
+  // Views uploaded straight from page-locked memory so far (see the class comment).
+  int64_t direct_views() const { return direct_views_; }
   // Views per chunk: AddViews in pieces of this size launch one chunk each.
   int64_t chunk_views() const { return chunk_views_; }
 
@@ -93,8 +115,12 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   DeviceFilterAndBackProject() = default;
   absl::Status AddViewsOnDevice(const float* views, int64_t count);
   // Uploads count views from source (pinned, band rows only; or the caller's full views)
-  // and enqueues their filter and back projection.
+  // and enqueues their filter and back projection. source null: the chunk's views are in
+  // its device buffer already (UploadDirect).
   absl::Status LaunchChunk(const float* source, int64_t count, bool wait_for_upload);
+  // Enqueues on the copy stream the copy of count of the caller's full views (their band
+  // rows) into the current chunk's device buffer after the filled_ views there.
+  absl::Status UploadDirect(const float* views, int64_t count);
   absl::Status FinishOnDevice(Array3D& volume);
 
   int device_ = 0;
@@ -116,9 +142,14 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   std::array<DeviceBuffer<float>, 2> buffers_;
   std::array<Event, 2> uploaded_, consumed_, downloaded_;
   int64_t added_ = 0;        // views added (gathered or uploaded)
-  int64_t filled_ = 0;       // views gathered into the current chunk's pinned buffer
+  int64_t filled_ = 0;       // views of the current chunk gathered (or copied direct)
   int64_t chunk_ = 0;        // chunks launched
   int64_t chunk_first_ = 0;  // first view of the current chunk
+  // The current chunk's views go straight from the caller's memory to its device buffer
+  // (chosen by its first piece: page-locked), not through the staging buffer.
+  bool chunk_direct_ = false;
+  int64_t direct_views_ = 0;
+  Event source_read_;  // after the direct copies of an AddViews call: it waits for this
   absl::Status failed_;      // the first error; every later call returns it
   std::chrono::steady_clock::time_point chunks_start_;
 };

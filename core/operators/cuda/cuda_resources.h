@@ -5,6 +5,7 @@
 //                  stream order, so an early error return never frees memory that queued
 //                  work still uses;
 //   FftPlan        a cuFFT plan.
+// and IsPageLocked, whether host memory is page-locked (copies go straight from it).
 // Each factory returns absl::StatusOr (see cuda_check.h for the codes). Destructors ignore
 // errors (there is nobody to report them to; a broken device shows up at the next call).
 // The owner of a resource must keep its device current when destroying it: CudaBackend
@@ -199,6 +200,24 @@ class PinnedBuffer {
   T* data_ = nullptr;
   size_t count_ = 0;
 };
+
+// True when every byte of [data, data + bytes) is page-locked host memory (cudaMallocHost,
+// or registered with cudaHostRegister: core::PinHostMemory), from which a copy engine reads
+// directly and an asynchronous copy really is asynchronous. Looks at the first and the last
+// byte (cudaPointerGetAttributes: cudaMemoryTypeHost; pageable memory is
+// cudaMemoryTypeUnregistered, device and managed memory other types). A range made of two
+// registrations with a pageable gap between would pass: not what the backend's callers
+// hand it (an Array3D is registered whole, or not at all). False for no bytes.
+inline absl::StatusOr<bool> IsPageLocked(const void* data, size_t bytes) {
+  if (data == nullptr || bytes == 0) return false;
+  const char* first = static_cast<const char*>(data);
+  for (const char* byte : {first, first + bytes - 1}) {
+    cudaPointerAttributes attributes{};
+    TOMO_CUDA_RETURN_IF_ERROR(cudaPointerGetAttributes(&attributes, byte));
+    if (attributes.type != cudaMemoryTypeHost) return false;
+  }
+  return true;
+}
 
 class FftPlan {
  public:

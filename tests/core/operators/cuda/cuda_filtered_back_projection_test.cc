@@ -18,13 +18,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/algorithms/fdk.h"
 #include "core/base/status_macros.h"
+#include "core/devices/host_pinning.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/detector_row_band.h"
 #include "core/phantom/ellipsoid_phantom.h"
@@ -255,6 +258,115 @@ TEST_F(CudaFilteredBackProjectionTest, StreamOfRandomPiecesMatchesTheWholeCall) 
     cuda_stream->reset();
     ASSERT_TRUE(AllFinite(actual));
     EXPECT_LE(RelativeMaxDifference(actual, expected), kTextureTolerance);
+  }
+}
+
+// Bit for bit: every value equal (NaN poison would differ).
+bool SameBits(const Array3D& a, const Array3D& b) {
+  return a.dims() == b.dims() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)) == 0;
+}
+
+// Page-locked projections (registered with core::PinHostMemory, as tomod's prefetcher does)
+// go straight from the caller's memory to the device, skipping the staging buffers: the
+// same volume bit for bit as from pageable memory, whole (3-view chunks, one call and
+// through CudaBackend) and as a stream of random pieces, some from page-locked memory
+// and some from pageable memory (chunks that start either way). The profile and
+// direct_views() show which way the views went; IsPageLocked tells the two memories apart.
+TEST_F(CudaFilteredBackProjectionTest, PageLockedProjectionsMatchPageableBitForBit) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  for (const Case& c : Cases(random_)) {
+    SCOPED_TRACE(c.name);
+    const Dims3 dims = c.geometry.projection_dims();
+    const Array3D pageable = RandomArray(dims, random_);
+    const Array3D locked = pageable.Clone();
+    absl::StatusOr<std::unique_ptr<PinnedHostRegion>> pin =
+        PinHostMemory(locked.data(), locked.size_bytes());
+    ASSERT_TRUE(pin.ok()) << pin.status();
+    ASSERT_TRUE((*pin)->pinned()) << (*pin)->why_not();
+    absl::StatusOr<bool> is_locked = cuda::IsPageLocked(locked.data(), locked.size_bytes());
+    ASSERT_TRUE(is_locked.ok()) << is_locked.status();
+    EXPECT_TRUE(*is_locked);
+    is_locked = cuda::IsPageLocked(pageable.data(), pageable.size_bytes());
+    ASSERT_TRUE(is_locked.ok()) << is_locked.status();
+    EXPECT_FALSE(*is_locked);
+
+    const RampFilter filter =
+        RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
+    FilteredBackProjectionWeights weights;
+    weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
+    weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+    const BackProjectionWeighting weighting = WeightingFor(c.geometry);
+    const int64_t view_bytes = dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
+    const int64_t view_values = dims.d1 * dims.d2;
+    const RowBand band = DetectorRowBand(c.geometry, c.volume);
+    std::printf("[ measure  ] page-locked %-22s band rows %lld of %lld (%s copy)\n",
+                c.name.c_str(), static_cast<long long>(band.count),
+                static_cast<long long>(dims.d1), band.count == dims.d1 ? "1D" : "2D");
+
+    Array3D from_pageable(c.volume.dims(), kPoison), from_locked(c.volume.dims(), kPoison),
+        backend_pageable(c.volume.dims(), kPoison), backend_locked(c.volume.dims(), kPoison),
+        stream_locked(c.volume.dims(), kPoison), stream_mixed(c.volume.dims(), kPoison);
+    cuda::FilterAndBackProjectProfile pageable_profile, locked_profile;
+    int64_t stream_direct = 0, mixed_direct = 0;
+    const absl::Status status = [&]() -> absl::Status {
+      TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
+      TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
+      cuda::PinnedStaging staging;
+      TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+          stream.get(), c.geometry, c.volume, pageable, filter, weights, weighting,
+          from_pageable, &staging, 3 * view_bytes, &pageable_profile));
+      TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+          stream.get(), c.geometry, c.volume, locked, filter, weights, weighting, from_locked,
+          &staging, 3 * view_bytes, &locked_profile));
+      // Page-locked: random pieces. Mixed: pieces of 2 views, from the page-locked and the
+      // pageable copy in turn (the same values); with 3-view chunks, chunk 0 starts
+      // page-locked (direct) and takes a pageable view, chunk 1 starts pageable (gathered)
+      // and takes page-locked views, and so on.
+      auto feed = [&](FilterAndBackProjectStream& pass, bool mixed) -> absl::Status {
+        for (int64_t v = 0, piece = 0; v < dims.d0; ++piece) {
+          const int64_t count = std::min<int64_t>(dims.d0 - v, mixed ? 2 : 1 + random_() % 5);
+          const Array3D& source = !mixed || piece % 2 == 0 ? locked : pageable;
+          TOMO_RETURN_IF_ERROR(pass.AddViews(v, source.data() + v * view_values, count));
+          v += count;
+        }
+        return absl::OkStatus();
+      };
+      for (bool mixed : {false, true}) {
+        TOMO_ASSIGN_OR_RETURN(auto pass, cuda::DeviceFilterAndBackProject::Create(
+                                             0, stream.get(), c.geometry, c.volume, filter,
+                                             weights, weighting, &staging, 3 * view_bytes));
+        TOMO_RETURN_IF_ERROR(feed(*pass, mixed));
+        TOMO_RETURN_IF_ERROR(pass->Finish(mixed ? stream_mixed : stream_locked));
+        (mixed ? mixed_direct : stream_direct) = pass->direct_views();
+      }
+      return absl::OkStatus();
+    }();
+    ASSERT_TRUE(status.ok()) << status;
+    // Through the backend (its own staging, 256 MiB chunks: one chunk here).
+    absl::Status run = cuda_->FilterAndBackProject(c.geometry, c.volume, pageable, filter,
+                                                   weights, weighting, backend_pageable);
+    ASSERT_TRUE(run.ok()) << run;
+    run = cuda_->FilterAndBackProject(c.geometry, c.volume, locked, filter, weights, weighting,
+                                      backend_locked);
+    ASSERT_TRUE(run.ok()) << run;
+
+    EXPECT_EQ(pageable_profile.direct_views, 0);
+    EXPECT_EQ(locked_profile.direct_views, dims.d0);
+    EXPECT_EQ(stream_direct, dims.d0);
+    EXPECT_GT(mixed_direct, 0);
+    EXPECT_LT(mixed_direct, dims.d0);
+    ASSERT_TRUE(AllFinite(from_pageable));
+    EXPECT_TRUE(SameBits(from_locked, from_pageable));
+    EXPECT_TRUE(SameBits(stream_locked, from_pageable));
+    EXPECT_TRUE(SameBits(stream_mixed, from_pageable));
+    ASSERT_TRUE(AllFinite(backend_pageable));
+    EXPECT_TRUE(SameBits(backend_locked, backend_pageable));
+    // The pages stay locked until the region goes, then the memory is pageable again.
+    pin->reset();
+    is_locked = cuda::IsPageLocked(locked.data(), locked.size_bytes());
+    ASSERT_TRUE(is_locked.ok()) << is_locked.status();
+    EXPECT_FALSE(*is_locked);
   }
 }
 
