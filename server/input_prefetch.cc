@@ -153,7 +153,8 @@ void InputPrefetcher::SlotLoop(size_t index) {
     absl::StatusOr<JobInput> input = ReadJobInput(*job.job, job.input_path);
     // Off the lock (locking a few GB of pages takes a while); not for an input that the
     // cap will drop anyway.
-    if (input.ok() && options_.pin_inputs && ArrayBytes(*input) <= max_bytes_) {
+    if (input.ok() && options_.pin_inputs && ArrayBytes(*input) <= max_bytes_ &&
+        ArrayBytes(*input) >= options_.min_pin_bytes) {
       Pin(id, *input);
     }
     absl::MutexLock lock(&mu_);

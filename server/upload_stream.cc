@@ -11,7 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/devices/host_pinning.h"
 #include "server/job_execution.h"
 #include "server/job_input.h"
 
@@ -60,6 +62,36 @@ class InputFile {
   int fd_;
   std::string path_;
 };
+
+// Threads that read a piece back and check it: one thread's reads from tmpfs (about 3 GB/s,
+// with the finite check after) fell behind a 2.4 GB/s upload by 0.7 s on the H100 machine;
+// a few more keep up while leaving cores to the upload's own threads.
+constexpr int kReadThreads = 4;
+
+// Views [first, first + count) of the input into `to`, each thread reading and checking
+// its own views; the first error in view order.
+absl::Status ReadViews(const InputFile& file, int64_t first, int64_t count, uint64_t view_bytes,
+                       const core::Dims3& dims, float* to) {
+  std::vector<absl::Status> errors(static_cast<size_t>(count));
+  const int64_t view_values = dims.d1 * dims.d2;
+  core::ParallelFor(
+      count,
+      [&](int64_t begin, int64_t end) {
+        float* values = to + begin * view_values;
+        absl::Status status =
+            file.ReadAt(static_cast<uint64_t>(first + begin) * view_bytes, values,
+                        static_cast<uint64_t>(end - begin) * view_bytes);
+        if (status.ok()) {
+          status = CheckFiniteViews(values, first + begin, end - begin, dims.d1, dims.d2);
+        }
+        errors[static_cast<size_t>(begin)] = std::move(status);
+      },
+      kReadThreads);
+  for (absl::Status& error : errors) {
+    if (!error.ok()) return error;
+  }
+  return absl::OkStatus();
+}
 
 absl::Status EndedError(UploadFeed::End end, int64_t views_added, int64_t views) {
   return absl::CancelledError(absl::StrCat("reconstruction while uploading given up after ",
@@ -143,14 +175,18 @@ absl::StatusOr<core::Array3D> ReconstructWhileUploading(const ValidatedJob& job,
   const int64_t piece_views =
       std::max<int64_t>(1, static_cast<int64_t>(piece_bytes / std::max<uint64_t>(view_bytes, 1)));
   std::vector<float> piece(static_cast<size_t>(std::min(piece_views, dims.d0) * dims.d1 * dims.d2));
+  // Page-locked where a device is there: the CUDA stream then copies each piece straight to
+  // the device instead of gathering it into its own buffers first. Declared after piece:
+  // unregistered before it is freed. Unpinned (a CPU worker, a failure) works the same.
+  absl::StatusOr<std::unique_ptr<core::PinnedHostRegion>> pinned =
+      core::PinHostMemory(piece.data(), piece.size() * sizeof(float));
   for (int64_t first = 0; first < dims.d0; first += piece_views) {
     const int64_t count = std::min(piece_views, dims.d0 - first);
     const uint64_t offset = static_cast<uint64_t>(first) * view_bytes;
     const uint64_t bytes = static_cast<uint64_t>(count) * view_bytes;
     const UploadFeed::End end = feed.WaitForBytes(offset + bytes);
     if (end != UploadFeed::End::kNone) return EndedError(end, first, dims.d0);
-    TOMO_RETURN_IF_ERROR(file.ReadAt(offset, piece.data(), bytes));
-    TOMO_RETURN_IF_ERROR(CheckFiniteViews(piece.data(), first, count, dims.d1, dims.d2));
+    TOMO_RETURN_IF_ERROR(ReadViews(file, first, count, view_bytes, dims, piece.data()));
     TOMO_RETURN_IF_ERROR(stream->AddViews(first, piece.data(), count));
   }
   TOMO_ASSIGN_OR_RETURN(core::Array3D volume, stream->Finish());

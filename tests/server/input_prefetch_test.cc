@@ -268,6 +268,7 @@ TEST_F(PrefetchTest, PinsTheProjectionsReadAheadWhenAskedAndKeepsTheirBytes) {
   FakePinner fake;
   InputPrefetchOptions options;
   options.pin_inputs = true;
+  options.min_pin_bytes = 0;  // the test's inputs are small
   options.pinner = fake.pinner();
   InputPrefetcher prefetcher(2, 1 << 20, &metrics_, options);
   ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
@@ -308,6 +309,7 @@ TEST_F(PrefetchTest, FailedPinIsNotAnErrorTheInputIsUsedUnpinned) {
   fake.fail = absl::ResourceExhaustedError("cudaHostRegister: out of memory");
   InputPrefetchOptions options;
   options.pin_inputs = true;
+  options.min_pin_bytes = 0;  // the test's inputs are small
   options.pinner = fake.pinner();
   InputPrefetcher prefetcher(1, 1 << 20, &metrics_, options);
   ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
@@ -338,6 +340,24 @@ TEST_F(PrefetchTest, PinsNothingUnlessAsked) {
   EXPECT_EQ(input->pinned_projections, nullptr);
 }
 
+TEST_F(PrefetchTest, InputsBelowTheThresholdStayPageable) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  const std::vector<float> a = Queue("a", 0, 16, 8);
+  FakePinner fake;
+  InputPrefetchOptions options;
+  options.pin_inputs = true;
+  options.min_pin_bytes = 16 * 8 * 4 + 1;
+  options.pinner = fake.pinner();
+  InputPrefetcher prefetcher(1, 1 << 20, &metrics_, options);
+  ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
+  ASSERT_EQ(queue_.PopFirst(), "a");
+  std::optional<JobInput> input = prefetcher.Take("a");
+  ASSERT_TRUE(input.has_value());
+  EXPECT_TRUE(fake.calls.empty());
+  EXPECT_EQ(input->pinned_projections, nullptr);
+  EXPECT_EQ(Values(*input), a);
+}
+
 // The real pinner (core::PinHostMemory): without a CUDA device (CI, a CPU-only build) it
 // pins nothing and says why; with one, the projections are page-locked. The bytes are the
 // spool's either way.
@@ -346,6 +366,7 @@ TEST_F(PrefetchTest, RealPinnerLocksOnlyWithACudaDevice) {
   const std::vector<float> a = Queue("a", 0, 64, 32);
   InputPrefetchOptions options;
   options.pin_inputs = true;
+  options.min_pin_bytes = 0;  // the test's inputs are small
   InputPrefetcher prefetcher(1, 1 << 20, &metrics_, options);
   ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
   ASSERT_EQ(queue_.PopFirst(), "a");
