@@ -1112,8 +1112,10 @@ void JobManager::FollowUpload(size_t index, const std::string& id,
   context.memory_budget_bytes = EffectiveMemoryBudget(
       job->memory_budget_bytes, options_.memory_budget_bytes,
       DeviceFreeBytes(options_.devices[index]));
-  absl::StatusOr<core::Array3D> volume = ReconstructWhileUploading(
-      *job, spool_.InputPath(id), *feed, registry_, *backends_[index], context);
+  FollowTimes times;
+  absl::StatusOr<core::Array3D> volume =
+      ReconstructWhileUploading(*job, spool_.InputPath(id), *feed, registry_, *backends_[index],
+                                context, kFollowPieceBytes, &times);
   const UploadFeed::End ended = feed->end();
   // From here on the upload's end no longer matters to this worker.
   feed->Finish(UploadFeed::End::kYielded);
@@ -1149,7 +1151,11 @@ void JobManager::FollowUpload(size_t index, const std::string& id,
   }
   if (options_.metrics != nullptr) options_.metrics->UploadFollowed(outcome);
   Log(absl::StrCat("job ", id, ": reconstruction while uploading ", outcome,
-                   volume.ok() ? "" : absl::StrCat(" (", StatusText(volume.status()), ")")));
+                   volume.ok() ? "" : absl::StrCat(" (", StatusText(volume.status()), ")"),
+                   absl::StrFormat("; %.3f s waiting for the upload, %.3f s reading back, "
+                                   "%.3f s feeding the device, %.3f s finishing",
+                                   times.waiting_s, times.reading_s, times.feeding_s,
+                                   times.finishing_s)));
   if (cancel != nullptr) RunJob(index, id, std::move(job), std::move(cancel), std::move(*volume));
 }
 

@@ -11,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/devices/host_pinning.h"
@@ -93,6 +95,14 @@ absl::Status ReadViews(const InputFile& file, int64_t first, int64_t count, uint
   return absl::OkStatus();
 }
 
+// Seconds since *start; moves *start to now.
+double Since(absl::Time& start) {
+  const absl::Time now = absl::Now();
+  const double seconds = absl::ToDoubleSeconds(now - start);
+  start = now;
+  return seconds;
+}
+
 absl::Status EndedError(UploadFeed::End end, int64_t views_added, int64_t views) {
   return absl::CancelledError(absl::StrCat("reconstruction while uploading given up after ",
                                            views_added, " of ", views, " views: the upload ",
@@ -157,7 +167,10 @@ absl::StatusOr<core::Array3D> ReconstructWhileUploading(const ValidatedJob& job,
                                                         const core::AlgorithmRegistry& registry,
                                                         core::Backend& backend,
                                                         const core::RunContext& context,
-                                                        uint64_t piece_bytes) {
+                                                        uint64_t piece_bytes,
+                                                        FollowTimes* times) {
+  FollowTimes unused;
+  FollowTimes& spent = times != nullptr ? *times : unused;
   if (!CanReconstructWhileUploading(job, registry)) {
     return absl::FailedPreconditionError(
         "the job's input or algorithm cannot be reconstructed while it is uploaded");
@@ -184,12 +197,18 @@ absl::StatusOr<core::Array3D> ReconstructWhileUploading(const ValidatedJob& job,
     const int64_t count = std::min(piece_views, dims.d0 - first);
     const uint64_t offset = static_cast<uint64_t>(first) * view_bytes;
     const uint64_t bytes = static_cast<uint64_t>(count) * view_bytes;
+    absl::Time start = absl::Now();
     const UploadFeed::End end = feed.WaitForBytes(offset + bytes);
     if (end != UploadFeed::End::kNone) return EndedError(end, first, dims.d0);
+    spent.waiting_s += Since(start);
     TOMO_RETURN_IF_ERROR(ReadViews(file, first, count, view_bytes, dims, piece.data()));
+    spent.reading_s += Since(start);
     TOMO_RETURN_IF_ERROR(stream->AddViews(first, piece.data(), count));
+    spent.feeding_s += Since(start);
   }
+  absl::Time start = absl::Now();
   TOMO_ASSIGN_OR_RETURN(core::Array3D volume, stream->Finish());
+  spent.finishing_s = Since(start);
   stream.reset();  // frees the device's buffers before the wait
   const UploadFeed::End end = feed.WaitForEnd();
   if (end != UploadFeed::End::kCommitted) return EndedError(end, dims.d0, dims.d0);

@@ -75,13 +75,22 @@ const char* UploadFeedEndName(UploadFeed::End end);
 // the plain projections (InputIsPlainProjections) and the registry can stream the request.
 bool CanReconstructWhileUploading(const ValidatedJob& job, const core::AlgorithmRegistry& registry);
 
+// Where a follower's time went (for its log line and the benchmark notes).
+struct FollowTimes {
+  double waiting_s = 0;   // for the upload to write the next piece
+  double reading_s = 0;   // reading pieces back and checking them finite
+  double feeding_s = 0;   // AddViews: the copies to the device (and chunk launches)
+  double finishing_s = 0; // the last chunk and the volume's download
+};
+
 // Views are read back and fed in pieces of whole views of about this many bytes: one pread
 // and one AddViews call each, and the last piece, which waits for the end of the upload,
 // stays quick.
 inline constexpr uint64_t kFollowPieceBytes = uint64_t{8} << 20;
 
 // Follows the upload of input_path through feed, as above, in pieces of piece_bytes (at
-// least one view); the volume when the upload was committed. Otherwise: CANCELLED naming the feed's end (aborted, yielded), FAILED_PRECONDITION
+// least one view); the volume when the upload was committed. times, when given, gets where
+// the time went (also when following fails). Otherwise: CANCELLED naming the feed's end (aborted, yielded), FAILED_PRECONDITION
 // when the request cannot be streamed within context.memory_budget_bytes, INVALID_ARGUMENT
 // for a non-finite value (naming view, row and detector), INTERNAL/NOT_FOUND for read errors,
 // the backend's errors. The backend is used by the calling thread only.
@@ -91,6 +100,7 @@ absl::StatusOr<core::Array3D> ReconstructWhileUploading(const ValidatedJob& job,
                                                         const core::AlgorithmRegistry& registry,
                                                         core::Backend& backend,
                                                         const core::RunContext& context,
-                                                        uint64_t piece_bytes = kFollowPieceBytes);
+                                                        uint64_t piece_bytes = kFollowPieceBytes,
+                                                        FollowTimes* times = nullptr);
 
 }  // namespace tomo::server

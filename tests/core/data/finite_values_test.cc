@@ -21,7 +21,7 @@ TEST(FiniteValuesTest, FindsTheFirstNonFiniteValue) {
   std::mt19937_64 random(seed);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{13} << 20}) {
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{5000}, int64_t{13} << 20}) {
     SCOPED_TRACE(::testing::Message() << count << " values");
     std::vector<float> values(static_cast<size_t>(count), 1.0f);
     EXPECT_EQ(FirstNonFiniteIndex(values.data(), count), -1);
@@ -39,6 +39,27 @@ TEST(FiniteValuesTest, FindsTheFirstNonFiniteValue) {
       EXPECT_EQ(FirstNonFiniteIndex(values.data(), count), first);
     }
   }
+}
+
+// Finite values of every magnitude and sign (the largest, denormals, zeros) are finite; the
+// check looks at exponent bits, so the edges of the range matter.
+TEST(FiniteValuesTest, ExtremeFiniteValuesAreFinite) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::vector<float> extremes = {std::numeric_limits<float>::max(),
+                                       -std::numeric_limits<float>::max(),
+                                       std::numeric_limits<float>::min(),
+                                       std::numeric_limits<float>::denorm_min(),
+                                       -std::numeric_limits<float>::denorm_min(),
+                                       0.0f, -0.0f};
+  std::vector<float> values(3000);
+  for (float& v : values) v = extremes[random() % extremes.size()];
+  EXPECT_EQ(FirstNonFiniteIndex(values.data(), static_cast<int64_t>(values.size())), -1);
+  const size_t bad = random() % values.size();
+  values[bad] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(FirstNonFiniteIndex(values.data(), static_cast<int64_t>(values.size())),
+            static_cast<int64_t>(bad));
 }
 
 }  // namespace
