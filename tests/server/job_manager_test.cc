@@ -100,6 +100,18 @@ class RecordingWatcher final : public JobWatcher {
   absl::Status closed_ ABSL_GUARDED_BY(mu_);
 };
 
+// Float32 bytes with fresh Gaussian noise (sigma 0.05) added to every value.
+std::string WithNoise(std::string bytes, std::mt19937_64& random) {
+  std::normal_distribution<float> noise(0.0f, 0.05f);
+  for (size_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float)) {
+    float value;
+    std::memcpy(&value, bytes.data() + at, sizeof(float));
+    value += noise(random);
+    std::memcpy(bytes.data() + at, &value, sizeof(float));
+  }
+  return bytes;
+}
+
 class JobManagerTest : public ::testing::Test {
  protected:
   void StartManager(std::unique_ptr<core::Algorithm> fbp = nullptr, ServerLimits limits = {}) {
@@ -1030,18 +1042,10 @@ TEST_F(JobManagerPrefetchTest, PrefetchedJobsSucceedWithTheBytesOfReadingTheSpoo
   const uint64_t seed = tomo::testing::TestSeed();
   SCOPED_TRACE(tomo::testing::SeedTrace(seed));
   std::mt19937_64 random(seed);
-  std::normal_distribution<float> noise(0.0f, 0.05f);
   std::vector<std::pair<pb::JobSpec, std::string>> inputs;
   for (uint32_t detectors : {48u, 64u}) {
     const pb::JobSpec spec = SmallSpec(detectors, 60, 48);
-    std::string bytes = PhantomSinogramBytes(spec);
-    for (size_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float)) {
-      float value;
-      std::memcpy(&value, bytes.data() + at, sizeof(float));
-      value += noise(random);
-      std::memcpy(bytes.data() + at, &value, sizeof(float));
-    }
-    inputs.emplace_back(spec, std::move(bytes));
+    inputs.emplace_back(spec, WithNoise(PhantomSinogramBytes(spec), random));
   }
   auto run = [&](uint64_t prefetch_bytes, TomodMetrics& metrics) {
     JobManagerOptions options;
@@ -1171,18 +1175,6 @@ class JobManagerFollowTest : public JobManagerTest {
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? testing::ReadFile(result->path) : "";
   }
-  // A cone-beam FDK job's phantom projections with fresh noise.
-  static std::string NoisyConeBytes(const pb::JobSpec& spec, std::mt19937_64& random) {
-    std::string bytes = testing::PhantomConeProjectionBytes(spec);
-    std::normal_distribution<float> noise(0.0f, 0.05f);
-    for (size_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float)) {
-      float value;
-      std::memcpy(&value, bytes.data() + at, sizeof(float));
-      value += noise(random);
-      std::memcpy(bytes.data() + at, &value, sizeof(float));
-    }
-    return bytes;
-  }
 
   TomodMetrics metrics_;
 };
@@ -1194,7 +1186,7 @@ TEST_F(JobManagerFollowTest, FollowedJobWritesTheBytesOfAJobRunFromTheSpool) {
   SCOPED_TRACE(tomo::testing::SeedTrace(seed));
   std::mt19937_64 random(seed);
   const pb::JobSpec spec = testing::SmallConeSpec(64, 24, 40, 24);
-  const std::string bytes = NoisyConeBytes(spec, random);
+  const std::string bytes = WithNoise(testing::PhantomConeProjectionBytes(spec), random);
 
   StartFollowing(metrics_);
   auto upload = manager_->BeginUpload(spec);
