@@ -1,5 +1,6 @@
 #include "proto/transfer/crc32.h"
 
+#include <isa-l/crc.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,8 +11,9 @@
 namespace tomo::transfer {
 
 uint32_t Crc32Update(uint32_t crc, const void* data, size_t size) {
-  return static_cast<uint32_t>(
-      crc32_z(crc, static_cast<const Bytef*>(data), static_cast<z_size_t>(size)));
+  // ISA-L's reflected IEEE CRC is zlib's crc32, continuation included (crc32_test checks
+  // it against zlib); its buffer length is 64-bit.
+  return crc32_gzip_refl(crc, static_cast<const unsigned char*>(data), size);
 }
 
 uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t size_b) {

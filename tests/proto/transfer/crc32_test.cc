@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -29,6 +30,21 @@ TEST(Crc32Test, BufferInParallelBlocksEqualsOnePassForOddSizes) {
     const std::string bytes = RandomBytes(rng, size);
     EXPECT_EQ(Crc32OfBuffer(bytes.data(), bytes.size()), ZlibCrc(bytes)) << "size " << size;
   }
+}
+
+// Continuing a checksum over pieces of every alignment and length (ISA-L's folding code
+// takes other paths for short, unaligned and long pieces) gives zlib's value.
+TEST(Crc32Test, UpdateInRandomPiecesEqualsZlib) {
+  std::mt19937_64 rng(TestSeed() + 2);
+  SCOPED_TRACE(testing::Message() << "seed " << TestSeed());
+  const std::string bytes = RandomBytes(rng, (size_t{3} << 20) + 777);
+  uint32_t crc = 0;
+  for (size_t at = 0; at < bytes.size();) {
+    const size_t piece = std::min<size_t>(bytes.size() - at, rng() % 3 == 0 ? rng() % 64 : rng() % 300000);
+    crc = Crc32Update(crc, bytes.data() + at, piece);
+    at += piece;
+  }
+  EXPECT_EQ(crc, ZlibCrc(bytes));
 }
 
 TEST(Crc32Test, CombineOfTwoPartsEqualsTheWhole) {
