@@ -24,7 +24,8 @@
 // spool stays the truth: nothing here is durable and a restart simply reads again.
 //
 // Memory: with options.pin_inputs (tomod: when its workers are CUDA devices), once a read
-// has succeeded the slot's thread page-locks the projections where they lie
+// has succeeded, and for inputs of at least options.min_pin_bytes, the slot's thread
+// page-locks the projections where they lie
 // (core::PinHostMemory, kept in JobInput::pinned_projections), off the worker's critical
 // path: the CUDA backend then uploads them straight from that memory with asynchronous
 // copies instead of first copying them into its own page-locked staging buffers. A pin that
