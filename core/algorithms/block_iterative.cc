@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/algorithms/iterative_common.h"
 #include "core/base/status_macros.h"
-#include "core/data/dims_check.h"
 #include "core/operators/resident_operators.h"
 
 namespace tomo::core {
@@ -31,10 +30,8 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
                                                const IterativeOptions& options, int64_t blocks,
                                                ViewOrder order, Backend& backend,
                                                const RunContext& context) {
-  TOMO_RETURN_IF_ERROR(ValidateIterativeOptions(options, volume, /*constrained_method=*/true));
-  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
-                                      geometry.projection_dims(), "(views, rows, columns)"));
-  TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume));
+  TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
+                                            /*constrained_method=*/true));
   TOMO_ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> partition,
                         PartitionViews(geometry.num_views(), blocks, order));
   const std::string method = blocks == geometry.num_views() ? "sart" : "os-sart";

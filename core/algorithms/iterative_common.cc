@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
+#include "core/data/dims_check.h"
 #include "core/geometry/geometry_builders.h"
 
 namespace tomo::core {
@@ -98,6 +99,15 @@ uint64_t EffectiveBudget(const RunContext& context, const ResidentOperators& ops
   const uint64_t free = ops.free_bytes();
   if (free > 0 && (budget == 0 || free < budget)) budget = free;
   return budget;
+}
+
+absl::Status CheckIterativeInputs(const VectorGeometry& geometry, const VolumeGeometry& volume,
+                                  const Array3D& projections, const IterativeOptions& options,
+                                  bool constrained_method) {
+  TOMO_RETURN_IF_ERROR(ValidateIterativeOptions(options, volume, constrained_method));
+  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
+                                      geometry.projection_dims(), "(views, rows, columns)"));
+  return geometry.CheckAgainstVolume(volume);
 }
 
 absl::Status CheckFitsBudget(const std::string& method, uint64_t bytes, const std::string& what,

@@ -56,6 +56,13 @@ Array3D GatherViews(const Array3D& projections, const std::vector<int64_t>& view
 // The smallest non-zero of context.memory_budget_bytes and ops.free_bytes(); 0: no limit.
 uint64_t EffectiveBudget(const RunContext& context, const ResidentOperators& ops);
 
+// The checks every iterative method makes before it allocates anything: its options
+// (ValidateIterativeOptions), the projections' dims against the geometry, and the geometry
+// against the volume (no source inside it). INVALID_ARGUMENT naming the field.
+absl::Status CheckIterativeInputs(const VectorGeometry& geometry, const VolumeGeometry& volume,
+                                  const Array3D& projections, const IterativeOptions& options,
+                                  bool constrained_method);
+
 // The budget a run must fit: the smallest non-zero of context.memory_budget_bytes and the
 // device's free memory (0: no limit). RESOURCE_EXHAUSTED naming the method, what it needs
 // (`what`, e.g. "3 volumes + 3 projection sets") and the budget when bytes exceed it.

@@ -5,7 +5,6 @@
 
 #include "core/algorithms/iterative_common.h"
 #include "core/base/status_macros.h"
-#include "core/data/dims_check.h"
 #include "core/operators/resident_operators.h"
 
 namespace tomo::core {
@@ -13,10 +12,8 @@ namespace tomo::core {
 absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                      const Array3D& projections, const IterativeOptions& options,
                                      Backend& backend, const RunContext& context) {
-  TOMO_RETURN_IF_ERROR(ValidateIterativeOptions(options, volume, /*constrained_method=*/true));
-  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
-                                      geometry.projection_dims(), "(views, rows, columns)"));
-  TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume));
+  TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
+                                            /*constrained_method=*/true));
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());
   const uint64_t volume_bytes = static_cast<uint64_t>(volume.voxel_count()) * sizeof(float);
   const uint64_t projection_bytes = static_cast<uint64_t>(projections.size()) * sizeof(float);
