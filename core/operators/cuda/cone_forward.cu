@@ -23,6 +23,7 @@
 
 #include <cmath>
 
+#include "core/operators/cuda/joseph_ray.cuh"
 #include "core/operators/cuda/vector_kernels.h"
 
 namespace tomo::core::cuda {
@@ -42,42 +43,6 @@ constexpr int kFpBlockY = 8;
 // (401 -> 161 ms), 1.8x 3D texture (384 -> 213 ms), 1.33x at 256^3.
 constexpr int32_t kMaxViewsPerLaunch = 65535;
 
-// The exact sampler: trilinear interpolation from plain loads, each tap bounds-checked
-// (outside = 0). Along the main axis the fraction is exactly 0, so this is Joseph's
-// bilinear interpolation in the plane.
-__device__ __forceinline__ float SampleExact(const float* __restrict__ volume, int nx, int ny,
-                                             int nz, float x, float y, float z) {
-  const float fx0 = floorf(x), fy0 = floorf(y), fz0 = floorf(z);
-  const float tx = x - fx0, ty = y - fy0, tz = z - fz0;
-  const int x0 = static_cast<int>(fx0), y0 = static_cast<int>(fy0), z0 = static_cast<int>(fz0);
-  float sum = 0.0f;
-#pragma unroll
-  for (int dz = 0; dz < 2; ++dz) {
-    const int zz = z0 + dz;
-    const float wz = dz ? tz : 1.0f - tz;
-    if (zz < 0 || zz >= nz || wz == 0.0f) continue;
-#pragma unroll
-    for (int dy = 0; dy < 2; ++dy) {
-      const int yy = y0 + dy;
-      const float wy = dy ? ty : 1.0f - ty;
-      if (yy < 0 || yy >= ny || wy == 0.0f) continue;
-      const float* row = volume + (static_cast<int64_t>(zz) * ny + yy) * nx;
-#pragma unroll
-      for (int dx = 0; dx < 2; ++dx) {
-        const int xx = x0 + dx;
-        const float wx = dx ? tx : 1.0f - tx;
-        if (xx < 0 || xx >= nx || wx == 0.0f) continue;
-        sum = fmaf(wz * wy * wx, __ldg(row + xx), sum);
-      }
-    }
-  }
-  return sum;
-}
-
-__device__ __forceinline__ float Pick(int a, float x, float y, float z) {
-  return a == 0 ? x : (a == 1 ? y : z);
-}
-
 // Launch: grid (ceil(columns / kFpBlockX), ceil(rows / kFpBlockY), num_views), block
 // (kFpBlockX, kFpBlockY); with views_inner, grid (ceil(columns / kFpBlockX), num_views,
 // ceil(rows / kFpBlockY)). A thread owns one detector pixel (view, row, column): it reads
@@ -93,142 +58,58 @@ __global__ void __launch_bounds__(kFpBlockX* kFpBlockY)
   const int row = (views_inner ? blockIdx.z : blockIdx.y) * kFpBlockY + threadIdx.y;
   const int view_index = views_inner ? blockIdx.y : blockIdx.z;
   if (column >= det.columns || row >= det.rows) return;
-  const VectorFpView& view = views[view_index];
-
-  const float cr = static_cast<float>(row) - 0.5f * static_cast<float>(det.rows - 1);
-  const float cc = static_cast<float>(column) - 0.5f * static_cast<float>(det.columns - 1);
-  float pixel[3];
-  if (det.cylindrical) {
-    // center + (cos g - 1) u + sin g w + cr v, with cos g - 1 = -2 sin^2(g / 2).
-    const float g = cc * view.gamma_per_column;
-    const float sh = sinf(0.5f * g);
-    const float cm1 = -2.0f * sh * sh;
-    const float sg = sinf(g);
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-      pixel[k] = view.center[k] + cm1 * view.u[k] + sg * view.w[k] + cr * view.v[k];
+  const JosephRay ray = MakeJosephRay(vol, det, views[view_index], row, column);
+  const int a = ray.axis;
+  const float* step = ray.step;
+  const float* base = ray.base;
+  const int j_begin = ray.j_begin, j_end = ray.j_end;
+  float sum = 0.0f;
+  if (kSampler == VectorSampler::kLayered) {
+    // One bilinear fetch per plane from the layered texture of the main axis; texel
+    // centres at +0.5, the layer is the plane.
+    if (a == 2) {
+      const float bx = base[0] + 0.5f, by = base[1] + 0.5f;
+#pragma unroll 4
+      for (int j = j_begin; j <= j_end; ++j) {
+        const float fj = static_cast<float>(j);
+        sum += tex2DLayered<float>(textures.along_z, fmaf(fj, step[0], bx),
+                                   fmaf(fj, step[1], by), j);
+      }
+    } else if (a == 1) {
+      const float bx = base[0] + 0.5f, bz = base[2] + 0.5f;
+#pragma unroll 4
+      for (int j = j_begin; j <= j_end; ++j) {
+        const float fj = static_cast<float>(j);
+        sum += tex2DLayered<float>(textures.along_y, fmaf(fj, step[0], bx),
+                                   fmaf(fj, step[2], bz), j);
+      }
+    } else {
+      const float by = base[1] + 0.5f, bz = base[2] + 0.5f;
+#pragma unroll 4
+      for (int j = j_begin; j <= j_end; ++j) {
+        const float fj = static_cast<float>(j);
+        sum += tex2DLayered<float>(textures.along_x, fmaf(fj, step[1], by),
+                                   fmaf(fj, step[2], bz), j);
+      }
+    }
+  } else if (kSampler == VectorSampler::kTexture) {
+    // Texel centres at +0.5; the main coordinate is exactly j + 0.5 (weight 0 across).
+    const float bx = base[0] + 0.5f, by = base[1] + 0.5f, bz = base[2] + 0.5f;
+#pragma unroll 4
+    for (int j = j_begin; j <= j_end; ++j) {
+      const float fj = static_cast<float>(j);
+      sum += tex3D<float>(textures.volume3d, fmaf(fj, step[0], bx), fmaf(fj, step[1], by),
+                          fmaf(fj, step[2], bz));
     }
   } else {
-#pragma unroll
-    for (int k = 0; k < 3; ++k) pixel[k] = view.center[k] + cc * view.u[k] + cr * view.v[k];
-  }
-  float origin[3], dir[3];
-#pragma unroll
-  for (int k = 0; k < 3; ++k) {
-    origin[k] = det.cone ? view.source[k] : pixel[k];
-    dir[k] = det.cone ? pixel[k] - view.source[k] : view.source[k];
-  }
-  const int n[3] = {vol.nx, vol.ny, vol.nz};
-  // Main axis: the largest |D| in index units; ties go to y, then x, then z (as the CPU
-  // reference).
-  const float ad0 = fabsf(dir[0]), ad1 = fabsf(dir[1]), ad2 = fabsf(dir[2]);
-  int a = 1;
-  if (ad0 > ad1) a = 0;
-  if (ad2 > (a == 0 ? ad0 : ad1)) a = 2;
-  // Per-axis values of the main axis, by selects (a run-time index would put the arrays
-  // in local memory).
-  const float dir_a = Pick(a, dir[0], dir[1], dir[2]);
-  const float origin_a = Pick(a, origin[0], origin[1], origin[2]);
-  const int n_a = a == 0 ? vol.nx : (a == 1 ? vol.ny : vol.nz);
-  // Path length per plane: voxel_a / |unit direction_a| = voxel_a |D_mm| / |D_mm,a|.
-  float dmm[3];
-#pragma unroll
-  for (int k = 0; k < 3; ++k) dmm[k] = dir[k] * vol.voxel_mm[k];
-  const float length_mm = sqrtf(dmm[0] * dmm[0] + dmm[1] * dmm[1] + dmm[2] * dmm[2]);
-  const float weight = length_mm / fabsf(dir_a);
-
-  // t-interval where every coordinate lies in [-1, n].
-  float t_lo = det.cone ? 0.0f : -INFINITY;
-  float t_hi = INFINITY;
-  bool miss = false;
-#pragma unroll
-  for (int k = 0; k < 3; ++k) {
-    const float lo = -1.0f, hi = static_cast<float>(n[k]);
-    if (dir[k] == 0.0f) {
-      miss = miss || origin[k] < lo || origin[k] > hi;
-    } else {
-      const float inv = 1.0f / dir[k];
-      float t0 = (lo - origin[k]) * inv, t1 = (hi - origin[k]) * inv;
-      if (t0 > t1) {
-        const float t = t0;
-        t0 = t1;
-        t1 = t;
-      }
-      t_lo = fmaxf(t_lo, t0);
-      t_hi = fminf(t_hi, t1);
-    }
-  }
-  float sum = 0.0f;
-  if (!miss && t_lo <= t_hi) {
-    const float inv_da = 1.0f / dir_a;
-    float step[3], base[3];
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-      step[k] = k == a ? 1.0f : dir[k] * inv_da;
-      base[k] = k == a ? 0.0f : origin[k] - origin_a * step[k];
-    }
-    // Plane range from the t-interval, widened by one plane for rounding.
-    // (Clamped before the conversions to int: a parallel ray's t-interval may be huge.)
-    const float ja = fminf(fmaxf(origin_a + t_lo * dir_a, -2.0f), static_cast<float>(n_a) + 1.0f);
-    const float jb = fminf(fmaxf(origin_a + t_hi * dir_a, -2.0f), static_cast<float>(n_a) + 1.0f);
-    int j_begin = max(0, static_cast<int>(floorf(fminf(ja, jb))) - 1);
-    int j_end = min(n_a - 1, static_cast<int>(ceilf(fmaxf(ja, jb))) + 1);
-    // A cone beam's planes with t >= 0 exactly: j on the detector's side of the source.
-    if (det.cone) {
-      const float o = fminf(fmaxf(origin_a, -2.0f), static_cast<float>(n_a) + 1.0f);
-      if (dir_a > 0.0f) {
-        j_begin = max(j_begin, static_cast<int>(ceilf(o)));
-      } else {
-        j_end = min(j_end, static_cast<int>(floorf(o)));
-      }
-    }
-    if (kSampler == VectorSampler::kLayered) {
-      // One bilinear fetch per plane from the layered texture of the main axis; texel
-      // centres at +0.5, the layer is the plane.
-      if (a == 2) {
-        const float bx = base[0] + 0.5f, by = base[1] + 0.5f;
-#pragma unroll 4
-        for (int j = j_begin; j <= j_end; ++j) {
-          const float fj = static_cast<float>(j);
-          sum += tex2DLayered<float>(textures.along_z, fmaf(fj, step[0], bx),
-                                     fmaf(fj, step[1], by), j);
-        }
-      } else if (a == 1) {
-        const float bx = base[0] + 0.5f, bz = base[2] + 0.5f;
-#pragma unroll 4
-        for (int j = j_begin; j <= j_end; ++j) {
-          const float fj = static_cast<float>(j);
-          sum += tex2DLayered<float>(textures.along_y, fmaf(fj, step[0], bx),
-                                     fmaf(fj, step[2], bz), j);
-        }
-      } else {
-        const float by = base[1] + 0.5f, bz = base[2] + 0.5f;
-#pragma unroll 4
-        for (int j = j_begin; j <= j_end; ++j) {
-          const float fj = static_cast<float>(j);
-          sum += tex2DLayered<float>(textures.along_x, fmaf(fj, step[1], by),
-                                     fmaf(fj, step[2], bz), j);
-        }
-      }
-    } else if (kSampler == VectorSampler::kTexture) {
-      // Texel centres at +0.5; the main coordinate is exactly j + 0.5 (weight 0 across).
-      const float bx = base[0] + 0.5f, by = base[1] + 0.5f, bz = base[2] + 0.5f;
-#pragma unroll 4
-      for (int j = j_begin; j <= j_end; ++j) {
-        const float fj = static_cast<float>(j);
-        sum += tex3D<float>(textures.volume3d, fmaf(fj, step[0], bx), fmaf(fj, step[1], by),
-                            fmaf(fj, step[2], bz));
-      }
-    } else {
-      for (int j = j_begin; j <= j_end; ++j) {
-        const float fj = static_cast<float>(j);
-        sum += SampleExact(volume, vol.nx, vol.ny, vol.nz, fmaf(fj, step[0], base[0]),
-                           fmaf(fj, step[1], base[1]), fmaf(fj, step[2], base[2]));
-      }
+    for (int j = j_begin; j <= j_end; ++j) {
+      const float fj = static_cast<float>(j);
+      sum += SampleExact(volume, vol.nx, vol.ny, vol.nz, fmaf(fj, step[0], base[0]),
+                         fmaf(fj, step[1], base[1]), fmaf(fj, step[2], base[2]));
     }
   }
   projections[(static_cast<int64_t>(view_index) * det.rows + row) * det.columns + column] =
-      sum * weight;
+      sum * ray.weight;
 }
 
 }  // namespace
