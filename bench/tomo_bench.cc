@@ -388,6 +388,46 @@ struct EndToEndFdk {
 // The rate the paced stream's views arrive at: tomod's upload target (issue 4).
 constexpr double kStreamArrivalGBs = 2.5;
 
+// The first device's FilterAndBackProject alone on the whole volume (*seconds, one run),
+// then the same through the device function twice for its profile (own staging, made
+// first) and, when half_profile is given, twice on the upper half of the volume alone (what
+// each of two devices gets).
+absl::Status TimeOperatorAlone(const BenchCase& c, const core::VectorGeometry& geometry,
+                               const core::VolumeGeometry& volume,
+                               const core::Array3D& projections, core::Backend& backend,
+                               double* seconds, core::cuda::FilterAndBackProjectProfile* profile,
+                               core::cuda::FilterAndBackProjectProfile* half_profile) {
+  core::FilteredBackProjectionWeights weights;
+  weights.pixel.assign(static_cast<size_t>(c.rows * c.columns), 0.9f);
+  weights.column.assign(static_cast<size_t>(c.views * c.columns), 0.5f);
+  TOMO_ASSIGN_OR_RETURN(core::RampFilter ramp,
+                        core::RampFilter::Create(core::FilterOptions{}, c.columns, c.pixel_mm));
+  core::Array3D reconstruction(volume.dims());
+  const auto t0 = std::chrono::steady_clock::now();
+  TOMO_RETURN_IF_ERROR(backend.FilterAndBackProject(geometry, volume, projections, ramp, weights,
+                                                    BackProjectionWeighting::kFdk,
+                                                    reconstruction));
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
+  core::cuda::PinnedStaging staging;
+  for (int run = 0; run < 2; ++run) {
+    TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
+        stream.get(), geometry, volume, projections, ramp, weights,
+        BackProjectionWeighting::kFdk, reconstruction, &staging,
+        core::cuda::kFilterAndBackProjectChunkBytes, profile));
+  }
+  if (half_profile == nullptr) return absl::OkStatus();
+  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry half,
+                        core::SlabVolume(volume, core::Slab{c.n / 2, c.n / 2}));
+  core::Array3D half_volume(half.dims());
+  for (int run = 0; run < 2; ++run) {
+    TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
+        stream.get(), geometry, half, projections, ramp, weights, BackProjectionWeighting::kFdk,
+        half_volume, &staging, core::cuda::kFilterAndBackProjectChunkBytes, half_profile));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices, int repeats,
                                             bool pinned, std::mt19937_64& random) {
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
@@ -442,39 +482,9 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
   }
   std::sort(times.begin(), times.end());
   result.median_s = times[times.size() / 2];
-  {
-    core::FilteredBackProjectionWeights weights;
-    weights.pixel.assign(static_cast<size_t>(c.rows * c.columns), 0.9f);
-    weights.column.assign(static_cast<size_t>(c.views * c.columns), 0.5f);
-    TOMO_ASSIGN_OR_RETURN(core::RampFilter ramp,
-                          core::RampFilter::Create(core::FilterOptions{}, c.columns, c.pixel_mm));
-    core::Array3D reconstruction(volume.dims());
-    const auto t0 = std::chrono::steady_clock::now();
-    TOMO_RETURN_IF_ERROR(backends[0]->FilterAndBackProject(geometry, volume, projections, ramp,
-                                                          weights, BackProjectionWeighting::kFdk,
-                                                          reconstruction));
-    result.operator_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // The same through the device function, for its profile (own staging, made first).
-    TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
-    core::cuda::PinnedStaging staging;
-    for (int run = 0; run < 2; ++run) {
-      TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
-          stream.get(), geometry, volume, projections, ramp, weights,
-          BackProjectionWeighting::kFdk, reconstruction, &staging,
-          core::cuda::kFilterAndBackProjectChunkBytes, &result.profile));
-    }
-    // The upper half of the volume alone (what each of two devices gets).
-    TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry half,
-                          core::SlabVolume(volume, core::Slab{c.n / 2, c.n / 2}));
-    core::Array3D half_volume(half.dims());
-    for (int run = 0; run < 2; ++run) {
-      TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
-          stream.get(), geometry, half, projections, ramp, weights,
-          BackProjectionWeighting::kFdk, half_volume, &staging,
-          core::cuda::kFilterAndBackProjectChunkBytes, &result.half_profile));
-    }
-  }
+  TOMO_RETURN_IF_ERROR(TimeOperatorAlone(c, geometry, volume, projections, *backends[0],
+                                         &result.operator_s, &result.profile,
+                                         &result.half_profile));
   {
     TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
     TOMO_ASSIGN_OR_RETURN(auto d_projections,
@@ -570,26 +580,9 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
         pinned_volume.dims() == pageable_volume.dims() &&
         std::memcmp(pinned_volume.data(), pageable_volume.data(), pinned_volume.size_bytes()) ==
             0;
-    core::FilteredBackProjectionWeights weights;
-    weights.pixel.assign(static_cast<size_t>(c.rows * c.columns), 0.9f);
-    weights.column.assign(static_cast<size_t>(c.views * c.columns), 0.5f);
-    TOMO_ASSIGN_OR_RETURN(core::RampFilter ramp,
-                          core::RampFilter::Create(core::FilterOptions{}, c.columns, c.pixel_mm));
-    core::Array3D reconstruction(volume.dims());
-    const auto t0 = std::chrono::steady_clock::now();
-    TOMO_RETURN_IF_ERROR(backends[0]->FilterAndBackProject(geometry, volume, projections, ramp,
-                                                          weights, BackProjectionWeighting::kFdk,
-                                                          reconstruction));
-    result.pinned_operator_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
-    core::cuda::PinnedStaging staging;
-    for (int run = 0; run < 2; ++run) {
-      TOMO_RETURN_IF_ERROR(core::cuda::FilterAndBackProjectOnDevice(
-          stream.get(), geometry, volume, projections, ramp, weights,
-          BackProjectionWeighting::kFdk, reconstruction, &staging,
-          core::cuda::kFilterAndBackProjectChunkBytes, &result.pinned_profile));
-    }
+    TOMO_RETURN_IF_ERROR(TimeOperatorAlone(c, geometry, volume, projections, *backends[0],
+                                           &result.pinned_operator_s, &result.pinned_profile,
+                                           /*half_profile=*/nullptr));
     const auto u0 = std::chrono::steady_clock::now();
     region.reset();
     result.unpin_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
