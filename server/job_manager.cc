@@ -648,14 +648,15 @@ void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) 
 
 Upload::Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file,
                std::shared_ptr<UploadFeed> feed)
-    : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes) {
+    : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes),
+      feed_(std::move(feed)) {
   transfer::ChunkWriter::Options options;
   // The callback is read when the queue fills, after SetOnRoom.
   options.on_room = [this] {
     if (on_room_) on_room_();
   };
-  if (feed != nullptr) {
-    options.on_written = [feed = std::move(feed)](uint64_t bytes) { feed->Written(bytes); };
+  if (feed_ != nullptr) {
+    options.on_written = [feed = feed_](uint64_t bytes) { feed->Written(bytes); };
   }
   const std::string path = file.path();
   writer_ = transfer::ChunkWriter::Create(file.Release(), path, std::move(options));
@@ -676,7 +677,9 @@ absl::StatusOr<bool> Upload::Append(std::string data) {
     return status;
   }
   received_bytes_ += data.size();
-  absl::StatusOr<bool> room = writer_->Append(std::move(data));
+  auto chunk = std::make_shared<const std::string>(std::move(data));
+  if (feed_ != nullptr) feed_->Received(chunk);  // the follower copies it from memory
+  absl::StatusOr<bool> room = writer_->Append(std::move(chunk));
   if (!room.ok()) Abort(room.status());
   return room;
 }

@@ -424,7 +424,8 @@ class Upload {
 
  private:
   friend class JobManager;
-  // feed: told of the bytes written as they land (a worker follows the upload); may be null.
+  // feed: given each chunk received and told of the bytes written as they land (a worker
+  // follows the upload); may be null.
   Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file,
          std::shared_ptr<UploadFeed> feed);
   // An upload that is done already: existing is the job of the spec's idempotency key.
@@ -440,6 +441,7 @@ class Upload {
   uint64_t expected_bytes_;
   uint64_t received_bytes_ = 0;
   std::function<void()> on_room_;
+  std::shared_ptr<UploadFeed> feed_;  // may be null
   std::unique_ptr<transfer::ChunkWriter> writer_;
   std::optional<tomoserve::v1::Job> existing_;
   bool done_ = false;

@@ -26,7 +26,7 @@ absl::Status IoError(int error, absl::string_view what) {
 }  // namespace
 
 struct ChunkWriter::Chunk {
-  std::string bytes;
+  std::shared_ptr<const std::string> bytes;
   size_t index = 0;
   int pending = 2;      // the write and the checksum; guarded by ChunkWriter::mu_
 };
@@ -61,18 +61,23 @@ ChunkWriter::~ChunkWriter() {
 }
 
 absl::StatusOr<bool> ChunkWriter::Append(std::string chunk) {
+  return Append(std::make_shared<const std::string>(std::move(chunk)));
+}
+
+absl::StatusOr<bool> ChunkWriter::Append(std::shared_ptr<const std::string> chunk) {
   auto entry = std::make_shared<Chunk>();
   entry->bytes = std::move(chunk);
+  const uint64_t size = entry->bytes->size();
   absl::MutexLock lock(&mu_);
   if (!error_.ok()) return error_;
   if (finishing_ || stopping_) {
     return absl::FailedPreconditionError(absl::StrCat(path_, ": appended after Finish"));
   }
   entry->index = crcs_.size();
-  appended_bytes_ += entry->bytes.size();
+  appended_bytes_ += size;
   crcs_.push_back(0);
-  sizes_.push_back(entry->bytes.size());
-  queued_bytes_ += entry->bytes.size();
+  sizes_.push_back(size);
+  queued_bytes_ += size;
   ++unfinished_chunks_;
   to_checksum_.push_back(entry);
   to_write_.push_back(std::move(entry));
@@ -94,9 +99,9 @@ void ChunkWriter::Release(const std::shared_ptr<Chunk>& chunk) {
   {
     absl::MutexLock lock(&mu_);
     if (--chunk->pending > 0) return;
-    queued_bytes_ -= chunk->bytes.size();
+    queued_bytes_ -= chunk->bytes->size();
     --unfinished_chunks_;
-    std::string().swap(chunk->bytes);
+    chunk->bytes.reset();
     if (full_ && queued_bytes_ <= options_.max_queued_bytes / 2) {
       full_ = false;
       notify = static_cast<bool>(options_.on_room);
@@ -131,7 +136,7 @@ void ChunkWriter::ChecksumLoop() {
       chunk = std::move(to_checksum_.front());
       to_checksum_.pop_front();
     }
-    const uint32_t crc = Crc32Update(0, chunk->bytes.data(), chunk->bytes.size());
+    const uint32_t crc = Crc32Update(0, chunk->bytes->data(), chunk->bytes->size());
     {
       absl::MutexLock lock(&mu_);
       crcs_[chunk->index] = crc;
@@ -178,8 +183,8 @@ void ChunkWriter::WriteLoop() {
       absl::MutexLock lock(&mu_);
       failed = !error_.ok();
     }
-    const char* p = chunk->bytes.data();
-    size_t left = failed ? 0 : chunk->bytes.size();
+    const char* p = chunk->bytes->data();
+    size_t left = failed ? 0 : chunk->bytes->size();
     while (left > 0) {
       ssize_t n = ::write(fd_, p, left);
       if (n < 0 && errno == EINTR) continue;

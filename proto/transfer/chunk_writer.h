@@ -75,6 +75,10 @@ class ChunkWriter {
   // again after on_room (or WaitForRoom). An error: an earlier write failed (the file's
   // path and errno in the message); nothing more is written.
   absl::StatusOr<bool> Append(std::string chunk);
+  // The same for a chunk that others read too (tomod's follower copies the upload's chunks
+  // from memory, server/upload_stream.h): the writer holds its reference until the chunk
+  // is written and checksummed; only those bytes count against max_queued_bytes.
+  absl::StatusOr<bool> Append(std::shared_ptr<const std::string> chunk);
   // Blocks while the queue is full.
   void WaitForRoom();
   // Once every queued chunk is written and checksummed (and, with sync, the file fsynced),

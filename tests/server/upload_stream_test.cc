@@ -48,16 +48,20 @@ class UploadStreamTest : public ::testing::Test {
     return std::move(job).value();
   }
 
-  // Appends bytes to the input file in pieces of `piece` bytes, reporting each to feed, as
-  // an upload's writer does; then ends the feed with `end` (kNone: leaves it open).
+  // Receives bytes in chunks of `piece` bytes as an upload does: shares each chunk with the
+  // feed, then appends it to the input file (or, when given, the same range of
+  // file_bytes: what the follower would read from the file instead) and reports it
+  // written; then ends the feed with `end` (kNone: leaves it open).
   std::thread Upload(const std::string& bytes, size_t piece, UploadFeed& feed,
-                     UploadFeed::End end, size_t stop_after = std::string::npos) {
+                     UploadFeed::End end, size_t stop_after = std::string::npos,
+                     std::optional<std::string> file_bytes = std::nullopt) {
     std::ofstream(path_, std::ios::binary | std::ios::trunc);  // exists before the reader opens it
-    return std::thread([this, bytes, piece, &feed, end, stop_after] {
+    return std::thread([this, bytes, piece, &feed, end, stop_after, file_bytes] {
       std::ofstream out(path_, std::ios::binary | std::ios::app);
       for (size_t at = 0; at < std::min(bytes.size(), stop_after); at += piece) {
         const size_t n = std::min(piece, bytes.size() - at);
-        out.write(bytes.data() + at, static_cast<std::streamsize>(n));
+        feed.Received(std::make_shared<const std::string>(bytes.substr(at, n)));
+        out.write((file_bytes ? *file_bytes : bytes).data() + at, static_cast<std::streamsize>(n));
         out.flush();
         feed.Written(at + n);
         absl::SleepFor(absl::Microseconds(200));
@@ -66,9 +70,21 @@ class UploadStreamTest : public ::testing::Test {
     });
   }
 
+  // The volume ExecuteJob writes from `bytes` as the spooled input (what a worker runs
+  // when it does not follow).
+  std::string RunOnTheSpool(const ValidatedJob& job, const std::string& bytes) {
+    const std::string spooled = NewTempDir("upload_stream_spool") + "/input.bin";
+    std::ofstream(spooled, std::ios::binary) << bytes;
+    const std::string output_dir = NewTempDir("upload_stream_results");
+    absl::StatusOr<std::vector<pb::ResultFile>> results =
+        ExecuteJob(job, spooled, output_dir, *backend_, registry_, core::RunContext());
+    EXPECT_TRUE(results.ok()) << results.status();
+    return testing::ReadFile(output_dir + "/volume.raw");
+  }
+
   // Pieces of three views (the input arrives in pieces that split views), so that the
   // views are fed while the file still grows.
-  absl::StatusOr<core::Array3D> Follow(const ValidatedJob& job, const UploadFeed& feed,
+  absl::StatusOr<core::Array3D> Follow(const ValidatedJob& job, UploadFeed& feed,
                                        uint64_t budget = 0) {
     core::RunContext context;
     context.memory_budget_bytes = budget;
@@ -99,8 +115,8 @@ TEST_F(UploadStreamTest, WhichJobsCanBeFollowed) {
   EXPECT_FALSE(CanReconstructWhileUploading(Validate(logged), registry_));
 }
 
-// Views read back as the file grows (pieces that split views) give exactly the volume of
-// the run on the whole input, which is within the FDK bound of the analytic phantom.
+// Views assembled from the chunks as they arrive (pieces that split views) give exactly
+// the volume of the run on the whole input, which is within the FDK bound of the analytic phantom.
 TEST_F(UploadStreamTest, VolumeEqualsTheRunOnTheWholeInput) {
   const pb::JobSpec spec = SmallConeSpec(96, 40, 64, 32);
   const ValidatedJob job = Validate(spec);
@@ -112,12 +128,7 @@ TEST_F(UploadStreamTest, VolumeEqualsTheRunOnTheWholeInput) {
   upload.join();
   ASSERT_TRUE(followed.ok()) << followed.status();
 
-  // ExecuteJob on the spooled input (what a worker runs otherwise) writes the same bytes.
-  const std::string output_dir = NewTempDir("upload_stream_results");
-  absl::StatusOr<std::vector<pb::ResultFile>> results =
-      ExecuteJob(job, path_, output_dir, *backend_, registry_, core::RunContext());
-  ASSERT_TRUE(results.ok()) << results.status();
-  const std::string whole = testing::ReadFile(output_dir + "/volume.raw");
+  const std::string whole = RunOnTheSpool(job, bytes);
   ASSERT_EQ(whole.size(), followed->size_bytes());
   EXPECT_EQ(std::memcmp(followed->data(), whole.data(), whole.size()), 0)
       << "the followed volume differs from the run on the spooled input";
@@ -190,6 +201,46 @@ TEST_F(UploadStreamTest, NonFiniteValueIsRefusedNamingItsView) {
               HasSubstr(absl::StrCat("(view ", view, ", row 5, detector 7)")));
 }
 
+// The kept chunks are what the follower uses: a file that holds other bytes (zeros) is
+// not read while the chunks are in memory.
+TEST_F(UploadStreamTest, ChunksKeptInMemoryAreUsedInsteadOfTheFile) {
+  const pb::JobSpec spec = SmallConeSpec(48, 20, 32, 16);
+  const ValidatedJob job = Validate(spec);
+  const std::string bytes = PhantomConeProjectionBytes(spec);
+  UploadFeed feed;
+  std::thread upload = Upload(bytes, 7001, feed, UploadFeed::End::kCommitted,
+                              std::string::npos, std::string(bytes.size(), '\0'));
+  absl::StatusOr<core::Array3D> followed = Follow(job, feed);
+  upload.join();
+  ASSERT_TRUE(followed.ok()) << followed.status();
+  const std::string whole = RunOnTheSpool(job, bytes);
+  ASSERT_EQ(whole.size(), followed->size_bytes());
+  EXPECT_EQ(std::memcmp(followed->data(), whole.data(), whole.size()), 0)
+      << "the follower read the file rather than the chunks it was given";
+}
+
+// A follower that starts after the whole upload, with room for three chunks: it takes
+// those from memory and reads the rest (split across chunk and piece boundaries) from
+// the file, and the volume is still exactly the run on the spool.
+TEST_F(UploadStreamTest, WhatWasNotKeptIsReadFromTheFile) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const pb::JobSpec spec = SmallConeSpec(48, 20, 32, 16);
+  const ValidatedJob job = Validate(spec);
+  const std::string bytes = PhantomConeProjectionBytes(spec);
+  const size_t chunk = 3000 + random() % 9000;
+  UploadFeed feed(/*max_kept_bytes=*/3 * chunk);
+  std::thread upload = Upload(bytes, chunk, feed, UploadFeed::End::kCommitted);
+  upload.join();
+  absl::StatusOr<core::Array3D> followed = Follow(job, feed);
+  ASSERT_TRUE(followed.ok()) << followed.status();
+  const std::string whole = RunOnTheSpool(job, bytes);
+  ASSERT_EQ(whole.size(), followed->size_bytes());
+  EXPECT_EQ(std::memcmp(followed->data(), whole.data(), whole.size()), 0)
+      << "chunk " << chunk;
+}
+
 TEST_F(UploadStreamTest, ABudgetThatNeedsSlabsIsAFailedPrecondition) {
   const pb::JobSpec spec = SmallConeSpec();
   const ValidatedJob job = Validate(spec);
@@ -254,6 +305,49 @@ TEST(UploadFeedTest, FirstEndCountsAndWrittenOnlyGrows) {
   EXPECT_EQ(feed.WaitForBytes(100), UploadFeed::End::kNone) << "bytes there are there";
   EXPECT_EQ(feed.WaitForBytes(101), UploadFeed::End::kCommitted);
   EXPECT_EQ(feed.WaitForEnd(), UploadFeed::End::kCommitted);
+}
+
+TEST(UploadFeedTest, KeepsChunksUpToItsBoundAndLetsGoOfThoseTaken) {
+  UploadFeed feed(/*max_kept_bytes=*/25);
+  for (int i = 0; i < 4; ++i) feed.Received(std::make_shared<const std::string>(10, 'a' + i));
+  std::vector<UploadFeed::Chunk> kept;
+  // Chunks [0,10) and [10,20) fit; [20,30) and [30,40) are only counted as received.
+  ASSERT_EQ(feed.TakeReceived(5, 15, &kept), UploadFeed::End::kNone);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].offset, 0u);
+  EXPECT_EQ(*kept[1].bytes, std::string(10, 'b'));
+  // [0,10) was let go, [10,20) is kept (it ends after 15).
+  ASSERT_EQ(feed.TakeReceived(15, 40, &kept), UploadFeed::End::kNone);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].offset, 10u);
+  // Everything taken: room again for the next chunk.
+  feed.Received(std::make_shared<const std::string>(20, 'e'));
+  ASSERT_EQ(feed.TakeReceived(40, 60, &kept), UploadFeed::End::kNone);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].offset, 40u);
+  // Bytes not received yet: the feed's end is returned instead.
+  feed.Finish(UploadFeed::End::kAborted);
+  EXPECT_EQ(feed.TakeReceived(60, 61, &kept), UploadFeed::End::kAborted);
+}
+
+TEST(UploadFeedTest, StoppedOrAbortedFeedsKeepNothing) {
+  for (bool stop : {true, false}) {
+    UploadFeed feed;
+    feed.Received(std::make_shared<const std::string>(10, 'a'));
+    if (stop) {
+      feed.StopKeeping();
+    } else {
+      feed.Finish(UploadFeed::End::kYielded);
+    }
+    auto chunk = std::make_shared<const std::string>(10, 'b');
+    feed.Received(chunk);
+    EXPECT_EQ(chunk.use_count(), 1) << "kept after " << (stop ? "StopKeeping" : "a yield");
+    std::vector<UploadFeed::Chunk> kept;
+    if (stop) {
+      ASSERT_EQ(feed.TakeReceived(0, 20, &kept), UploadFeed::End::kNone);
+      EXPECT_TRUE(kept.empty());
+    }
+  }
 }
 
 }  // namespace

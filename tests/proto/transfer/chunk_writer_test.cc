@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -76,6 +77,29 @@ TEST_F(ChunkWriterTest, WritesRandomChunksInOrderWithTheirChecksum) {
   writer.reset();
   EXPECT_EQ(ReadAll(path), expected);
   EXPECT_GT(rooms.load(), 0) << "the queue never filled; the back-pressure path went untested";
+}
+
+// Chunks shared with another reader (tomod's follower) are written and checksummed like
+// owned ones, and the writer lets go of its reference once it is done with each.
+TEST_F(ChunkWriterTest, SharedChunksAreWrittenAndLetGo) {
+  std::mt19937_64 rng(TestSeed());
+  SCOPED_TRACE(testing::Message() << "seed " << TestSeed());
+  const std::string path = (dir_ / "shared.bin").string();
+  auto writer = ChunkWriter::Create(OpenNew(path), path, {});
+  std::vector<std::shared_ptr<const std::string>> chunks;
+  std::string expected;
+  for (int i = 0; i < 20; ++i) {
+    chunks.push_back(std::make_shared<const std::string>(RandomBytes(rng, 1 + rng() % 100000)));
+    expected += *chunks.back();
+    absl::StatusOr<bool> room = writer->Append(chunks.back());
+    ASSERT_TRUE(room.ok()) << room.status();
+  }
+  absl::StatusOr<ChunkWriter::Summary> summary = writer->Finish(/*sync=*/false);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->crc32, Crc32Update(0, expected.data(), expected.size()));
+  for (const auto& chunk : chunks) EXPECT_EQ(chunk.use_count(), 1);
+  writer.reset();
+  EXPECT_EQ(ReadAll(path), expected);
 }
 
 TEST_F(ChunkWriterTest, AppendsAfterExistingBytesOfAResumedFile) {
