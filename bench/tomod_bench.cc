@@ -4,8 +4,13 @@
 //   large  one big job, FDK case 1 of the core issue (496 views of 960 x 1248, 2.38 GB of
 //          float32, into a --fdk-side^3 volume over the same 256 mm field): the upload time
 //          (until Submit returns: the data are fsynced and the job is committed), the time
-//          from the Submit's start to each state change and the first progress event, the
-//          download of the result, and the total. Beside it, the floor of the spool's disk:
+//          from the Submit's start to each state change, the first progress event and the
+//          "write results" event, and the total: from the Submit's start to the verified
+//          result file, fetched with TomoClient::WatchAndFetch (started on "write results",
+//          streamed from tomod's memory while it writes the file, ended once the job has
+//          SUCCEEDED); with it the time from SUCCEEDED to the fetch's end and whether the
+//          fetch started early. The download rate is measured apart, by a plain fetch of
+//          the published file after SUCCEEDED. Beside it, the floor of the spool's disk:
 //          the same bytes written to a file in --spool-dir and fsynced (as tomod does).
 //   many   --clients threads, each submitting --jobs small 2D jobs (128^2 from 180 views)
 //          with a fresh idempotency key, then watching it to the end: jobs per second,
@@ -13,7 +18,7 @@
 //          job is lost (every one SUCCEEDED) or duplicated (tomod lists exactly the jobs
 //          submitted, no id twice).
 //
-//   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL \
+//   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL
 //       [--large] [--large-repeats 3] [--many] [--fdk-side 512] [--clients 20] [--jobs 50]
 //       [--json out.json]
 // Data files and downloads go to --work-dir (put it on tmpfs so that the client's own disk
@@ -143,7 +148,12 @@ bool Terminal(v1::JobState state) {
 }
 
 struct LargeResult {
+  // fetch_s: the plain fetch after SUCCEEDED (the download rate); total_s: Submit start to
+  // the early fetch's verified file; succeeded_to_fetched_s: from the SUCCEEDED event to
+  // that fetch's end.
   double upload_s = 0, fetch_s = 0, total_s = 0, disk_write_fsync_s = 0;
+  double succeeded_to_fetched_s = 0;
+  bool fetch_started_early = false;
   uint64_t upload_bytes = 0, result_bytes = 0;
   std::vector<std::pair<std::string, double>> events;  // what, seconds since the Submit
 };
@@ -170,34 +180,48 @@ absl::StatusOr<LargeResult> RunLarge(client::TomoClient& client, const std::stri
   if (!job.ok()) return job.status();
   r.upload_s = Seconds(start);
   r.events.push_back({"QUEUED (Submit returned)", r.upload_s});
-  bool first_progress = true;
+  bool first_progress = true, writing = false;
+  double succeeded_at = 0;
   v1::JobState last = job->state();
-  absl::Status watched = client.Watch(job->id(), [&](const v1::JobEvent& event) {
-    if (event.has_progress() && first_progress) {
-      first_progress = false;
-      r.events.push_back({absl::StrCat("first progress (", event.progress().stage(), ")"),
-                          Seconds(start)});
-    }
-    if (event.state() != last && event.state() != v1::JOB_STATE_UNSPECIFIED) {
-      last = event.state();
-      r.events.push_back({v1::JobState_Name(last), Seconds(start)});
-    }
-  });
-  if (!watched.ok()) return watched;
-  absl::StatusOr<v1::Job> done = client.GetJob(job->id());
-  if (!done.ok()) return done.status();
-  if (done->state() != v1::JOB_STATE_SUCCEEDED) {
-    return absl::InternalError(absl::StrCat("job ", job->id(), " ended ",
-                                            v1::JobState_Name(done->state()), ": ",
-                                            done->error()));
-  }
-  const auto fetch_start = Clock::now();
   const std::string out = (fs::path(work_dir) / "fdk1-volume.raw").string();
   fs::remove(out);
+  // Watched, and the result fetched as soon as tomod writes it (on another thread).
+  absl::StatusOr<client::WatchedFetch> early = client.WatchAndFetch(
+      job->id(), "", out,
+      [&](const v1::JobEvent& event) {
+        if (event.has_progress() && first_progress) {
+          first_progress = false;
+          r.events.push_back({absl::StrCat("first progress (", event.progress().stage(), ")"),
+                              Seconds(start)});
+        }
+        if (!writing && event.state() == v1::JOB_STATE_RUNNING &&
+            event.progress().stage() == client::kWriteResultsStage) {
+          writing = true;
+          r.events.push_back({"write results (the fetch starts)", Seconds(start)});
+        }
+        if (event.state() != last && event.state() != v1::JOB_STATE_UNSPECIFIED) {
+          last = event.state();
+          r.events.push_back({v1::JobState_Name(last), Seconds(start)});
+          if (last == v1::JOB_STATE_SUCCEEDED) succeeded_at = Seconds(start);
+        }
+      },
+      /*resume=*/false);
+  if (!early.ok()) return early.status();
+  r.total_s = Seconds(start);
+  if (early->job.state() != v1::JOB_STATE_SUCCEEDED || !early->file.has_value()) {
+    return absl::InternalError(absl::StrCat("job ", job->id(), " ended ",
+                                            v1::JobState_Name(early->job.state()), ": ",
+                                            early->job.error()));
+  }
+  r.events.push_back({"result fetched and verified", r.total_s});
+  r.fetch_started_early = early->started_early;
+  r.succeeded_to_fetched_s = r.total_s - succeeded_at;
+  fs::remove(out);
+  // The download rate: a plain fetch of the published file.
+  const auto fetch_start = Clock::now();
   absl::StatusOr<v1::ResultFile> file = client.Fetch(job->id(), "", out, /*resume=*/false);
   if (!file.ok()) return file.status();
   r.fetch_s = Seconds(fetch_start);
-  r.total_s = Seconds(start);
   r.result_bytes = file->size_bytes();
   fs::remove(out);
   fs::remove(data);
@@ -327,8 +351,13 @@ int Main(int argc, char** argv) {
       for (const auto& [what, at] : r->events) {
         std::printf("large: run %d:   %-40s %.3f s\n", run, what.c_str(), at);
       }
-      std::printf("large: run %d: download %.2f GB in %.3f s (%.2f GB/s); total %.3f s\n", run,
-                  gb_out, r->fetch_s, gb_out / r->fetch_s, r->total_s);
+      std::printf("large: run %d: total %.3f s = upload + %.3f s (the fetch %s, ending %.3f s "
+                  "after SUCCEEDED); plain download after SUCCEEDED %.2f GB in %.3f s "
+                  "(%.2f GB/s)\n",
+                  run, r->total_s, r->total_s - r->upload_s,
+                  r->fetch_started_early ? "started on write results"
+                                         : "started after SUCCEEDED",
+                  r->succeeded_to_fetched_s, gb_out, r->fetch_s, gb_out / r->fetch_s);
       runs.push_back(*r);
     }
     auto median = [&runs](double LargeResult::*field) {
@@ -343,19 +372,26 @@ int Main(int argc, char** argv) {
     const double fetch_s = median(&LargeResult::fetch_s);
     const double total_s = median(&LargeResult::total_s);
     const double floor_s = median(&LargeResult::disk_write_fsync_s);
+    const double after_succeeded_s = median(&LargeResult::succeeded_to_fetched_s);
+    int early_runs = 0;
+    for (const LargeResult& r : runs) early_runs += r.fetch_started_early ? 1 : 0;
     std::printf("large: median of %d runs: upload %.2f GB/s (the spool's write+fsync %.2f GB/s, "
-                "%.0f%%), download %.2f GB/s, total %.3f s = upload + %.3f s\n",
+                "%.0f%%), download %.2f GB/s, total %.3f s = upload + %.3f s; the result "
+                "fetched %.3f s after SUCCEEDED (%d of %d fetches started early)\n",
                 large_repeats, gb_in / upload_s, floor_s > 0 ? gb_in / floor_s : 0.0,
                 floor_s > 0 ? 100.0 * floor_s / upload_s : 0.0, gb_out / fetch_s, total_s,
-                total_s - upload_s);
+                total_s - upload_s, after_succeeded_s, early_runs, large_repeats);
     absl::StrAppend(&json, "\"large\": {\"upload_bytes\": ", runs[0].upload_bytes,
                     ", \"upload_s\": ", upload_s, ", \"disk_write_fsync_s\": ", floor_s,
                     ", \"result_bytes\": ", runs[0].result_bytes, ", \"fetch_s\": ", fetch_s,
-                    ", \"total_s\": ", total_s, ", \"runs\": [");
+                    ", \"total_s\": ", total_s, ", \"succeeded_to_fetched_s\": ",
+                    after_succeeded_s, ", \"early_fetches\": ", early_runs, ", \"runs\": [");
     for (size_t i = 0; i < runs.size(); ++i) {
       absl::StrAppend(&json, i ? ", " : "", "{\"upload_s\": ", runs[i].upload_s,
                       ", \"disk_write_fsync_s\": ", runs[i].disk_write_fsync_s,
                       ", \"fetch_s\": ", runs[i].fetch_s, ", \"total_s\": ", runs[i].total_s,
+                      ", \"succeeded_to_fetched_s\": ", runs[i].succeeded_to_fetched_s,
+                      ", \"fetch_started_early\": ", runs[i].fetch_started_early ? "true" : "false",
                       "}");
     }
     absl::StrAppend(&json, "]}");

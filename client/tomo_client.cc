@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -326,6 +327,61 @@ absl::StatusOr<v1::ResultFile> TomoClient::Fetch(const std::string& job_id,
   return result;
 }
 
+absl::StatusOr<WatchedFetch> TomoClient::WatchAndFetch(const std::string& job_id,
+                                                       const std::string& result_name,
+                                                       const std::string& output_path,
+                                                       const JobEventFn& on_event, bool resume,
+                                                       const ByteProgressFn& on_progress) {
+  std::thread fetcher;
+  absl::StatusOr<v1::ResultFile> fetched = absl::UnknownError("the fetch did not run");
+  bool started = false, started_early = false;
+  auto start_fetch = [&](bool early) {
+    if (started) return;
+    started = true;
+    started_early = early;
+    fetcher = std::thread([&] {
+      fetched = Fetch(job_id, result_name, output_path, resume, on_progress);
+    });
+  };
+  // Watch's callback runs on this thread: started and started_early are this thread's.
+  absl::Status watched = Watch(job_id, [&](const v1::JobEvent& event) {
+    if (on_event) on_event(event);
+    if (event.state() == v1::JOB_STATE_RUNNING && event.progress().stage() == kWriteResultsStage) {
+      start_fetch(/*early=*/true);
+    } else if (event.state() == v1::JOB_STATE_SUCCEEDED) {
+      start_fetch(/*early=*/false);
+    }
+  });
+  if (fetcher.joinable()) fetcher.join();
+  if (!watched.ok()) return watched;
+  absl::StatusOr<v1::Job> job = GetJob(job_id);
+  if (!job.ok()) return job.status();
+  WatchedFetch result;
+  result.job = std::move(*job);
+  result.started_early = started_early;
+  if (result.job.state() != v1::JOB_STATE_SUCCEEDED) {
+    // An early fetch ended ABORTED (its partial file removed) or was refused: whatever
+    // partial file it left is of a job that did not succeed.
+    if (started) ::unlink((output_path + ".partial").c_str());
+    if (!IsFinal(result.job.state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the watch of job ", job_id, " ended while it is ",
+                       JobStateName(result.job.state())));
+    }
+    return result;
+  }
+  if (!started || absl::IsAborted(fetched.status()) ||
+      absl::IsFailedPrecondition(fetched.status())) {
+    // No fetch yet; an early one refused (a result that tomod does not stream while
+    // writing it, or a tomod without early fetch); or one of an earlier run (handed back
+    // by a stop of tomod) while this run succeeded: fetch the file.
+    fetched = Fetch(job_id, result_name, output_path, resume, on_progress);
+  }
+  if (!fetched.ok()) return fetched.status();
+  result.file = std::move(*fetched);
+  return result;
+}
+
 absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
                                                      const std::string& result_name,
                                                      const std::string& output_path,
@@ -401,6 +457,14 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
     return local_error;
   }
   grpc::Status status = reader->Finish();
+  if (status.error_code() == grpc::StatusCode::ABORTED) {
+    // tomod streamed a result being written and the job did not succeed: those bytes are
+    // no result, not even the start of one to resume.
+    writer->Finish(/*sync=*/false).IgnoreError();
+    writer.reset();
+    ::unlink(partial_path.c_str());
+    return FromGrpcStatus(status);
+  }
   if (!status.ok()) {
     // What arrived is kept (written and synced) for a resume.
     writer->Finish(/*sync=*/true).IgnoreError();

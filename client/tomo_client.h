@@ -15,7 +15,12 @@
 //            file's size when it exists and resume is true, checks the size and CRC-32 of
 //            the whole file against the server's final message, fsyncs and renames it to
 //            output_path. On a checksum mismatch the partial file is removed (DATA_LOSS);
-//            on a broken stream it is kept, so the next Fetch resumes.
+//            on a broken stream it is kept, so the next Fetch resumes. A raw result that
+//            tomod is still writing streams from its memory and ends only when the job
+//            does: ABORTED when the job did not succeed, the partial file then removed.
+//   WatchAndFetch  Watch, and Fetch of one result started as soon as tomod writes it (on
+//            the "write results" progress event), so that the download overlaps the
+//            writing of the file: the job's end and the verified file.
 //   ListJobs follows next_page_token until the last page.
 //
 // Channel: insecure credentials unless ClientOptions::credentials is set (TLS comes
@@ -48,6 +53,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +82,21 @@ using JobEventFn = std::function<void(const tomoserve::v1::JobEvent& event)>;
 
 // Size of one data chunk in Submit.
 inline constexpr size_t kUploadChunkBytes = 1 << 20;
+
+// The progress stage in which tomod writes a job's outputs (its raw result can be fetched
+// from then on).
+inline constexpr char kWriteResultsStage[] = "write results";
+
+// What WatchAndFetch returns.
+struct WatchedFetch {
+  // The job as it ended (GetJob after its last event): state, error, results.
+  tomoserve::v1::Job job;
+  // Set when the job SUCCEEDED: the downloaded file, checked, as Fetch returns it.
+  std::optional<tomoserve::v1::ResultFile> file;
+  // The fetch started while the job was RUNNING (on its "write results" event), not after
+  // SUCCEEDED.
+  bool started_early = false;
+};
 
 class TomoClient {
  public:
@@ -109,6 +130,23 @@ class TomoClient {
                                                   const std::string& output_path,
                                                   bool resume = true,
                                                   const ByteProgressFn& on_progress = {});
+  // Watches job_id (on_event gets every event, as Watch) and fetches result_name into
+  // output_path (as Fetch) on another thread, started on the job's RUNNING event with
+  // stage kWriteResultsStage or on SUCCEEDED, whichever comes first. Returns once both
+  // have ended. A job that ends FAILED or CANCELLED is no error: the result has the job
+  // (its error in job.error()) and no file, and the partial download is removed. Errors:
+  // the watch's (e.g. UNAVAILABLE: tomod stopped), GetJob's, and for a job that
+  // SUCCEEDED, the fetch's (DATA_LOSS: bytes not as recorded). result_name: any result;
+  // only tomod's raw result (volume.raw, or empty when it is the first) streams early:
+  // tomod refuses an early fetch of the others (FAILED_PRECONDITION), which are then
+  // fetched after SUCCEEDED. on_event runs on the calling thread, on_progress on the
+  // fetch's.
+  absl::StatusOr<WatchedFetch> WatchAndFetch(const std::string& job_id,
+                                             const std::string& result_name,
+                                             const std::string& output_path,
+                                             const JobEventFn& on_event = {},
+                                             bool resume = true,
+                                             const ByteProgressFn& on_progress = {});
   absl::StatusOr<tomoserve::v1::ServerInfo> GetServerInfo();
 
   // The generated stub, for what this class does not wrap.

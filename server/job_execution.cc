@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -67,7 +68,8 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
 absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const ValidatedJob& job, const std::string& input_path, JobInputStage stage,
     const std::string& output_dir, const std::vector<core::Backend*>& backends,
-    const core::AlgorithmRegistry& registry, const core::RunContext& context) {
+    const core::AlgorithmRegistry& registry, const core::RunContext& context,
+    const ShareVolumeFn& share_volume) {
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
   context.Report({0.0, "read input", 0, 0});
   absl::StatusOr<JobInput> read;
@@ -87,14 +89,19 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
   const core::AcquisitionMetadata metadata = std::move(input.metadata);
   input.pinned_projections.reset();  // unregistered before the projections are freed
   input = JobInput();  // free the input before writing
-  return WriteJobResults(job, request.volume, volume, metadata, output_dir, context);
+  return WriteJobResults(job, request.volume,
+                         std::make_shared<const core::Array3D>(std::move(volume)), metadata,
+                         output_dir, context, share_volume);
 }
 
 absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(
-    const ValidatedJob& job, const core::VolumeGeometry& geometry, const core::Array3D& volume,
-    const core::AcquisitionMetadata& metadata, const std::string& output_dir,
-    const core::RunContext& context) {
+    const ValidatedJob& job, const core::VolumeGeometry& geometry,
+    std::shared_ptr<const core::Array3D> volume, const core::AcquisitionMetadata& metadata,
+    const std::string& output_dir, const core::RunContext& context,
+    const ShareVolumeFn& share_volume) {
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("write results"));
+  // Shared before the stage is reported: a client that fetches on that event finds it.
+  if (share_volume) share_volume(volume);
   context.Report({1.0, "write results", 0, 0});
   std::error_code error;
   std::filesystem::create_directories(output_dir, error);
@@ -102,7 +109,7 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(
     return absl::InternalError(
         absl::StrCat("cannot create result directory ", output_dir, ": ", error.message()));
   }
-  return WriteJobOutputs(volume, geometry, job.outputs, job.output_settings, metadata,
+  return WriteJobOutputs(*volume, geometry, job.outputs, job.output_settings, metadata,
                          output_dir);
 }
 

@@ -2,6 +2,10 @@
 // run the algorithm on a backend, write each requested output format with its CRC-32.
 // Shared by tomod's workers and `tomo local`, so both produce the same bytes.
 //
+// A worker that lets clients fetch the raw result while it is written (early fetch,
+// job_manager.h) passes a ShareVolumeFn: it gets the reconstructed volume, shared, before
+// the "write results" stage is reported and before any output file is written.
+//
 // Errors: INVALID_ARGUMENT for input data that cannot be decoded (size, NaN/Inf with the
 // first index); CANCELLED when context says so; the algorithm's and backend's errors;
 // INTERNAL/DATA_LOSS for files that cannot be written, naming the path.
@@ -12,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "core/algorithms/reconstruction.h"
 #include "core/base/run_context.h"
+#include "core/data/array3d.h"
 #include "core/operators/backend.h"
 #include "server/job_input.h"
 #include "server/job_spec.h"
@@ -47,21 +53,30 @@ struct JobInputStage {
   std::function<void()> on_input_read;
 };
 
+// Receives the volume whose outputs are about to be written (the bytes of the raw result,
+// volume.raw, to be), once, before the "write results" stage is reported. It may keep the
+// volume as long as it likes; it must not block for long (the writing waits for it).
+using ShareVolumeFn = std::function<void(std::shared_ptr<const core::Array3D> volume)>;
+
 // The same for such a worker: the spool file is not read again when stage.prefetched has
 // a value; without one, this is the ExecuteJob above. The outputs are the same bytes
-// either way.
+// either way. share_volume (may be empty): see WriteJobResults.
 absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
     const ValidatedJob& job, const std::string& input_path, JobInputStage stage,
     const std::string& output_dir, const std::vector<core::Backend*>& backends,
-    const core::AlgorithmRegistry& registry, const core::RunContext& context);
+    const core::AlgorithmRegistry& registry, const core::RunContext& context,
+    const ShareVolumeFn& share_volume = {});
 
 // ExecuteJob's last stage, on its own for a volume reconstructed elsewhere (while the
 // upload ran, upload_stream.h): each of job.outputs written into output_dir (created),
-// reported as the "write results" stage; CANCELLED when context says so.
+// reported as the "write results" stage; CANCELLED when context says so. share_volume,
+// when set, gets volume first (after the cancellation check, before the stage is
+// reported).
 absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(
-    const ValidatedJob& job, const core::VolumeGeometry& geometry, const core::Array3D& volume,
-    const core::AcquisitionMetadata& metadata, const std::string& output_dir,
-    const core::RunContext& context);
+    const ValidatedJob& job, const core::VolumeGeometry& geometry,
+    std::shared_ptr<const core::Array3D> volume, const core::AcquisitionMetadata& metadata,
+    const std::string& output_dir, const core::RunContext& context,
+    const ShareVolumeFn& share_volume = {});
 
 // OK when the count views of rows x columns values, which are views [first_view,
 // first_view + count) of the input, are all finite; else INVALID_ARGUMENT naming the first

@@ -949,6 +949,22 @@ absl::StatusOr<JobManager::ResultLocation> JobManager::FindResult(absl::string_v
   absl::MutexLock lock(&mu_);
   TOMO_ASSIGN_OR_RETURN(const Record* record, FindLocked(id));
   const pb::Job& job = record->job;
+  if (job.state() == pb::JOB_STATE_RUNNING && record->being_written != nullptr) {
+    // Early fetch: the raw result's bytes are the volume's, named as job_outputs names it.
+    const std::vector<pb::OutputFormat>& outputs = record->validated->outputs;
+    const std::string raw_name = ResultFileName(pb::OUTPUT_FORMAT_RAW_FLOAT32);
+    const bool raw_wanted = std::find(outputs.begin(), outputs.end(),
+                                      pb::OUTPUT_FORMAT_RAW_FLOAT32) != outputs.end();
+    if (raw_wanted && (name == raw_name ||
+                       (name.empty() && outputs.front() == pb::OUTPUT_FORMAT_RAW_FLOAT32))) {
+      ResultLocation location;
+      location.file.set_name(raw_name);
+      location.file.set_format(pb::OUTPUT_FORMAT_RAW_FLOAT32);
+      location.file.set_size_bytes(record->being_written->size_bytes());
+      location.being_written = record->being_written;
+      return location;
+    }
+  }
   if (job.state() != pb::JOB_STATE_SUCCEEDED) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job.id(), " is ", StateName(job.state()),
@@ -957,7 +973,7 @@ absl::StatusOr<JobManager::ResultLocation> JobManager::FindResult(absl::string_v
   std::vector<std::string> names;
   for (const pb::ResultFile& file : job.results()) {
     if (name.empty() || file.name() == name) {
-      return ResultLocation{spool_.ResultPath(job.id(), file.name()), file};
+      return ResultLocation{spool_.ResultPath(job.id(), file.name()), file, nullptr};
     }
     names.push_back(file.name());
   }
@@ -1198,13 +1214,19 @@ void JobManager::RunJob(size_t index, const std::string& id,
               return PrefetchJob{it->second.validated, spool_.InputPath(next_id)};
             });
   };
+  // The volume goes to the record for early fetches of the raw result while it is written.
+  const ShareVolumeFn share_volume = [this, &id](std::shared_ptr<const core::Array3D> shared) {
+    ShareVolumeBeingWritten(id, std::move(shared));
+  };
   absl::StatusOr<std::vector<pb::ResultFile>> results;
   if (volume.has_value()) {
     // Reconstructed while it was uploaded (FollowUpload): the plain input has no metadata.
     prefetch_next();
-    results = WriteJobResults(*job, job->request.volume, *volume, core::AcquisitionMetadata(),
-                              spool_.ResultsPartialDir(id), context);
+    auto shared = std::make_shared<const core::Array3D>(std::move(*volume));
     volume.reset();
+    results = WriteJobResults(*job, job->request.volume, std::move(shared),
+                              core::AcquisitionMetadata(), spool_.ResultsPartialDir(id), context,
+                              share_volume);
   } else {
     JobInputStage input;
     if (prefetcher_ != nullptr) {
@@ -1213,7 +1235,7 @@ void JobManager::RunJob(size_t index, const std::string& id,
     }
     results = ExecuteJob(*job, spool_.InputPath(id), std::move(input),
                          spool_.ResultsPartialDir(id), {backends_[index].get()}, registry_,
-                         context);
+                         context, share_volume);
   }
   if (results.ok() && !cancel->load()) {
     absl::Status published = spool_.PublishResults(id);
@@ -1226,6 +1248,8 @@ void JobManager::RunJob(size_t index, const std::string& id,
     Flushes flushes;
     absl::MutexLock lock(&mu_);
     Record& record = jobs_.at(id);  // a RUNNING job cannot be deleted
+    // Fetches that hold the volume keep it; from the commit on, FindResult gives the file.
+    record.being_written.reset();
     --running_;
     worker_slots_[index].busy = false;
     pb::Job next = record.job;
@@ -1277,6 +1301,18 @@ void JobManager::RunJob(size_t index, const std::string& id,
     std::filesystem::remove_all(spool_.ResultsPartialDir(id), ignored);
     std::filesystem::remove_all(spool_.ResultsDir(id), ignored);
   }
+}
+
+void JobManager::ShareVolumeBeingWritten(const std::string& id,
+                                         std::shared_ptr<const core::Array3D> volume) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end() && it->second.job.state() == pb::JOB_STATE_RUNNING) {
+      it->second.being_written = std::move(volume);
+    }
+  }
+  if (options_.before_writing_results) options_.before_writing_results(id);
 }
 
 void JobManager::OnProgress(const std::string& id, const core::ProgressUpdate& update) {

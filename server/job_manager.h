@@ -11,6 +11,12 @@
 // job SUCCEEDED, FAILED (with the status as Job.error) or CANCELLED. An Upload that is
 // destroyed or fails before its commit removes the job and its files.
 //
+// Early fetch: while a RUNNING job's worker writes the outputs, the reconstructed volume
+// is shared (before the "write results" progress event) and FindResult of the raw result
+// (volume.raw) returns it as ResultLocation::being_written, so that a fetch streams it from
+// memory while the file is written; the fetch ends only when the job does (SUCCEEDED: the
+// file is durable and its CRC-32 recorded). The record drops the volume when the run ends.
+//
 // Reconstructing while uploading (upload_stream.h): when BeginUpload creates a job that
 // CanReconstructWhileUploading, the options allow it on some idle worker's device, no
 // committed job waits in the queue and scheduling is neither paused nor draining, that
@@ -98,6 +104,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/algorithms/reconstruction.h"
+#include "core/data/array3d.h"
 #include "core/devices/devices.h"
 #include "core/operators/backend.h"
 #include "proto/transfer/chunk_writer.h"
@@ -162,6 +169,9 @@ struct JobManagerOptions {
   // Where state changes, stage durations and requeues are counted; null: nowhere. Not
   // owned; must outlive the manager.
   TomodMetrics* metrics = nullptr;
+  // For tests: called on the worker's thread with the job's id once its volume is shared
+  // for early fetch, before the "write results" event and before any output is written.
+  std::function<void(const std::string& job_id)> before_writing_results;
 };
 
 bool IsTerminal(tomoserve::v1::JobState state);
@@ -229,11 +239,20 @@ class JobManager {
   void Unwatch(absl::string_view id, JobWatcher* watcher);
 
   struct ResultLocation {
+    // The published file; empty while being_written is set.
     std::string path;
+    // Name, format and size; the CRC-32 only once the job SUCCEEDED.
     tomoserve::v1::ResultFile file;
+    // Set while the job is RUNNING and its worker writes the outputs, for the raw result
+    // (OUTPUT_FORMAT_RAW_FLOAT32's volume file) only: the volume whose float32 values are
+    // the file's bytes. The file is durable once the job is SUCCEEDED (Watch tells); any
+    // other end means these bytes are no result.
+    std::shared_ptr<const core::Array3D> being_written;
   };
-  // FAILED_PRECONDITION unless SUCCEEDED; name empty: the first result; NOT_FOUND for an
-  // unknown name, listing the job's result names.
+  // SUCCEEDED: the result file (name empty: the first result; NOT_FOUND for an unknown
+  // name, listing the job's result names). RUNNING while its outputs are written, for the
+  // raw result (by name, or the first result when that is it): the volume being written.
+  // Else FAILED_PRECONDITION naming the state.
   absl::StatusOr<ResultLocation> FindResult(absl::string_view id, absl::string_view name) const;
 
   // While paused, workers take no new jobs (running ones go on). For maintenance and tests.
@@ -276,6 +295,8 @@ class JobManager {
     std::shared_ptr<UploadFeed> feed;
     // QUEUED but not in queue_: committed while followed; the follower runs it or queues it.
     bool held_for_follower = false;
+    // Set while RUNNING and the worker writes the outputs (early fetch, see above).
+    std::shared_ptr<const core::Array3D> being_written;
   };
   // A worker's state as BeginUpload and the queue see it.
   struct WorkerSlot {
@@ -341,6 +362,8 @@ class JobManager {
   // Ends the following of uploads: every follower (all) or the first one.
   void YieldFollowersLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProgress(const std::string& id, const core::ProgressUpdate& update);
+  // A run's ShareVolumeFn (job_execution.h): the volume becomes the record's being_written.
+  void ShareVolumeBeingWritten(const std::string& id, std::shared_ptr<const core::Array3D> volume);
 
   const JobManagerOptions options_;
   const Spool& spool_;

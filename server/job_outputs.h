@@ -11,7 +11,9 @@
 //                    or `tomo fetch --format dicom` gives the directory of .dcm files
 //   PNG_PREVIEW      preview_axial.png, preview_coronal.png, preview_sagittal.png
 // Each file is written under a temporary name, fsynced and renamed (core/io/durable_file.h):
-// a result name that exists is a whole file. The DICOM slices are written to a scratch
+// a result name that exists is a whole file. volume.raw's bytes are the volume's float32
+// values as they are in memory and its CRC-32 is Crc32OfBuffer of them: tomod's early
+// fetch (job_manager.h) streams them from memory on that promise. The DICOM slices are written to a scratch
 // folder inside output_dir, which is removed once they are in the tar.
 //
 // The water attenuation of the DICOM series' Hounsfield scale is settings' (the JobSpec's)

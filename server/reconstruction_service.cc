@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -251,15 +252,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public
 
 // ---------------------------------------------------------------- FetchResult
 
-// Streams a result file. A transfer::ChunkReader reads the next chunks on its own threads
-// while the current one is on the wire; when the next is not read yet, its on_ready
-// callback sends it.
+// Streams a result file (result: FindResult's answer for request, a file or an error). A
+// transfer::ChunkReader reads the next chunks on its own threads while the current one is
+// on the wire; when the next is not read yet, its on_ready callback sends it.
 class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultResponse> {
  public:
-  FetchReactor(JobManager& manager, TomodMetrics* metrics, const pb::FetchResultRequest& request)
+  FetchReactor(TomodMetrics* metrics, const pb::FetchResultRequest& request,
+               absl::StatusOr<JobManager::ResultLocation> result)
       : metrics_(metrics) {
-    absl::StatusOr<JobManager::ResultLocation> result =
-        manager.FindResult(request.job_id(), request.name());
     if (!result.ok()) {
       Finish(ToGrpcStatus(result.status()));
       return;
@@ -345,6 +345,213 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
   pb::FetchResultResponse response_;
 };
 
+// "JOB_STATE_FAILED" -> "FAILED".
+std::string ShortStateName(pb::JobState state) {
+  const std::string name = pb::JobState_Name(state);
+  constexpr absl::string_view kPrefix = "JOB_STATE_";
+  return absl::StartsWith(name, kPrefix) ? name.substr(kPrefix.size()) : name;
+}
+
+// Streams the raw result while the job's worker writes it (JobManager's early fetch,
+// job_manager.h): the bytes from the shared volume in memory, in the messages of a file
+// fetch, all but the last chunk at once. The last chunk is held back until the job has
+// ended, which this reactor learns as the job's JobWatcher: SUCCEEDED (the file is
+// durable) sends it with last, total_bytes and the recorded CRC-32, exactly as a file
+// fetch ends; any other end (FAILED, CANCELLED, QUEUED again by a shutdown, the watch
+// closed) finishes with ABORTED naming the job, its state and its error, so that the
+// client never holds the bytes as a result. Nothing blocks a gRPC thread while it waits.
+//
+// Writes and Finish are driven by whoever holds the busy token (busy_ set under mu_), as
+// in WatchReactor: the constructor, then OnWriteDone while chunks remain to be sent; once
+// idle (waiting for the job), the manager's Flush after a terminal event, or OnCancel.
+// Only the holder touches offset_ and response_, calls StartWrite or Finish (outside mu_),
+// so there is one write in flight and one Finish.
+class EarlyFetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultResponse>,
+                                public JobWatcher {
+ public:
+  EarlyFetchReactor(JobManager& manager, TomodMetrics* metrics,
+                    const pb::FetchResultRequest& request, JobManager::ResultLocation location)
+      : manager_(manager),
+        metrics_(metrics),
+        job_id_(request.job_id()),
+        name_(location.file.name()),
+        volume_(std::move(location.being_written)),
+        size_(volume_->size_bytes()),
+        offset_(request.offset()) {
+    if (offset_ > size_) {
+      FinishOnce(grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                              absl::StrCat("offset: ", offset_, " is beyond the end of ", name_,
+                                           " (", size_, " bytes)")));
+      return;
+    }
+    // Enqueue gets the job's latest event at once: it may have ended already.
+    absl::Status watched = manager_.Watch(job_id_, this);
+    if (!watched.ok()) {
+      FinishOnce(ToGrpcStatus(watched));
+      return;
+    }
+    Drive();
+  }
+
+  bool Enqueue(const pb::JobEvent& event) override {
+    absl::MutexLock lock(&mu_);
+    // RUNNING events are the write's progress; any other state is the job's end.
+    if (ended_ || event.state() == pb::JOB_STATE_RUNNING) return false;
+    ended_ = true;
+    end_state_ = event.state();
+    end_message_ = event.message();
+    return TakeTokenLocked();
+  }
+
+  bool Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return false;
+    ended_ = true;
+    end_message_ = status.ToString();
+    return TakeTokenLocked();
+  }
+
+  void Flush() override { Drive(); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;  // the stream is broken; only Finish is left to do
+    }
+    Drive();
+  }
+
+  void OnCancel() override {
+    bool drive = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      drive = TakeTokenLocked();
+    }
+    if (drive) Drive();
+  }
+
+  void OnDone() override {
+    manager_.Unwatch(job_id_, this);
+    delete this;
+  }
+
+ private:
+  // True when the caller now holds the token (the reactor was idle).
+  bool TakeTokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (busy_ || finishing_) return false;
+    busy_ = true;
+    return true;
+  }
+
+  // Called by the token holder: sends the next chunk, waits (gives the token back), or
+  // ends the call.
+  void Drive() {
+    bool ended = false, cancelled = false;
+    pb::JobState end_state = pb::JOB_STATE_UNSPECIFIED;
+    std::string end_message;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled = cancelled_;
+      ended = ended_;
+      end_state = end_state_;
+      end_message = end_message_;
+      if (!cancelled && !ended && size_ - offset_ <= kFetchChunkBytes) {
+        busy_ = false;  // the last chunk waits for the job's end
+        return;
+      }
+    }
+    if (cancelled) {
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "fetch cancelled"));
+    } else if (size_ - offset_ > kFetchChunkBytes) {
+      SetChunk(kFetchChunkBytes);
+      StartWrite(&response_);
+    } else if (end_state == pb::JOB_STATE_SUCCEEDED) {
+      SendLast();
+    } else {
+      FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, EndedText(end_state, end_message)));
+    }
+  }
+
+  // The job SUCCEEDED: its file is durable and its CRC-32 recorded.
+  void SendLast() {
+    absl::StatusOr<JobManager::ResultLocation> result = manager_.FindResult(job_id_, name_);
+    if (!result.ok()) {
+      FinishOnce(ToGrpcStatus(result.status()));
+      return;
+    }
+    if (result->file.size_bytes() != size_) {
+      FinishOnce(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                              absl::StrCat("result ", name_, " of job ", job_id_, " holds ",
+                                           result->file.size_bytes(), " bytes, ", size_,
+                                           " were being written")));
+      return;
+    }
+    SetChunk(size_ - offset_);
+    volume_.reset();
+    response_.set_last(true);
+    response_.set_total_bytes(size_);
+    response_.set_crc32(result->file.crc32());
+    if (metrics_ != nullptr) {
+      metrics_->StageDone(TomodMetrics::Stage::kFetch, absl::ToDoubleSeconds(absl::Now() - start_));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+      busy_ = false;
+    }
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  // response_ = the next bytes bytes of the volume from offset_ (none: an empty message at
+  // the end, as a fetch from a file's end sends).
+  void SetChunk(uint64_t bytes) {
+    response_.Clear();
+    response_.set_offset(offset_);
+    if (bytes > 0) {
+      response_.set_data(reinterpret_cast<const char*>(volume_->data()) + offset_, bytes);
+      offset_ += bytes;
+      if (metrics_ != nullptr) metrics_->FetchBytes(bytes);
+    }
+  }
+
+  std::string EndedText(pb::JobState state, const std::string& message) const {
+    absl::StatusOr<pb::Job> job = manager_.GetJob(job_id_);
+    if (job.ok()) state = job->state();
+    std::string why = job.ok() && !job->error().empty() ? job->error() : message;
+    return absl::StrCat("job ", job_id_, " is ", ShortStateName(state),
+                        why.empty() ? "" : absl::StrCat(": ", why), "; its result ", name_,
+                        " was being written and is not its result: fetch it once the job has "
+                        "SUCCEEDED");
+  }
+
+  void FinishOnce(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+      busy_ = false;
+    }
+    Finish(status);
+  }
+
+  JobManager& manager_;
+  TomodMetrics* metrics_;
+  const std::string job_id_;
+  const std::string name_;
+  const absl::Time start_ = absl::Now();
+  std::shared_ptr<const core::Array3D> volume_;  // the token holder's, as the two below
+  const uint64_t size_;
+  uint64_t offset_;
+  pb::FetchResultResponse response_;
+  absl::Mutex mu_;
+  bool busy_ ABSL_GUARDED_BY(mu_) = true;  // the constructor holds the token
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  pb::JobState end_state_ ABSL_GUARDED_BY(mu_) = pb::JOB_STATE_UNSPECIFIED;
+  std::string end_message_ ABSL_GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 grpc::ServerReadReactor<pb::SubmitRequest>* ReconstructionService::Submit(
@@ -397,7 +604,12 @@ grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(
 
 grpc::ServerWriteReactor<pb::FetchResultResponse>* ReconstructionService::FetchResult(
     grpc::CallbackServerContext* /*context*/, const pb::FetchResultRequest* request) {
-  return new FetchReactor(manager_, metrics_, *request);
+  absl::StatusOr<JobManager::ResultLocation> result =
+      manager_.FindResult(request->job_id(), request->name());
+  if (result.ok() && result->being_written != nullptr) {
+    return new EarlyFetchReactor(manager_, metrics_, *request, std::move(*result));
+  }
+  return new FetchReactor(metrics_, *request, std::move(result));
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(

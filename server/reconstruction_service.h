@@ -8,7 +8,10 @@
 //   WatchJob     ServerWriteReactor and JobWatcher: current state, then every event until
 //                a terminal state; no thread per watcher (writes chained by OnWriteDone).
 //   FetchResult  ServerWriteReactor: 1 MiB chunks from the offset; the last message has
-//                last=true, total_bytes and the CRC-32 of the whole file.
+//                last=true, total_bytes and the CRC-32 of the whole file. The raw result
+//                of a job whose outputs are being written streams from the volume in
+//                memory and ends only when the job does (early fetch, job_manager.h):
+//                SUCCEEDED gives that last message, any other end ABORTED.
 //   others       unary, answered at once (ServerUnaryReactor).
 //
 // The service holds no state of its own; it must not outlive the manager and registry.

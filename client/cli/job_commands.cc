@@ -1,5 +1,6 @@
 // The commands that talk to tomod: submit, watch, status, list, fetch, cancel, delete,
-// info.
+// info. `submit --wait` fetches the raw volume while tomod writes it
+// (TomoClient::WatchAndFetch), the other results once the job has succeeded.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "client/cli/progress_bar.h"
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
+#include "server/job_execution.h"
 
 namespace tomo::cli {
 namespace {
@@ -85,10 +87,11 @@ absl::StatusOr<v1::Job> WatchToEnd(TomoClient& client, const std::string& job_id
   return job;
 }
 
-// Downloads results into out_dir (created), one line per path on stdout.
+// Downloads results into out_dir (created), one line per path on stdout; the result
+// named fetched (if any) is in out_dir already and only listed.
 int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& job,
               const std::vector<std::string>& names, const fs::path& out_dir, bool resume,
-              const std::string& what) {
+              const std::string& what, const std::string& fetched = "") {
   std::error_code error;
   fs::create_directories(out_dir, error);
   if (error) {
@@ -97,6 +100,10 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
   }
   for (const std::string& name : names) {
     fs::path path = out_dir / name;
+    if (name == fetched) {
+      std::cout << path.string() << "\n";
+      continue;
+    }
     ProgressBar bar(ProgressWanted(global));
     uint64_t expected = 0;
     for (const v1::ResultFile& result : job.results()) {
@@ -181,14 +188,38 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   std::cout << job->id() << std::endl;
   if (!args.wait) return kExitOk;
 
-  absl::StatusOr<v1::Job> ended = WatchToEnd(client, job->id(), bar);
+  const fs::path out = args.out.empty() ? fs::path(".") / job->id() : fs::path(args.out);
+  // The raw volume (when asked for; no outputs means raw) streams while tomod writes it.
+  const std::string raw_name = server::ResultFileName(v1::OUTPUT_FORMAT_RAW_FLOAT32);
+  const bool raw_wanted =
+      spec->outputs().empty() || std::find(spec->outputs().begin(), spec->outputs().end(),
+                                           v1::OUTPUT_FORMAT_RAW_FLOAT32) != spec->outputs().end();
+  std::error_code error;
+  const bool created = raw_wanted && fs::create_directories(out, error);
+  absl::StatusOr<v1::Job> ended;
+  if (raw_wanted && !error) {
+    absl::StatusOr<client::WatchedFetch> watched = client.WatchAndFetch(
+        job->id(), raw_name, (out / raw_name).string(), [&](const v1::JobEvent& event) {
+          bar.Update(event.progress().fraction(), ProgressLabel(event.state(), event.progress()));
+        });
+    bar.Finish();
+    if (!watched.ok()) {
+      return FailRpc(global, absl::StrCat("submit: watch and fetch ", job->id(), "/", raw_name),
+                     watched.status());
+    }
+    ended = std::move(watched->job);
+  } else {
+    ended = WatchToEnd(client, job->id(), bar);  // FetchInto names an out_dir error
+  }
   if (!ended.ok()) {
     return FailRpc(global, absl::StrCat("submit: watch ", job->id()), ended.status());
   }
-  if (int code = ReportFinalState("submit", *ended); code != kExitOk) return code;
-  fs::path out = args.out.empty() ? fs::path(".") / ended->id() : fs::path(args.out);
+  if (int code = ReportFinalState("submit", *ended); code != kExitOk) {
+    if (created) fs::remove(out, error);  // made for the raw volume; empty, as nothing came
+    return code;
+  }
   return FetchInto(client, global, *ended, ResultNames(*ended), out, /*resume=*/true,
-                   "submit: fetch");
+                   "submit: fetch", raw_wanted && !error ? raw_name : "");
 }
 
 // ----------------------------------------------------------------------------- watch

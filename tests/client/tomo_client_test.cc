@@ -1,9 +1,13 @@
 // Unit tests of the client library (client/tomo_client.h, client/job_spec_json.h) against an
 // in-process fake of the service, so that the wire behaviour the real daemon never shows
 // (a stream that breaks halfway, a wrong final checksum) is covered too.
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -48,6 +52,17 @@ class FakeService final : public v1::Reconstruction::Service {
   uint64_t break_after = 0;
   uint32_t wrong_crc = 0;
   std::vector<uint64_t> fetch_offsets;
+  // With abort_after > 0, FetchResult ends with ABORTED after that many bytes (as tomod
+  // does when the job whose result it streams while written fails).
+  uint64_t abort_after = 0;
+  // The first FetchResult is FAILED_PRECONDITION (a result tomod does not stream early).
+  bool refuse_first = false;
+  std::atomic<int> fetch_calls{0};
+
+  // WatchJob sends these events; after one whose stage is "write results" it waits (up to
+  // 5 s) for a FetchResult call before the next. GetJob answers job when set.
+  std::vector<v1::JobEvent> events;
+  std::optional<v1::Job> job;
 
   // What Submit received.
   std::vector<std::string> submit_kinds;  // "spec", "data:<size>", "end"
@@ -90,8 +105,14 @@ class FakeService final : public v1::Reconstruction::Service {
 
   grpc::Status FetchResult(grpc::ServerContext*, const v1::FetchResultRequest* request,
                            grpc::ServerWriter<v1::FetchResultResponse>* writer) override {
+    ++fetch_calls;
     std::lock_guard<std::mutex> lock(mu);
     fetch_offsets.push_back(request->offset());
+    if (refuse_first) {
+      refuse_first = false;
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "job job-1 is RUNNING; results exist only for SUCCEEDED jobs");
+    }
     if (request->offset() > file.size()) {
       return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "offset beyond the end");
     }
@@ -100,6 +121,9 @@ class FakeService final : public v1::Reconstruction::Service {
       if (break_after > 0 && at >= break_after) {
         break_after = 0;
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost (fake)");
+      }
+      if (abort_after > 0 && at >= abort_after) {
+        return grpc::Status(grpc::StatusCode::ABORTED, "job job-1 is FAILED: INTERNAL: boom");
       }
       v1::FetchResultResponse response;
       const uint64_t n = std::min<uint64_t>(1000, file.size() - at);
@@ -118,8 +142,25 @@ class FakeService final : public v1::Reconstruction::Service {
   }
 
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
-                      v1::Job*) override {
+                      v1::Job* response) override {
+    if (job.has_value()) {
+      *response = *job;
+      return grpc::Status::OK;
+    }
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "job " + request->job_id() + " not found");
+  }
+
+  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*,
+                        grpc::ServerWriter<v1::JobEvent>* writer) override {
+    for (const v1::JobEvent& event : events) {
+      writer->Write(event);
+      if (event.progress().stage() != kWriteResultsStage) continue;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (fetch_calls == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return grpc::Status::OK;
   }
 
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
@@ -253,6 +294,105 @@ TEST_F(ClientTest, FetchStartsOverWhenThePartialFileIsTooLong) {
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{4000, 0}));
   EXPECT_TRUE(ReadAll(out) == service_.file);
+}
+
+v1::JobEvent Event(v1::JobState state, const std::string& stage = "") {
+  v1::JobEvent event;
+  event.set_job_id("job-1");
+  event.set_state(state);
+  event.mutable_progress()->set_stage(stage);
+  return event;
+}
+
+v1::Job EndedJob(v1::JobState state, const std::string& error = "") {
+  v1::Job job;
+  job.set_id("job-1");
+  job.set_state(state);
+  job.set_error(error);
+  return job;
+}
+
+// The fetch starts on the "write results" event: the fake sends SUCCEEDED only after it.
+TEST_F(ClientTest, WatchAndFetchStartsTheFetchOnTheWriteResultsEvent) {
+  service_.file = Pattern(25000);
+  service_.events = {Event(v1::JOB_STATE_RUNNING, "fdk"),
+                     Event(v1::JOB_STATE_RUNNING, kWriteResultsStage),
+                     Event(v1::JOB_STATE_SUCCEEDED)};
+  service_.job = EndedJob(v1::JOB_STATE_SUCCEEDED);
+  const std::string out = dir_ + "/volume.raw";
+  std::vector<std::string> stages;
+  absl::StatusOr<WatchedFetch> fetched = client_->WatchAndFetch(
+      "job-1", "volume.raw", out,
+      [&](const v1::JobEvent& event) { stages.push_back(event.progress().stage()); });
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_TRUE(fetched->started_early);
+  EXPECT_EQ(fetched->job.state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_TRUE(fetched->file.has_value());
+  EXPECT_EQ(fetched->file->size_bytes(), 25000u);
+  EXPECT_EQ(fetched->file->crc32(), Crc32Update(0, service_.file.data(), service_.file.size()));
+  EXPECT_TRUE(ReadAll(out) == service_.file);
+  EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{0}));
+  EXPECT_EQ(stages, (std::vector<std::string>{"fdk", kWriteResultsStage, ""}));
+}
+
+// Without a "write results" event (a job that had ended before the watch) the fetch
+// starts on SUCCEEDED.
+TEST_F(ClientTest, WatchAndFetchFetchesOnSucceeded) {
+  service_.file = Pattern(3000);
+  service_.events = {Event(v1::JOB_STATE_SUCCEEDED)};
+  service_.job = EndedJob(v1::JOB_STATE_SUCCEEDED);
+  const std::string out = dir_ + "/volume.raw";
+  absl::StatusOr<WatchedFetch> fetched = client_->WatchAndFetch("job-1", "volume.raw", out);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_FALSE(fetched->started_early);
+  ASSERT_TRUE(fetched->file.has_value());
+  EXPECT_TRUE(ReadAll(out) == service_.file);
+}
+
+// A result that tomod does not stream early (or a tomod without early fetch) refuses the
+// early fetch; it is fetched after SUCCEEDED.
+TEST_F(ClientTest, WatchAndFetchFetchesAgainAfterARefusedEarlyFetch) {
+  service_.file = Pattern(5000);
+  service_.refuse_first = true;
+  service_.events = {Event(v1::JOB_STATE_RUNNING, kWriteResultsStage),
+                     Event(v1::JOB_STATE_SUCCEEDED)};
+  service_.job = EndedJob(v1::JOB_STATE_SUCCEEDED);
+  const std::string out = dir_ + "/volume.nii";
+  absl::StatusOr<WatchedFetch> fetched = client_->WatchAndFetch("job-1", "volume.nii", out);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_TRUE(fetched->file.has_value());
+  EXPECT_TRUE(ReadAll(out) == service_.file);
+  EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{0, 0}));
+}
+
+// A job that fails while its result streams: ABORTED, nothing kept, the job's error.
+TEST_F(ClientTest, WatchAndFetchOfAFailedJobKeepsNoFile) {
+  service_.file = Pattern(25000);
+  service_.abort_after = 12000;
+  service_.events = {Event(v1::JOB_STATE_RUNNING, kWriteResultsStage),
+                     Event(v1::JOB_STATE_FAILED)};
+  service_.job = EndedJob(v1::JOB_STATE_FAILED, "INTERNAL: boom");
+  const std::string out = dir_ + "/volume.raw";
+  absl::StatusOr<WatchedFetch> fetched = client_->WatchAndFetch("job-1", "volume.raw", out);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_TRUE(fetched->started_early);
+  EXPECT_EQ(fetched->job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(fetched->job.error(), "INTERNAL: boom");
+  EXPECT_FALSE(fetched->file.has_value());
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{0}));
+}
+
+// A plain Fetch that tomod aborts removes its partial file too: no resume from those bytes.
+TEST_F(ClientTest, AbortedFetchRemovesThePartialFile) {
+  service_.file = Pattern(25000);
+  service_.abort_after = 12000;
+  const std::string out = dir_ + "/volume.raw";
+  absl::StatusOr<v1::ResultFile> file = client_->Fetch("job-1", "volume.raw", out);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kAborted);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
 }
 
 TEST_F(ClientTest, ListJobsFollowsPagesAndErrorsKeepTheirCode) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/algorithms/reconstruction.h"
@@ -35,6 +36,8 @@ using testing::BlockingAlgorithm;
 using testing::Crc32;
 using testing::NewTempDir;
 using testing::PhantomSinogramBytes;
+using testing::RandomValues;
+using testing::RandomVolumeAlgorithm;
 using testing::SmallSpec;
 
 class FailingAlgorithm final : public core::Algorithm {
@@ -578,6 +581,101 @@ TEST_F(JobManagerTest, FindResultErrors) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("its results are: volume.raw"));
   EXPECT_TRUE(manager_->FindResult(job->id(), "volume.raw").ok());
+}
+
+// Early fetch: while the outputs are written (held there by the test hook), the raw
+// result is the volume in memory, by name and as the first result; not while QUEUED or
+// reconstructing, and no other format. It is the file that is then written, and once the
+// job has ended the record holds it no more.
+TEST_F(JobManagerTest, RawResultIsTheVolumeBeingWrittenWhileTheOutputsAreWritten) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::string id;  // set before the worker may start
+  absl::StatusCode while_reconstructing = absl::StatusCode::kUnknown;
+  absl::Notification writing, release;
+  JobManagerOptions options;
+  options.before_writing_results = [&](const std::string&) {
+    writing.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(30));
+  };
+  StartManagerWith(options, std::make_unique<RandomVolumeAlgorithm>(seed, [&] {
+                     while_reconstructing = manager_->FindResult(id, "volume.raw").status().code();
+                   }),
+                   /*paused=*/true);
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  spec.add_outputs(pb::OUTPUT_FORMAT_RAW_FLOAT32);
+  spec.add_outputs(pb::OUTPUT_FORMAT_NIFTI);
+  auto job = Submit(spec, std::string(spec.input().size_bytes(), '\0'));
+  ASSERT_TRUE(job.ok()) << job.status();
+  id = job->id();
+  EXPECT_EQ(manager_->FindResult(id, "volume.raw").status().code(),
+            absl::StatusCode::kFailedPrecondition);  // QUEUED
+  manager_->SetSchedulingPaused(false);
+  ASSERT_TRUE(writing.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(while_reconstructing, absl::StatusCode::kFailedPrecondition);
+  const pb::Job running = *manager_->GetJob(id);
+  EXPECT_EQ(running.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_NE(running.progress().stage(), "write results") << "shared after the event";
+
+  std::shared_ptr<const core::Array3D> held;
+  {
+    auto by_name = manager_->FindResult(id, "volume.raw");
+    auto first = manager_->FindResult(id, "");
+    ASSERT_TRUE(by_name.ok()) << by_name.status();
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_NE(by_name->being_written, nullptr);
+    EXPECT_EQ(first->being_written, by_name->being_written);
+    EXPECT_TRUE(by_name->path.empty());
+    EXPECT_EQ(by_name->file.name(), "volume.raw");
+    EXPECT_EQ(by_name->file.format(), pb::OUTPUT_FORMAT_RAW_FLOAT32);
+    EXPECT_EQ(by_name->file.size_bytes(), 16u * 16u * 4u);
+    held = by_name->being_written;
+  }
+  for (const char* other : {"volume.json", "volume.nii"}) {
+    EXPECT_EQ(manager_->FindResult(id, other).status().code(),
+              absl::StatusCode::kFailedPrecondition)
+        << other;
+  }
+  const std::vector<float> expected = RandomValues(seed, 16 * 16);
+  ASSERT_EQ(held->size(), 16 * 16);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), held->data()));
+  const std::string in_memory(reinterpret_cast<const char*>(held->data()), held->size_bytes());
+  release.Notify();
+
+  const pb::Job done = WaitForState(id, pb::JOB_STATE_SUCCEEDED);
+  auto file = manager_->FindResult(id, "volume.raw");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->being_written, nullptr);
+  EXPECT_EQ(testing::ReadFile(file->path), in_memory);
+  EXPECT_EQ(file->file.crc32(), Crc32(in_memory));
+  EXPECT_EQ(done.results(0).crc32(), Crc32(in_memory));
+  EXPECT_EQ(held.use_count(), 1) << "the record or the worker still holds the volume";
+}
+
+// A job cancelled while its outputs are written: the volume is no result any more.
+TEST_F(JobManagerTest, CancelledWhileWritingDropsTheVolumeBeingWritten) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  absl::Notification writing, release;
+  JobManagerOptions options;
+  options.before_writing_results = [&](const std::string&) {
+    writing.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(30));
+  };
+  StartManagerWith(options, std::make_unique<RandomVolumeAlgorithm>(seed));
+  auto job = SubmitSmall();
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(writing.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  auto result = manager_->FindResult(job->id(), "volume.raw");
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::shared_ptr<const core::Array3D> held = std::move(result->being_written);
+  ASSERT_NE(held, nullptr);
+  ASSERT_TRUE(manager_->CancelJob(job->id()).ok());
+  release.Notify();
+  WaitForState(job->id(), pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(manager_->FindResult(job->id(), "volume.raw").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(held.use_count(), 1);
 }
 
 TEST_F(JobManagerTest, ShutdownRequeuesRunningJobsAndClosesWatches) {
@@ -1232,6 +1330,36 @@ TEST_F(JobManagerFollowTest, FollowedJobWritesTheBytesOfAJobRunFromTheSpool) {
   EXPECT_GT(peak, 0.1f);
   EXPECT_LE(max_difference, 1e-6f * peak) << "the followed volume differs";
   EXPECT_EQ(Followed(never_metrics, "used"), 0);
+}
+
+// A followed job shares its volume for early fetch too, before its outputs are written;
+// the raw file written is those bytes.
+TEST_F(JobManagerFollowTest, FollowedJobSharesTheVolumeBeingWritten) {
+  const pb::JobSpec spec = testing::SmallConeSpec(24, 16, 24, 16);
+  const std::string bytes = testing::PhantomConeProjectionBytes(spec);
+  std::string in_memory;
+  absl::StatusCode file_status = absl::StatusCode::kUnknown;
+  JobManagerOptions options;
+  options.reconstruct_while_uploading = WhileUploading::kOnAnyWorker;
+  options.metrics = &metrics_;
+  options.before_writing_results = [&](const std::string& id) {
+    auto result = manager_->FindResult(id, "volume.raw");
+    if (!result.ok() || result->being_written == nullptr) return;
+    in_memory.assign(reinterpret_cast<const char*>(result->being_written->data()),
+                     result->being_written->size_bytes());
+    file_status = manager_->FindResult(id, "volume.json").status().code();
+  };
+  StartManagerWith(options);
+  auto upload = manager_->BeginUpload(spec);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  const std::string id = (*upload)->job_id();
+  Append(**upload, bytes, 0, bytes.size());
+  ASSERT_TRUE((*upload)->Commit(bytes.size(), Crc32(bytes)).ok());
+  WaitForState(id, pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Followed(metrics_, "used"), 1);
+  EXPECT_EQ(in_memory.size(), 16u * 16u * 16u * 4u);
+  EXPECT_EQ(file_status, absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Volume(id), in_memory);
 }
 
 // The default follows on device workers only: a CPU worker runs the job from the spool.

@@ -10,13 +10,17 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/devices/devices.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/tomod_server.h"
+#include "server/spool.h"
 #include "test_jobs.h"
+#include "tests/core/random_seed.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::server {
@@ -516,6 +520,238 @@ TEST_F(ReconstructionServiceLimitTest, JobsPerClientAreCountedByPeerHostAndRepor
   EXPECT_EQ(info.limits().max_jobs_per_client(), 1u);
   EXPECT_EQ(info.limits().max_iterations(), ServerLimits().max_iterations);
   EXPECT_EQ(info.limits().max_attempts(), 3u);
+}
+
+// ---------------------------------------------------------------- early fetch
+
+// A FetchResult stream read on its own thread, so that a test sees what has arrived while
+// the stream is still open.
+class FetchStream {
+ public:
+  FetchStream(pb::Reconstruction::Stub& stub, const std::string& id, const std::string& name,
+              uint64_t offset)
+      : thread_([this, &stub, id, name, offset] {
+          pb::FetchResultRequest request;
+          request.set_job_id(id);
+          request.set_name(name);
+          request.set_offset(offset);
+          auto reader = stub.FetchResult(&context_, request);
+          pb::FetchResultResponse response;
+          while (reader->Read(&response)) {
+            absl::MutexLock lock(&mu_);
+            EXPECT_EQ(response.offset(), offset + fetched_.data.size());
+            fetched_.data += response.data();
+            response.clear_data();
+            fetched_.messages.push_back(response);
+          }
+          grpc::Status status = reader->Finish();
+          absl::MutexLock lock(&mu_);
+          fetched_.status = status;
+          ended_ = true;
+        }) {}
+  ~FetchStream() {
+    context_.TryCancel();
+    thread_.join();
+  }
+
+  // True once at least bytes have arrived (false: the stream ended or timeout passed).
+  bool WaitForBytes(size_t bytes, absl::Duration timeout = absl::Seconds(20)) {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return ended_ || fetched_.data.size() >= bytes;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&arrived), timeout);
+    return fetched_.data.size() >= bytes;
+  }
+  // What arrived so far; ended tells whether the stream is over.
+  Fetched Snapshot(bool* ended) {
+    absl::MutexLock lock(&mu_);
+    *ended = ended_;
+    return fetched_;
+  }
+  Fetched WaitForEnd(absl::Duration timeout = absl::Seconds(20)) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&ended_), timeout);
+    EXPECT_TRUE(ended_) << "the fetch did not end";
+    return fetched_;
+  }
+
+ private:
+  grpc::ClientContext context_;
+  absl::Mutex mu_;
+  Fetched fetched_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+// The early fetch through the service, on a JobManager of its own whose test hook holds
+// each job at the start of its outputs (the volume shared, nothing written) until the test
+// releases it. The algorithm gives a 600 x 600 volume of fresh random values: 1.44 MB, two
+// messages, of which the second must wait for the job's end.
+class EarlyFetchServiceTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kSide = 600;
+  static constexpr size_t kBytes = size_t{kSide} * kSide * 4;
+
+  void SetUp() override {
+    seed_ = tomo::testing::TestSeed();
+    auto spool = Spool::Open(NewTempDir("early-fetch"));
+    ASSERT_TRUE(spool.ok()) << spool.status();
+    spool_ = std::move(*spool);
+    JobManagerOptions options;
+    options.devices = {core::CpuDevice()};
+    options.before_writing_results = [this](const std::string&) {
+      writing_.Notify();
+      release_.WaitForNotificationWithTimeout(absl::Seconds(30));
+    };
+    registry_ = core::AlgorithmRegistry::WithBuiltins();
+    registry_.Register("fbp", std::make_unique<testing::RandomVolumeAlgorithm>(seed_));
+    manager_ = std::make_unique<JobManager>(options, *spool_, registry_);
+    absl::Status started = manager_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+    service_ = std::make_unique<ReconstructionService>(*manager_, registry_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(16 << 20);
+    stub_ = pb::Reconstruction::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(), args));
+  }
+
+  void TearDown() override {
+    if (!release_.HasBeenNotified()) release_.Notify();
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    if (manager_) manager_->Shutdown();
+  }
+
+  // Submits a job straight to the manager; returns its id.
+  std::string SubmitJob() {
+    const pb::JobSpec spec = SmallSpec(16, 8, kSide);
+    const std::string bytes(spec.input().size_bytes(), '\0');
+    auto upload = manager_->BeginUpload(spec);
+    EXPECT_TRUE(upload.ok()) << upload.status();
+    if (!upload.ok()) return "";
+    EXPECT_TRUE((*upload)->Append(bytes).ok());
+    auto job = (*upload)->Commit(bytes.size(), Crc32(bytes));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->id() : "";
+  }
+
+  std::string Expected() const {
+    const std::vector<float> values = testing::RandomValues(seed_, size_t{kSide} * kSide);
+    return std::string(reinterpret_cast<const char*>(values.data()), kBytes);
+  }
+
+  // One blocking fetch from offset 0.
+  Fetched FetchNow(const std::string& id, const std::string& name) {
+    FetchStream stream(*stub_, id, name, 0);
+    return stream.WaitForEnd();
+  }
+
+  uint64_t seed_ = 0;
+  std::unique_ptr<Spool> spool_;
+  core::AlgorithmRegistry registry_;
+  std::unique_ptr<JobManager> manager_;
+  std::unique_ptr<ReconstructionService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<pb::Reconstruction::Stub> stub_;
+  absl::Notification writing_, release_;
+};
+
+// Bytes from memory while the outputs are written, the last message only once the job has
+// SUCCEEDED, with the recorded size and CRC-32; a resumed fetch the same from its offset.
+// QUEUED, and other results while writing, are FAILED_PRECONDITION as before.
+TEST_F(EarlyFetchServiceTest, RawResultStreamsWhileWrittenAndEndsWithTheJob) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  manager_->SetSchedulingPaused(true);
+  const std::string id = SubmitJob();
+  ASSERT_FALSE(id.empty());
+  Fetched queued = FetchNow(id, "volume.raw");
+  EXPECT_EQ(queued.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(queued.status.error_message(), HasSubstr("QUEUED"));
+  manager_->SetSchedulingPaused(false);
+  ASSERT_TRUE(writing_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(FetchNow(id, "volume.json").status.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  FetchStream whole(*stub_, id, "", 0);
+  FetchStream resumed(*stub_, id, "volume.raw", 1000);
+  ASSERT_TRUE(whole.WaitForBytes(kFetchChunkBytes));
+  ASSERT_TRUE(resumed.WaitForBytes(kFetchChunkBytes));
+  absl::SleepFor(absl::Milliseconds(300));  // the rest must wait for the job
+  bool ended = true;
+  Fetched so_far = whole.Snapshot(&ended);
+  EXPECT_FALSE(ended);
+  EXPECT_EQ(so_far.data.size(), kFetchChunkBytes);
+  for (const pb::FetchResultResponse& message : so_far.messages) EXPECT_FALSE(message.last());
+  EXPECT_EQ(so_far.data, Expected().substr(0, kFetchChunkBytes)) << "not the volume's bytes";
+  release_.Notify();
+
+  const std::string expected = Expected();
+  Fetched fetched = whole.WaitForEnd();
+  ASSERT_TRUE(fetched.status.ok()) << fetched.status.error_message();
+  absl::StatusOr<pb::Job> job = manager_->GetJob(id);
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(job->state(), pb::JOB_STATE_SUCCEEDED);
+  const pb::ResultFile& recorded = job->results(0);
+  EXPECT_EQ(recorded.crc32(), Crc32(expected));
+  EXPECT_TRUE(fetched.data == expected);
+  ASSERT_EQ(fetched.messages.size(), 2u);
+  EXPECT_TRUE(fetched.messages.back().last());
+  EXPECT_EQ(fetched.messages.back().total_bytes(), kBytes);
+  EXPECT_EQ(fetched.messages.back().crc32(), recorded.crc32());
+
+  Fetched tail = resumed.WaitForEnd();
+  ASSERT_TRUE(tail.status.ok()) << tail.status.error_message();
+  EXPECT_TRUE(tail.data == expected.substr(1000));
+  ASSERT_FALSE(tail.messages.empty());
+  EXPECT_TRUE(tail.messages.back().last());
+  EXPECT_EQ(tail.messages.back().crc32(), recorded.crc32());
+  // After SUCCEEDED the file is fetched as ever: the same bytes.
+  Fetched from_file = FetchNow(id, "volume.raw");
+  ASSERT_TRUE(from_file.status.ok()) << from_file.status.error_message();
+  EXPECT_TRUE(from_file.data == expected);
+}
+
+// A job cancelled while its result streams: ABORTED naming the job and CANCELLED, no last
+// message.
+TEST_F(EarlyFetchServiceTest, CancelWhileWrittenAbortsTheFetch) {
+  const std::string id = SubmitJob();
+  ASSERT_TRUE(writing_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  FetchStream stream(*stub_, id, "volume.raw", 0);
+  ASSERT_TRUE(stream.WaitForBytes(kFetchChunkBytes));
+  ASSERT_TRUE(manager_->CancelJob(id).ok());
+  release_.Notify();
+  Fetched fetched = stream.WaitForEnd();
+  EXPECT_EQ(fetched.status.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(fetched.status.error_message(), AllOf(HasSubstr(id), HasSubstr("CANCELLED")));
+  for (const pb::FetchResultResponse& message : fetched.messages) EXPECT_FALSE(message.last());
+  EXPECT_LT(fetched.data.size(), kBytes);
+}
+
+// A shutdown while the result streams hands the job back QUEUED: ABORTED naming QUEUED.
+TEST_F(EarlyFetchServiceTest, ShutdownWhileWrittenAbortsTheFetch) {
+  const std::string id = SubmitJob();
+  ASSERT_TRUE(writing_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  FetchStream stream(*stub_, id, "", 0);
+  ASSERT_TRUE(stream.WaitForBytes(kFetchChunkBytes));
+  std::thread shutdown([this] { manager_->Shutdown(); });
+  // Release the run only once the shutdown has asked it to stop (new uploads refused).
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (manager_->BeginUpload(SmallSpec()).status().code() != absl::StatusCode::kUnavailable &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  release_.Notify();
+  shutdown.join();
+  Fetched fetched = stream.WaitForEnd();
+  EXPECT_EQ(fetched.status.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(fetched.status.error_message(), AllOf(HasSubstr(id), HasSubstr("QUEUED")));
+  for (const pb::FetchResultResponse& message : fetched.messages) EXPECT_FALSE(message.last());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -123,6 +124,24 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   out << bytes;
   out.close();
   EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
+std::vector<float> RandomValues(uint64_t seed, size_t count) {
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = uniform(random);
+  return values;
+}
+
+absl::StatusOr<core::Array3D> RandomVolumeAlgorithm::Run(const core::ReconstructionRequest& request,
+                                                         const core::Array3D&, core::Backend&,
+                                                         const core::RunContext&) const {
+  if (probe_) probe_();
+  core::Array3D volume(request.volume.dims(), std::nanf(""));  // every voxel overwritten
+  const std::vector<float> values = RandomValues(seed_, static_cast<size_t>(volume.size()));
+  std::copy(values.begin(), values.end(), volume.data());
+  return volume;
 }
 
 absl::StatusOr<core::Array3D> BlockingAlgorithm::Run(const core::ReconstructionRequest&,

@@ -1,9 +1,12 @@
 // Helpers for the server tests: a small valid JobSpec, its phantom sinogram as bytes, the
-// CRC-32 of bytes, a fresh temporary directory, and an algorithm that runs until cancelled.
+// CRC-32 of bytes, a fresh temporary directory, an algorithm that runs until cancelled and
+// one that returns fresh random values.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "core/algorithms/reconstruction.h"
 #include "tomoserve/v1/tomoserve.pb.h"
@@ -37,6 +40,24 @@ class BlockingAlgorithm final : public core::Algorithm {
   absl::StatusOr<core::Array3D> Run(const core::ReconstructionRequest& request,
                                     const core::Array3D& projections, core::Backend& backend,
                                     const core::RunContext& context) const override;
+};
+
+// count uniform values in [-1, 1) drawn from seed: RandomVolumeAlgorithm's volume.
+std::vector<float> RandomValues(uint64_t seed, size_t count);
+
+// Returns a volume of RandomValues(seed, voxels), ignoring the projections; calls probe
+// first (when set), on the worker's thread while the job is RUNNING.
+class RandomVolumeAlgorithm final : public core::Algorithm {
+ public:
+  RandomVolumeAlgorithm(uint64_t seed, std::function<void()> probe = nullptr)
+      : seed_(seed), probe_(std::move(probe)) {}
+  absl::StatusOr<core::Array3D> Run(const core::ReconstructionRequest& request,
+                                    const core::Array3D& projections, core::Backend& backend,
+                                    const core::RunContext& context) const override;
+
+ private:
+  uint64_t seed_;
+  std::function<void()> probe_;
 };
 
 }  // namespace tomo::server::testing
