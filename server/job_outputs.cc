@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <system_error>
 
@@ -117,10 +118,14 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobOutputs(
     switch (format) {
       case pb::OUTPUT_FORMAT_RAW_FLOAT32: {
         // The file is the volume's bytes as they are in memory, and the sidecar the text
-        // made here: their checksums without reading them back.
+        // made here: their checksums without reading them back. The volume's CRC-32 runs
+        // beside the write (25 ms of a 0.54 GB volume's 0.2 s on the H100 machine, which is
+        // on the critical path of an early fetch).
+        std::future<uint32_t> volume_crc = std::async(std::launch::async, [&volume] {
+          return Crc32OfBuffer(volume.data(), volume.size_bytes());
+        });
         TOMO_RETURN_IF_ERROR(core::WriteRawFloat32((dir / names[0]).string(), volume));
-        results.push_back(Result(names[0], format, volume.size_bytes(),
-                                 Crc32OfBuffer(volume.data(), volume.size_bytes())));
+        results.push_back(Result(names[0], format, volume.size_bytes(), volume_crc.get()));
         const std::string sidecar = core::RawSidecarJson(geometry, names[0]);
         TOMO_RETURN_IF_ERROR(core::WriteRawSidecar((dir / names[1]).string(), geometry, names[0]));
         results.push_back(
