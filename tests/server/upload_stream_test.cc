@@ -70,16 +70,24 @@ class UploadStreamTest : public ::testing::Test {
     });
   }
 
-  // The volume ExecuteJob writes from `bytes` as the spooled input (what a worker runs
-  // when it does not follow).
-  std::string RunOnTheSpool(const ValidatedJob& job, const std::string& bytes) {
+  // Whether volume has exactly the bytes ExecuteJob writes from `bytes` as the spooled
+  // input (what a worker runs when it does not follow).
+  ::testing::AssertionResult SameAsTheRunOnTheSpool(const ValidatedJob& job,
+                                                    const std::string& bytes,
+                                                    const core::Array3D& volume) {
     const std::string spooled = NewTempDir("upload_stream_spool") + "/input.bin";
     std::ofstream(spooled, std::ios::binary) << bytes;
     const std::string output_dir = NewTempDir("upload_stream_results");
     absl::StatusOr<std::vector<pb::ResultFile>> results =
         ExecuteJob(job, spooled, output_dir, *backend_, registry_, core::RunContext());
-    EXPECT_TRUE(results.ok()) << results.status();
-    return testing::ReadFile(output_dir + "/volume.raw");
+    if (!results.ok()) return ::testing::AssertionFailure() << results.status();
+    const std::string whole = testing::ReadFile(output_dir + "/volume.raw");
+    if (whole.size() != volume.size_bytes() ||
+        std::memcmp(volume.data(), whole.data(), whole.size()) != 0) {
+      return ::testing::AssertionFailure()
+             << "the followed volume differs from the run on the spooled input";
+    }
+    return ::testing::AssertionSuccess();
   }
 
   // Pieces of three views (the input arrives in pieces that split views), so that the
@@ -128,10 +136,7 @@ TEST_F(UploadStreamTest, VolumeEqualsTheRunOnTheWholeInput) {
   upload.join();
   ASSERT_TRUE(followed.ok()) << followed.status();
 
-  const std::string whole = RunOnTheSpool(job, bytes);
-  ASSERT_EQ(whole.size(), followed->size_bytes());
-  EXPECT_EQ(std::memcmp(followed->data(), whole.data(), whole.size()), 0)
-      << "the followed volume differs from the run on the spooled input";
+  EXPECT_TRUE(SameAsTheRunOnTheSpool(job, bytes, *followed));
   // The phantom's own voxels are the oracle: over the central slices (small cone angle),
   // the volume is far closer to them than an empty volume is.
   const int64_t n = spec.volume().size().x();
@@ -213,10 +218,7 @@ TEST_F(UploadStreamTest, ChunksKeptInMemoryAreUsedInsteadOfTheFile) {
   absl::StatusOr<core::Array3D> followed = Follow(job, feed);
   upload.join();
   ASSERT_TRUE(followed.ok()) << followed.status();
-  const std::string whole = RunOnTheSpool(job, bytes);
-  ASSERT_EQ(whole.size(), followed->size_bytes());
-  EXPECT_EQ(std::memcmp(followed->data(), whole.data(), whole.size()), 0)
-      << "the follower read the file rather than the chunks it was given";
+  EXPECT_TRUE(SameAsTheRunOnTheSpool(job, bytes, *followed)) << "the follower read the file rather than the chunks it was given";
 }
 
 // A follower that starts after the whole upload, with room for three chunks: it takes
@@ -235,10 +237,7 @@ TEST_F(UploadStreamTest, WhatWasNotKeptIsReadFromTheFile) {
   upload.join();
   absl::StatusOr<core::Array3D> followed = Follow(job, feed);
   ASSERT_TRUE(followed.ok()) << followed.status();
-  const std::string whole = RunOnTheSpool(job, bytes);
-  ASSERT_EQ(whole.size(), followed->size_bytes());
-  EXPECT_EQ(std::memcmp(followed->data(), whole.data(), whole.size()), 0)
-      << "chunk " << chunk;
+  EXPECT_TRUE(SameAsTheRunOnTheSpool(job, bytes, *followed)) << "chunk " << chunk;
 }
 
 TEST_F(UploadStreamTest, ABudgetThatNeedsSlabsIsAFailedPrecondition) {
