@@ -148,14 +148,76 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
 
 // ---------------------------------------------------------------- WatchJob
 
-// Writes are driven by whoever holds the busy token (busy_ set under mu_): the manager
-// after Enqueue/Close returned true (it then calls Flush), or this reactor between
-// StartWrite and OnWriteDone. Only the holder calls StartWrite or Finish, always outside
-// mu_, so there is at most one write in flight and Finish comes exactly once.
-class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public JobWatcher {
+// A server-streaming reactor that watches one job (WatchJob, and FetchResult of a result
+// being written). Writes are driven by whoever holds the busy token (busy_ set under
+// mu_): the manager after Enqueue/Close returned true (it then calls Flush), the reactor
+// between StartWrite and OnWriteDone, or OnCancel. Only the holder calls Drive, which
+// calls StartWrite or Finish, always outside mu_, so there is at most one write in flight
+// and Finish comes exactly once. Subclasses write Enqueue and Close (taking the token
+// with TakeTokenLocked) and Drive (giving it back by clearing busy_, or for good with
+// StopDrivingLocked before Finish).
+template <typename Response>
+class JobWatchingWriteReactor : public grpc::ServerWriteReactor<Response>, public JobWatcher {
+ public:
+  void Flush() override { Drive(); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;  // the stream is broken; only Finish is left to do
+    }
+    Drive();
+  }
+
+  void OnCancel() override {
+    bool drive = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      drive = TakeTokenLocked();
+    }
+    if (drive) Drive();
+  }
+
+  void OnDone() override {
+    manager_.Unwatch(job_id_, this);  // a no-op when the watch never began
+    delete this;
+  }
+
+ protected:
+  // busy: the constructor holds the token (it drives the first write itself).
+  JobWatchingWriteReactor(JobManager& manager, std::string job_id, bool busy)
+      : manager_(manager), job_id_(std::move(job_id)), busy_(busy) {}
+
+  // Called by the token holder only.
+  virtual void Drive() = 0;
+
+  // True when the caller now holds the token (the reactor was idle).
+  bool TakeTokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (busy_ || finishing_) return false;
+    busy_ = true;
+    return true;
+  }
+  // The holder is about to call Finish: nobody takes the token again.
+  void StopDrivingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    finishing_ = true;
+    busy_ = false;
+  }
+
+  JobManager& manager_;
+  const std::string job_id_;
+  absl::Mutex mu_;
+  bool busy_ ABSL_GUARDED_BY(mu_);
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Sends the job's events in order, the current state first, then ends with the job (OK)
+// or with the watch's closing status.
+class WatchReactor final : public JobWatchingWriteReactor<pb::JobEvent> {
  public:
   WatchReactor(JobManager& manager, std::string job_id)
-      : manager_(manager), job_id_(std::move(job_id)) {
+      : JobWatchingWriteReactor(manager, std::move(job_id), /*busy=*/false) {
     absl::Status status = manager_.Watch(job_id_, this);
     if (!status.ok()) Finish(ToGrpcStatus(status));
   }
@@ -178,41 +240,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public
     return TakeTokenLocked();
   }
 
-  void Flush() override { Drive(); }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;  // the stream is broken; only Finish is left to do
-    }
-    Drive();
-  }
-
-  void OnCancel() override {
-    bool finish = false;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      finish = TakeTokenLocked();
-    }
-    if (finish) Drive();
-  }
-
-  void OnDone() override {
-    manager_.Unwatch(job_id_, this);
-    delete this;
-  }
-
  private:
-  // True when the caller now holds the token (the reactor was idle).
-  bool TakeTokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (busy_ || finishing_) return false;
-    busy_ = true;
-    return true;
-  }
-
-  // Called by the token holder: starts the next write, or Finish, or gives the token back.
-  void Drive() {
+  // Starts the next write, or Finish, or gives the token back.
+  void Drive() override {
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
@@ -227,10 +257,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public
         busy_ = false;
         return;
       }
-      if (finish) {
-        finishing_ = true;
-        busy_ = false;
-      }
+      if (finish) StopDrivingLocked();
     }
     if (finish) {
       Finish(*finish);
@@ -239,15 +266,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::JobEvent>, public
     }
   }
 
-  JobManager& manager_;
-  const std::string job_id_;
   pb::JobEvent in_flight_;  // owned by the token holder
-  absl::Mutex mu_;
   std::deque<pb::JobEvent> pending_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
-  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // ---------------------------------------------------------------- FetchResult
@@ -361,19 +382,15 @@ std::string ShortStateName(pb::JobState state) {
 // closed) finishes with ABORTED naming the job, its state and its error, so that the
 // client never holds the bytes as a result. Nothing blocks a gRPC thread while it waits.
 //
-// Writes and Finish are driven by whoever holds the busy token (busy_ set under mu_), as
-// in WatchReactor: the constructor, then OnWriteDone while chunks remain to be sent; once
-// idle (waiting for the job), the manager's Flush after a terminal event, or OnCancel.
-// Only the holder touches offset_ and response_, calls StartWrite or Finish (outside mu_),
-// so there is one write in flight and one Finish.
-class EarlyFetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultResponse>,
-                                public JobWatcher {
+// The token (JobWatchingWriteReactor) is held by the constructor, then OnWriteDone while
+// chunks remain to be sent; once idle (waiting for the job), by the manager's Flush after
+// a terminal event, or by OnCancel. Only the holder touches offset_ and response_.
+class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultResponse> {
  public:
   EarlyFetchReactor(JobManager& manager, TomodMetrics* metrics,
                     const pb::FetchResultRequest& request, JobManager::ResultLocation location)
-      : manager_(manager),
+      : JobWatchingWriteReactor(manager, request.job_id(), /*busy=*/true),
         metrics_(metrics),
-        job_id_(request.job_id()),
         name_(location.file.name()),
         volume_(std::move(location.being_written)),
         size_(volume_->size_bytes()),
@@ -411,42 +428,9 @@ class EarlyFetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultR
     return TakeTokenLocked();
   }
 
-  void Flush() override { Drive(); }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;  // the stream is broken; only Finish is left to do
-    }
-    Drive();
-  }
-
-  void OnCancel() override {
-    bool drive = false;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      drive = TakeTokenLocked();
-    }
-    if (drive) Drive();
-  }
-
-  void OnDone() override {
-    manager_.Unwatch(job_id_, this);
-    delete this;
-  }
-
  private:
-  // True when the caller now holds the token (the reactor was idle).
-  bool TakeTokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (busy_ || finishing_) return false;
-    busy_ = true;
-    return true;
-  }
-
-  // Called by the token holder: sends the next chunk, waits (gives the token back), or
-  // ends the call.
-  void Drive() {
+  // Sends the next chunk, waits (gives the token back), or ends the call.
+  void Drive() override {
     bool ended = false, cancelled = false;
     pb::JobState end_state = pb::JOB_STATE_UNSPECIFIED;
     std::string end_message;
@@ -497,8 +481,7 @@ class EarlyFetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultR
     }
     {
       absl::MutexLock lock(&mu_);
-      finishing_ = true;
-      busy_ = false;
+      StopDrivingLocked();
     }
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
@@ -528,25 +511,18 @@ class EarlyFetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultR
   void FinishOnce(const grpc::Status& status) {
     {
       absl::MutexLock lock(&mu_);
-      finishing_ = true;
-      busy_ = false;
+      StopDrivingLocked();
     }
     Finish(status);
   }
 
-  JobManager& manager_;
   TomodMetrics* metrics_;
-  const std::string job_id_;
   const std::string name_;
   const absl::Time start_ = absl::Now();
   std::shared_ptr<const core::Array3D> volume_;  // the token holder's, as the two below
   const uint64_t size_;
   uint64_t offset_;
   pb::FetchResultResponse response_;
-  absl::Mutex mu_;
-  bool busy_ ABSL_GUARDED_BY(mu_) = true;  // the constructor holds the token
-  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   pb::JobState end_state_ ABSL_GUARDED_BY(mu_) = pb::JOB_STATE_UNSPECIFIED;
   std::string end_message_ ABSL_GUARDED_BY(mu_);
