@@ -1,7 +1,8 @@
 // result-write-bench: how fast one large array (a job's raw volume, 540 MB for issue 4's
 // FDK case) lands in a file, fsynced, when written by T threads: each thread writes its own
-// range with pwrite(), copies it into a shared mapping of the file, or pwrite()s into a
-// file that posix_fallocate sized first. It answers whether tomod's result write (one
+// range with pwrite(), copies it into a shared mapping of the file, or does either into a
+// file that posix_fallocate sized first (on tmpfs that reserves the pages, so that a full
+// file system is an error, not a SIGBUS in the copy). It answers whether tomod's result write (one
 // thread's write(), then fsync) would gain from more threads on the machine at hand.
 //
 //   build/bin/result-write-bench --dir /dev/shm [--mb 540] [--threads 1,2,4,8] [--repeat 5]
@@ -27,7 +28,7 @@
 
 namespace {
 
-enum class Mode { kPwrite, kMapped, kFallocatedPwrite };
+enum class Mode { kPwrite, kMapped, kFallocatedPwrite, kFallocatedMapped };
 
 const char* ModeName(Mode mode) {
   switch (mode) {
@@ -37,6 +38,8 @@ const char* ModeName(Mode mode) {
       return "mapped";
     case Mode::kFallocatedPwrite:
       return "fallocate+pwrite";
+    case Mode::kFallocatedMapped:
+      return "fallocate+mapped";
   }
   return "?";
 }
@@ -60,8 +63,11 @@ double WriteOnce(const std::string& path, const std::vector<char>& source, Mode 
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return -1;
   bool ok = true;
-  if (mode == Mode::kMapped) {
-    void* mapping = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0
+  if (mode == Mode::kMapped || mode == Mode::kFallocatedMapped) {
+    const bool sized = mode == Mode::kMapped
+                           ? ::ftruncate(fd, static_cast<off_t>(bytes)) == 0
+                           : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0;
+    void* mapping = sized
                         ? ::mmap(nullptr, bytes, PROT_WRITE, MAP_SHARED, fd, 0)
                         : MAP_FAILED;
     if (mapping == MAP_FAILED) {
@@ -117,7 +123,8 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(megabytes), path.c_str(), repeat);
   std::printf("%-18s %7s %9s %7s %9s\n", "mode", "threads", "median s", "GB/s", "best s");
   for (int threads : thread_counts) {
-    for (Mode mode : {Mode::kPwrite, Mode::kMapped, Mode::kFallocatedPwrite}) {
+    for (Mode mode :
+         {Mode::kPwrite, Mode::kMapped, Mode::kFallocatedPwrite, Mode::kFallocatedMapped}) {
       std::vector<double> seconds;
       for (int r = 0; r < repeat; ++r) {
         const double s = WriteOnce(path, source, mode, threads);

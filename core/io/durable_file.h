@@ -11,6 +11,7 @@
 // Errors: INTERNAL (or the errno's code) naming the path and the failing step.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,8 +26,18 @@ std::string TemporaryPathFor(const std::string& path);
 // fsyncs temporary, renames it to path and fsyncs the directory. Removes temporary on error.
 absl::Status SyncAndRename(const std::string& temporary, const std::string& path);
 
+// When a file of one piece goes to tmpfs through a shared mapping copied by several threads
+// rather than one write() (tmpfs serialises a file's writes; see durable_file.cc).
+struct ParallelWrite {
+  size_t min_bytes = size_t{64} << 20;
+  int threads = 8;
+};
+
 // Writes the pieces, one after another, as the file path (through a temporary file).
-absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes);
+// Errors name the temporary file and the failing step; a full tmpfs is RESOURCE_EXHAUSTED
+// ("cannot reserve space for ..."), never a SIGBUS.
+absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes,
+                              const ParallelWrite& parallel = {});
 absl::Status WriteFileDurably(const std::string& path, absl::string_view head,
                               absl::string_view tail);
 

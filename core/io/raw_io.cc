@@ -16,6 +16,7 @@
 #include "core/base/parallel_for.h"
 #include "core/data/dims_check.h"
 #include "core/data/finite_values.h"
+#include "core/io/durable_file.h"
 
 namespace tomo::core {
 namespace {
@@ -133,37 +134,8 @@ absl::StatusOr<Array3D> Float32FromBytes(const void* bytes, size_t size_bytes, D
 }
 
 absl::Status WriteRawFloat32(const std::string& path, const Array3D& array) {
-  const std::string temporary = path + ".tmp";
-  {
-    File file(std::fopen(temporary.c_str(), "wb"));
-    if (file == nullptr) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", temporary));
-    }
-    const size_t count = static_cast<size_t>(array.size());
-    if (std::fwrite(array.data(), sizeof(float), count, file.get()) != count ||
-        std::fflush(file.get()) != 0) {
-      const int error = errno;
-      std::remove(temporary.c_str());
-      return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", temporary));
-    }
-    // Durable before it becomes visible under its final name.
-    if (fsync(fileno(file.get())) != 0) {
-      const int error = errno;
-      std::remove(temporary.c_str());
-      return absl::ErrnoToStatus(error, absl::StrCat("cannot sync ", temporary));
-    }
-    if (std::fclose(file.release()) != 0) {
-      const int error = errno;
-      std::remove(temporary.c_str());
-      return absl::ErrnoToStatus(error, absl::StrCat("cannot close ", temporary));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot rename ", temporary, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileDurably(
+      path, absl::string_view(reinterpret_cast<const char*>(array.data()), array.size_bytes()));
 }
 
 }  // namespace tomo::core

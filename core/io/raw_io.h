@@ -17,7 +17,8 @@ absl::StatusOr<Array3D> ReadRawFloat32(const std::string& path, Dims3 dims);
 // Interprets bytes as little-endian float32 of dims. INVALID_ARGUMENT on a size mismatch,
 // and naming the first index of a value that is NaN or infinite.
 absl::StatusOr<Array3D> Float32FromBytes(const void* bytes, size_t size_bytes, Dims3 dims);
-// Writes through a temporary file and renames it, so a reader never sees half a file.
+// Writes through a temporary file, fsynced and renamed (core/io/durable_file.h), so a reader
+// never sees half a file; large files on tmpfs are written by several threads.
 absl::Status WriteRawFloat32(const std::string& path, const Array3D& array);
 
 }  // namespace tomo::core
