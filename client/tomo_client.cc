@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -114,18 +117,31 @@ bool IsFinal(v1::JobState state) {
          state == v1::JOB_STATE_CANCELLED;
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
-                                           const ClientOptions& options) {
+namespace {
+
+// MakeChannel's, with channel_id > 0 set as "grpc.channel_id": channels whose arguments
+// differ share no connection.
+std::shared_ptr<grpc::Channel> MakeChannelNumbered(const std::string& target,
+                                                   const ClientOptions& options,
+                                                   int channel_id) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
+  if (channel_id > 0) args.SetInt("grpc.channel_id", channel_id);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const ClientOptions& options) {
+  return MakeChannelNumbered(target, options, /*channel_id=*/0);
+}
+
 TomoClient::TomoClient(std::string target, ClientOptions options)
-    : target_(std::move(target)), options_(std::move(options)) {
+    : target_(std::move(target)), options_(std::move(options)), own_channel_(true) {
   channel_ = MakeChannel(target_, options_);
   stub_ = v1::Reconstruction::NewStub(channel_);
 }
@@ -316,13 +332,23 @@ absl::StatusOr<v1::ResultFile> TomoClient::Fetch(const std::string& job_id,
                                                  const std::string& result_name,
                                                  const std::string& output_path, bool resume,
                                                  const ByteProgressFn& on_progress) {
+  if (options_.download_streams < 1 || options_.download_streams > kMaxDownloadStreams) {
+    return absl::InvalidArgumentError(absl::StrCat("download_streams: ",
+                                                   options_.download_streams, " is outside [1, ",
+                                                   kMaxDownloadStreams, "]"));
+  }
+  auto fetch_once = [&](bool resume_now, bool* offset_refused) {
+    return options_.download_streams > 1
+               ? FetchStriped(job_id, result_name, output_path, resume_now, on_progress,
+                              offset_refused)
+               : FetchOnce(job_id, result_name, output_path, resume_now, on_progress,
+                           offset_refused);
+  };
   bool offset_refused = false;
-  absl::StatusOr<v1::ResultFile> result =
-      FetchOnce(job_id, result_name, output_path, resume, on_progress, &offset_refused);
+  absl::StatusOr<v1::ResultFile> result = fetch_once(resume, &offset_refused);
   if (!result.ok() && offset_refused) {
     // The partial file is longer than the result (left from another file): start over.
-    return FetchOnce(job_id, result_name, output_path, /*resume=*/false, on_progress,
-                     &offset_refused);
+    return fetch_once(/*resume_now=*/false, &offset_refused);
   }
   return result;
 }
@@ -500,6 +526,274 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
         "fetch ", job_id, "/", result_name, ": CRC-32 of ", partial_path, " is ", got,
         ", tomod says ", want, "; the partial file was removed, fetch again"));
   }
+  if (::rename(partial_path.c_str(), output_path.c_str()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot rename ", partial_path, " to"), output_path);
+  }
+  v1::ResultFile file;
+  file.set_name(result_name);
+  file.set_size_bytes(total);
+  file.set_crc32(expected_crc);
+  return file;
+}
+
+std::vector<v1::Reconstruction::Stub*> TomoClient::DownloadStubs(int n) {
+  std::lock_guard<std::mutex> lock(download_mu_);
+  std::vector<v1::Reconstruction::Stub*> stubs = {stub_.get()};
+  for (int k = 1; k < n; ++k) {
+    if (!own_channel_) {
+      stubs.push_back(stub_.get());  // a channel given by the caller: only that one
+      continue;
+    }
+    if (download_stubs_.size() < static_cast<size_t>(k)) {
+      download_channels_.push_back(MakeChannelNumbered(target_, options_, k));
+      download_stubs_.push_back(v1::Reconstruction::NewStub(download_channels_.back()));
+    }
+    stubs.push_back(download_stubs_[k - 1].get());
+  }
+  return stubs;
+}
+
+namespace {
+
+// What one stream of a striped fetch received.
+struct StripeReceipt {
+  struct Unit {
+    uint64_t bytes = 0;  // received from the unit's start
+    uint32_t crc32 = 0;  // of those bytes
+  };
+  std::map<uint64_t, Unit> units;  // by unit number from the fetch's offset
+  bool got_last = false;
+  uint64_t total = 0;
+  uint32_t crc32 = 0;
+};
+
+// pwrite of all of bytes at offset; INTERNAL or RESOURCE_EXHAUSTED naming the path.
+absl::Status WriteAt(int fd, const std::string& bytes, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
+                         static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      std::string message = absl::StrCat("cannot write ", path, " at byte ", offset + done,
+                                         ": ", std::strerror(error));
+      if (error == ENOSPC || error == EDQUOT || error == EFBIG) {
+        return absl::ResourceExhaustedError(message);
+      }
+      return absl::InternalError(message);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+std::string Hex(uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%08x", value);
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_id,
+                                                        const std::string& result_name,
+                                                        const std::string& output_path,
+                                                        bool resume,
+                                                        const ByteProgressFn& on_progress,
+                                                        bool* offset_refused) {
+  *offset_refused = false;
+  const uint32_t streams = static_cast<uint32_t>(options_.download_streams);
+  const uint64_t unit = kDownloadStripeBytes;
+  const std::string what = absl::StrCat("fetch ", job_id, "/", result_name);
+  const std::string partial_path = output_path + ".partial";
+  Fd fd(::open(partial_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (resume ? 0 : O_TRUNC),
+               0644));
+  if (fd.get() < 0) return ErrnoStatus(errno, "cannot create", partial_path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "cannot stat", partial_path);
+  const uint64_t offset = static_cast<uint64_t>(st.st_size);
+  uint32_t prefix_crc = 0;  // of the bytes already here, checked with the rest at the end
+  if (offset > 0) {
+    absl::StatusOr<uint32_t> crc = FileCrc32(partial_path);
+    if (!crc.ok()) return crc.status();
+    prefix_crc = *crc;
+  }
+
+  const std::vector<v1::Reconstruction::Stub*> stubs = DownloadStubs(static_cast<int>(streams));
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (uint32_t k = 0; k < streams; ++k) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+  }
+  std::vector<StripeReceipt> receipts(streams);
+  std::mutex mu;             // guards first_error, received, known_total and on_progress
+  absl::Status first_error;  // the first stream's failure; the others are then cancelled
+  uint64_t received = 0, known_total = 0;
+  auto fail = [&](absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!first_error.ok()) return;
+    first_error = std::move(status);
+    for (auto& context : contexts) context->TryCancel();
+  };
+
+  // Stream k receives stripe k: its units in order, each message at the next bytes the
+  // stripe may hold (within one unit), written where it belongs.
+  auto receive = [&](uint32_t k) {
+    StripeReceipt& receipt = receipts[k];
+    v1::FetchResultRequest request;
+    request.set_job_id(job_id);
+    request.set_name(result_name);
+    request.set_offset(offset);
+    request.set_stripe_count(streams);
+    request.set_stripe_index(k);
+    request.set_stripe_bytes(unit);
+    std::unique_ptr<grpc::ClientReader<v1::FetchResultResponse>> reader =
+        stubs[k]->FetchResult(contexts[k].get(), request);
+    transfer::StripeLayout stripe;  // the file's end is not known yet
+    stripe.offset = offset;
+    stripe.size = std::numeric_limits<uint64_t>::max() / 2;
+    stripe.count = streams;
+    stripe.index = k;
+    stripe.unit_bytes = unit;
+    uint64_t next = offset;  // where this stripe's next bytes may start
+    v1::FetchResultResponse response;
+    absl::Status local_error;
+    while (reader->Read(&response)) {
+      if (receipt.got_last) {
+        local_error = absl::DataLossError(
+            absl::StrCat(what, ": stream ", k, " sent data after its last message"));
+        break;
+      }
+      const std::string& data = response.data();
+      if (!data.empty()) {
+        const auto [begin, end] = stripe.NextRange(next, unit);
+        if (response.offset() != begin || data.size() > end - begin) {
+          local_error = absl::DataLossError(absl::StrCat(
+              what, ": tomod sent ", data.size(), " bytes at offset ", response.offset(),
+              " in stream ", k, " of ", streams, ", expected at most ", end - begin,
+              " at offset ", begin));
+          break;
+        }
+        local_error = WriteAt(fd.get(), data, begin, partial_path);
+        if (!local_error.ok()) break;
+        StripeReceipt::Unit& got = receipt.units[(begin - offset) / unit];
+        got.crc32 = transfer::Crc32Combine(
+            got.crc32, transfer::Crc32Update(0, data.data(), data.size()), data.size());
+        got.bytes += data.size();
+        next = begin + data.size();
+      }
+      if (response.last()) {
+        receipt.got_last = true;
+        receipt.total = response.total_bytes();
+        receipt.crc32 = response.crc32();
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      received += data.size();
+      if (response.last()) known_total = response.total_bytes();
+      if (on_progress) on_progress(offset + received, known_total);
+    }
+    if (!local_error.ok()) {
+      fail(local_error);
+      contexts[k]->TryCancel();
+      reader->Finish();
+      return;
+    }
+    grpc::Status status = reader->Finish();
+    if (!status.ok()) {
+      fail(FromGrpcStatus(status));
+    } else if (!receipt.got_last) {
+      fail(absl::DataLossError(absl::StrCat(what, ": stream ", k,
+                                            " ended without its final checksum; fetch again "
+                                            "to resume")));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (uint32_t k = 0; k < streams; ++k) threads.emplace_back(receive, k);
+  for (std::thread& thread : threads) thread.join();
+
+  // The units in file order; the longest prefix of the file that arrived, and its CRC-32.
+  std::map<uint64_t, StripeReceipt::Unit> units;
+  for (const StripeReceipt& receipt : receipts) {
+    units.insert(receipt.units.begin(), receipt.units.end());
+  }
+  uint64_t prefix = offset;
+  uint32_t crc = prefix_crc;
+  for (uint64_t u = 0;; ++u) {
+    auto it = units.find(u);
+    if (it == units.end()) break;
+    prefix += it->second.bytes;
+    crc = transfer::Crc32Combine(crc, it->second.crc32, it->second.bytes);
+    if (it->second.bytes < unit) break;  // the file's last unit, or a unit cut short
+  }
+  // Keeps [0, prefix) for a resume, synced; the descriptor is closed.
+  auto keep_prefix = [&]() {
+    if (::ftruncate(fd.get(), static_cast<off_t>(prefix)) != 0 || ::fsync(fd.get()) != 0) {
+      const absl::Status status = ErrnoStatus(errno, "cannot truncate", partial_path);
+      fd.Reset();
+      ::unlink(partial_path.c_str());
+      return status;
+    }
+    fd.Reset();
+    return absl::OkStatus();
+  };
+  auto remove_partial = [&]() {
+    fd.Reset();
+    ::unlink(partial_path.c_str());
+  };
+
+  if (!first_error.ok()) {
+    if (absl::IsAborted(first_error)) {
+      // tomod streamed a result being written and the job did not succeed: those bytes are
+      // no result, not even the start of one to resume.
+      remove_partial();
+      return first_error;
+    }
+    keep_prefix().IgnoreError();  // the fetch's error is the one to report
+    if (offset > 0 && absl::IsOutOfRange(first_error)) *offset_refused = true;
+    return first_error;
+  }
+  const uint64_t total = receipts[0].total;
+  const uint32_t expected_crc = receipts[0].crc32;
+  for (uint32_t k = 1; k < streams; ++k) {
+    if (receipts[k].total != total || receipts[k].crc32 != expected_crc) {
+      remove_partial();
+      return absl::DataLossError(absl::StrCat(
+          what, ": the streams disagree on the file: stream 0 says ", total, " bytes, CRC-32 ",
+          Hex(expected_crc), ", stream ", k, " says ", receipts[k].total, " bytes, CRC-32 ",
+          Hex(receipts[k].crc32), "; the partial file was removed, fetch again"));
+    }
+  }
+  if (offset > total) {
+    remove_partial();
+    return absl::DataLossError(absl::StrCat(what, ": the partial file holds ", offset,
+                                            " bytes, tomod says the file has ", total));
+  }
+  // Every byte of [offset, total) exactly once: each unit whole, none beyond the end (within
+  // a stream the bytes came in order, each unit from one stream).
+  const uint64_t unit_count = (total - offset + unit - 1) / unit;
+  for (const auto& [u, got] : units) {
+    const uint64_t length = std::min(unit, total - std::min(total, offset + u * unit));
+    if (u >= unit_count || got.bytes > length) {
+      remove_partial();
+      return absl::DataLossError(absl::StrCat(what, ": tomod sent bytes beyond the end of the ",
+                                              total, "-byte file; the partial file was removed"));
+    }
+  }
+  if (prefix != total) {
+    absl::Status kept = keep_prefix();
+    if (!kept.ok()) return kept;
+    return absl::DataLossError(absl::StrCat(what, ": received ", prefix - offset, " of ",
+                                            total - offset, " bytes from offset ", offset,
+                                            "; fetch again to resume"));
+  }
+  if (crc != expected_crc) {
+    remove_partial();
+    return absl::DataLossError(absl::StrCat(what, ": CRC-32 of ", partial_path, " is ", Hex(crc),
+                                            ", tomod says ", Hex(expected_crc),
+                                            "; the partial file was removed, fetch again"));
+  }
+  if (::fsync(fd.get()) != 0) return ErrnoStatus(errno, "cannot sync", partial_path);
+  if (fd.Close() != 0) return ErrnoStatus(errno, "cannot close", partial_path);
   if (::rename(partial_path.c_str(), output_path.c_str()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("cannot rename ", partial_path, " to"), output_path);
   }

@@ -18,6 +18,15 @@
 //            on a broken stream it is kept, so the next Fetch resumes. A raw result that
 //            tomod is still writing streams from its memory and ends only when the job
 //            does: ABORTED when the job did not succeed, the partial file then removed.
+//            With ClientOptions::download_streams = N > 1 the download runs as N striped
+//            FetchResult calls (FetchResultRequest.stripe_*, units of 1 MiB), stream 0 on
+//            the client's channel and the others on channels of their own (separate TCP
+//            connections, made on the first such fetch and kept): each thread pwrites its
+//            units into the partial file; the units' CRC-32s are combined in file order and
+//            every byte is checked to have come once. When a stream fails the others are
+//            cancelled and the partial file is cut to the longest prefix that arrived, so
+//            that the next Fetch resumes from there.
+//            A TomoClient made from a channel runs the N streams on that one channel.
 //   WatchAndFetch  Watch, and Fetch of one result started as soon as tomod writes it (on
 //            the "write results" progress event), so that the download overlaps the
 //            writing of the file: the job's end and the verified file.
@@ -53,6 +62,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,7 +84,16 @@ struct ClientOptions {
   absl::Duration unary_timeout = absl::Seconds(60);
   // Null: insecure channel credentials.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Fetch as this many striped streams, each on its own connection, [1, 16], for links
+  // where one TCP connection is the limit. 1 (one stream) is the default: on loopback into
+  // tmpfs the file's write is the limit and 2-4 streams were slower (bench/NOTES.md v0.10).
+  int download_streams = 1;
 };
+
+// Most streams of one Fetch (ClientOptions::download_streams) and the stripe unit it asks
+// for.
+inline constexpr int kMaxDownloadStreams = 16;
+inline constexpr uint64_t kDownloadStripeBytes = 1 << 20;
 
 // Bytes done and the total, for uploads and downloads.
 using ByteProgressFn = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
@@ -160,11 +179,25 @@ class TomoClient {
                                                       bool resume,
                                                       const ByteProgressFn& on_progress,
                                                       bool* offset_refused);
+  // FetchOnce as options_.download_streams striped streams.
+  absl::StatusOr<tomoserve::v1::ResultFile> FetchStriped(const std::string& job_id,
+                                                         const std::string& result_name,
+                                                         const std::string& output_path,
+                                                         bool resume,
+                                                         const ByteProgressFn& on_progress,
+                                                         bool* offset_refused);
+  // The stubs of streams 0..n-1 of a striped fetch (stub_ first), made once.
+  std::vector<tomoserve::v1::Reconstruction::Stub*> DownloadStubs(int n);
 
   std::string target_;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tomoserve::v1::Reconstruction::Stub> stub_;
+  bool own_channel_ = false;  // made from target_ (else given: no more channels are made)
+  std::mutex download_mu_;
+  // Channels and stubs of streams 1, 2, ... of striped fetches.
+  std::vector<std::shared_ptr<grpc::Channel>> download_channels_;
+  std::vector<std::unique_ptr<tomoserve::v1::Reconstruction::Stub>> download_stubs_;
 };
 
 // The channel TomoClient makes for a target: credentials and message sizes from options.

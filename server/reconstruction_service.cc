@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -273,6 +274,38 @@ class WatchReactor final : public JobWatchingWriteReactor<pb::JobEvent> {
 
 // ---------------------------------------------------------------- FetchResult
 
+// INVALID_ARGUMENT naming the stripe field of request that is out of range.
+absl::Status CheckStripeFields(const pb::FetchResultRequest& request) {
+  if (request.stripe_count() > kMaxFetchStripes) {
+    return absl::InvalidArgumentError(absl::StrCat("stripe_count: ", request.stripe_count(),
+                                                   " is more than ", kMaxFetchStripes));
+  }
+  const uint32_t stripes = std::max<uint32_t>(1, request.stripe_count());
+  if (request.stripe_index() >= stripes) {
+    return absl::InvalidArgumentError(absl::StrCat("stripe_index: ", request.stripe_index(),
+                                                   " is not below stripe_count ", stripes));
+  }
+  if (request.stripe_bytes() != 0 && (request.stripe_bytes() < kMinFetchStripeBytes ||
+                                      request.stripe_bytes() > kMaxFetchStripeBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stripe_bytes: ", request.stripe_bytes(), " is outside [", kMinFetchStripeBytes, ", ",
+        kMaxFetchStripeBytes, "] (0 means ", kDefaultFetchStripeBytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// The bytes of a file of size bytes that request's stream carries (checked fields).
+transfer::StripeLayout StripeOf(const pb::FetchResultRequest& request, uint64_t size) {
+  transfer::StripeLayout stripe;
+  stripe.offset = request.offset();
+  stripe.size = size;
+  stripe.count = std::max<uint32_t>(1, request.stripe_count());
+  stripe.index = request.stripe_index();
+  stripe.unit_bytes =
+      request.stripe_bytes() == 0 ? kDefaultFetchStripeBytes : request.stripe_bytes();
+  return stripe;
+}
+
 // Streams a result file (result: FindResult's answer for request, a file or an error). A
 // transfer::ChunkReader reads the next chunks on its own threads while the current one is
 // on the wire; when the next is not read yet, its on_ready callback sends it.
@@ -292,10 +325,14 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
                                        file_.name(), " (", file_.size_bytes(), " bytes)")));
       return;
     }
+    const transfer::StripeLayout stripe = StripeOf(request, file_.size_bytes());
     transfer::ChunkReader::Options options;
     options.chunk_bytes = kFetchChunkBytes;
     options.threads = 2;
     options.checksum = false;  // the result's CRC-32 is recorded
+    options.stripe_count = stripe.count;
+    options.stripe_index = stripe.index;
+    options.stripe_bytes = stripe.unit_bytes;
     absl::StatusOr<std::unique_ptr<transfer::ChunkReader>> reader =
         transfer::ChunkReader::Open({result->path}, request.offset(), options);
     if (!reader.ok()) {
@@ -305,14 +342,15 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
       return;
     }
     reader_ = std::move(*reader);
-    if (request.offset() + reader_->total_bytes() != file_.size_bytes()) {
+    if (reader_->total_bytes() != stripe.StripeBytes()) {
       Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
                           absl::StrCat("result ", file_.name(), " of job ", request.job_id(),
-                                       " holds ", request.offset() + reader_->total_bytes(),
-                                       " bytes, ", file_.size_bytes(), " were recorded")));
+                                       " is not the ", file_.size_bytes(),
+                                       " bytes that were recorded (stripe ", stripe.index,
+                                       " of ", stripe.count, ": ", reader_->total_bytes(),
+                                       " bytes, expected ", stripe.StripeBytes(), ")")));
       return;
     }
-    offset_ = request.offset();
     SendNext();
   }
 
@@ -337,14 +375,15 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
     }
     response_.Clear();
     if (chunk->has_value()) {
-      response_.set_offset(offset_);
-      offset_ += (*chunk)->bytes.size();
+      response_.set_offset((*chunk)->offset);  // one file: offsets in it are the file's
+      sent_bytes_ += (*chunk)->bytes.size();
       if (metrics_ != nullptr) metrics_->FetchBytes((*chunk)->bytes.size());
       *response_.mutable_data() = std::move((*chunk)->bytes);
     } else {
-      response_.set_offset(offset_);  // an empty file, or a fetch from its end
+      // An empty file, a fetch from its end, or a stripe without a unit.
+      response_.set_offset(file_.size_bytes());
     }
-    if (offset_ == file_.size_bytes()) {
+    if (sent_bytes_ == reader_->total_bytes()) {
       if (metrics_ != nullptr) {
         metrics_->StageDone(TomodMetrics::Stage::kFetch,
                             absl::ToDoubleSeconds(absl::Now() - start_));
@@ -362,7 +401,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
   const absl::Time start_ = absl::Now();
   pb::ResultFile file_;
   std::unique_ptr<transfer::ChunkReader> reader_;
-  uint64_t offset_ = 0;
+  uint64_t sent_bytes_ = 0;
   pb::FetchResultResponse response_;
 };
 
@@ -375,7 +414,8 @@ std::string ShortStateName(pb::JobState state) {
 
 // Streams the raw result while the job's worker writes it (JobManager's early fetch,
 // job_manager.h): the bytes from the shared volume in memory, in the messages of a file
-// fetch, all but the last chunk at once. The last chunk is held back until the job has
+// fetch (of its stripe, when striped), all but the last chunk at once. The last chunk
+// (an empty message for a stripe without a unit) is held back until the job has
 // ended, which this reactor learns as the job's JobWatcher: SUCCEEDED (the file is
 // durable) sends it with last, total_bytes and the recorded CRC-32, exactly as a file
 // fetch ends; any other end (FAILED, CANCELLED, QUEUED again by a shutdown, the watch
@@ -385,6 +425,7 @@ std::string ShortStateName(pb::JobState state) {
 // The token (JobWatchingWriteReactor) is held by the constructor, then OnWriteDone while
 // chunks remain to be sent; once idle (waiting for the job), by the manager's Flush after
 // a terminal event, or by OnCancel. Only the holder touches offset_ and response_.
+// offset_ is where the next chunk of the stripe is looked for (stripe_.NextRange).
 class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultResponse> {
  public:
   EarlyFetchReactor(JobManager& manager, TomodMetrics* metrics,
@@ -394,6 +435,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
         name_(location.file.name()),
         volume_(std::move(location.being_written)),
         size_(volume_->size_bytes()),
+        stripe_(StripeOf(request, size_)),
         offset_(request.offset()) {
     if (offset_ > size_) {
       FinishOnce(grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
@@ -434,21 +476,23 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
     bool ended = false, cancelled = false;
     pb::JobState end_state = pb::JOB_STATE_UNSPECIFIED;
     std::string end_message;
+    const auto [begin, end] = stripe_.NextRange(offset_, kFetchChunkBytes);
+    const bool last_chunk = stripe_.NextRange(end, kFetchChunkBytes).first >= size_;
     {
       absl::MutexLock lock(&mu_);
       cancelled = cancelled_;
       ended = ended_;
       end_state = end_state_;
       end_message = end_message_;
-      if (!cancelled && !ended && size_ - offset_ <= kFetchChunkBytes) {
+      if (!cancelled && !ended && last_chunk) {
         busy_ = false;  // the last chunk waits for the job's end
         return;
       }
     }
     if (cancelled) {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "fetch cancelled"));
-    } else if (size_ - offset_ > kFetchChunkBytes) {
-      SetChunk(kFetchChunkBytes);
+    } else if (!last_chunk) {
+      SetChunk(begin, end);
       StartWrite(&response_);
     } else if (end_state == pb::JOB_STATE_SUCCEEDED) {
       SendLast();
@@ -471,7 +515,8 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
                                            " were being written")));
       return;
     }
-    SetChunk(size_ - offset_);
+    const auto [begin, end] = stripe_.NextRange(offset_, kFetchChunkBytes);
+    SetChunk(begin, end);
     volume_.reset();
     response_.set_last(true);
     response_.set_total_bytes(size_);
@@ -486,16 +531,16 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
-  // response_ = the next bytes bytes of the volume from offset_ (none: an empty message at
-  // the end, as a fetch from a file's end sends).
-  void SetChunk(uint64_t bytes) {
+  // response_ = the bytes [begin, end) of the volume, offset_ = end (begin == end: an
+  // empty message at the end, as a fetch from a file's end sends).
+  void SetChunk(uint64_t begin, uint64_t end) {
     response_.Clear();
-    response_.set_offset(offset_);
-    if (bytes > 0) {
-      response_.set_data(reinterpret_cast<const char*>(volume_->data()) + offset_, bytes);
-      offset_ += bytes;
-      if (metrics_ != nullptr) metrics_->FetchBytes(bytes);
+    response_.set_offset(begin);
+    if (end > begin) {
+      response_.set_data(reinterpret_cast<const char*>(volume_->data()) + begin, end - begin);
+      if (metrics_ != nullptr) metrics_->FetchBytes(end - begin);
     }
+    offset_ = end;
   }
 
   std::string EndedText(pb::JobState state, const std::string& message) const {
@@ -521,6 +566,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
   const absl::Time start_ = absl::Now();
   std::shared_ptr<const core::Array3D> volume_;  // the token holder's, as the two below
   const uint64_t size_;
+  const transfer::StripeLayout stripe_;
   uint64_t offset_;
   pb::FetchResultResponse response_;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
@@ -580,6 +626,9 @@ grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(
 
 grpc::ServerWriteReactor<pb::FetchResultResponse>* ReconstructionService::FetchResult(
     grpc::CallbackServerContext* /*context*/, const pb::FetchResultRequest* request) {
+  if (absl::Status stripe = CheckStripeFields(*request); !stripe.ok()) {
+    return new FetchReactor(metrics_, *request, stripe);  // finishes with it at once
+  }
   absl::StatusOr<JobManager::ResultLocation> result =
       manager_.FindResult(request->job_id(), request->name());
   if (result.ok() && result->being_written != nullptr) {

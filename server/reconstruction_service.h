@@ -11,7 +11,10 @@
 //                last=true, total_bytes and the CRC-32 of the whole file. The raw result
 //                of a job whose outputs are being written streams from the volume in
 //                memory and ends only when the job does (early fetch, job_manager.h):
-//                SUCCEEDED gives that last message, any other end ABORTED.
+//                SUCCEEDED gives that last message, any other end ABORTED. Either may be
+//                striped (FetchResultRequest.stripe_*): the stripe's units only, each
+//                stripe ending with the same last message.
+//                FetchReactor reads through transfer::ChunkReader, striped alike.
 //   others       unary, answered at once (ServerUnaryReactor).
 //
 // The service holds no state of its own; it must not outlive the manager and registry.
@@ -29,6 +32,11 @@ namespace tomo::server {
 
 // Largest data field FetchResult sends, and the chunk size clients are advised to upload.
 inline constexpr size_t kFetchChunkBytes = 1 << 20;
+// FetchResultRequest's stripe fields: most streams of one striped fetch, and the unit.
+inline constexpr uint32_t kMaxFetchStripes = 64;
+inline constexpr uint64_t kMinFetchStripeBytes = 4 << 10;
+inline constexpr uint64_t kMaxFetchStripeBytes = 8 << 20;
+inline constexpr uint64_t kDefaultFetchStripeBytes = 1 << 20;  // for stripe_bytes 0
 
 class ReconstructionService final : public tomoserve::v1::Reconstruction::CallbackService {
  public:

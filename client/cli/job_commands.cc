@@ -142,7 +142,15 @@ struct SubmitArgs {
   bool priority_set = false;
   std::string name;
   std::string idempotency_key;
+  int download_streams = 1;  // ClientOptions::download_streams
 };
+
+// ClientOptions with --download_streams.
+client::ClientOptions DownloadOptions(int download_streams) {
+  client::ClientOptions options;
+  options.download_streams = download_streams;
+  return options;
+}
 
 // 128 random bits in hex: a key no other invocation will pick.
 std::string NewIdempotencyKey() {
@@ -169,7 +177,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     return Fail("submit", sized);
   }
 
-  TomoClient client(global.server);
+  TomoClient client(global.server, DownloadOptions(args.download_streams));
   ProgressBar bar(ProgressWanted(global));
   absl::StatusOr<v1::Job> job;
   // A connection lost mid-upload (tomod restarting, say) is retried a few times: the key
@@ -337,9 +345,10 @@ int RunList(const GlobalOptions& global, const std::vector<std::string>& state_n
 // ----------------------------------------------------------------------------- fetch
 
 int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::string& name,
-             const std::string& format_name, const std::string& out, bool no_resume) {
+             const std::string& format_name, const std::string& out, bool no_resume,
+             int download_streams) {
   const std::string what = absl::StrCat("fetch ", job_id);
-  TomoClient client(global.server);
+  TomoClient client(global.server, DownloadOptions(download_streams));
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
   if (!job.ok()) return FailRpc(global, what, job.status());
   std::vector<std::string> names = ResultNames(*job);
@@ -528,6 +537,10 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                     "submitting again with the same key returns the same job instead of a "
                     "new one (at most 256 bytes; default: the spec's, else a fresh random "
                     "key)");
+    sub->add_option("--download_streams,--download-streams", args->download_streams,
+                    "with --wait: download each result as this many striped streams, each on "
+                    "its own connection (1..16; default 1)")
+        ->check(CLI::Range(1, client::kMaxDownloadStreams));
     commands.push_back({sub, [g, args] { return RunSubmit(*g, *args); }});
   }
   {
@@ -562,6 +575,7 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     struct FetchArgs {
       std::string id, name, format, out;
       bool no_resume = false;
+      int download_streams = 1;
     };
     auto args = std::make_shared<FetchArgs>();
     CLI::App* sub = app.add_subcommand(
@@ -576,9 +590,14 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                                  " (dicom: unpacked into a folder of .dcm files)"));
     sub->add_option("--out", args->out, "directory or file (default ./<job id>/)");
     sub->add_flag("--no-resume", args->no_resume, "start over even if a partial file exists");
+    sub->add_option("--download_streams,--download-streams", args->download_streams,
+                    "download each result as this many striped streams, each on its own "
+                    "connection (1..16; default 1)")
+        ->check(CLI::Range(1, client::kMaxDownloadStreams));
     commands.push_back(
         {sub, [g, args] {
-           return RunFetch(*g, args->id, args->name, args->format, args->out, args->no_resume);
+           return RunFetch(*g, args->id, args->name, args->format, args->out, args->no_resume,
+                           args->download_streams);
          }});
   }
   {

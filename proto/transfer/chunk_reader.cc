@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -26,6 +27,40 @@ absl::Status OpenError(int error, const std::string& path) {
 }
 
 }  // namespace
+
+std::pair<uint64_t, uint64_t> StripeLayout::NextRange(uint64_t at, uint64_t max_bytes) const {
+  at = std::max(at, offset);
+  if (at >= size) return {size, size};
+  max_bytes = std::max<uint64_t>(1, max_bytes);
+  if (count <= 1) return {at, at + std::min(max_bytes, size - at)};
+  uint64_t unit = (at - offset) / unit_bytes;
+  const uint64_t behind = (index + count - unit % count) % count;  // units to skip
+  if (behind > 0) {
+    unit += behind;
+    // A unit past the end (checked before multiplying, which could overflow).
+    if (unit >= UnitCount()) return {size, size};
+    at = offset + unit * unit_bytes;
+  }
+  const uint64_t unit_end = std::min(size, offset + (unit + 1) * unit_bytes);
+  return {at, at + std::min(max_bytes, unit_end - at)};
+}
+
+uint64_t StripeLayout::UnitCount() const {
+  if (offset >= size) return 0;
+  if (count <= 1) return 1;
+  return (size - offset + unit_bytes - 1) / unit_bytes;
+}
+
+uint64_t StripeLayout::StripeBytes() const {
+  if (offset >= size) return 0;
+  if (count <= 1) return size - offset;
+  const uint64_t units = UnitCount();
+  if (units <= index) return 0;
+  const uint64_t mine = (units - 1 - index) / count + 1;
+  uint64_t bytes = mine * unit_bytes;
+  if ((units - 1) % count == index) bytes -= units * unit_bytes - (size - offset);
+  return bytes;
+}
 
 struct ChunkReader::State {
   ~State() {
@@ -54,11 +89,22 @@ struct ChunkReader::State {
 
 absl::StatusOr<std::unique_ptr<ChunkReader>> ChunkReader::Open(
     const std::vector<std::string>& paths, uint64_t offset, Options options) {
+  const uint32_t stripes = std::max<uint32_t>(1, options.stripe_count);
+  if (options.stripe_index >= stripes) {
+    return absl::InvalidArgumentError(absl::StrCat("stripe_index: ", options.stripe_index,
+                                                   " is not below stripe_count ", stripes));
+  }
+  if (stripes > 1 && options.stripe_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "stripe_bytes: 0; a striped read needs units of at least 1 byte");
+  }
   auto state = std::make_shared<State>();
   options.chunk_bytes = std::max<size_t>(1, options.chunk_bytes);
   options.chunks_ahead = std::max<size_t>(1, options.chunks_ahead);
   state->options = options;
   state->paths = paths;
+  std::vector<uint64_t> stream_ends;  // where each file's bytes end in the stream from offset
+  uint64_t stream_bytes = 0;
   for (size_t f = 0; f < paths.size(); ++f) {
     int fd = ::open(paths[f].c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return OpenError(errno, paths[f]);
@@ -73,12 +119,24 @@ absl::StatusOr<std::unique_ptr<ChunkReader>> ChunkReader::Open(
       return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is beyond the end of ",
                                                 paths[f], " (", size, " bytes)"));
     }
-    for (uint64_t at = start; at < size; at += options.chunk_bytes) {
-      state->spans.push_back(
-          {f, at, static_cast<size_t>(std::min<uint64_t>(options.chunk_bytes, size - at))});
-    }
-    state->total_bytes += size - start;
+    stream_bytes += size - start;
+    stream_ends.push_back(stream_bytes);
     state->sizes.push_back(size);
+  }
+  // The stripe's ranges of the stream, cut at the files' ends and into chunks.
+  StripeLayout stripe;
+  stripe.size = stream_bytes;
+  stripe.count = stripes;
+  stripe.index = options.stripe_index;
+  stripe.unit_bytes = options.stripe_bytes;
+  size_t f = 0;
+  for (auto [begin, end] = stripe.NextRange(0, options.chunk_bytes); begin < end;
+       std::tie(begin, end) = stripe.NextRange(end, options.chunk_bytes)) {
+    while (begin >= stream_ends[f]) ++f;
+    end = std::min(end, stream_ends[f]);  // the next range starts at the cut
+    const uint64_t in_file = state->sizes[f] - (stream_ends[f] - begin);
+    state->spans.push_back({f, in_file, static_cast<size_t>(end - begin)});
+    state->total_bytes += end - begin;
   }
   std::unique_ptr<ChunkReader> reader(new ChunkReader(state));
   for (int i = 0; i < std::max(1, options.threads); ++i) {

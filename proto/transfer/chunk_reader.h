@@ -12,6 +12,12 @@
 //     Send(chunk->bytes);  // chunk->crc32 is the CRC-32 of these bytes (with checksum)
 //   }
 //
+// Striped: with Options::stripe_count = N > 1 the reader yields only stripe
+// stripe_index of the bytes (StripeLayout below): the units u of stripe_bytes from offset
+// with u % N == stripe_index, in order, each in chunks of at most chunk_bytes that end at
+// the unit's end. Chunk::file and Chunk::offset say where each chunk belongs. tomod's
+// FetchResult sends a striped fetch's streams this way (tomoserve.proto, FetchResultRequest).
+//
 // Next/TryNext from one consumer thread at a time.
 #pragma once
 
@@ -21,12 +27,40 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace tomo::transfer {
+
+// Which bytes of [offset, size) one stripe of a striped transfer carries: the range is cut
+// into units of unit_bytes from offset (the last one clipped at size), unit u belonging to
+// stripe u % count. count 0 or 1: one stripe, every byte. Both ends of a striped fetch use
+// it: tomod to send a stripe, the client to check what arrived.
+//
+//   StripeLayout stripe;  // stripe 1 of 3 of a 10 MiB file in 1 MiB units
+//   stripe.size = 10 << 20;
+//   stripe.count = 3;
+//   stripe.index = 1;
+//   for (auto [begin, end] = stripe.NextRange(0, 1 << 20); begin < end;
+//        std::tie(begin, end) = stripe.NextRange(end, 1 << 20)) { Send(begin, end); }
+struct StripeLayout {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t count = 1;
+  uint32_t index = 0;           // < count (or 0 with count 0 or 1)
+  uint64_t unit_bytes = 1 << 20;  // > 0 when count > 1
+
+  // The first bytes at or after `at` that this stripe carries, within one unit and at most
+  // max_bytes (> 0) long: [begin, end). {size, size} when none are left.
+  std::pair<uint64_t, uint64_t> NextRange(uint64_t at, uint64_t max_bytes) const;
+  // Bytes this stripe carries in all.
+  uint64_t StripeBytes() const;
+  // Number of units of [offset, size) (1 when count <= 1 and offset < size).
+  uint64_t UnitCount() const;
+};
 
 class ChunkReader {
  public:
@@ -35,6 +69,11 @@ class ChunkReader {
     int threads = 3;
     size_t chunks_ahead = 16;  // read but not yet taken, at most
     bool checksum = true;      // fill Chunk::crc32
+    // One stripe of the bytes from offset (StripeLayout over the files back to back);
+    // stripe_count 0 or 1: every byte.
+    uint32_t stripe_count = 1;
+    uint32_t stripe_index = 0;
+    uint64_t stripe_bytes = 1 << 20;
   };
   struct Chunk {
     std::string bytes;
@@ -44,14 +83,16 @@ class ChunkReader {
   };
 
   // NOT_FOUND / PERMISSION_DENIED / INTERNAL naming the path when a file cannot be opened
-  // or is not a regular file; OUT_OF_RANGE when offset is beyond the first file's end.
+  // or is not a regular file; OUT_OF_RANGE when offset is beyond the first file's end;
+  // INVALID_ARGUMENT naming stripe_index or stripe_bytes when stripe_index >= stripe_count
+  // or stripe_bytes is 0 (with stripe_count > 1).
   static absl::StatusOr<std::unique_ptr<ChunkReader>> Open(const std::vector<std::string>& paths,
                                                            uint64_t offset, Options options);
   ~ChunkReader();
   ChunkReader(const ChunkReader&) = delete;
   ChunkReader& operator=(const ChunkReader&) = delete;
 
-  // Bytes the chunks will hold in all (from offset).
+  // Bytes the chunks will hold in all (from offset; of the stripe only, when striped).
   uint64_t total_bytes() const;
 
   // The next chunk, waiting for it; nullopt after the last. DATA_LOSS/INTERNAL naming the

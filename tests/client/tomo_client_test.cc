@@ -7,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
+#include "tests/core/random_seed.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
@@ -103,9 +105,16 @@ class FakeService final : public v1::Reconstruction::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status FetchResult(grpc::ServerContext*, const v1::FetchResultRequest* request,
+  // Striped fetches (stripe_count > 1): stripe break_stripe fails with UNAVAILABLE (once)
+  // after sending break_stripe_after bytes, once the other stripes have sent everything.
+  int break_stripe = -1;
+  uint64_t break_stripe_after = 0;
+  std::atomic<int> stripes_done{0};
+
+  grpc::Status FetchResult(grpc::ServerContext* context, const v1::FetchResultRequest* request,
                            grpc::ServerWriter<v1::FetchResultResponse>* writer) override {
     ++fetch_calls;
+    if (request->stripe_count() > 1) return FetchStripe(context, *request, writer);
     std::lock_guard<std::mutex> lock(mu);
     fetch_offsets.push_back(request->offset());
     if (refuse_first) {
@@ -139,6 +148,59 @@ class FakeService final : public v1::Reconstruction::Service {
       }
       writer->Write(response);
     }
+  }
+
+  // One stripe, worked out here on its own: units of stripe_bytes from offset, unit u in
+  // stripe u % stripe_count, each sent in messages of at most 64 KiB.
+  grpc::Status FetchStripe(grpc::ServerContext* context, const v1::FetchResultRequest& request,
+                           grpc::ServerWriter<v1::FetchResultResponse>* writer) {
+    bool breaks = false;
+    uint64_t break_at = 0;
+    uint32_t crc_xor = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      fetch_offsets.push_back(request.offset());
+      breaks = static_cast<int>(request.stripe_index()) == break_stripe;
+      if (breaks) break_stripe = -1;
+      break_at = break_stripe_after;
+      crc_xor = wrong_crc;
+    }
+    if (request.offset() > file.size()) {
+      return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "offset beyond the end");
+    }
+    const uint64_t unit = request.stripe_bytes();
+    uint64_t sent = 0;
+    for (uint64_t u = request.stripe_index();
+         request.offset() + u * unit < file.size(); u += request.stripe_count()) {
+      const uint64_t unit_end = std::min<uint64_t>(file.size(), request.offset() + (u + 1) * unit);
+      for (uint64_t at = request.offset() + u * unit; at < unit_end;) {
+        if (breaks && sent >= break_at) {
+          // Let the other stripes' bytes reach the client first.
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          while (stripes_done + 1 < static_cast<int>(request.stripe_count()) &&
+                 std::chrono::steady_clock::now() < deadline && !context->IsCancelled()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost (fake)");
+        }
+        const uint64_t n = std::min<uint64_t>(64 << 10, unit_end - at);
+        v1::FetchResultResponse response;
+        response.set_offset(at);
+        response.set_data(file.substr(at, n));
+        writer->Write(response);
+        at += n;
+        sent += n;
+      }
+    }
+    if (!breaks) ++stripes_done;
+    v1::FetchResultResponse last;
+    last.set_offset(file.size());
+    last.set_last(true);
+    last.set_total_bytes(file.size());
+    last.set_crc32(Crc32Update(0, file.data(), file.size()) ^ crc_xor);
+    writer->Write(last);
+    return grpc::Status::OK;
   }
 
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
@@ -185,7 +247,8 @@ class ClientTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_TRUE(server_ != nullptr);
     ASSERT_GT(port, 0);
-    client_ = std::make_unique<TomoClient>("127.0.0.1:" + std::to_string(port));
+    target_ = "127.0.0.1:" + std::to_string(port);
+    client_ = std::make_unique<TomoClient>(target_);
   }
   void TearDown() override {
     if (server_) server_->Shutdown();
@@ -197,7 +260,22 @@ class ClientTest : public ::testing::Test {
   FakeService service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<TomoClient> client_;
+  std::string target_;
 };
+
+// A client fetching as `streams` striped streams.
+std::unique_ptr<TomoClient> StripedClient(const std::string& target, int streams) {
+  ClientOptions options;
+  options.download_streams = streams;
+  return std::make_unique<TomoClient>(target, options);
+}
+
+std::string RandomBytes(uint64_t seed, size_t size) {
+  std::mt19937_64 random(seed);
+  std::string bytes(size, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(random());
+  return bytes;
+}
 
 std::string Pattern(size_t size) {
   std::string bytes(size, '\0');
@@ -294,6 +372,95 @@ TEST_F(ClientTest, FetchStartsOverWhenThePartialFileIsTooLong) {
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{4000, 0}));
   EXPECT_TRUE(ReadAll(out) == service_.file);
+}
+
+// ----------------------------------------------------------------------------- striped
+
+// 3 streams give the file and CRC-32 that 1 gives, over destinations poisoned beforehand.
+TEST_F(ClientTest, StripedFetchGivesTheSameFileAsOneStream) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  service_.file = RandomBytes(seed, (7u << 19) + 4321);  // 3.5 MiB + 4321: 4 units
+  const std::string one = dir_ + "/one.raw", three = dir_ + "/three.raw";
+  WriteAll(one, RandomBytes(seed + 1, 1000));
+  WriteAll(three, RandomBytes(seed + 2, 1000));
+  WriteAll(three + ".partial", RandomBytes(seed + 3, service_.file.size() + 10));
+  absl::StatusOr<v1::ResultFile> by_one = client_->Fetch("job-1", "volume.raw", one);
+  ASSERT_TRUE(by_one.ok()) << by_one.status();
+  std::unique_ptr<TomoClient> striped = StripedClient(target_, 3);
+  uint64_t last_done = 0, last_total = 0;
+  absl::StatusOr<v1::ResultFile> by_three =
+      striped->Fetch("job-1", "volume.raw", three, /*resume=*/false,
+                     [&](uint64_t done, uint64_t total) {
+                       EXPECT_GE(done, last_done);
+                       last_done = done;
+                       last_total = total;
+                     });
+  ASSERT_TRUE(by_three.ok()) << by_three.status();
+  EXPECT_TRUE(ReadAll(three) == service_.file);
+  EXPECT_TRUE(ReadAll(one) == service_.file);
+  EXPECT_EQ(by_three->crc32(), by_one->crc32());
+  EXPECT_EQ(by_three->crc32(), Crc32Update(0, service_.file.data(), service_.file.size()));
+  EXPECT_EQ(by_three->size_bytes(), service_.file.size());
+  EXPECT_EQ(last_done, service_.file.size());
+  EXPECT_EQ(last_total, service_.file.size());
+  EXPECT_FALSE(fs::exists(three + ".partial"));
+  // Three calls from offset 0 (the first fetch was one call).
+  EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{0, 0, 0, 0}));
+  // The channels are kept: a second fetch works the same.
+  ASSERT_TRUE(striped->Fetch("job-1", "volume.raw", three, /*resume=*/false).ok());
+  EXPECT_TRUE(ReadAll(three) == service_.file);
+}
+
+// Stream 1 fails halfway through its unit (unit 1) after the others have sent units 0, 2
+// and 3: the partial file is cut to units 0 and the half of 1 that came, the right bytes,
+// and a resumed fetch completes it from there.
+TEST_F(ClientTest, StripedFetchCutsThePartialFileToAPrefixAndResumes) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  service_.file = RandomBytes(seed, (7u << 19) + 4321);
+  service_.break_stripe = 1;
+  service_.break_stripe_after = 512 << 10;
+  const std::string out = dir_ + "/volume.raw";
+  WriteAll(out, RandomBytes(seed + 1, 1000));
+  std::unique_ptr<TomoClient> striped = StripedClient(target_, 3);
+  absl::StatusOr<v1::ResultFile> first = striped->Fetch("job-1", "volume.raw", out);
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  const std::string partial = ReadAll(out + ".partial");
+  EXPECT_EQ(partial.size(), (1u << 20) + (512u << 10));
+  EXPECT_TRUE(partial == service_.file.substr(0, partial.size())) << "not the file's bytes";
+
+  absl::StatusOr<v1::ResultFile> second = striped->Fetch("job-1", "volume.raw", out);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(service_.fetch_offsets,
+            (std::vector<uint64_t>{0, 0, 0, partial.size(), partial.size(), partial.size()}));
+  EXPECT_TRUE(ReadAll(out) == service_.file);
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_EQ(second->crc32(), Crc32Update(0, service_.file.data(), service_.file.size()));
+}
+
+TEST_F(ClientTest, StripedFetchRejectsAWrongChecksumAndRemovesThePartialFile) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  service_.file = RandomBytes(seed, (5u << 19) + 77);
+  service_.wrong_crc = 0x10;
+  const std::string out = dir_ + "/volume.raw";
+  absl::StatusOr<v1::ResultFile> file = StripedClient(target_, 3)->Fetch("job-1", "", out);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();
+  EXPECT_NE(file.status().message().find("CRC-32"), std::string::npos) << file.status();
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
+TEST_F(ClientTest, DownloadStreamsOutOfRangeIsInvalidArgument) {
+  for (int streams : {0, 17}) {
+    absl::StatusOr<v1::ResultFile> file =
+        StripedClient(target_, streams)->Fetch("job-1", "", dir_ + "/x.raw");
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(file.status().message().find("download_streams: " + std::to_string(streams)),
+              std::string::npos)
+        << file.status();
+  }
 }
 
 v1::JobEvent Event(v1::JobState state, const std::string& stage = "") {

@@ -40,7 +40,39 @@ struct Fetched {
   grpc::Status status;
   std::string data;
   std::vector<pb::FetchResultResponse> messages;  // without data
+  std::vector<size_t> sizes;                      // of each message's data
 };
+
+// The streams of a striped fetch (stripes[k]: stripe k of stripes.size(), units of unit
+// bytes from offset) put back together into size bytes, of which those before offset and
+// any that no stripe sent keep a poison value. Checks (EXPECT) that each message lies in
+// one unit of its own stripe and that every byte of [offset, size) came exactly once.
+std::string Reassemble(const std::vector<Fetched>& stripes, uint64_t offset, uint64_t size,
+                       uint64_t unit) {
+  std::string file(size, '\xa5');
+  std::vector<int> times(size, 0);
+  for (size_t k = 0; k < stripes.size(); ++k) {
+    size_t at_in_data = 0;
+    for (size_t m = 0; m < stripes[k].messages.size(); ++m) {
+      const uint64_t at = stripes[k].messages[m].offset(), bytes = stripes[k].sizes[m];
+      if (bytes == 0) continue;
+      EXPECT_LE(at + bytes, size);
+      EXPECT_GE(at, offset);
+      if (at + bytes > size || at < offset) return file;
+      const uint64_t first_unit = (at - offset) / unit;
+      const uint64_t last_unit = (at + bytes - 1 - offset) / unit;
+      EXPECT_EQ(first_unit, last_unit) << "a message across units at " << at;
+      EXPECT_EQ(first_unit % stripes.size(), k) << "unit " << first_unit << " in stripe " << k;
+      file.replace(at, bytes, stripes[k].data, at_in_data, bytes);
+      for (uint64_t i = at; i < at + bytes; ++i) ++times[i];
+      at_in_data += bytes;
+    }
+  }
+  size_t wrong = 0;
+  for (uint64_t i = offset; i < size; ++i) wrong += times[i] != 1 ? 1 : 0;
+  EXPECT_EQ(wrong, 0u) << "bytes that did not come exactly once";
+  return file;
+}
 
 class ReconstructionServiceTest : public ::testing::Test {
  protected:
@@ -123,6 +155,7 @@ class ReconstructionServiceTest : public ::testing::Test {
     while (reader->Read(&response)) {
       EXPECT_EQ(response.offset(), offset + fetched.data.size());
       fetched.data += response.data();
+      fetched.sizes.push_back(response.data().size());
       response.clear_data();
       fetched.messages.push_back(response);
     }
@@ -530,17 +563,20 @@ class FetchStream {
  public:
   FetchStream(pb::Reconstruction::Stub& stub, const std::string& id, const std::string& name,
               uint64_t offset)
-      : thread_([this, &stub, id, name, offset] {
-          pb::FetchResultRequest request;
-          request.set_job_id(id);
-          request.set_name(name);
-          request.set_offset(offset);
+      : FetchStream(stub, Request(id, name, offset)) {}
+  // Any request; a striped one's messages need not follow each other.
+  FetchStream(pb::Reconstruction::Stub& stub, const pb::FetchResultRequest& request)
+      : thread_([this, &stub, request] {
+          const uint64_t offset = request.offset();
           auto reader = stub.FetchResult(&context_, request);
           pb::FetchResultResponse response;
           while (reader->Read(&response)) {
             absl::MutexLock lock(&mu_);
-            EXPECT_EQ(response.offset(), offset + fetched_.data.size());
+            if (request.stripe_count() <= 1) {
+              EXPECT_EQ(response.offset(), offset + fetched_.data.size());
+            }
             fetched_.data += response.data();
+            fetched_.sizes.push_back(response.data().size());
             response.clear_data();
             fetched_.messages.push_back(response);
           }
@@ -552,6 +588,19 @@ class FetchStream {
   ~FetchStream() {
     context_.TryCancel();
     thread_.join();
+  }
+
+  static pb::FetchResultRequest Request(const std::string& id, const std::string& name,
+                                        uint64_t offset, uint32_t stripe_count = 0,
+                                        uint32_t stripe_index = 0, uint64_t stripe_bytes = 0) {
+    pb::FetchResultRequest request;
+    request.set_job_id(id);
+    request.set_name(name);
+    request.set_offset(offset);
+    request.set_stripe_count(stripe_count);
+    request.set_stripe_index(stripe_index);
+    request.set_stripe_bytes(stripe_bytes);
+    return request;
   }
 
   // True once at least bytes have arrived (false: the stream ended or timeout passed).
@@ -650,6 +699,52 @@ class EarlyFetchServiceTest : public ::testing::Test {
   Fetched FetchNow(const std::string& id, const std::string& name) {
     FetchStream stream(*stub_, id, name, 0);
     return stream.WaitForEnd();
+  }
+
+  // The count streams of a striped fetch, started together.
+  std::vector<std::unique_ptr<FetchStream>> StartStriped(const std::string& id, uint64_t offset,
+                                                         uint32_t count, uint64_t unit) {
+    std::vector<std::unique_ptr<FetchStream>> streams;
+    for (uint32_t k = 0; k < count; ++k) {
+      streams.push_back(std::make_unique<FetchStream>(
+          *stub_, FetchStream::Request(id, "volume.raw", offset, count, k, unit)));
+    }
+    return streams;
+  }
+  std::vector<Fetched> WaitForAll(const std::vector<std::unique_ptr<FetchStream>>& streams) {
+    std::vector<Fetched> fetched;
+    for (const auto& stream : streams) fetched.push_back(stream->WaitForEnd());
+    return fetched;
+  }
+
+  // Waits (10 s at most) for the job to end; its state.
+  pb::JobState WaitForEndOf(const std::string& id) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    for (;;) {
+      absl::StatusOr<pb::Job> job = manager_->GetJob(id);
+      if (!job.ok()) return pb::JOB_STATE_UNSPECIFIED;
+      if (job->state() == pb::JOB_STATE_SUCCEEDED || job->state() == pb::JOB_STATE_FAILED ||
+          job->state() == pb::JOB_STATE_CANCELLED || absl::Now() > deadline) {
+        return job->state();
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+
+  // Each stripe ended OK with one last message (the last one), the file's size and CRC-32.
+  void ExpectEachStripeEndsWithTheWholeFile(const std::vector<Fetched>& stripes,
+                                            uint32_t crc32) {
+    for (size_t k = 0; k < stripes.size(); ++k) {
+      SCOPED_TRACE(::testing::Message() << "stripe " << k);
+      EXPECT_TRUE(stripes[k].status.ok()) << stripes[k].status.error_message();
+      ASSERT_FALSE(stripes[k].messages.empty());
+      for (size_t m = 0; m + 1 < stripes[k].messages.size(); ++m) {
+        EXPECT_FALSE(stripes[k].messages[m].last());
+      }
+      EXPECT_TRUE(stripes[k].messages.back().last());
+      EXPECT_EQ(stripes[k].messages.back().total_bytes(), kBytes);
+      EXPECT_EQ(stripes[k].messages.back().crc32(), crc32);
+    }
   }
 
   uint64_t seed_ = 0;
@@ -752,6 +847,117 @@ TEST_F(EarlyFetchServiceTest, ShutdownWhileWrittenAbortsTheFetch) {
   EXPECT_EQ(fetched.status.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_THAT(fetched.status.error_message(), AllOf(HasSubstr(id), HasSubstr("QUEUED")));
   for (const pb::FetchResultResponse& message : fetched.messages) EXPECT_FALSE(message.last());
+}
+
+// ---------------------------------------------------------------- striped fetch
+
+// A finished result fetched as N streams, each a stripe of units: put back together they are
+// the file, from any offset; stripes beyond the last unit send only the last message.
+TEST_F(EarlyFetchServiceTest, StripedFetchOfTheFileReassemblesIt) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  release_.Notify();
+  const std::string id = SubmitJob();
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(WaitForEndOf(id), pb::JOB_STATE_SUCCEEDED);
+  const std::string expected = Expected();
+  const uint32_t crc = Crc32(expected);
+  struct Case {
+    uint64_t offset;
+    uint32_t count;
+    uint64_t unit;  // 0: tomod's default, 1 MiB
+  };
+  // 1.44 MB: 22 units of 64 KiB (the last one short), 2 of 1 MiB, 1 of 8 MiB.
+  for (const Case& c : {Case{0, 3, 64 << 10}, Case{1000, 3, 64 << 10}, Case{0, 3, 0},
+                        Case{12345, 5, 8 << 20}, Case{0, 64, 4 << 10}}) {
+    SCOPED_TRACE(::testing::Message() << "offset " << c.offset << ", " << c.count
+                                      << " stripes of " << c.unit << " bytes");
+    std::vector<Fetched> stripes = WaitForAll(StartStriped(id, c.offset, c.count, c.unit));
+    ExpectEachStripeEndsWithTheWholeFile(stripes, crc);
+    const std::string file = Reassemble(stripes, c.offset, kBytes, c.unit == 0 ? 1 << 20 : c.unit);
+    EXPECT_TRUE(file.substr(c.offset) == expected.substr(c.offset)) << "not the result's bytes";
+    if (c.unit == (8 << 20)) {
+      for (size_t k = 1; k < stripes.size(); ++k) {
+        EXPECT_TRUE(stripes[k].data.empty());
+        EXPECT_EQ(stripes[k].messages.size(), 1u) << "stripe " << k;
+      }
+    }
+  }
+}
+
+// Out-of-range stripe fields are refused before anything is looked up, naming the field.
+TEST_F(EarlyFetchServiceTest, BadStripeFieldsAreInvalidArgumentNamingTheField) {
+  release_.Notify();
+  const std::string id = SubmitJob();
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(WaitForEndOf(id), pb::JOB_STATE_SUCCEEDED);
+  struct Case {
+    uint32_t count, index;
+    uint64_t unit;
+    std::string field;
+  };
+  for (const Case& c : {Case{3, 3, 0, "stripe_index: 3"}, Case{0, 1, 0, "stripe_index: 1"},
+                        Case{65, 0, 0, "stripe_count: 65"}, Case{3, 0, 4095, "stripe_bytes: 4095"},
+                        Case{3, 0, (8 << 20) + 1, "stripe_bytes: 8388609"}}) {
+    FetchStream stream(*stub_,
+                       FetchStream::Request(id, "volume.raw", 0, c.count, c.index, c.unit));
+    Fetched fetched = stream.WaitForEnd();
+    EXPECT_EQ(fetched.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
+    EXPECT_THAT(fetched.status.error_message(), HasSubstr(c.field));
+    EXPECT_TRUE(fetched.messages.empty());
+  }
+}
+
+// A striped early fetch: every stripe streams all but its last chunk while the result is
+// written, and each ends only after the job has SUCCEEDED; together they are the volume.
+TEST_F(EarlyFetchServiceTest, StripedEarlyFetchEndsEachStripeAfterSucceeded) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  const std::string id = SubmitJob();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(writing_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  constexpr uint32_t kStripes = 3;
+  constexpr uint64_t kUnit = 64 << 10;  // 22 units, the last short: 8, 7 and 7 per stripe
+  auto streams = StartStriped(id, 0, kStripes, kUnit);
+  const std::string expected = Expected();
+  // All but the last unit of each stripe: stripe 0 holds 8 units, the last is the short
+  // one (unit 21); stripes 1 and 2 hold 7 full ones.
+  const uint64_t last_unit_bytes = kBytes - 21 * kUnit;
+  const uint64_t before_last[kStripes] = {7 * kUnit, 6 * kUnit, 6 * kUnit};
+  for (uint32_t k = 0; k < kStripes; ++k) {
+    ASSERT_TRUE(streams[k]->WaitForBytes(before_last[k])) << "stripe " << k;
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // the rest must wait for the job
+  for (uint32_t k = 0; k < kStripes; ++k) {
+    bool ended = true;
+    Fetched so_far = streams[k]->Snapshot(&ended);
+    EXPECT_FALSE(ended) << "stripe " << k;
+    EXPECT_EQ(so_far.data.size(), before_last[k]) << "stripe " << k;
+    for (const pb::FetchResultResponse& message : so_far.messages) EXPECT_FALSE(message.last());
+  }
+  release_.Notify();
+  std::vector<Fetched> stripes = WaitForAll(streams);
+  ASSERT_EQ(WaitForEndOf(id), pb::JOB_STATE_SUCCEEDED);
+  absl::StatusOr<pb::Job> job = manager_->GetJob(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->results(0).crc32(), Crc32(expected));
+  ExpectEachStripeEndsWithTheWholeFile(stripes, job->results(0).crc32());
+  EXPECT_EQ(stripes[0].sizes.back(), last_unit_bytes);
+  EXPECT_TRUE(Reassemble(stripes, 0, kBytes, kUnit) == expected) << "not the volume's bytes";
+}
+
+// A striped early fetch of a job that is cancelled: every stripe ends ABORTED, none with a
+// last message.
+TEST_F(EarlyFetchServiceTest, StripedEarlyFetchOfACancelledJobAbortsEveryStripe) {
+  const std::string id = SubmitJob();
+  ASSERT_TRUE(writing_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  auto streams = StartStriped(id, 0, 4, 256 << 10);  // 6 units: stripes 0 and 1 hold 2
+  ASSERT_TRUE(streams[0]->WaitForBytes(256 << 10));
+  ASSERT_TRUE(manager_->CancelJob(id).ok());
+  release_.Notify();
+  for (const Fetched& fetched : WaitForAll(streams)) {
+    EXPECT_EQ(fetched.status.error_code(), grpc::StatusCode::ABORTED);
+    EXPECT_THAT(fetched.status.error_message(), AllOf(HasSubstr(id), HasSubstr("CANCELLED")));
+    for (const pb::FetchResultResponse& message : fetched.messages) EXPECT_FALSE(message.last());
+  }
 }
 
 }  // namespace

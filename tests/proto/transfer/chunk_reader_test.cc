@@ -6,6 +6,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -108,6 +110,143 @@ TEST_F(ChunkReaderTest, FileThatShrinksWhileReadIsDataLoss) {
   }
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(status.message().find("shrinks"), std::string::npos);
+}
+
+// Every stripe of three files (one empty) read from an offset: each byte of the stream
+// comes exactly once, from the stripe that owns its unit, in chunks within one unit and one
+// file; put back together the stripes are the stream.
+TEST_F(ChunkReaderTest, StripesTogetherHoldEveryByteOnce) {
+  std::mt19937_64 rng(TestSeed() + 2);
+  SCOPED_TRACE(testing::Message() << "seed " << TestSeed());
+  const std::string a = RandomBytes(rng, 123457), b = RandomBytes(rng, 0),
+                    c = RandomBytes(rng, 54321);
+  const std::vector<std::string> paths = {Write("a", a), Write("b", b), Write("c", c)};
+  const uint64_t offset = 777;
+  const std::string stream = a.substr(offset) + b + c;
+  const size_t file_start[] = {0, a.size() - offset, a.size() - offset};  // in the stream
+  const uint64_t unit = 10000;  // not a divisor of anything here
+  const uint32_t stripes = 3;
+  std::string assembled(stream.size(), '\x5a');  // poison: what no stripe sends stays
+  std::vector<int> times(stream.size(), 0);
+  uint64_t bytes_in_all = 0;
+  for (uint32_t index = 0; index < stripes; ++index) {
+    ChunkReader::Options options;
+    options.chunk_bytes = 4096;
+    options.stripe_count = stripes;
+    options.stripe_index = index;
+    options.stripe_bytes = unit;
+    auto reader = ChunkReader::Open(paths, offset, options);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    bytes_in_all += (*reader)->total_bytes();
+    uint64_t got = 0;
+    for (;;) {
+      absl::StatusOr<std::optional<ChunkReader::Chunk>> chunk = (*reader)->Next();
+      ASSERT_TRUE(chunk.ok()) << chunk.status();
+      if (!*chunk) break;
+      const ChunkReader::Chunk& piece = **chunk;
+      ASSERT_LT(piece.file, paths.size());
+      ASSERT_GT(piece.bytes.size(), 0u);
+      EXPECT_LE(piece.bytes.size(), options.chunk_bytes);
+      EXPECT_EQ(piece.crc32, Crc32Update(0, piece.bytes.data(), piece.bytes.size()));
+      const uint64_t at = file_start[piece.file] + piece.offset - (piece.file == 0 ? offset : 0);
+      ASSERT_LE(at + piece.bytes.size(), stream.size());
+      const uint64_t first_unit = at / unit, last_unit = (at + piece.bytes.size() - 1) / unit;
+      EXPECT_EQ(first_unit, last_unit) << "a chunk across units at " << at;
+      EXPECT_EQ(first_unit % stripes, index) << "unit " << first_unit << " in stripe " << index;
+      for (size_t i = 0; i < piece.bytes.size(); ++i) {
+        assembled[at + i] = piece.bytes[i];
+        ++times[at + i];
+      }
+      got += piece.bytes.size();
+    }
+    EXPECT_EQ(got, (*reader)->total_bytes());
+  }
+  EXPECT_EQ(bytes_in_all, stream.size());
+  for (size_t i = 0; i < times.size(); ++i) ASSERT_EQ(times[i], 1) << "byte " << i;
+  EXPECT_TRUE(assembled == stream);
+}
+
+// More stripes than units: the stripes past the last unit hold nothing and end at once.
+TEST_F(ChunkReaderTest, StripesBeyondTheLastUnitAreEmpty) {
+  std::mt19937_64 rng(TestSeed() + 3);
+  const std::string bytes = RandomBytes(rng, 5000);
+  const std::string path = Write("small", bytes);
+  for (uint32_t index = 0; index < 4; ++index) {
+    ChunkReader::Options options;
+    options.stripe_count = 4;
+    options.stripe_index = index;
+    options.stripe_bytes = 4096;
+    auto reader = ChunkReader::Open({path}, 0, options);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::string got;
+    for (;;) {
+      absl::StatusOr<std::optional<ChunkReader::Chunk>> chunk = (*reader)->Next();
+      ASSERT_TRUE(chunk.ok()) << chunk.status();
+      if (!*chunk) break;
+      got += (*chunk)->bytes;
+    }
+    const std::string expected = index == 0 ? bytes.substr(0, 4096)
+                                 : index == 1 ? bytes.substr(4096)
+                                              : std::string();
+    EXPECT_TRUE(got == expected) << "stripe " << index << ": " << got.size() << " bytes";
+    EXPECT_EQ((*reader)->total_bytes(), expected.size());
+  }
+}
+
+TEST_F(ChunkReaderTest, BadStripeOptionsAreInvalidArgumentNamingTheField) {
+  const std::string path = Write("x", "abcdef");
+  ChunkReader::Options options;
+  options.stripe_count = 3;
+  options.stripe_index = 3;
+  auto reader = ChunkReader::Open({path}, 0, options);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(reader.status().message().find("stripe_index: 3"), std::string::npos)
+      << reader.status();
+  options.stripe_index = 0;
+  options.stripe_bytes = 0;
+  reader = ChunkReader::Open({path}, 0, options);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("stripe_bytes"), std::string::npos)
+      << reader.status();
+}
+
+// StripeLayout's sums against counting byte by byte, on random layouts.
+TEST(StripeLayoutTest, StripeBytesAndNextRangeAgreeWithACount) {
+  std::mt19937_64 rng(TestSeed() + 4);
+  SCOPED_TRACE(testing::Message() << "seed " << TestSeed());
+  for (int trial = 0; trial < 300; ++trial) {
+    StripeLayout layout;
+    layout.offset = rng() % 50;
+    layout.size = layout.offset + rng() % 400;
+    layout.count = 1 + rng() % 6;
+    layout.index = rng() % layout.count;
+    layout.unit_bytes = 1 + rng() % 40;
+    SCOPED_TRACE(testing::Message() << "offset " << layout.offset << " size " << layout.size
+                                    << " count " << layout.count << " index " << layout.index
+                                    << " unit " << layout.unit_bytes);
+    std::vector<bool> mine(layout.size, false);
+    uint64_t expected = 0;
+    for (uint64_t at = layout.offset; at < layout.size; ++at) {
+      mine[at] = layout.count <= 1 ||
+                 ((at - layout.offset) / layout.unit_bytes) % layout.count == layout.index;
+      expected += mine[at] ? 1 : 0;
+    }
+    EXPECT_EQ(layout.StripeBytes(), expected);
+    const uint64_t max_bytes = 1 + rng() % 30;
+    std::vector<bool> seen(layout.size, false);
+    for (auto [begin, end] = layout.NextRange(0, max_bytes); begin < end;
+         std::tie(begin, end) = layout.NextRange(end, max_bytes)) {
+      ASSERT_LE(end, layout.size);
+      ASSERT_LE(end - begin, max_bytes);
+      for (uint64_t at = begin; at < end; ++at) {
+        ASSERT_TRUE(mine[at]) << "byte " << at << " is not this stripe's";
+        ASSERT_FALSE(seen[at]) << "byte " << at << " twice";
+        seen[at] = true;
+      }
+    }
+    EXPECT_EQ(seen, mine);
+  }
 }
 
 }  // namespace
