@@ -133,6 +133,35 @@ std::shared_ptr<grpc::Channel> MakeChannelNumbered(const std::string& target,
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 
+std::string Hex(uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%08x", value);
+  return text;
+}
+
+// A download whose CRC-32 is not the recorded one (the caller removes its partial file).
+absl::Status CrcMismatchError(const std::string& what, const std::string& partial_path,
+                              uint32_t got, uint32_t want) {
+  return absl::DataLossError(absl::StrCat(what, ": CRC-32 of ", partial_path, " is ", Hex(got),
+                                          ", tomod says ", Hex(want),
+                                          "; the partial file was removed, fetch again"));
+}
+
+// The checked download under its final name, described as tomod records it.
+absl::StatusOr<v1::ResultFile> PublishFetched(const std::string& partial_path,
+                                              const std::string& output_path,
+                                              const std::string& name, uint64_t size,
+                                              uint32_t crc) {
+  if (::rename(partial_path.c_str(), output_path.c_str()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot rename ", partial_path, " to"), output_path);
+  }
+  v1::ResultFile file;
+  file.set_name(name);
+  file.set_size_bytes(size);
+  file.set_crc32(crc);
+  return file;
+}
+
 }  // namespace
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
@@ -519,21 +548,10 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
                                                                       written->bytes);
   if (crc != expected_crc) {
     ::unlink(partial_path.c_str());
-    char got[16], want[16];
-    std::snprintf(got, sizeof(got), "%08x", crc);
-    std::snprintf(want, sizeof(want), "%08x", expected_crc);
-    return absl::DataLossError(absl::StrCat(
-        "fetch ", job_id, "/", result_name, ": CRC-32 of ", partial_path, " is ", got,
-        ", tomod says ", want, "; the partial file was removed, fetch again"));
+    return CrcMismatchError(absl::StrCat("fetch ", job_id, "/", result_name), partial_path, crc,
+                            expected_crc);
   }
-  if (::rename(partial_path.c_str(), output_path.c_str()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cannot rename ", partial_path, " to"), output_path);
-  }
-  v1::ResultFile file;
-  file.set_name(result_name);
-  file.set_size_bytes(total);
-  file.set_crc32(expected_crc);
-  return file;
+  return PublishFetched(partial_path, output_path, result_name, total, expected_crc);
 }
 
 std::vector<v1::Reconstruction::Stub*> TomoClient::DownloadStubs(int n) {
@@ -586,12 +604,6 @@ absl::Status WriteAt(int fd, const std::string& bytes, uint64_t offset, const st
     done += static_cast<size_t>(n);
   }
   return absl::OkStatus();
-}
-
-std::string Hex(uint32_t value) {
-  char text[16];
-  std::snprintf(text, sizeof(text), "%08x", value);
-  return text;
 }
 
 }  // namespace
@@ -788,20 +800,11 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
   }
   if (crc != expected_crc) {
     remove_partial();
-    return absl::DataLossError(absl::StrCat(what, ": CRC-32 of ", partial_path, " is ", Hex(crc),
-                                            ", tomod says ", Hex(expected_crc),
-                                            "; the partial file was removed, fetch again"));
+    return CrcMismatchError(what, partial_path, crc, expected_crc);
   }
   if (::fsync(fd.get()) != 0) return ErrnoStatus(errno, "cannot sync", partial_path);
   if (fd.Close() != 0) return ErrnoStatus(errno, "cannot close", partial_path);
-  if (::rename(partial_path.c_str(), output_path.c_str()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cannot rename ", partial_path, " to"), output_path);
-  }
-  v1::ResultFile file;
-  file.set_name(result_name);
-  file.set_size_bytes(total);
-  file.set_crc32(expected_crc);
-  return file;
+  return PublishFetched(partial_path, output_path, result_name, total, expected_crc);
 }
 
 }  // namespace tomo::client

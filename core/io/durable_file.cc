@@ -46,6 +46,19 @@ absl::Status SyncPath(const std::string& path, int flags, absl::string_view what
   return absl::OkStatus();
 }
 
+// Renames temporary (synced) to path, and syncs the directory: the rename itself is durable
+// only once the directory is. Removes temporary on error.
+absl::Status RenameDurably(const std::string& temporary, const std::string& path) {
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot rename ", temporary, " to ", path));
+  }
+  std::string directory = std::filesystem::path(path).parent_path().string();
+  if (directory.empty()) directory = ".";
+  return SyncPath(directory, O_RDONLY | O_DIRECTORY, "sync directory");
+}
+
 bool OnTmpfs(int fd) {
   struct statfs fs;
   return ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
@@ -100,14 +113,7 @@ absl::Status WritePiecesDurably(const std::string& path, absl::string_view head,
     std::remove(temporary.c_str());
     return written;
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot rename ", temporary, " to ", path));
-  }
-  std::string directory = std::filesystem::path(path).parent_path().string();
-  if (directory.empty()) directory = ".";
-  return SyncPath(directory, O_RDONLY | O_DIRECTORY, "sync directory");
+  return RenameDurably(temporary, path);
 }
 
 }  // namespace
@@ -126,15 +132,7 @@ absl::Status SyncAndRename(const std::string& temporary, const std::string& path
     std::remove(temporary.c_str());
     return synced;
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot rename ", temporary, " to ", path));
-  }
-  // The rename itself is durable only once the directory is.
-  std::string directory = std::filesystem::path(path).parent_path().string();
-  if (directory.empty()) directory = ".";
-  return SyncPath(directory, O_RDONLY | O_DIRECTORY, "sync directory");
+  return RenameDurably(temporary, path);
 }
 
 absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes,
