@@ -131,11 +131,12 @@ inline constexpr uint64_t kFollowPieceBytes = uint64_t{8} << 20;
 
 // Follows the upload of input_path through feed, as above, in pieces of piece_bytes (at
 // least one view); the volume when the upload was committed. Stops the feed keeping
-// chunks when it returns. times, when given, gets where
-// the time went (also when following fails). Otherwise: CANCELLED naming the feed's end (aborted, yielded), FAILED_PRECONDITION
-// when the request cannot be streamed within context.memory_budget_bytes, INVALID_ARGUMENT
-// for a non-finite value (naming view, row and detector), INTERNAL/NOT_FOUND for read errors,
-// the backend's errors. The backend is used by the calling thread only.
+// chunks when it returns. times, when given, gets where the time went (also when following
+// fails). Otherwise: CANCELLED naming the feed's end (aborted, yielded),
+// FAILED_PRECONDITION when the request cannot be streamed within
+// context.memory_budget_bytes, INVALID_ARGUMENT for a non-finite value (naming view, row and
+// detector), INTERNAL/NOT_FOUND for read errors, the backend's errors. The backend is used
+// by the calling thread only.
 absl::StatusOr<core::Array3D> ReconstructWhileUploading(const ValidatedJob& job,
                                                         const std::string& input_path,
                                                         UploadFeed& feed,
