@@ -193,15 +193,21 @@ absl::StatusOr<v1::Job> TomoClient::Submit(const v1::JobSpec& spec,
   if (data_paths.empty()) {
     return absl::InvalidArgumentError("no data file given for the job's input");
   }
+  if (options_.upload_streams < 1 || options_.upload_streams > kMaxUploadStreams) {
+    return absl::InvalidArgumentError(absl::StrCat("upload_streams: ", options_.upload_streams,
+                                                   " is outside [1, ", kMaxUploadStreams, "]"));
+  }
   // Sizes first, so that a spec that does not match the files sends nothing.
   uint64_t total = 0;
+  std::vector<uint64_t> file_bytes;
   for (const std::string& path : data_paths) {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot open", path);
     if (!S_ISREG(st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
     }
-    total += static_cast<uint64_t>(st.st_size);
+    file_bytes.push_back(static_cast<uint64_t>(st.st_size));
+    total += file_bytes.back();
   }
   v1::JobSpec sent_spec = spec;
   if (sent_spec.input().size_bytes() == 0) {
@@ -212,19 +218,15 @@ absl::StatusOr<v1::Job> TomoClient::Submit(const v1::JobSpec& spec,
         DisplayPaths(data_paths), " holds ", total, " bytes"));
   }
 
+  if (const uint32_t streams = UploadStreams(total); streams > 1) {
+    return SubmitStriped(sent_spec, data_paths, file_bytes, streams, on_progress);
+  }
+
   grpc::ClientContext context;
   v1::SubmitResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::SubmitRequest>> writer =
       stub_->Submit(&context, &response);
-  // When a Write fails the server has ended the call: Finish() says why.
-  auto finish_with_server_status = [&]() -> absl::StatusOr<v1::Job> {
-    grpc::Status status = writer->Finish();
-    if (!status.ok()) return FromGrpcStatus(status);
-    // tomod answers right after the spec, without the data, when spec.idempotency_key
-    // names a job it has: that job is the reply.
-    if (!response.job().id().empty()) return response.job();
-    return absl::UnavailableError("tomod closed the upload early without an error");
-  };
+  auto finish_with_server_status = [&]() { return FinishEndedSubmit(*writer, response); };
 
   v1::SubmitRequest request;
   *request.mutable_spec() = sent_spec;
@@ -346,6 +348,34 @@ absl::Status TomoClient::Delete(const std::string& job_id) {
   request.set_job_id(job_id);
   v1::DeleteJobResponse response;
   return FromGrpcStatus(stub_->DeleteJob(&context, request, &response));
+}
+
+uint32_t TomoClient::UploadStreams(uint64_t total_bytes) {
+  if (options_.upload_streams <= 1 || total_bytes < kMinStripedUploadBytes) return 1;
+  uint32_t streams = static_cast<uint32_t>(options_.upload_streams);
+  {
+    std::lock_guard<std::mutex> lock(download_mu_);
+    if (!server_upload_streams_.has_value()) {
+      // A tomod from before striped uploads reports 0 and would wait forever for stripe 0's
+      // spec to be answered: ask first. Unreachable: one stream, whose Submit says so.
+      absl::StatusOr<v1::ServerInfo> info = GetServerInfo();
+      if (!info.ok()) return 1;
+      server_upload_streams_ = info->max_upload_streams();
+    }
+    streams = std::min(streams, *server_upload_streams_);
+  }
+  const uint64_t units = (total_bytes + kUploadChunkBytes - 1) / kUploadChunkBytes;
+  return static_cast<uint32_t>(std::min<uint64_t>(std::max<uint32_t>(streams, 1), units));
+}
+
+absl::StatusOr<v1::Job> FinishEndedSubmit(grpc::ClientWriter<v1::SubmitRequest>& writer,
+                                          const v1::SubmitResponse& response) {
+  grpc::Status status = writer.Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  // tomod answers right after the spec, without the data, when spec.idempotency_key names
+  // a job it has: that job is the reply.
+  if (!response.job().id().empty()) return response.job();
+  return absl::UnavailableError("tomod closed the upload early without an error");
 }
 
 absl::StatusOr<v1::ServerInfo> TomoClient::GetServerInfo() {

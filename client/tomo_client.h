@@ -88,11 +88,21 @@ struct ClientOptions {
   // where one TCP connection is the limit. 1 (one stream) is the default: on loopback into
   // tmpfs the file's write is the limit and 2-4 streams were slower (bench/NOTES.md v0.10).
   int download_streams = 1;
+  // Submit as this many striped streams (SubmitRequest.striping), each on its own
+  // connection, [1, 16]; a tomod that takes fewer (ServerInfo.max_upload_streams) gets as
+  // many as it takes. One gRPC stream holds an upload near 2.1-2.6 GB/s on loopback
+  // (bench/NOTES.md v0.11).
+  int upload_streams = 1;
 };
 
 // Most streams of one Fetch (ClientOptions::download_streams) and the stripe unit it asks
 // for.
 inline constexpr int kMaxDownloadStreams = 16;
+// Most streams of one Submit (ClientOptions::upload_streams), and the input's size below
+// which a Submit uses one stream: below a few units the streams' set-up costs more than it
+// saves.
+inline constexpr int kMaxUploadStreams = 16;
+inline constexpr uint64_t kMinStripedUploadBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kDownloadStripeBytes = 1 << 20;
 
 // Bytes done and the total, for uploads and downloads.
@@ -188,6 +198,16 @@ class TomoClient {
                                                          bool* offset_refused);
   // The stubs of streams 0..n-1 of a striped fetch (stub_ first), made once.
   std::vector<tomoserve::v1::Reconstruction::Stub*> DownloadStubs(int n);
+  // How many streams a Submit of total_bytes uses: options_.upload_streams, at most what
+  // tomod takes (asked once) and one per unit; 1 for small inputs.
+  uint32_t UploadStreams(uint64_t total_bytes);
+  // Submit over `streams` striped streams (client/striped_submit.cc); spec has the input's
+  // size, file_bytes the data files' sizes.
+  absl::StatusOr<tomoserve::v1::Job> SubmitStriped(const tomoserve::v1::JobSpec& spec,
+                                                   const std::vector<std::string>& data_paths,
+                                                   const std::vector<uint64_t>& file_bytes,
+                                                   uint32_t streams,
+                                                   const ByteProgressFn& on_progress);
 
   std::string target_;
   ClientOptions options_;
@@ -198,11 +218,20 @@ class TomoClient {
   // Channels and stubs of streams 1, 2, ... of striped fetches.
   std::vector<std::shared_ptr<grpc::Channel>> download_channels_;
   std::vector<std::unique_ptr<tomoserve::v1::Reconstruction::Stub>> download_stubs_;
+  // ServerInfo.max_upload_streams, once asked (under download_mu_).
+  std::optional<uint32_t> server_upload_streams_;
 };
 
 // The channel TomoClient makes for a target: credentials and message sizes from options.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            const ClientOptions& options);
+
+// The end of a Submit call that tomod closed early (a Write failed, or no job id came for a
+// striped one): its error, or the job of a known idempotency key, which tomod answers with
+// at once.
+absl::StatusOr<tomoserve::v1::Job> FinishEndedSubmit(
+    grpc::ClientWriter<tomoserve::v1::SubmitRequest>& writer,
+    const tomoserve::v1::SubmitResponse& response);
 
 // grpc::Status -> absl::Status with the same code (the numeric values agree) and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);

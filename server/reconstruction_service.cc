@@ -23,6 +23,7 @@
 #include "server/client_identity.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
+#include "server/upload_reactors.h"
 
 #ifndef TOMO_VERSION
 #define TOMO_VERSION "unknown"
@@ -33,119 +34,6 @@ namespace tomo::server {
 namespace pb = ::tomoserve::v1;
 
 namespace {
-
-// ---------------------------------------------------------------- Submit
-
-// Reads a job's upload. The stream's thread only queues data on the Upload's writer; when
-// its queue is full the next read waits for the writer's on_room callback, and the final
-// fsync and commit run on the writer's thread, which then finishes the call.
-class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
- public:
-  SubmitReactor(JobManager& manager, TomodMetrics* metrics, grpc::CallbackServerContext* context,
-                pb::SubmitResponse* response)
-      : manager_(manager), metrics_(metrics), context_(context), response_(response) {
-    StartRead(&request_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      // The stream ended (half-close or cancellation) before upload_end.
-      absl::Status status;
-      if (!upload_) {
-        status = absl::InvalidArgumentError(
-            "the Submit stream ended before its first message, the spec");
-      } else {
-        status = absl::InvalidArgumentError(absl::StrCat(
-            "the upload of job ", upload_->job_id(), " ended after ", upload_->received_bytes(),
-            " of ", upload_->expected_bytes(), " bytes without upload_end; the job is removed"));
-        upload_->Abort(context_->IsCancelled() ? absl::CancelledError("the client cancelled")
-                                               : status);
-      }
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    absl::StatusOr<Next> next = Handle();
-    if (!next.ok()) {
-      if (upload_) upload_->Abort(next.status());
-      Finish(ToGrpcStatus(next.status()));
-      return;
-    }
-    if (*next == Next::kRead) StartRead(&request_);
-  }
-
-  void OnDone() override { delete this; }  // ~Upload removes an uncommitted job
-
- private:
-  // What the reactor does after a message: read the next one, or leave it to a callback
-  // (the writer's on_room, or the commit that finishes the call).
-  enum class Next { kRead, kCallback };
-
-  absl::StatusOr<Next> Handle() {
-    switch (request_.part_case()) {
-      case pb::SubmitRequest::kSpec: {
-        if (upload_) {
-          return absl::InvalidArgumentError(
-              "spec: sent twice; a Submit stream carries one spec, then data");
-        }
-        absl::StatusOr<std::unique_ptr<Upload>> upload =
-            manager_.BeginUpload(request_.spec(), ClientIdentity(*context_));
-        if (!upload.ok()) {
-          if (metrics_ != nullptr) {
-            metrics_->SubmitRefused(absl::StatusCodeToString(upload.status().code()));
-          }
-          return upload.status();
-        }
-        upload_ = std::move(*upload);
-        if (upload_->existing_job()) {
-          // A retry of a Submit that was committed: answer now rather than take the data
-          // again. The client sees its next Write fail and Finish return this reply.
-          *response_->mutable_job() = *upload_->existing_job();
-          Finish(grpc::Status::OK);
-          return Next::kCallback;
-        }
-        upload_->SetOnRoom([this] { StartRead(&request_); });
-        return Next::kRead;
-      }
-      case pb::SubmitRequest::kData: {
-        if (!upload_) {
-          return absl::InvalidArgumentError(
-              "data: sent before spec; the first SubmitRequest must be the spec");
-        }
-        if (metrics_ != nullptr) metrics_->UploadBytes(request_.data().size());
-        absl::StatusOr<bool> room = upload_->Append(std::move(*request_.mutable_data()));
-        if (!room.ok()) return room.status();
-        return *room ? Next::kRead : Next::kCallback;
-      }
-      case pb::SubmitRequest::kUploadEnd: {
-        if (!upload_) {
-          return absl::InvalidArgumentError(
-              "upload_end: sent before spec; the first SubmitRequest must be the spec");
-        }
-        upload_->CommitAsync(request_.upload_end().total_bytes(), request_.upload_end().crc32(),
-                             [this](absl::StatusOr<pb::Job> job) {
-                               if (job.ok()) {
-                                 *response_->mutable_job() = std::move(*job);
-                                 Finish(grpc::Status::OK);
-                               } else {
-                                 Finish(ToGrpcStatus(job.status()));
-                               }
-                             });
-        return Next::kCallback;
-      }
-      case pb::SubmitRequest::PART_NOT_SET:
-        break;
-    }
-    return absl::InvalidArgumentError(
-        "SubmitRequest: no part set; expected one of spec, data, upload_end");
-  }
-
-  JobManager& manager_;
-  TomodMetrics* metrics_;
-  grpc::CallbackServerContext* context_;
-  pb::SubmitResponse* response_;
-  pb::SubmitRequest request_;
-  std::unique_ptr<Upload> upload_;
-};
 
 // ---------------------------------------------------------------- WatchJob
 
@@ -578,7 +466,12 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
 
 grpc::ServerReadReactor<pb::SubmitRequest>* ReconstructionService::Submit(
     grpc::CallbackServerContext* context, pb::SubmitResponse* response) {
-  return new SubmitReactor(manager_, metrics_, context, response);
+  return NewSubmitReactor(manager_, striped_uploads_, metrics_, context, response);
+}
+
+grpc::ServerReadReactor<pb::SubmitStripeRequest>* ReconstructionService::SubmitStripe(
+    grpc::CallbackServerContext* context, pb::SubmitStripeResponse* response) {
+  return NewSubmitStripeReactor(striped_uploads_, metrics_, context, response);
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetJob(grpc::CallbackServerContext* context,
@@ -674,6 +567,7 @@ grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
     out->mutable_result_ttl()->set_nanos(static_cast<int32_t>(nanos % 1000000000));
   }
   response->set_spool_used_bytes(manager_.spool_used_bytes());
+  response->set_max_upload_streams(kMaxUploadStripes);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -1,10 +1,9 @@
 // ReconstructionService: tomoserve.v1.Reconstruction on gRPC's callback API, a thin layer
 // that maps the wire onto JobManager (job_manager.h) and absl::Status onto gRPC codes.
 //
-//   Submit       ServerReadReactor: spec first (validated before any data is stored, the
-//                caller counted against --max_jobs_per_client as ClientIdentity names it),
-//                data chunks straight to the spool file, upload_end -> QUEUED -> reply.
-//                Any failure, a stream that ends early or a client cancel remove the job.
+//   Submit       ServerReadReactors (upload_reactors.h): spec, data chunks straight to
+//   SubmitStripe the spool file's writer, upload_end -> QUEUED -> reply; a striped upload's
+//                stripes 1..N-1 on SubmitStripe calls (striped_upload.h).
 //   WatchJob     ServerWriteReactor and JobWatcher: current state, then every event until
 //                a terminal state; no thread per watcher (writes chained by OnWriteDone).
 //   FetchResult  ServerWriteReactor: 1 MiB chunks from the offset; the last message has
@@ -17,7 +16,8 @@
 //                FetchReactor reads through transfer::ChunkReader, striped alike.
 //   others       unary, answered at once (ServerUnaryReactor).
 //
-// The service holds no state of its own; it must not outlive the manager and registry.
+// The service's only state is the registry of striped uploads in progress, for SubmitStripe
+// calls to find; it must not outlive the manager and registry.
 //
 //   ReconstructionService service(manager, registry);
 //   builder.RegisterService(&service);
@@ -25,6 +25,7 @@
 
 #include "core/algorithms/reconstruction.h"
 #include "server/job_manager.h"
+#include "server/striped_upload.h"
 #include "server/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
@@ -48,6 +49,9 @@ class ReconstructionService final : public tomoserve::v1::Reconstruction::Callba
 
   grpc::ServerReadReactor<tomoserve::v1::SubmitRequest>* Submit(
       grpc::CallbackServerContext* context, tomoserve::v1::SubmitResponse* response) override;
+  grpc::ServerReadReactor<tomoserve::v1::SubmitStripeRequest>* SubmitStripe(
+      grpc::CallbackServerContext* context,
+      tomoserve::v1::SubmitStripeResponse* response) override;
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
                                    const tomoserve::v1::GetJobRequest* request,
                                    tomoserve::v1::Job* response) override;
@@ -74,6 +78,7 @@ class ReconstructionService final : public tomoserve::v1::Reconstruction::Callba
   JobManager& manager_;
   const core::AlgorithmRegistry& registry_;
   TomodMetrics* metrics_;
+  StripedUploadRegistry striped_uploads_;
 };
 
 }  // namespace tomo::server
