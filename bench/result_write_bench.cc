@@ -2,7 +2,9 @@
 // FDK case) lands in a file, fsynced, when written by T threads: each thread writes its own
 // range with pwrite(), copies it into a shared mapping of the file, or does either into a
 // file that posix_fallocate sized first (on tmpfs that reserves the pages, so that a full
-// file system is an error, not a SIGBUS in the copy). It answers whether tomod's result write (one
+// file system is an error, not a SIGBUS in the copy), or copies into a mapping after each
+// thread populated its own range (MADV_POPULATE_WRITE: the pages reserved in parallel;
+// core/io/mapped_range.h, what tomod and the client do). It answers whether tomod's result write (one
 // thread's write(), then fsync) would gain from more threads on the machine at hand.
 //
 //   build/bin/result-write-bench --dir /dev/shm [--mb 540] [--threads 1,2,4,8] [--repeat 5]
@@ -25,10 +27,11 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "core/io/mapped_range.h"
 
 namespace {
 
-enum class Mode { kPwrite, kMapped, kFallocatedPwrite, kFallocatedMapped };
+enum class Mode { kPwrite, kMapped, kFallocatedPwrite, kFallocatedMapped, kPopulatedMapped };
 
 const char* ModeName(Mode mode) {
   switch (mode) {
@@ -40,6 +43,8 @@ const char* ModeName(Mode mode) {
       return "fallocate+pwrite";
     case Mode::kFallocatedMapped:
       return "fallocate+mapped";
+    case Mode::kPopulatedMapped:
+      return "populate+mapped";
   }
   return "?";
 }
@@ -63,7 +68,25 @@ double WriteOnce(const std::string& path, const std::vector<char>& source, Mode 
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return -1;
   bool ok = true;
-  if (mode == Mode::kMapped || mode == Mode::kFallocatedMapped) {
+  if (mode == Mode::kPopulatedMapped) {
+    void* mapping = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0
+                        ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                        : MAP_FAILED;
+    if (mapping == MAP_FAILED) {
+      ok = false;
+    } else {
+      std::atomic<bool> failed{false};
+      InRanges(bytes, threads, [&](uint64_t begin, uint64_t end) {
+        const absl::Status copied = tomo::core::CopyIntoMappedRange(
+            fd, static_cast<char*>(mapping), 0, begin, source.data() + begin, end - begin, path);
+        if (!copied.ok()) {
+          std::fprintf(stderr, "result-write-bench: %s\n", copied.ToString().c_str());
+          failed = true;
+        }
+      });
+      ok = ::munmap(mapping, bytes) == 0 && !failed;
+    }
+  } else if (mode == Mode::kMapped || mode == Mode::kFallocatedMapped) {
     const bool sized = mode == Mode::kMapped
                            ? ::ftruncate(fd, static_cast<off_t>(bytes)) == 0
                            : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0;
@@ -123,8 +146,8 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(megabytes), path.c_str(), repeat);
   std::printf("%-18s %7s %9s %7s %9s\n", "mode", "threads", "median s", "GB/s", "best s");
   for (int threads : thread_counts) {
-    for (Mode mode :
-         {Mode::kPwrite, Mode::kMapped, Mode::kFallocatedPwrite, Mode::kFallocatedMapped}) {
+    for (Mode mode : {Mode::kPwrite, Mode::kMapped, Mode::kFallocatedPwrite,
+                      Mode::kFallocatedMapped, Mode::kPopulatedMapped}) {
       std::vector<double> seconds;
       for (int r = 0; r < repeat; ++r) {
         const double s = WriteOnce(path, source, mode, threads);

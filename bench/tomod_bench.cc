@@ -19,7 +19,7 @@
 //          submitted, no id twice).
 //
 //   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL
-//       [--large] [--large-repeats 3] [--large-warmups 1] [--download-streams 1] [--many] [--fdk-side 512] [--clients 20] [--jobs 50]
+//       [--large] [--large-repeats 3] [--large-warmups 1] [--download-streams 1] [--upload-streams 1] [--many] [--fdk-side 512] [--clients 20] [--jobs 50]
 //       [--json out.json]
 // Data files and downloads go to --work-dir (put it on tmpfs so that the client's own disk
 // does not limit what is measured).
@@ -309,7 +309,8 @@ int Main(int argc, char** argv) {
               json_path;
   bool large = false, many = false;
   uint32_t fdk_side = 512;
-  int clients = 20, jobs = 50, large_repeats = 3, large_warmups = 1, download_streams = 1;
+  int clients = 20, jobs = 50, large_repeats = 3, large_warmups = 1, download_streams = 1,
+      upload_streams = 1;
   app.add_option("--server", server, "tomod's address");
   app.add_option("--work-dir", work_dir, "where data files and downloads go (tmpfs advised)");
   app.add_option("--spool-dir", spool_dir,
@@ -330,6 +331,9 @@ int Main(int argc, char** argv) {
   app.add_option("--download-streams", download_streams,
                  "striped streams of each fetch (ClientOptions::download_streams)")
       ->check(CLI::Range(1, client::kMaxDownloadStreams));
+  app.add_option("--upload-streams", upload_streams,
+                 "striped streams of each large upload (ClientOptions::upload_streams)")
+      ->check(CLI::Range(1, client::kMaxUploadStreams));
   app.add_option("--clients", clients, "client threads")->check(CLI::Range(1, 1000));
   app.add_option("--jobs", jobs, "jobs per client")->check(CLI::Range(1, 100000));
   app.add_option("--json", json_path, "write the results as JSON here");
@@ -338,6 +342,7 @@ int Main(int argc, char** argv) {
   fs::create_directories(work_dir, error);
   client::ClientOptions client_options;
   client_options.download_streams = download_streams;
+  client_options.upload_streams = upload_streams;
   client::TomoClient client(server, client_options);
   std::string json = "{";
   if (large) {

@@ -21,6 +21,7 @@
 #include "proto/transfer/chunk_reader.h"
 #include "proto/transfer/chunk_writer.h"
 #include "proto/transfer/crc32.h"
+#include "proto/transfer/mapped_file_writer.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -160,6 +161,21 @@ absl::StatusOr<v1::ResultFile> PublishFetched(const std::string& partial_path,
   file.set_size_bytes(size);
   file.set_crc32(crc);
   return file;
+}
+
+// A MappedFileWriter of [offset, file_bytes) of the partial file open as fd (not taken:
+// the writer gets a duplicate) when it pays off: file_bytes known (an older tomod sends 0),
+// at least min_bytes, and the file on tmpfs. Null when it does not.
+absl::StatusOr<std::unique_ptr<transfer::MappedFileWriter>> MappedWriterIfItPays(
+    int fd, const std::string& partial_path, uint64_t offset, uint64_t file_bytes,
+    uint64_t min_bytes) {
+  if (file_bytes == 0 || file_bytes < min_bytes || offset > file_bytes ||
+      !transfer::MappedFileWriter::Suits(fd)) {
+    return nullptr;
+  }
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoStatus(errno, "cannot duplicate the descriptor of", partial_path);
+  return transfer::MappedFileWriter::Create(copy, partial_path, offset, file_bytes, {});
 }
 
 }  // namespace
@@ -351,7 +367,7 @@ absl::Status TomoClient::Delete(const std::string& job_id) {
 }
 
 uint32_t TomoClient::UploadStreams(uint64_t total_bytes) {
-  if (options_.upload_streams <= 1 || total_bytes < kMinStripedUploadBytes) return 1;
+  if (options_.upload_streams <= 1 || total_bytes < options_.striped_upload_min_bytes) return 1;
   uint32_t streams = static_cast<uint32_t>(options_.upload_streams);
   {
     std::lock_guard<std::mutex> lock(download_mu_);
@@ -475,7 +491,8 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
                                                      bool* offset_refused) {
   *offset_refused = false;
   const std::string partial_path = output_path + ".partial";
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (resume ? 0 : O_TRUNC);
+  // O_RDWR: a shared mapping (MappedFileWriter) needs the file open for reading too.
+  int flags = O_RDWR | O_CREAT | O_CLOEXEC | (resume ? 0 : O_TRUNC);
   Fd fd(::open(partial_path.c_str(), flags, 0644));
   if (fd.get() < 0) return ErrnoStatus(errno, "cannot create", partial_path);
   off_t end = ::lseek(fd.get(), 0, SEEK_END);
@@ -491,9 +508,12 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
     prefix_crc = *crc;
   }
   // This thread only receives; a writer thread writes and checksum threads checksum, so
-  // that the download runs at the wire's speed rather than the sum of the three.
-  std::unique_ptr<transfer::ChunkWriter> writer =
-      transfer::ChunkWriter::Create(fd.Release(), partial_path, {});
+  // that the download runs at the wire's speed rather than the sum of the three. The
+  // writer is chosen on the first message, which tells the file's size: a large file on
+  // tmpfs is copied through a mapping by several threads (mapped), anything else is
+  // written by one thread (writer).
+  std::unique_ptr<transfer::ChunkWriter> writer;
+  std::unique_ptr<transfer::MappedFileWriter> mapped;
 
   grpc::ClientContext context;
   v1::FetchResultRequest request;
@@ -514,6 +534,21 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
           absl::StrCat("fetch ", job_id, "/", result_name, ": data after the last message"));
       break;
     }
+    if (!writer && !mapped) {
+      absl::StatusOr<std::unique_ptr<transfer::MappedFileWriter>> made = MappedWriterIfItPays(
+          fd.get(), partial_path, offset, response.file_bytes(),
+          options_.mapped_download_min_bytes);
+      if (!made.ok()) {
+        local_error = made.status();
+        break;
+      }
+      mapped = std::move(*made);
+      if (mapped) {
+        ++mapped_fetches_;
+      } else {
+        writer = transfer::ChunkWriter::Create(fd.Release(), partial_path, {});
+      }
+    }
     if (!response.data().empty()) {
       if (response.offset() != offset) {
         local_error = absl::DataLossError(absl::StrCat(
@@ -521,13 +556,17 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
             response.offset(), ", expected ", offset));
         break;
       }
+      const uint64_t at = offset;
       offset += response.data().size();
-      absl::StatusOr<bool> room = writer->Append(std::move(*response.mutable_data()));
+      absl::StatusOr<bool> room =
+          mapped ? mapped->Append(at, std::move(*response.mutable_data()))
+                 : writer->Append(std::move(*response.mutable_data()));
       if (!room.ok()) {
         local_error = room.status();
         break;
       }
-      if (!*room) writer->WaitForRoom();
+      if (!*room && mapped) mapped->WaitForRoom();
+      if (!*room && writer) writer->WaitForRoom();
     }
     if (response.last()) {
       got_last = true;
@@ -536,23 +575,31 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
     }
     if (on_progress) on_progress(offset, got_last ? total : 0);
   }
+  // A mapped file has its final size from the start: after a failure it is cut to the
+  // bytes copied in one run from the fetch's offset, so that a resume starts there.
+  auto keep_what_arrived = [&]() {
+    if (mapped) mapped->CutToWrittenPrefix().IgnoreError();
+    if (writer) writer->Finish(/*sync=*/true).IgnoreError();
+  };
   if (!local_error.ok()) {
     context.TryCancel();
     reader->Finish();
+    keep_what_arrived();
     return local_error;
   }
   grpc::Status status = reader->Finish();
   if (status.error_code() == grpc::StatusCode::ABORTED) {
     // tomod streamed a result being written and the job did not succeed: those bytes are
     // no result, not even the start of one to resume.
-    writer->Finish(/*sync=*/false).IgnoreError();
+    if (writer) writer->Finish(/*sync=*/false).IgnoreError();
     writer.reset();
+    mapped.reset();
     ::unlink(partial_path.c_str());
     return FromGrpcStatus(status);
   }
   if (!status.ok()) {
     // What arrived is kept (written and synced) for a resume.
-    writer->Finish(/*sync=*/true).IgnoreError();
+    keep_what_arrived();
     // A resume offset beyond the file's end: the partial file is not this result's.
     if (request.offset() > 0 && (status.error_code() == grpc::StatusCode::OUT_OF_RANGE ||
                                  status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)) {
@@ -560,9 +607,31 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
     }
     return FromGrpcStatus(status);
   }
-  absl::StatusOr<transfer::ChunkWriter::Summary> written = writer->Finish(/*sync=*/true);
-  if (!written.ok()) return written.status();
-  writer.reset();  // closes the file
+  transfer::ChunkWriter::Summary written;  // of the bytes from request.offset()
+  if (mapped) {
+    if (!got_last || offset != total || total != mapped->size()) {
+      keep_what_arrived();  // the checks below say what is wrong
+    } else {
+      absl::StatusOr<transfer::MappedFileWriter::Summary> copied = mapped->Finish();
+      if (!copied.ok()) {
+        keep_what_arrived();
+        return copied.status();
+      }
+      written.bytes = copied->bytes;
+      written.crc32 = copied->crc32;
+    }
+    if (got_last && total != mapped->size() && offset == total) {
+      return absl::DataLossError(absl::StrCat("fetch ", job_id, "/", result_name,
+                                              ": tomod said the file has ", mapped->size(),
+                                              " bytes at the start, ", total, " at the end"));
+    }
+    mapped.reset();  // closes its descriptor
+  } else if (writer) {
+    absl::StatusOr<transfer::ChunkWriter::Summary> summary = writer->Finish(/*sync=*/true);
+    if (!summary.ok()) return summary.status();
+    written = *summary;
+    writer.reset();  // closes the file
+  }
   if (!got_last) {
     return absl::DataLossError(absl::StrCat("fetch ", job_id, "/", result_name,
                                             ": the stream ended without its final checksum; "
@@ -573,9 +642,9 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
     return absl::DataLossError(absl::StrCat("fetch ", job_id, "/", result_name, ": received ",
                                             offset, " bytes, tomod says the file has ", total));
   }
-  const uint32_t crc = request.offset() == 0 ? written->crc32
-                                             : transfer::Crc32Combine(prefix_crc, written->crc32,
-                                                                      written->bytes);
+  const uint32_t crc = request.offset() == 0 ? written.crc32
+                                             : transfer::Crc32Combine(prefix_crc, written.crc32,
+                                                                      written.bytes);
   if (crc != expected_crc) {
     ::unlink(partial_path.c_str());
     return CrcMismatchError(absl::StrCat("fetch ", job_id, "/", result_name), partial_path, crc,
@@ -668,9 +737,26 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     contexts.push_back(std::make_unique<grpc::ClientContext>());
   }
   std::vector<StripeReceipt> receipts(streams);
-  std::mutex mu;             // guards first_error, received, known_total and on_progress
+  std::mutex mu;  // guards first_error, received, known_total, on_progress and the writer
   absl::Status first_error;  // the first stream's failure; the others are then cancelled
   uint64_t received = 0, known_total = 0;
+  // Chosen on the first message of any stream, which tells the file's size: a large file
+  // on tmpfs is copied through a mapping by several threads (each stream's thread appends
+  // its units), anything else pwritten by the streams' threads.
+  bool writer_chosen = false;
+  std::unique_ptr<transfer::MappedFileWriter> mapped;
+  auto choose_writer = [&](uint64_t file_bytes) -> absl::StatusOr<transfer::MappedFileWriter*> {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!writer_chosen) {
+      writer_chosen = true;
+      absl::StatusOr<std::unique_ptr<transfer::MappedFileWriter>> made = MappedWriterIfItPays(
+          fd.get(), partial_path, offset, file_bytes, options_.mapped_download_min_bytes);
+      if (!made.ok()) return made.status();
+      mapped = std::move(*made);
+      if (mapped) ++mapped_fetches_;
+    }
+    return mapped.get();
+  };
   auto fail = [&](absl::Status status) {
     std::lock_guard<std::mutex> lock(mu);
     if (!first_error.ok()) return;
@@ -700,13 +786,25 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     uint64_t next = offset;  // where this stripe's next bytes may start
     v1::FetchResultResponse response;
     absl::Status local_error;
+    transfer::MappedFileWriter* writer = nullptr;  // null: pwrite
+    bool first_message = true;
     while (reader->Read(&response)) {
       if (receipt.got_last) {
         local_error = absl::DataLossError(
             absl::StrCat(what, ": stream ", k, " sent data after its last message"));
         break;
       }
+      if (first_message) {
+        first_message = false;
+        absl::StatusOr<transfer::MappedFileWriter*> chosen = choose_writer(response.file_bytes());
+        if (!chosen.ok()) {
+          local_error = chosen.status();
+          break;
+        }
+        writer = *chosen;
+      }
       const std::string& data = response.data();
+      const uint64_t data_bytes = data.size();
       if (!data.empty()) {
         const auto [begin, end] = stripe.NextRange(next, unit);
         if (response.offset() != begin || data.size() > end - begin) {
@@ -716,13 +814,22 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
               " at offset ", begin));
           break;
         }
-        local_error = WriteAt(fd.get(), data, begin, partial_path);
-        if (!local_error.ok()) break;
+        const uint32_t data_crc = transfer::Crc32Update(0, data.data(), data.size());
+        if (writer != nullptr) {
+          absl::StatusOr<bool> room = writer->Append(begin, std::move(*response.mutable_data()));
+          if (!room.ok()) {
+            local_error = room.status();
+            break;
+          }
+          if (!*room) writer->WaitForRoom();
+        } else {
+          local_error = WriteAt(fd.get(), data, begin, partial_path);
+          if (!local_error.ok()) break;
+        }
         StripeReceipt::Unit& got = receipt.units[(begin - offset) / unit];
-        got.crc32 = transfer::Crc32Combine(
-            got.crc32, transfer::Crc32Update(0, data.data(), data.size()), data.size());
-        got.bytes += data.size();
-        next = begin + data.size();
+        got.crc32 = transfer::Crc32Combine(got.crc32, data_crc, data_bytes);
+        got.bytes += data_bytes;
+        next = begin + data_bytes;
       }
       if (response.last()) {
         receipt.got_last = true;
@@ -730,7 +837,7 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
         receipt.crc32 = response.crc32();
       }
       std::lock_guard<std::mutex> lock(mu);
-      received += data.size();
+      received += data_bytes;
       if (response.last()) known_total = response.total_bytes();
       if (on_progress) on_progress(offset + received, known_total);
     }
@@ -752,6 +859,17 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
   std::vector<std::thread> threads;
   for (uint32_t k = 0; k < streams; ++k) threads.emplace_back(receive, k);
   for (std::thread& thread : threads) thread.join();
+  // The mapped copies done: the file holds every byte appended, or, after a failed copy,
+  // the run copied from offset (a gap is judged below, from the receipts, as for pwrite).
+  uint64_t mapped_prefix = std::numeric_limits<uint64_t>::max();
+  if (mapped) {
+    absl::StatusOr<transfer::MappedFileWriter::Summary> copied = mapped->Finish();
+    if (!copied.ok() && !absl::IsDataLoss(copied.status()) && first_error.ok()) {
+      first_error = copied.status();
+    }
+    mapped_prefix = mapped->written_prefix();
+    mapped.reset();  // unmapped; its descriptor (a duplicate of fd) closed
+  }
 
   // The units in file order; the longest prefix of the file that arrived, and its CRC-32.
   std::map<uint64_t, StripeReceipt::Unit> units;
@@ -767,6 +885,7 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     crc = transfer::Crc32Combine(crc, it->second.crc32, it->second.bytes);
     if (it->second.bytes < unit) break;  // the file's last unit, or a unit cut short
   }
+  prefix = std::min(prefix, mapped_prefix);  // crc is then not prefix's: no longer used
   // Keeps [0, prefix) for a resume, synced; the descriptor is closed.
   auto keep_prefix = [&]() {
     if (::ftruncate(fd.get(), static_cast<off_t>(prefix)) != 0 || ::fsync(fd.get()) != 0) {

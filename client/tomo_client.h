@@ -27,6 +27,10 @@
 //            cancelled and the partial file is cut to the longest prefix that arrived, so
 //            that the next Fetch resumes from there.
 //            A TomoClient made from a channel runs the N streams on that one channel.
+//            A large download (ClientOptions::mapped_download_min_bytes, the size known
+//            from the first message's file_bytes) into tmpfs is copied into the partial
+//            file through a shared mapping by several threads (transfer::MappedFileWriter):
+//            tmpfs serialises one file's write()s, so one writer thread is the limit there.
 //   WatchAndFetch  Watch, and Fetch of one result started as soon as tomod writes it (on
 //            the "write results" progress event), so that the download overlaps the
 //            writing of the file: the job's end and the verified file.
@@ -59,6 +63,7 @@
 //       client.Fetch(job->id(), "volume.raw", "out/volume.raw");
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -93,16 +98,21 @@ struct ClientOptions {
   // many as it takes. One gRPC stream holds an upload near 2.1-2.6 GB/s on loopback
   // (bench/NOTES.md v0.11).
   int upload_streams = 1;
+  // Inputs smaller than this go on one stream whatever upload_streams says: below a few
+  // units the streams' set-up costs more than it saves.
+  uint64_t striped_upload_min_bytes = uint64_t{64} << 20;
+  // Fetch writes a file of at least this many bytes on tmpfs through a shared mapping
+  // copied by several threads (transfer::MappedFileWriter), rather than by one writer
+  // thread (one stream) or pwrite (striped); 0 for every size. Never for a tomod that does
+  // not announce the size (FetchResultResponse.file_bytes) nor off tmpfs.
+  uint64_t mapped_download_min_bytes = uint64_t{64} << 20;
 };
 
 // Most streams of one Fetch (ClientOptions::download_streams) and the stripe unit it asks
 // for.
 inline constexpr int kMaxDownloadStreams = 16;
-// Most streams of one Submit (ClientOptions::upload_streams), and the input's size below
-// which a Submit uses one stream: below a few units the streams' set-up costs more than it
-// saves.
+// Most streams of one Submit (ClientOptions::upload_streams).
 inline constexpr int kMaxUploadStreams = 16;
-inline constexpr uint64_t kMinStripedUploadBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kDownloadStripeBytes = 1 << 20;
 
 // Bytes done and the total, for uploads and downloads.
@@ -178,6 +188,9 @@ class TomoClient {
                                              const ByteProgressFn& on_progress = {});
   absl::StatusOr<tomoserve::v1::ServerInfo> GetServerInfo();
 
+  // Fetch calls (one stream or striped) that wrote through a shared mapping so far.
+  uint64_t mapped_fetches() const { return mapped_fetches_.load(); }
+
   // The generated stub, for what this class does not wrap.
   tomoserve::v1::Reconstruction::Stub& stub() { return *stub_; }
 
@@ -220,6 +233,7 @@ class TomoClient {
   std::vector<std::unique_ptr<tomoserve::v1::Reconstruction::Stub>> download_stubs_;
   // ServerInfo.max_upload_streams, once asked (under download_mu_).
   std::optional<uint32_t> server_upload_streams_;
+  std::atomic<uint64_t> mapped_fetches_{0};
 };
 
 // The channel TomoClient makes for a target: credentials and message sizes from options.

@@ -262,6 +262,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
       return;
     }
     response_.Clear();
+    if (sent_messages_++ == 0) response_.set_file_bytes(file_.size_bytes());
     if (chunk->has_value()) {
       response_.set_offset((*chunk)->offset);  // one file: offsets in it are the file's
       sent_bytes_ += (*chunk)->bytes.size();
@@ -290,6 +291,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
   pb::ResultFile file_;
   std::unique_ptr<transfer::ChunkReader> reader_;
   uint64_t sent_bytes_ = 0;
+  uint64_t sent_messages_ = 0;  // the first carries file_bytes
   pb::FetchResultResponse response_;
 };
 
@@ -423,6 +425,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
   // empty message at the end, as a fetch from a file's end sends).
   void SetChunk(uint64_t begin, uint64_t end) {
     response_.Clear();
+    if (sent_messages_++ == 0) response_.set_file_bytes(size_);
     response_.set_offset(begin);
     if (end > begin) {
       response_.set_data(reinterpret_cast<const char*>(volume_->data()) + begin, end - begin);
@@ -456,6 +459,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
   const uint64_t size_;
   const transfer::StripeLayout stripe_;
   uint64_t offset_;
+  uint64_t sent_messages_ = 0;  // the first carries file_bytes
   pb::FetchResultResponse response_;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   pb::JobState end_state_ ABSL_GUARDED_BY(mu_) = pb::JOB_STATE_UNSPECIFIED;

@@ -9,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "server/client_identity.h"
 #include "server/grpc_status.h"
+#include "server/log.h"
 
 namespace tomo::server {
 
@@ -150,6 +151,8 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
     if (stripes.count > 1) {
       striped_ = std::make_shared<StripedUpload>(std::move(*upload), client, stripes);
       striped_uploads_.Add(striped_);
+      Log(absl::StrCat("job ", striped_->job_id(), " upload striped over ", stripes.count,
+                       " streams in units of ", stripes.unit_bytes, " bytes"));
       context_->AddInitialMetadata(kJobIdMetadataKey, striped_->job_id());
       StartSendInitialMetadata();
       return Next::kRead;

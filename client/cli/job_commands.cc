@@ -143,12 +143,14 @@ struct SubmitArgs {
   std::string name;
   std::string idempotency_key;
   int download_streams = 1;  // ClientOptions::download_streams
+  int upload_streams = 1;    // ClientOptions::upload_streams
 };
 
-// ClientOptions with --download_streams.
-client::ClientOptions DownloadOptions(int download_streams) {
+// ClientOptions with --download_streams (and --upload_streams).
+client::ClientOptions DownloadOptions(int download_streams, int upload_streams = 1) {
   client::ClientOptions options;
   options.download_streams = download_streams;
+  options.upload_streams = upload_streams;
   return options;
 }
 
@@ -177,7 +179,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     return Fail("submit", sized);
   }
 
-  TomoClient client(global.server, DownloadOptions(args.download_streams));
+  TomoClient client(global.server, DownloadOptions(args.download_streams, args.upload_streams));
   ProgressBar bar(ProgressWanted(global));
   absl::StatusOr<v1::Job> job;
   // A connection lost mid-upload (tomod restarting, say) is retried a few times: the key
@@ -541,6 +543,10 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                     "with --wait: download each result as this many striped streams, each on "
                     "its own connection (1..16; default 1)")
         ->check(CLI::Range(1, client::kMaxDownloadStreams));
+    sub->add_option("--upload_streams,--upload-streams", args->upload_streams,
+                    "upload inputs of 64 MiB or more as this many striped streams, each on "
+                    "its own connection (1..16; default 1)")
+        ->check(CLI::Range(1, client::kMaxUploadStreams));
     commands.push_back({sub, [g, args] { return RunSubmit(*g, *args); }});
   }
   {

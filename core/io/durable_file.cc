@@ -1,9 +1,7 @@
 #include "core/io/durable_file.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/mman.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/io/mapped_range.h"
 
 namespace tomo::core {
 namespace {
@@ -59,36 +58,39 @@ absl::Status RenameDurably(const std::string& temporary, const std::string& path
   return SyncPath(directory, O_RDONLY | O_DIRECTORY, "sync directory");
 }
 
-bool OnTmpfs(int fd) {
-  struct statfs fs;
-  return ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-}
-
 // tmpfs takes the inode's lock for every write(), so one thread's write() is the limit
-// (2.3-3.3 GB/s on the H100 machine, page allocation included); faults on a shared mapping
-// are taken by several threads at once (540 MB: 0.213 s by write(), 0.144 s by 8 threads
-// copying into a mapping; bench/result_write_bench.cc). The pages are reserved first by
-// fallocate, so that a full tmpfs is ENOSPC here rather than a SIGBUS during the copy.
+// (2.1-2.9 GB/s on the H100 machine, page allocation included); faults on a shared mapping
+// are taken by several threads at once (540 MB: 0.26 s by write(), 0.175 s by 8 threads
+// copying into a mapping; bench/result_write_bench.cc). Each thread first allocates its own
+// range's pages (core/io/mapped_range.h: MADV_POPULATE_WRITE, in parallel), so that a full
+// tmpfs is an error here rather than a SIGBUS during the copy; a serial posix_fallocate of
+// the whole file before the copy ate most of the gain (0.228 s).
 absl::Status CopyIntoMapping(int fd, absl::string_view bytes, const std::string& path,
                              int threads) {
-  // posix_fallocate returns the error rather than setting errno.
-  if (const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes.size())); error != 0) {
-    return ErrnoError(error, "reserve space for", path);
+  if (::ftruncate(fd, static_cast<off_t>(bytes.size())) != 0) {
+    return MappedWriteError(errno, "reserve space for", path, 0, bytes.size());
   }
-  void* mapping = ::mmap(nullptr, bytes.size(), PROT_WRITE, MAP_SHARED, fd, 0);
+  void* mapping = ::mmap(nullptr, bytes.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (mapping == MAP_FAILED) return ErrnoError(errno, "map", path);
   // Page-aligned ranges, so that no two threads fault the same page.
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t per_thread = (bytes.size() / threads + page - 1) / page * page;
+  std::vector<absl::Status> copied((bytes.size() + per_thread - 1) / per_thread);
   std::vector<std::thread> copying;
-  for (size_t begin = 0; begin < bytes.size(); begin += per_thread) {
+  for (size_t begin = 0, k = 0; begin < bytes.size(); begin += per_thread, ++k) {
     const size_t size = std::min(per_thread, bytes.size() - begin);
-    copying.emplace_back([=] {
-      std::memcpy(static_cast<char*>(mapping) + begin, bytes.data() + begin, size);
+    copying.emplace_back([=, &copied] {
+      copied[k] = CopyIntoMappedRange(fd, static_cast<char*>(mapping), 0, begin,
+                                      bytes.data() + begin, size, path);
     });
   }
   for (std::thread& thread : copying) thread.join();
-  if (::munmap(mapping, bytes.size()) != 0) return ErrnoError(errno, "unmap", path);
+  const bool unmapped = ::munmap(mapping, bytes.size()) == 0;
+  const int unmap_error = errno;
+  for (absl::Status& status : copied) {
+    if (!status.ok()) return status;
+  }
+  if (!unmapped) return ErrnoError(unmap_error, "unmap", path);
   return absl::OkStatus();
 }
 
@@ -101,7 +103,7 @@ absl::Status WritePiecesDurably(const std::string& path, absl::string_view head,
   absl::Status written;
   const absl::string_view whole = tail.empty() ? head : head.empty() ? tail : absl::string_view();
   if (!whole.empty() && whole.size() >= parallel.min_bytes && parallel.threads > 1 &&
-      OnTmpfs(fd)) {
+      IsOnTmpfs(fd)) {
     written = CopyIntoMapping(fd, whole, temporary, parallel.threads);
   } else {
     written = WriteAll(fd, head, temporary);

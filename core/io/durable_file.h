@@ -34,8 +34,9 @@ struct ParallelWrite {
 };
 
 // Writes the pieces, one after another, as the file path (through a temporary file).
-// Errors name the temporary file and the failing step; a full tmpfs is RESOURCE_EXHAUSTED
-// ("cannot reserve space for ..."), never a SIGBUS.
+// Errors name the temporary file and the failing step; on the parallel path a full tmpfs
+// (or a file-size limit) is RESOURCE_EXHAUSTED ("cannot reserve space for ..."), never a
+// SIGBUS: each thread populates its range first (core/io/mapped_range.h).
 absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes,
                               const ParallelWrite& parallel = {});
 absl::Status WriteFileDurably(const std::string& path, absl::string_view head,

@@ -1,6 +1,10 @@
 // Unit tests of the client library (client/tomo_client.h, client/job_spec_json.h) against an
 // in-process fake of the service, so that the wire behaviour the real daemon never shows
 // (a stream that breaks halfway, a wrong final checksum) is covered too.
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -60,6 +64,9 @@ class FakeService final : public v1::Reconstruction::Service {
   // The first FetchResult is FAILED_PRECONDITION (a result tomod does not stream early).
   bool refuse_first = false;
   std::atomic<int> fetch_calls{0};
+  // The first message of every FetchResult call carries file_bytes (false: a tomod older
+  // than that field).
+  bool announce_size = true;
 
   // WatchJob sends these events; after one whose stage is "write results" it waits (up to
   // 5 s) for a FetchResult call before the next. GetJob answers job when set.
@@ -71,6 +78,7 @@ class FakeService final : public v1::Reconstruction::Service {
   std::string submitted_data;
   v1::UploadEnd submitted_end;
   v1::JobSpec submitted_spec;
+  bool submitted_striping = false;
 
   std::mutex mu;
 
@@ -83,6 +91,7 @@ class FakeService final : public v1::Reconstruction::Service {
         case v1::SubmitRequest::kSpec:
           submit_kinds.push_back("spec");
           submitted_spec = request.spec();
+          submitted_striping = request.has_striping();
           if (request.spec().priority() == 99) {
             return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                 "priority: 99 is not liked here");
@@ -136,6 +145,7 @@ class FakeService final : public v1::Reconstruction::Service {
       }
       v1::FetchResultResponse response;
       const uint64_t n = std::min<uint64_t>(1000, file.size() - at);
+      if (announce_size && at == request->offset()) response.set_file_bytes(file.size());
       response.set_offset(at);
       response.set_data(file.substr(at, n));
       at += n;
@@ -154,11 +164,12 @@ class FakeService final : public v1::Reconstruction::Service {
   // stripe u % stripe_count, each sent in messages of at most 64 KiB.
   grpc::Status FetchStripe(grpc::ServerContext* context, const v1::FetchResultRequest& request,
                            grpc::ServerWriter<v1::FetchResultResponse>* writer) {
-    bool breaks = false;
+    bool breaks = false, announce = false;
     uint64_t break_at = 0;
     uint32_t crc_xor = 0;
     {
       std::lock_guard<std::mutex> lock(mu);
+      announce = announce_size;
       fetch_offsets.push_back(request.offset());
       breaks = static_cast<int>(request.stripe_index()) == break_stripe;
       if (breaks) break_stripe = -1;
@@ -186,6 +197,7 @@ class FakeService final : public v1::Reconstruction::Service {
         }
         const uint64_t n = std::min<uint64_t>(64 << 10, unit_end - at);
         v1::FetchResultResponse response;
+        if (announce && sent == 0) response.set_file_bytes(file.size());
         response.set_offset(at);
         response.set_data(file.substr(at, n));
         writer->Write(response);
@@ -195,6 +207,7 @@ class FakeService final : public v1::Reconstruction::Service {
     }
     if (!breaks) ++stripes_done;
     v1::FetchResultResponse last;
+    if (announce && sent == 0) last.set_file_bytes(file.size());  // a stripe without a unit
     last.set_offset(file.size());
     last.set_last(true);
     last.set_total_bytes(file.size());
@@ -316,6 +329,35 @@ TEST_F(ClientTest, SubmitSendsSpecChunksAndEnd) {
   EXPECT_EQ(service_.submitted_spec.input().size_bytes(), data.size());
   EXPECT_EQ(progress.front(), 0u);
   EXPECT_EQ(progress.back(), data.size());
+}
+
+TEST_F(ClientTest, UploadStreamsWithATomodThatTakesNoneSendOneStream) {
+  // The fake answers GetServerInfo without max_upload_streams, as a tomod from before
+  // striped uploads does: a striped spec would leave such a tomod waiting.
+  const std::string data = Pattern((5u << 20) + 5);
+  WriteAll(dir_ + "/a.raw", data);
+  ClientOptions options;
+  options.upload_streams = 4;
+  options.striped_upload_min_bytes = 0;
+  TomoClient client(target_, options);
+  absl::StatusOr<v1::Job> job = client.Submit(v1::JobSpec(), {dir_ + "/a.raw"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::lock_guard<std::mutex> lock(service_.mu);
+  EXPECT_FALSE(service_.submitted_striping);
+  EXPECT_EQ(service_.submitted_data, data);
+}
+
+TEST_F(ClientTest, UploadStreamsOutOfRangeIsInvalidArgument) {
+  WriteAll(dir_ + "/a.raw", "data");
+  for (int streams : {0, kMaxUploadStreams + 1}) {
+    ClientOptions options;
+    options.upload_streams = streams;
+    absl::StatusOr<v1::Job> job = TomoClient(target_, options).Submit(v1::JobSpec(), {dir_ + "/a.raw"});
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(job.status().message().find("upload_streams: " + std::to_string(streams)),
+              std::string::npos)
+        << job.status();
+  }
 }
 
 TEST_F(ClientTest, SubmitRefusalsKeepCodeAndMessage) {
@@ -449,6 +491,132 @@ TEST_F(ClientTest, StripedFetchRejectsAWrongChecksumAndRemovesThePartialFile) {
   EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();
   EXPECT_NE(file.status().message().find("CRC-32"), std::string::npos) << file.status();
   EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
+// ----------------------------------------------------------------------------- mapped
+
+// A directory on tmpfs (/dev/shm: tmpfs on every Linux machine we build on), made for one
+// test and removed after it: downloads there are written through a mapping.
+class TmpfsDirectory {
+ public:
+  TmpfsDirectory()
+      : path_("/dev/shm/tomo_client_test-" + std::to_string(::getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name()) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+    struct statfs info;
+    EXPECT_EQ(::statfs(path_.c_str(), &info), 0);
+    EXPECT_EQ(info.f_type, TMPFS_MAGIC) << path_ << " is not on tmpfs";
+  }
+  ~TmpfsDirectory() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A client that writes downloads of any size on tmpfs through a mapping.
+std::unique_ptr<TomoClient> MappingClient(const std::string& target, int streams) {
+  ClientOptions options;
+  options.download_streams = streams;
+  options.mapped_download_min_bytes = 0;
+  return std::make_unique<TomoClient>(target, options);
+}
+
+// One stream and three striped streams into tmpfs take the mapped path (counted) and give
+// the file, over a poisoned partial file; a tomod that does not send file_bytes gets the
+// old path and the same file.
+TEST_F(ClientTest, DownloadIntoTmpfsIsWrittenThroughAMapping) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  const TmpfsDirectory tmpfs;
+  service_.file = RandomBytes(seed, (7u << 19) + 4321);  // 3.5 MiB + 4321: 4 units
+  const uint32_t crc = Crc32Update(0, service_.file.data(), service_.file.size());
+  for (int streams : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << streams << " streams");
+    const std::string out = tmpfs.path() + "/volume-" + std::to_string(streams) + ".raw";
+    WriteAll(out + ".partial", RandomBytes(seed + 1, service_.file.size() + 10));
+    std::unique_ptr<TomoClient> client = MappingClient(target_, streams);
+    absl::StatusOr<v1::ResultFile> file =
+        client->Fetch("job-1", "volume.raw", out, /*resume=*/false);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(client->mapped_fetches(), 1u) << "the mapped path was not taken";
+    EXPECT_TRUE(ReadAll(out) == service_.file) << "the file's bytes differ";
+    EXPECT_EQ(file->crc32(), crc);
+    EXPECT_EQ(file->size_bytes(), service_.file.size());
+    EXPECT_FALSE(fs::exists(out + ".partial"));
+
+    service_.announce_size = false;
+    const std::string old_path = tmpfs.path() + "/old-" + std::to_string(streams) + ".raw";
+    absl::StatusOr<v1::ResultFile> old = client->Fetch("job-1", "volume.raw", old_path);
+    service_.announce_size = true;
+    ASSERT_TRUE(old.ok()) << old.status();
+    EXPECT_EQ(client->mapped_fetches(), 1u) << "mapped without the file's size";
+    EXPECT_TRUE(ReadAll(old_path) == service_.file);
+  }
+  // Below the size limit (64 MiB by default): not mapped.
+  const std::string small = tmpfs.path() + "/small.raw";
+  ASSERT_TRUE(client_->Fetch("job-1", "volume.raw", small).ok());
+  EXPECT_EQ(client_->mapped_fetches(), 0u);
+  EXPECT_TRUE(ReadAll(small) == service_.file);
+}
+
+// One stream broken mid-way: the mapped partial file (sized for the whole file at first) is
+// cut to the bytes that came, which are the file's; the resumed fetch is mapped too and
+// keeps that prefix.
+TEST_F(ClientTest, MappedDownloadBrokenMidwayKeepsAPrefixAndResumes) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  const TmpfsDirectory tmpfs;
+  service_.file = RandomBytes(seed, (3u << 20) + 777);
+  const uint64_t break_after = 1200000 + 1000 * (seed % 1000);
+  service_.break_after = break_after;
+  const std::string out = tmpfs.path() + "/volume.raw";
+  std::unique_ptr<TomoClient> client = MappingClient(target_, 1);
+  absl::StatusOr<v1::ResultFile> first = client->Fetch("job-1", "volume.raw", out);
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  EXPECT_EQ(client->mapped_fetches(), 1u) << "the mapped path was not taken";
+  const std::string partial = ReadAll(out + ".partial");
+  EXPECT_EQ(partial.size(), break_after);
+  EXPECT_TRUE(partial == service_.file.substr(0, partial.size())) << "not the file's bytes";
+
+  absl::StatusOr<v1::ResultFile> second = client->Fetch("job-1", "volume.raw", out);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(client->mapped_fetches(), 2u) << "the resumed fetch was not mapped";
+  EXPECT_EQ(service_.fetch_offsets, (std::vector<uint64_t>{0, partial.size()}));
+  EXPECT_TRUE(ReadAll(out) == service_.file) << "the file's bytes differ";
+  EXPECT_EQ(second->crc32(), Crc32Update(0, service_.file.data(), service_.file.size()));
+}
+
+// Striped into tmpfs, stream 1 failing halfway through unit 1 after units 0, 2 and 3 came:
+// the partial file is cut to unit 0 and the half of unit 1, the right bytes; the resumed
+// striped fetch (mapped, from that offset) completes it.
+TEST_F(ClientTest, MappedStripedDownloadWithAFailedStreamKeepsAPrefixAndResumes) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  const TmpfsDirectory tmpfs;
+  service_.file = RandomBytes(seed, (7u << 19) + 4321);
+  service_.break_stripe = 1;
+  service_.break_stripe_after = 512 << 10;
+  const std::string out = tmpfs.path() + "/volume.raw";
+  std::unique_ptr<TomoClient> client = MappingClient(target_, 3);
+  absl::StatusOr<v1::ResultFile> first = client->Fetch("job-1", "volume.raw", out);
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  EXPECT_EQ(client->mapped_fetches(), 1u) << "the mapped path was not taken";
+  const std::string partial = ReadAll(out + ".partial");
+  EXPECT_EQ(partial.size(), (1u << 20) + (512u << 10));
+  EXPECT_TRUE(partial == service_.file.substr(0, partial.size())) << "not the file's bytes";
+
+  absl::StatusOr<v1::ResultFile> second = client->Fetch("job-1", "volume.raw", out);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(client->mapped_fetches(), 2u) << "the resumed fetch was not mapped";
+  EXPECT_EQ(service_.fetch_offsets,
+            (std::vector<uint64_t>{0, 0, 0, partial.size(), partial.size(), partial.size()}));
+  EXPECT_TRUE(ReadAll(out) == service_.file) << "the file's bytes differ";
   EXPECT_FALSE(fs::exists(out + ".partial"));
 }
 

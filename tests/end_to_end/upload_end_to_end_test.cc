@@ -224,5 +224,199 @@ TEST_F(UploadTest, ClientLibrarySubmitsAfterFailedUploads) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
 }
 
+// ---------------------------------------------------------------- striped uploads
+
+// The phantom's sinogram (133920 bytes) as a striped upload over 2 streams in units of
+// 64 KiB: stripe 0 (the Submit call) holds units 0 and 2 (2784 bytes), stripe 1 unit 1.
+constexpr uint64_t kStripeUnit = 64 << 10;
+
+class StripedUploadTest : public UploadTest {
+ protected:
+  // Writes the striped spec; the job id from the initial metadata ("" when none came).
+  std::string BeginStriped(grpc::ClientContext& context,
+                           grpc::ClientWriter<v1::SubmitRequest>& writer, uint32_t count = 2) {
+    v1::SubmitRequest request;
+    *request.mutable_spec() = spec_;
+    request.mutable_striping()->set_count(count);
+    request.mutable_striping()->set_unit_bytes(kStripeUnit);
+    if (!writer.Write(request)) return "";
+    writer.WaitForInitialMetadata();
+    const auto& metadata = context.GetServerInitialMetadata();
+    auto id = metadata.find("tomo-job-id");
+    return id == metadata.end() ? "" : std::string(id->second.data(), id->second.size());
+  }
+  // Stripe 0's unit u (0 or 2).
+  bool WriteUnit(grpc::ClientWriter<v1::SubmitRequest>& writer, uint64_t u) {
+    v1::SubmitRequest request;
+    request.set_data(data_.substr(u * kStripeUnit, kStripeUnit));
+    return writer.Write(request);
+  }
+  static v1::SubmitStripeRequest Open(const std::string& job_id, uint32_t index) {
+    v1::SubmitStripeRequest request;
+    request.mutable_open()->set_job_id(job_id);
+    request.mutable_open()->set_stripe_index(index);
+    return request;
+  }
+  v1::SubmitStripeRequest Unit1(uint64_t offset) const {
+    v1::SubmitStripeRequest request;
+    request.mutable_data()->set_offset(offset);
+    request.mutable_data()->set_data(data_.substr(kStripeUnit, kStripeUnit));
+    return request;
+  }
+  bool WriteEnd(grpc::ClientWriter<v1::SubmitRequest>& writer) {
+    v1::SubmitRequest end;
+    end.mutable_upload_end()->set_total_bytes(data_.size());
+    end.mutable_upload_end()->set_crc32(client::Crc32Update(0, data_.data(), data_.size()));
+    return writer.Write(end);
+  }
+};
+
+TEST_F(StripedUploadTest, TwoStripesByHandMakeTheJobWithTheSameBytes) {
+  ASSERT_EQ(data_.size(), 133920u);
+  grpc::ClientContext context;
+  v1::SubmitResponse response;
+  auto writer = stub_->Submit(&context, &response);
+  const std::string id = BeginStriped(context, *writer);
+  ASSERT_FALSE(id.empty()) << "no tomo-job-id in the initial metadata";
+  // Stripe 1 first: its unit waits in tomod until unit 0 comes.
+  {
+    grpc::ClientContext stripe_context;
+    v1::SubmitStripeResponse stripe_response;
+    auto stripe = stub_->SubmitStripe(&stripe_context, &stripe_response);
+    ASSERT_TRUE(stripe->Write(Open(id, 1)));
+    ASSERT_TRUE(stripe->Write(Unit1(kStripeUnit)));
+    stripe->WritesDone();
+    grpc::Status status = stripe->Finish();
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(stripe_response.received_bytes(), kStripeUnit);
+  }
+  ASSERT_TRUE(WriteUnit(*writer, 0));
+  ASSERT_TRUE(WriteUnit(*writer, 2));
+  ASSERT_TRUE(WriteEnd(*writer));
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.job().id(), id);
+  EXPECT_EQ(response.job().input_bytes(), data_.size());
+  EXPECT_EQ(FileBytes(spool_dir() + "/jobs/" + id + "/input.bin"), data_);
+}
+
+TEST_F(StripedUploadTest, TheClientLibraryStripesALargeUploadOverThreeConnections) {
+  const std::string phantom = MakePhantom("large", 1024, 800);  // 3.3 MB: 4 units of 1 MiB
+  absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(phantom + "/job.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string data = FileBytes(phantom + "/sinogram.raw");
+  // Two files, split inside unit 1: that unit is sent as one message all the same.
+  const std::string head = phantom + "/head.raw", tail = phantom + "/tail.raw";
+  WriteBytes(head, data.substr(0, (3 << 19) + 100));
+  WriteBytes(tail, data.substr((3 << 19) + 100));
+  client::ClientOptions options;
+  options.upload_streams = 3;
+  options.striped_upload_min_bytes = 0;
+  client::TomoClient client(server(), options);
+  std::vector<uint64_t> progress;
+  absl::StatusOr<v1::Job> job =
+      client.Submit(*spec, {head, tail}, [&](uint64_t sent, uint64_t total) {
+        EXPECT_EQ(total, data.size());
+        progress.push_back(sent);
+      });
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->input_bytes(), data.size());
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back(), data.size());
+  EXPECT_EQ(FileBytes(spool_dir() + "/jobs/" + job->id() + "/input.bin"), data);
+  EXPECT_NE(FileBytes(tomod_log()).find("job " + job->id() + " upload striped over 3 streams"),
+            std::string::npos);
+  EXPECT_TRUE(client.Cancel(job->id()).ok());
+}
+
+TEST_F(StripedUploadTest, AStripeCancelledBeforeItsUnitLeavesNoJob) {
+  grpc::ClientContext context;
+  v1::SubmitResponse response;
+  auto writer = stub_->Submit(&context, &response);
+  const std::string id = BeginStriped(context, *writer);
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(WriteUnit(*writer, 0));
+  {
+    grpc::ClientContext stripe_context;
+    v1::SubmitStripeResponse stripe_response;
+    auto stripe = stub_->SubmitStripe(&stripe_context, &stripe_response);
+    ASSERT_TRUE(stripe->Write(Open(id, 1)));
+    absl::SleepFor(absl::Milliseconds(200));  // tomod has taken the open
+    stripe_context.TryCancel();
+    EXPECT_EQ(stripe->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  WriteEnd(*writer);
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  EXPECT_FALSE(status.ok());
+  std::cout << "stripe cancelled: " << status.error_code() << " " << status.error_message() << "\n";
+  ExpectNoJobLeft("a striped upload with a cancelled stripe");
+}
+
+TEST_F(StripedUploadTest, RefusalsNameTheFieldAndLeaveNoJob) {
+  {  // A stripe of a job that has no striped upload.
+    grpc::ClientContext context;
+    v1::SubmitStripeResponse response;
+    auto stripe = stub_->SubmitStripe(&context, &response);
+    stripe->Write(Open("20260101-000000-000000-000000000000", 1));
+    stripe->WritesDone();
+    grpc::Status status = stripe->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(status.error_message().find("has no striped upload in progress"), std::string::npos)
+        << status.error_message();
+  }
+  {  // Too many stripes: refused before any job exists.
+    grpc::ClientContext context;
+    v1::SubmitResponse response;
+    auto writer = stub_->Submit(&context, &response);
+    EXPECT_EQ(BeginStriped(context, *writer, 17), "");
+    grpc::Status status = writer->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("striping.count: 17"), std::string::npos)
+        << status.error_message();
+  }
+  {  // upload_end while stripe 1 has not ended.
+    grpc::ClientContext context;
+    v1::SubmitResponse response;
+    auto writer = stub_->Submit(&context, &response);
+    const std::string id = BeginStriped(context, *writer);
+    ASSERT_FALSE(id.empty());
+    ASSERT_TRUE(WriteUnit(*writer, 0));
+    ASSERT_TRUE(WriteUnit(*writer, 2));
+    WriteEnd(*writer);
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("upload_end: stripe 1 of 2 of job " + id +
+                                          " has not ended"),
+              std::string::npos)
+        << status.error_message();
+  }
+  {  // A unit at the wrong offset fails its stripe and the Submit call.
+    grpc::ClientContext context;
+    v1::SubmitResponse response;
+    auto writer = stub_->Submit(&context, &response);
+    const std::string id = BeginStriped(context, *writer);
+    ASSERT_FALSE(id.empty());
+    grpc::ClientContext stripe_context;
+    v1::SubmitStripeResponse stripe_response;
+    auto stripe = stub_->SubmitStripe(&stripe_context, &stripe_response);
+    stripe->Write(Open(id, 1));
+    stripe->Write(Unit1(0));
+    stripe->WritesDone();
+    grpc::Status stripe_status = stripe->Finish();
+    EXPECT_EQ(stripe_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(stripe_status.error_message().find("data.offset: 0; stripe 1 of 2 of job " + id +
+                                                 " expects its next unit at 65536"),
+              std::string::npos)
+        << stripe_status.error_message();
+    WriteUnit(*writer, 0);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  ExpectNoJobLeft("refused striped uploads");
+}
+
 }  // namespace
 }  // namespace tomo::testing

@@ -960,5 +960,74 @@ TEST_F(EarlyFetchServiceTest, StripedEarlyFetchOfACancelledJobAbortsEveryStripe)
   }
 }
 
+// ---------------------------------------------------------------- file_bytes
+
+// The whole file's size on the first message of a call and on no other (0 there), so that
+// a client can map its file before the bytes come; the last message's total_bytes agrees.
+void ExpectFileBytesOnTheFirstMessageOnly(const Fetched& fetched, uint64_t file_bytes) {
+  ASSERT_FALSE(fetched.messages.empty());
+  EXPECT_EQ(fetched.messages.front().file_bytes(), file_bytes);
+  for (size_t m = 1; m < fetched.messages.size(); ++m) {
+    EXPECT_EQ(fetched.messages[m].file_bytes(), 0u) << "message " << m;
+  }
+  if (fetched.messages.back().last()) {
+    EXPECT_EQ(fetched.messages.back().total_bytes(), file_bytes);
+  }
+}
+
+// A fetch of the finished file, from 0 and from an offset: file_bytes is the whole file's.
+TEST_F(EarlyFetchServiceTest, PlainFetchSendsFileBytesFirst) {
+  release_.Notify();
+  const std::string id = SubmitJob();
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(WaitForEndOf(id), pb::JOB_STATE_SUCCEEDED);
+  for (uint64_t offset : {uint64_t{0}, uint64_t{1000}, uint64_t{kBytes}}) {
+    SCOPED_TRACE(::testing::Message() << "offset " << offset);
+    FetchStream stream(*stub_, id, "volume.raw", offset);
+    const Fetched fetched = stream.WaitForEnd();
+    ASSERT_TRUE(fetched.status.ok()) << fetched.status.error_message();
+    EXPECT_EQ(fetched.data.size(), kBytes - offset);
+    ExpectFileBytesOnTheFirstMessageOnly(fetched, kBytes);
+  }
+}
+
+// Each stream of a striped fetch, those without a unit included (their one message is both
+// the first and the last).
+TEST_F(EarlyFetchServiceTest, StripedFetchSendsFileBytesFirstInEachStream) {
+  release_.Notify();
+  const std::string id = SubmitJob();
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(WaitForEndOf(id), pb::JOB_STATE_SUCCEEDED);
+  for (uint64_t unit : {uint64_t{64} << 10, uint64_t{8} << 20}) {
+    SCOPED_TRACE(::testing::Message() << "units of " << unit << " bytes");
+    const std::vector<Fetched> stripes = WaitForAll(StartStriped(id, 777, 3, unit));
+    for (size_t k = 0; k < stripes.size(); ++k) {
+      SCOPED_TRACE(::testing::Message() << "stripe " << k);
+      ASSERT_TRUE(stripes[k].status.ok()) << stripes[k].status.error_message();
+      ExpectFileBytesOnTheFirstMessageOnly(stripes[k], kBytes);
+    }
+  }
+}
+
+// The early fetch of a result being written: file_bytes on its first message, sent before
+// the job ends (the second and last waits for it).
+TEST_F(EarlyFetchServiceTest, EarlyFetchSendsFileBytesFirst) {
+  const std::string id = SubmitJob();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(writing_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  FetchStream stream(*stub_, id, "volume.raw", 0);
+  ASSERT_TRUE(stream.WaitForBytes(kFetchChunkBytes));
+  bool ended = true;
+  const Fetched so_far = stream.Snapshot(&ended);
+  EXPECT_FALSE(ended) << "the job is held: the last message cannot have come";
+  ASSERT_FALSE(so_far.messages.empty());
+  EXPECT_FALSE(so_far.messages.front().last());
+  EXPECT_EQ(so_far.messages.front().file_bytes(), kBytes);
+  release_.Notify();
+  const Fetched fetched = stream.WaitForEnd();
+  ASSERT_TRUE(fetched.status.ok()) << fetched.status.error_message();
+  ExpectFileBytesOnTheFirstMessageOnly(fetched, kBytes);
+}
+
 }  // namespace
 }  // namespace tomo::server

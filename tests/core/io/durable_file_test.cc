@@ -74,8 +74,9 @@ TEST(DurableFileTest, ParallelWriteOnTmpfsHoldsExactlyTheBytes) {
 TEST(DurableFileTest, FileTooLargeForItsLimitIsAnErrorNotASignal) {
   const fs::path dir = TmpfsDirectory();
   const fs::path path = dir / "volume.raw";
-  // The file-size limit makes the space reservation fail the way a full tmpfs does; without
-  // it the copy into the mapping would die of SIGBUS. SIGXFSZ ignored, so that the call
+  // The file-size limit makes the space reservation (the file's size set before it is
+  // mapped) fail the way a full tmpfs does; without it the copy into the mapping would die
+  // of SIGBUS. SIGXFSZ ignored, so that the call
   // returns EFBIG instead of ending the process.
   struct rlimit saved;
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
@@ -91,6 +92,7 @@ TEST(DurableFileTest, FileTooLargeForItsLimitIsAnErrorNotASignal) {
   ::setrlimit(RLIMIT_FSIZE, &saved);
   ::sigaction(SIGXFSZ, &previous, nullptr);
   ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.code(), absl::StatusCode::kResourceExhausted) << written;
   EXPECT_THAT(written.message(), HasSubstr("cannot reserve space for"));
   EXPECT_THAT(written.message(), HasSubstr(dir.string()));
   EXPECT_FALSE(fs::exists(path));

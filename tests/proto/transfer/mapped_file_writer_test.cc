@@ -1,0 +1,237 @@
+#include "proto/transfer/mapped_file_writer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/transfer/crc32.h"
+#include "tests/proto/transfer/random_bytes.h"
+
+namespace tomo::transfer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// [offset, offset + bytes) of the file.
+struct Piece {
+  uint64_t offset = 0, bytes = 0;
+};
+
+// [begin, size) cut into pieces of 1 byte .. max_bytes, in random order.
+std::vector<Piece> ShuffledPieces(uint64_t begin, uint64_t size, uint64_t max_bytes,
+                                  std::mt19937_64& rng) {
+  std::vector<Piece> pieces;
+  for (uint64_t at = begin; at < size;) {
+    const uint64_t bytes = std::min(size - at, 1 + rng() % max_bytes);
+    pieces.push_back({at, bytes});
+    at += bytes;
+  }
+  std::shuffle(pieces.begin(), pieces.end(), rng);
+  return pieces;
+}
+
+// The writer is meant for tmpfs (/dev/shm on the machines we build on); it works anywhere.
+class MappedFileWriterTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path("/dev/shm") /
+           ("mapped_file_writer_test_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    path_ = (dir_ / "volume.raw.partial").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // path_ holding bytes.
+  void WriteFile(const std::string& bytes) {
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    out << bytes;
+    ASSERT_TRUE(out.good());
+  }
+  std::string ReadFile() const {
+    std::ifstream in(path_, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  int OpenReadWrite() {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    EXPECT_GE(fd, 0) << path_;
+    return fd;
+  }
+  std::unique_ptr<MappedFileWriter> Create(uint64_t begin, uint64_t size,
+                                           MappedFileWriter::Options options = {}) {
+    absl::StatusOr<std::unique_ptr<MappedFileWriter>> writer =
+        MappedFileWriter::Create(OpenReadWrite(), path_, begin, size, std::move(options));
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    return writer.ok() ? std::move(*writer) : nullptr;
+  }
+  // Appends data's bytes of each piece (data holds the whole file).
+  static void AppendPieces(MappedFileWriter& writer, const std::string& data,
+                           const std::vector<Piece>& pieces) {
+    for (const Piece& piece : pieces) {
+      absl::StatusOr<bool> room =
+          writer.Append(piece.offset, data.substr(piece.offset, piece.bytes));
+      ASSERT_TRUE(room.ok()) << room.status();
+      if (!*room) writer.WaitForRoom();
+    }
+  }
+
+  fs::path dir_;
+  std::string path_;
+};
+
+// Fresh random bytes in random-order chunks of random sizes from three producer threads,
+// over a longer file of poison and through a small queue: the file is exactly the bytes,
+// and the CRC-32 theirs.
+TEST_F(MappedFileWriterTest, RandomOrderChunksFromThreeThreadsAreTheFile) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t size = (uint64_t{9} << 20) + rng() % 100000;  // not page-aligned
+  const std::string data = RandomBytes(rng, size);
+  WriteFile(std::string(size + 12345, '\xa5'));
+  MappedFileWriter::Options options;
+  options.max_queued_bytes = 1 << 20;
+  options.copy_threads = 4;
+  std::unique_ptr<MappedFileWriter> writer = Create(0, size, options);
+  ASSERT_NE(writer, nullptr);
+  const std::vector<Piece> pieces = ShuffledPieces(0, size, 300 << 10, rng);
+  std::vector<std::vector<Piece>> shares(3);
+  for (size_t i = 0; i < pieces.size(); ++i) shares[i % 3].push_back(pieces[i]);
+  std::vector<std::thread> producers;
+  for (const std::vector<Piece>& share : shares) {
+    producers.emplace_back([&writer, &data, &share] { AppendPieces(*writer, data, share); });
+  }
+  for (std::thread& producer : producers) producer.join();
+  absl::StatusOr<MappedFileWriter::Summary> summary = writer->Finish();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->bytes, size);
+  EXPECT_EQ(summary->crc32, Crc32Update(0, data.data(), data.size()));
+  EXPECT_EQ(writer->written_prefix(), size);
+  writer.reset();
+  const std::string file = ReadFile();
+  EXPECT_EQ(file.size(), size);
+  EXPECT_TRUE(file == data) << "the file's bytes differ";
+}
+
+// begin > 0: the first begin bytes (not page-aligned) are left as they are.
+TEST_F(MappedFileWriterTest, ResumeKeepsThePrefix) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t size = (uint64_t{3} << 20) + 777, begin = 1000000 + rng() % 4096;
+  const std::string data = RandomBytes(rng, size);
+  WriteFile(data.substr(0, begin) + std::string(50000, '\xa5'));
+  std::unique_ptr<MappedFileWriter> writer = Create(begin, size);
+  ASSERT_NE(writer, nullptr);
+  AppendPieces(*writer, data, ShuffledPieces(begin, size, 200 << 10, rng));
+  absl::StatusOr<MappedFileWriter::Summary> summary = writer->Finish();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->bytes, size - begin);
+  EXPECT_EQ(summary->crc32, Crc32Update(0, data.data() + begin, size - begin));
+  writer.reset();
+  EXPECT_TRUE(ReadFile() == data) << "the file's bytes differ";
+}
+
+// A missing range is DATA_LOSS naming it; the file can then be cut to the bytes before it.
+TEST_F(MappedFileWriterTest, GapIsDataLossAndTheWrittenPrefixIsKept) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t size = uint64_t{2} << 20, begin = 4321;
+  const uint64_t gap_begin = begin + 100000 + rng() % 500000, gap_end = gap_begin + 65536;
+  const std::string data = RandomBytes(rng, size);
+  WriteFile(data.substr(0, begin));
+  std::unique_ptr<MappedFileWriter> writer = Create(begin, size);
+  ASSERT_NE(writer, nullptr);
+  std::vector<Piece> pieces = ShuffledPieces(begin, gap_begin, 70000, rng);
+  for (const Piece& piece : ShuffledPieces(gap_end, size, 70000, rng)) pieces.push_back(piece);
+  AppendPieces(*writer, data, pieces);
+  absl::StatusOr<MappedFileWriter::Summary> summary = writer->Finish();
+  ASSERT_EQ(summary.status().code(), absl::StatusCode::kDataLoss) << summary.status();
+  EXPECT_THAT(summary.status().message(),
+              AllOf(HasSubstr(path_), HasSubstr(absl::StrCat("[", gap_begin, ", ", gap_end))));
+  EXPECT_EQ(writer->written_prefix(), gap_begin);
+  ASSERT_TRUE(writer->CutToWrittenPrefix().ok());
+  writer.reset();
+  EXPECT_TRUE(ReadFile() == data.substr(0, gap_begin)) << "not the prefix";
+}
+
+// Bytes that come twice are DATA_LOSS naming them; a chunk outside [begin, size) is refused.
+TEST_F(MappedFileWriterTest, OverlapIsDataLoss) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t size = 1 << 20, begin = 100;
+  const std::string data = RandomBytes(rng, size);
+  std::unique_ptr<MappedFileWriter> writer = Create(begin, size);
+  ASSERT_NE(writer, nullptr);
+  AppendPieces(*writer, data, ShuffledPieces(begin, size, 50000, rng));
+  const uint64_t again = begin + 1000 + rng() % 100000;
+  AppendPieces(*writer, data, {{again, 10}});
+  EXPECT_EQ(writer->Append(begin - 1, std::string(1, 'x')).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(writer->Append(size - 5, std::string(6, 'x')).status().code(),
+            absl::StatusCode::kDataLoss);
+  absl::StatusOr<MappedFileWriter::Summary> summary = writer->Finish();
+  ASSERT_EQ(summary.status().code(), absl::StatusCode::kDataLoss) << summary.status();
+  EXPECT_THAT(summary.status().message(), AllOf(HasSubstr(path_), HasSubstr("more than once")));
+  EXPECT_THAT(summary.status().message(), HasSubstr(absl::StrCat(", ", again + 10, ")")));
+}
+
+// A file over the process's size limit fails the way a full tmpfs does: RESOURCE_EXHAUSTED
+// naming the file, and no signal. SIGXFSZ ignored, so that the call returns EFBIG instead of
+// ending the process.
+TEST_F(MappedFileWriterTest, FileOverItsSizeLimitIsResourceExhaustedNotASignal) {
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct sigaction ignore = {}, previous = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
+  struct rlimit limited = saved;
+  limited.rlim_cur = 1 << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  absl::StatusOr<std::unique_ptr<MappedFileWriter>> writer =
+      MappedFileWriter::Create(OpenReadWrite(), path_, 0, 4 << 20, {});
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::sigaction(SIGXFSZ, &previous, nullptr);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kResourceExhausted) << writer.status();
+  EXPECT_THAT(writer.status().message(), HasSubstr(path_));
+}
+
+// Nothing to write (a resume from the file's end): Finish is the empty file's CRC, 0.
+TEST_F(MappedFileWriterTest, NothingToWriteFinishesEmpty) {
+  const uint64_t seed = TestSeed();
+  std::mt19937_64 rng(seed);
+  const std::string data = RandomBytes(rng, 5000);
+  WriteFile(data);
+  std::unique_ptr<MappedFileWriter> writer = Create(data.size(), data.size());
+  ASSERT_NE(writer, nullptr);
+  absl::StatusOr<MappedFileWriter::Summary> summary = writer->Finish();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->bytes, 0u);
+  EXPECT_EQ(summary->crc32, 0u);
+  writer.reset();
+  EXPECT_TRUE(ReadFile() == data);
+}
+
+}  // namespace
+}  // namespace tomo::transfer
