@@ -9,6 +9,10 @@
 //            before the data, which is then not sent): the same key makes a retry safe. When the spec's
 //            input.size_bytes is 0 it is filled from the files' total size; when it is set
 //            and differs, nothing is sent (INVALID_ARGUMENT naming input.size_bytes).
+//            With ClientOptions::upload_streams = N > 1 an input of striped_upload_min_bytes
+//            or more goes as a striped upload (client/striped_submit.cc): N streams on N
+//            connections, each carrying every N-th MiB, if tomod takes them
+//            (ServerInfo.max_upload_streams, asked once).
 //   Watch    calls on_event for every JobEvent until the server closes the stream (the
 //            job ended: OK) or the stream breaks (its status).
 //   Fetch    downloads one result into `output_path + ".partial"`, resuming from that

@@ -108,6 +108,7 @@
 #include "core/devices/devices.h"
 #include "core/operators/backend.h"
 #include "proto/transfer/chunk_writer.h"
+#include "proto/transfer/mapped_file_writer.h"
 #include "server/input_prefetch.h"
 #include "server/job_queue.h"
 #include "server/job_spec.h"
@@ -409,7 +410,10 @@ class JobManager {
 };
 
 // One job's upload: bytes go to the spool file, counted and checksummed on a
-// transfer::ChunkWriter's threads, so the Submit stream's thread only queues them. Any
+// transfer::ChunkWriter's threads, so the Submit stream's thread only queues them; a large
+// input on a tmpfs spool goes through a transfer::MappedFileWriter instead (8 threads
+// copying into a mapping: tmpfs serialises one file's write()s, and one writer thread held
+// uploads near 2.3 GB/s on the H100 machine, bench/NOTES.md v0.11). Any
 // error from Append or Commit, and destruction before a successful Commit, remove the job
 // and its files. Append from one thread (the Submit stream's); CommitAsync's callback runs
 // on the writer's thread, after the fsync.
@@ -425,6 +429,9 @@ class Upload {
   // Set when the spec's idempotency_key names a job that tomod already has: there is
   // nothing to upload; Append discards its data and Commit returns this job.
   const std::optional<tomoserve::v1::Job>& existing_job() const { return existing_; }
+  // The input goes to the spool through a mapping copied by several threads (a large
+  // input on tmpfs), not one writer thread.
+  bool writes_through_mapping() const { return mapped_ != nullptr; }
 
   // Called (on the writer's thread) when a full queue has room again; set before Append.
   void SetOnRoom(std::function<void()> on_room) { on_room_ = std::move(on_room); }
@@ -465,7 +472,10 @@ class Upload {
   uint64_t received_bytes_ = 0;
   std::function<void()> on_room_;
   std::shared_ptr<UploadFeed> feed_;  // may be null
+  // One of them (none for an existing job's Upload).
   std::unique_ptr<transfer::ChunkWriter> writer_;
+  std::unique_ptr<transfer::MappedFileWriter> mapped_;
+  absl::Status writer_error_;  // the MappedFileWriter could not be made
   std::optional<tomoserve::v1::Job> existing_;
   bool done_ = false;
 };

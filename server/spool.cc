@@ -139,7 +139,8 @@ absl::Status Spool::PublishResults(const std::string& id) const {
 }
 
 absl::StatusOr<AppendFile> AppendFile::Create(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // Readable too: an upload on tmpfs is written through a shared mapping (job_manager.cc).
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, "create", path);
   return AppendFile(path, fd);
 }

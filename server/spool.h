@@ -85,6 +85,7 @@ class AppendFile {
   // Hands the descriptor over (to a transfer::ChunkWriter); this object then holds none.
   int Release() { return std::exchange(fd_, -1); }
   const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
 
  private:
   AppendFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}

@@ -57,6 +57,11 @@ StripedUpload::~StripedUpload() {
   upload_.reset();
 }
 
+bool StripedUpload::writes_through_mapping() const {
+  absl::MutexLock lock(&mu_);
+  return upload_ != nullptr && upload_->writes_through_mapping();
+}
+
 uint64_t StripedUpload::UnitEnd(uint64_t offset) const {
   return std::min(total_bytes_, (offset / stripes_.unit_bytes + 1) * stripes_.unit_bytes);
 }

@@ -76,6 +76,7 @@ class StripedUpload {
   const std::string& job_id() const { return job_id_; }
   const std::string& client() const { return client_; }
   const UploadStripes& stripes() const { return stripes_; }
+  bool writes_through_mapping() const;
 
   // A SubmitStripe call takes stripe index: INVALID_ARGUMENT when index is out of
   // [1, count) or already taken.

@@ -131,20 +131,36 @@ void MappedFileWriter::CopyLoop() {
     }
     chunk.reset();
     bool notify = false;
+    uint64_t grown_prefix = 0;
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;
       queued_bytes_ -= done.bytes;
       if (!copied.ok() && error_.ok()) error_ = copied;
-      if (!failed && copied.ok()) copied_.push_back(done);
+      if (!failed && copied.ok()) {
+        copied_.push_back(done);
+        if (options_.on_written) grown_prefix = GrowPrefixLocked(done.offset, done.bytes);
+      }
       // A producer waiting for room appends again and learns of an error.
       if (full_ && (queued_bytes_ <= options_.max_queued_bytes / 2 || !error_.ok())) {
         full_ = false;
         notify = static_cast<bool>(options_.on_room);
       }
     }
+    if (grown_prefix > 0) options_.on_written(grown_prefix);
     if (notify) options_.on_room();
   }
+}
+
+uint64_t MappedFileWriter::GrowPrefixLocked(uint64_t offset, uint64_t bytes) {
+  if (prefix_ < begin_) prefix_ = begin_;
+  beyond_prefix_[offset] = offset + bytes;
+  const uint64_t before = prefix_;
+  for (auto next = beyond_prefix_.begin();
+       next != beyond_prefix_.end() && next->first == prefix_; next = beyond_prefix_.erase(next)) {
+    prefix_ = next->second;
+  }
+  return prefix_ > before ? prefix_ : 0;
 }
 
 absl::Status MappedFileWriter::Drain() {

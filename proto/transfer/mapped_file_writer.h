@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -55,6 +56,10 @@ class MappedFileWriter {
     uint64_t max_queued_bytes = uint64_t{64} << 20;
     // Called once, on a copy thread, each time a full queue has room again.
     std::function<void()> on_room;
+    // Called on a copy thread when the run of copied bytes from begin has grown, with its
+    // end (tomod's follower reads the spool file up to there). Calls from different copy
+    // threads may arrive out of order: keep the largest.
+    std::function<void(uint64_t written_prefix)> on_written;
   };
   struct Summary {
     uint64_t bytes = 0;  // size - begin
@@ -111,6 +116,9 @@ class MappedFileWriter {
   void CopyLoop();
   // Waits for every queued chunk, stops the threads and unmaps (once).
   absl::Status Drain();
+  // Records [offset, offset + bytes) as copied for on_written; the new end of the run
+  // from begin when it grew, else 0.
+  uint64_t GrowPrefixLocked(uint64_t offset, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copied chunks in file order.
   std::vector<Copied> SortedCopies() const;
 
@@ -126,6 +134,9 @@ class MappedFileWriter {
   mutable absl::Mutex mu_;
   std::deque<std::shared_ptr<Chunk>> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<Copied> copied_ ABSL_GUARDED_BY(mu_);
+  // For on_written: the run copied from begin, and the copied ranges beyond it (by offset).
+  uint64_t prefix_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, uint64_t> beyond_prefix_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // appended, not yet copied
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;        // being copied
   bool full_ ABSL_GUARDED_BY(mu_) = false;

@@ -2,8 +2,11 @@
 // stay QUEUED and their input stays as uploaded).
 #include "server/striped_upload.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -110,6 +113,76 @@ class StripedUploadTest : public ::testing::Test {
   uint64_t seed_ = 0;
   std::string input_;
 };
+
+// A spool on tmpfs and an input over 64 MiB: the Upload writes through a mapping copied by
+// several threads, fed in order by the stripes.
+TEST(StripedUploadOnTmpfsTest, ALargeInputIsWrittenThroughAMappingAndIsTheInput) {
+  const std::string dir = "/dev/shm/striped_upload_test_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  auto spool = Spool::Open(dir);
+  ASSERT_TRUE(spool.ok()) << spool.status();
+  core::AlgorithmRegistry registry = core::AlgorithmRegistry::WithBuiltins();
+  JobManagerOptions options;
+  options.devices = {core::CpuDevice()};
+  JobManager manager(options, **spool, registry);
+  manager.SetSchedulingPaused(true);
+  ASSERT_TRUE(manager.Start().ok());
+  // 4096 detectors x 4100 views of float32: 67174400 bytes, just over 64 MiB.
+  pb::JobSpec spec = SmallSpec(/*detectors=*/4096, /*views=*/4100, /*n=*/32);
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  const std::string input = RandomInput(spec, seed);
+  auto upload = manager.BeginUpload(spec, "client-a");
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  UploadStripes stripes;
+  stripes.count = 3;
+  stripes.unit_bytes = uint64_t{1} << 20;
+  auto striped = std::make_shared<StripedUpload>(std::move(*upload), "client-a", stripes);
+  EXPECT_TRUE(striped->writes_through_mapping());
+  const std::string id = striped->job_id();
+  ASSERT_TRUE(striped->Open(1).ok());
+  ASSERT_TRUE(striped->Open(2).ok());
+  // Each stripe from its own thread, waiting for its resume when paused.
+  std::vector<std::thread> senders;
+  std::atomic<int> errors{0};
+  for (uint32_t k = 0; k < 3; ++k) {
+    senders.emplace_back([&, k] {
+      Pause pause;
+      for (uint64_t at = k * stripes.unit_bytes; at < input.size(); at += 3 * stripes.unit_bytes) {
+        pause.paused = true;
+        absl::StatusOr<bool> room =
+            striped->Append(k, k == 0 ? std::nullopt : std::optional<uint64_t>(at),
+                            input.substr(at, stripes.unit_bytes), pause.Resume());
+        if (!room.ok()) {
+          ++errors;
+          return;
+        }
+        if (*room) pause.paused = false;
+        if (!pause.WaitUntilResumed()) {
+          ++errors;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& sender : senders) sender.join();
+  ASSERT_EQ(errors, 0);
+  ASSERT_TRUE(striped->EndStripe(1).ok());
+  ASSERT_TRUE(striped->EndStripe(2).ok());
+  absl::Notification done;
+  absl::StatusOr<pb::Job> job;
+  striped->CommitAsync(input.size(), Crc32(input), [&](absl::StatusOr<pb::Job> committed) {
+    job = std::move(committed);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), pb::JOB_STATE_QUEUED);
+  EXPECT_TRUE(ReadFile((*spool)->InputPath(id)) == input) << "the spooled input differs";
+  striped.reset();
+  manager.Shutdown();
+  std::filesystem::remove_all(dir);
+}
 
 TEST(UploadStripingTest, ValidatesCountAndUnit) {
   pb::UploadStriping striping;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -129,6 +130,57 @@ TEST_F(MappedFileWriterTest, RandomOrderChunksFromThreeThreadsAreTheFile) {
   const std::string file = ReadFile();
   EXPECT_EQ(file.size(), size);
   EXPECT_TRUE(file == data) << "the file's bytes differ";
+}
+
+// on_written reports the run copied from begin as it grows: each report's last bytes are in
+// the file already when it comes (read back through the descriptor, not the mapping), and
+// the largest report is the file's end.
+TEST_F(MappedFileWriterTest, OnWrittenReportsTheCopiedRunFromBegin) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t begin = 5000, size = (uint64_t{3} << 20) + rng() % 10000;
+  const std::string data = RandomBytes(rng, size);
+  WriteFile(data.substr(0, begin));
+  const int reader = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  std::mutex mu;
+  uint64_t largest = 0;
+  int reports = 0, wrong = 0;
+  MappedFileWriter::Options options;
+  options.copy_threads = 4;
+  options.on_written = [&](uint64_t prefix) {
+    const uint64_t tail = std::min<uint64_t>(prefix - begin, 4096);
+    std::string got(tail, '\0');
+    const bool read = ::pread(reader, got.data(), tail, static_cast<off_t>(prefix - tail)) ==
+                      static_cast<ssize_t>(tail);
+    std::lock_guard<std::mutex> lock(mu);
+    ++reports;
+    if (!read || got != data.substr(prefix - tail, tail) || prefix <= begin || prefix > size) {
+      ++wrong;
+    }
+    largest = std::max(largest, prefix);
+  };
+  std::unique_ptr<MappedFileWriter> writer = Create(begin, size, options);
+  ASSERT_NE(writer, nullptr);
+  // In order but in small pieces from two threads: the run grows many times.
+  std::vector<Piece> pieces;
+  for (uint64_t at = begin; at < size; at += std::min<uint64_t>(64 << 10, size - at)) {
+    pieces.push_back({at, std::min<uint64_t>(64 << 10, size - at)});
+  }
+  std::vector<std::vector<Piece>> shares(2);
+  for (size_t i = 0; i < pieces.size(); ++i) shares[i % 2].push_back(pieces[i]);
+  std::vector<std::thread> producers;
+  for (const std::vector<Piece>& share : shares) {
+    producers.emplace_back([&writer, &data, &share] { AppendPieces(*writer, data, share); });
+  }
+  for (std::thread& producer : producers) producer.join();
+  ASSERT_TRUE(writer->Finish().ok());
+  ::close(reader);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_GT(reports, 1);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(largest, size);
 }
 
 // begin > 0: the first begin bytes (not page-aligned) are left as they are.
