@@ -105,6 +105,14 @@ class StripedUploadTest : public ::testing::Test {
     return result;
   }
   bool JobExists(const std::string& id) const { return manager_->GetJob(id).ok(); }
+  // Every unit in order, alternating between the two stripes (stripe 1 opened).
+  void AppendEveryUnitOfTwoStripes(StripedUpload& upload) {
+    for (uint64_t u = 0; u < Units(); ++u) {
+      absl::StatusOr<bool> room = upload.Append(
+          u % 2, u % 2 == 0 ? std::nullopt : std::optional<uint64_t>(u * kUnit), Unit(u), [] {});
+      ASSERT_TRUE(room.ok()) << "unit " << u << ": " << room.status();
+    }
+  }
 
   std::unique_ptr<Spool> spool_;
   core::AlgorithmRegistry registry_;
@@ -365,12 +373,8 @@ TEST_F(StripedUploadTest, TheLastUnitIsShortAndAStripeCannotSendMore) {
   ASSERT_TRUE(upload->Open(1).ok());
   // 51 units: the last (50, stripe 0) holds 8 KiB.
   ASSERT_EQ(Units(), 51u);
-  for (uint64_t u = 0; u < Units(); ++u) {
-    absl::StatusOr<bool> room =
-        upload->Append(u % 2, u % 2 == 0 ? std::nullopt : std::optional<uint64_t>(u * kUnit),
-                       Unit(u), [] {});
-    ASSERT_TRUE(room.ok()) << "unit " << u << ": " << room.status();
-  }
+  AppendEveryUnitOfTwoStripes(*upload);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(Unit(50).size(), 8u << 10);
   absl::StatusOr<bool> more = upload->Append(1, 51 * kUnit, Unit(0), [] {});
   EXPECT_EQ(more.status().code(), absl::StatusCode::kInvalidArgument);
@@ -398,12 +402,8 @@ TEST_F(StripedUploadTest, UploadEndBeforeEveryStripeEndedIsInvalidArgument) {
   ASSERT_NE(upload, nullptr);
   const std::string id = upload->job_id();
   ASSERT_TRUE(upload->Open(1).ok());
-  for (uint64_t u = 0; u < Units(); ++u) {
-    ASSERT_TRUE(upload
-                    ->Append(u % 2, u % 2 == 0 ? std::nullopt : std::optional<uint64_t>(u * kUnit),
-                             Unit(u), [] {})
-                    .ok());
-  }
+  AppendEveryUnitOfTwoStripes(*upload);
+  if (HasFatalFailure()) return;
   absl::StatusOr<pb::Job> early = Commit(*upload, Crc32(input_));
   EXPECT_EQ(early.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(early.status().message(),
@@ -416,12 +416,8 @@ TEST_F(StripedUploadTest, AWrongChecksumRemovesTheJob) {
   ASSERT_NE(upload, nullptr);
   const std::string id = upload->job_id();
   ASSERT_TRUE(upload->Open(1).ok());
-  for (uint64_t u = 0; u < Units(); ++u) {
-    ASSERT_TRUE(upload
-                    ->Append(u % 2, u % 2 == 0 ? std::nullopt : std::optional<uint64_t>(u * kUnit),
-                             Unit(u), [] {})
-                    .ok());
-  }
+  AppendEveryUnitOfTwoStripes(*upload);
+  if (HasFatalFailure()) return;
   ASSERT_TRUE(upload->EndStripe(1).ok());
   absl::StatusOr<pb::Job> job = Commit(*upload, Crc32(input_) ^ 1);
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
