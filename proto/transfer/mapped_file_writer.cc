@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<MappedFileWriter>> MappedFileWriter::Create(int f
 
 MappedFileWriter::MappedFileWriter(int fd, std::string path, uint64_t begin, uint64_t size,
                                    Options options)
-    : fd_(fd), path_(std::move(path)), begin_(begin), size_(size), options_(std::move(options)) {}
+    : fd_(fd), path_(std::move(path)), begin_(begin), size_(size), options_(std::move(options)),
+      prefix_(begin) {}
 
 MappedFileWriter::~MappedFileWriter() {
   {
@@ -139,7 +140,7 @@ void MappedFileWriter::CopyLoop() {
       if (!copied.ok() && error_.ok()) error_ = copied;
       if (!failed && copied.ok()) {
         copied_.push_back(done);
-        if (options_.on_written) grown_prefix = GrowPrefixLocked(done.offset, done.bytes);
+        grown_prefix = GrowPrefixLocked(done.offset, done.bytes);
       }
       // A producer waiting for room appends again and learns of an error.
       if (full_ && (queued_bytes_ <= options_.max_queued_bytes / 2 || !error_.ok())) {
@@ -147,18 +148,19 @@ void MappedFileWriter::CopyLoop() {
         notify = static_cast<bool>(options_.on_room);
       }
     }
-    if (grown_prefix > 0) options_.on_written(grown_prefix);
+    if (grown_prefix > 0 && options_.on_written) options_.on_written(grown_prefix);
     if (notify) options_.on_room();
   }
 }
 
 uint64_t MappedFileWriter::GrowPrefixLocked(uint64_t offset, uint64_t bytes) {
-  if (prefix_ < begin_) prefix_ = begin_;
-  beyond_prefix_[offset] = offset + bytes;
+  uint64_t& end = beyond_prefix_[offset];
+  end = std::max(end, offset + bytes);
   const uint64_t before = prefix_;
+  // Overlapping copies (an error Finish reports) still count: what is copied is copied.
   for (auto next = beyond_prefix_.begin();
-       next != beyond_prefix_.end() && next->first == prefix_; next = beyond_prefix_.erase(next)) {
-    prefix_ = next->second;
+       next != beyond_prefix_.end() && next->first <= prefix_; next = beyond_prefix_.erase(next)) {
+    prefix_ = std::max(prefix_, next->second);
   }
   return prefix_ > before ? prefix_ : 0;
 }
@@ -201,12 +203,8 @@ std::vector<MappedFileWriter::Copied> MappedFileWriter::SortedCopies() const {
 }
 
 uint64_t MappedFileWriter::written_prefix() const {
-  uint64_t end = begin_;
-  for (const Copied& copy : SortedCopies()) {
-    if (copy.offset > end) break;
-    end = std::max(end, copy.offset + copy.bytes);
-  }
-  return end;
+  absl::MutexLock lock(&mu_);
+  return prefix_;
 }
 
 absl::StatusOr<MappedFileWriter::Summary> MappedFileWriter::Finish() {

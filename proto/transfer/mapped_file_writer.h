@@ -116,8 +116,8 @@ class MappedFileWriter {
   void CopyLoop();
   // Waits for every queued chunk, stops the threads and unmaps (once).
   absl::Status Drain();
-  // Records [offset, offset + bytes) as copied for on_written; the new end of the run
-  // from begin when it grew, else 0.
+  // Records [offset, offset + bytes) as copied; the new end of the run from begin when it
+  // grew, else 0.
   uint64_t GrowPrefixLocked(uint64_t offset, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copied chunks in file order.
   std::vector<Copied> SortedCopies() const;
@@ -134,8 +134,9 @@ class MappedFileWriter {
   mutable absl::Mutex mu_;
   std::deque<std::shared_ptr<Chunk>> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<Copied> copied_ ABSL_GUARDED_BY(mu_);
-  // For on_written: the run copied from begin, and the copied ranges beyond it (by offset).
-  uint64_t prefix_ ABSL_GUARDED_BY(mu_) = 0;
+  // The run copied from begin (written_prefix, on_written), and the copied ranges beyond
+  // it (by offset).
+  uint64_t prefix_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, uint64_t> beyond_prefix_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // appended, not yet copied
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;        // being copied
