@@ -90,17 +90,9 @@ absl::StatusOr<bool> StripedUpload::Append(uint32_t index, std::optional<uint64_
   {
     absl::MutexLock lock(&mu_);
     result = AppendLocked(index, offset, std::move(data), resume, &resume_now);
-    if (!result.ok()) resume_now = TakeAllPausedLocked();
   }
   ResumeAll(std::move(resume_now));
-  if (!result.ok()) {
-    std::vector<std::function<void()>> waiting;
-    {
-      absl::MutexLock lock(&room_mu_);
-      waiting.swap(room_waiters_);
-    }
-    ResumeAll(std::move(waiting));
-  }
+  if (!result.ok()) ResumeEveryPausedStream();
   return result;
 }
 
@@ -184,16 +176,6 @@ std::vector<std::function<void()>> StripedUpload::ResumableLocked() {
   return resumable;
 }
 
-std::vector<std::function<void()>> StripedUpload::TakeAllPausedLocked() {
-  std::vector<std::function<void()>> paused;
-  for (Stripe& stripe : stripe_) {
-    if (!stripe.paused) continue;
-    paused.push_back(std::move(stripe.paused));
-    stripe.paused = nullptr;
-  }
-  return paused;
-}
-
 uint64_t StripedUpload::RoomEpoch() const {
   absl::MutexLock lock(&room_mu_);
   return room_epoch_;
@@ -228,7 +210,6 @@ absl::Status StripedUpload::FailLocked(absl::Status status) {
 
 absl::Status StripedUpload::EndStripe(uint32_t index) {
   absl::Status status;
-  std::vector<std::function<void()>> resume_now;
   {
     absl::MutexLock lock(&mu_);
     if (!error_.ok()) return error_;
@@ -243,12 +224,11 @@ absl::Status StripedUpload::EndStripe(uint32_t index) {
           "stripe ", index, " of ", stripes_.count, " of job ", job_id_, "'s upload ended after ",
           stripe.received_bytes, " of its ", layout.StripeBytes(),
           " bytes, before its unit at offset ", stripe.next_offset)));
-      resume_now = TakeAllPausedLocked();
     } else {
       stripe.ended = true;
     }
   }
-  ResumeAll(std::move(resume_now));
+  if (!status.ok()) ResumeEveryPausedStream();
   return status;
 }
 
@@ -281,19 +261,33 @@ void StripedUpload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
       upload = upload_.get();
     }
   }
-  if (!status.ok()) return done(status);
+  if (!status.ok()) {
+    ResumeEveryPausedStream();
+    return done(status);
+  }
   // The Upload checks total_bytes and the CRC-32; the stripes have ended, so nothing else
   // touches it now.
   upload->CommitAsync(total_bytes, crc32, std::move(done));
 }
 
 void StripedUpload::Abort(const absl::Status& reason) {
-  std::vector<std::function<void()>> paused;
   {
     absl::MutexLock lock(&mu_);
     if (committing_ || !error_.ok() || upload_ == nullptr) return;
     FailLocked(reason).IgnoreError();
-    paused = TakeAllPausedLocked();
+  }
+  ResumeEveryPausedStream();
+}
+
+void StripedUpload::ResumeEveryPausedStream() {
+  std::vector<std::function<void()>> paused;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Stripe& stripe : stripe_) {
+      if (!stripe.paused) continue;
+      paused.push_back(std::move(stripe.paused));
+      stripe.paused = nullptr;
+    }
   }
   {
     absl::MutexLock lock(&room_mu_);

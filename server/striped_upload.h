@@ -120,8 +120,9 @@ class StripedUpload {
   absl::Status FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The streams paused for being ahead that may read again now, taken off their stripes.
   std::vector<std::function<void()>> ResumableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every paused stream (after an error).
-  std::vector<std::function<void()>> TakeAllPausedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After an error: resumes every paused stream (ahead or waiting for room), so that its
+  // reactor reads on and learns of the error. Takes mu_ and room_mu_.
+  void ResumeEveryPausedStream();
   // The Upload's writer has room again (its on_room, on a writer thread). Takes room_mu_ only:
   // an abort under mu_ joins the writer's threads.
   void OnWriterRoom();

@@ -188,8 +188,7 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<pb::SubmitStrip
         status = absl::InvalidArgumentError(
             "the SubmitStripe stream ended before its first message, open");
       } else if (context_->IsCancelled()) {
-        status = absl::CancelledError(absl::StrCat("the client cancelled stripe ", index_,
-                                                   " of job ", upload_->job_id(), "'s upload"));
+        status = CancelledByClient();
         upload_->Abort(status);
       } else {
         status = upload_->EndStripe(index_);
@@ -208,17 +207,17 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<pb::SubmitStrip
   }
 
   void OnCancel() override {
-    if (upload_) {
-      upload_->Abort(absl::CancelledError(absl::StrCat("the client cancelled stripe ", index_,
-                                                       " of job ", upload_->job_id(),
-                                                       "'s upload")));
-    }
+    if (upload_) upload_->Abort(CancelledByClient());
   }
 
   void OnDone() override { delete this; }
 
  private:
   void ReadNext() { StartRead(&request_); }
+  absl::Status CancelledByClient() const {
+    return absl::CancelledError(absl::StrCat("the client cancelled stripe ", index_, " of job ",
+                                             upload_->job_id(), "'s upload"));
+  }
 
   absl::StatusOr<bool> Handle() {
     switch (request_.part_case()) {
