@@ -1,7 +1,5 @@
 #include "core/io/durable_file.h"
 
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
 
@@ -13,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/file_size_limit.h"
 #include "tests/core/random_seed.h"
 
 namespace tomo::core {
@@ -76,21 +75,15 @@ TEST(DurableFileTest, FileTooLargeForItsLimitIsAnErrorNotASignal) {
   const fs::path path = dir / "volume.raw";
   // The file-size limit makes the space reservation (the file's size set before it is
   // mapped) fail the way a full tmpfs does; without it the copy into the mapping would die
-  // of SIGBUS. SIGXFSZ ignored, so that the call
-  // returns EFBIG instead of ending the process.
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct sigaction ignore = {}, previous = {};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
-  struct rlimit limited = saved;
-  limited.rlim_cur = 1 << 20;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  // of SIGBUS.
   ParallelWrite parallel;
   parallel.min_bytes = 1;
-  const absl::Status written = WriteFileDurably(path.string(), std::string(4 << 20, 'x'), parallel);
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::sigaction(SIGXFSZ, &previous, nullptr);
+  absl::Status written;
+  {
+    tomo::testing::ScopedFileSizeLimit limit(1 << 20);
+    ASSERT_TRUE(limit.ok());
+    written = WriteFileDurably(path.string(), std::string(4 << 20, 'x'), parallel);
+  }
   ASSERT_FALSE(written.ok());
   EXPECT_EQ(written.code(), absl::StatusCode::kResourceExhausted) << written;
   EXPECT_THAT(written.message(), HasSubstr("cannot reserve space for"));

@@ -1,8 +1,6 @@
 #include "proto/transfer/mapped_file_writer.h"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/file_size_limit.h"
 #include "proto/transfer/crc32.h"
 #include "tests/proto/transfer/random_bytes.h"
 
@@ -49,12 +48,12 @@ std::vector<Piece> ShuffledPieces(uint64_t begin, uint64_t size, uint64_t max_by
 }
 
 // The writer is meant for tmpfs (/dev/shm on the machines we build on); it works anywhere.
-class MappedFileWriterTest : public testing::Test {
+class MappedFileWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path("/dev/shm") /
            ("mapped_file_writer_test_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     path_ = (dir_ / "volume.raw.partial").string();
@@ -103,7 +102,7 @@ class MappedFileWriterTest : public testing::Test {
 // and the CRC-32 theirs.
 TEST_F(MappedFileWriterTest, RandomOrderChunksFromThreeThreadsAreTheFile) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937_64 rng(seed);
   const uint64_t size = (uint64_t{9} << 20) + rng() % 100000;  // not page-aligned
   const std::string data = RandomBytes(rng, size);
@@ -137,7 +136,7 @@ TEST_F(MappedFileWriterTest, RandomOrderChunksFromThreeThreadsAreTheFile) {
 // the largest report is the file's end.
 TEST_F(MappedFileWriterTest, OnWrittenReportsTheCopiedRunFromBegin) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937_64 rng(seed);
   const uint64_t begin = 5000, size = (uint64_t{3} << 20) + rng() % 10000;
   const std::string data = RandomBytes(rng, size);
@@ -186,7 +185,7 @@ TEST_F(MappedFileWriterTest, OnWrittenReportsTheCopiedRunFromBegin) {
 // begin > 0: the first begin bytes (not page-aligned) are left as they are.
 TEST_F(MappedFileWriterTest, ResumeKeepsThePrefix) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937_64 rng(seed);
   const uint64_t size = (uint64_t{3} << 20) + 777, begin = 1000000 + rng() % 4096;
   const std::string data = RandomBytes(rng, size);
@@ -205,7 +204,7 @@ TEST_F(MappedFileWriterTest, ResumeKeepsThePrefix) {
 // A missing range is DATA_LOSS naming it; the file can then be cut to the bytes before it.
 TEST_F(MappedFileWriterTest, GapIsDataLossAndTheWrittenPrefixIsKept) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937_64 rng(seed);
   const uint64_t size = uint64_t{2} << 20, begin = 4321;
   const uint64_t gap_begin = begin + 100000 + rng() % 500000, gap_end = gap_begin + 65536;
@@ -229,7 +228,7 @@ TEST_F(MappedFileWriterTest, GapIsDataLossAndTheWrittenPrefixIsKept) {
 // Bytes that come twice are DATA_LOSS naming them; a chunk outside [begin, size) is refused.
 TEST_F(MappedFileWriterTest, OverlapIsDataLoss) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937_64 rng(seed);
   const uint64_t size = 1 << 20, begin = 100;
   const std::string data = RandomBytes(rng, size);
@@ -249,21 +248,14 @@ TEST_F(MappedFileWriterTest, OverlapIsDataLoss) {
 }
 
 // A file over the process's size limit fails the way a full tmpfs does: RESOURCE_EXHAUSTED
-// naming the file, and no signal. SIGXFSZ ignored, so that the call returns EFBIG instead of
-// ending the process.
+// naming the file, and no signal.
 TEST_F(MappedFileWriterTest, FileOverItsSizeLimitIsResourceExhaustedNotASignal) {
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct sigaction ignore = {}, previous = {};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
-  struct rlimit limited = saved;
-  limited.rlim_cur = 1 << 20;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
-  absl::StatusOr<std::unique_ptr<MappedFileWriter>> writer =
-      MappedFileWriter::Create(OpenReadWrite(), path_, 0, 4 << 20, {});
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::sigaction(SIGXFSZ, &previous, nullptr);
+  absl::StatusOr<std::unique_ptr<MappedFileWriter>> writer;
+  {
+    tomo::testing::ScopedFileSizeLimit limit(1 << 20);
+    ASSERT_TRUE(limit.ok());
+    writer = MappedFileWriter::Create(OpenReadWrite(), path_, 0, 4 << 20, {});
+  }
   ASSERT_FALSE(writer.ok());
   EXPECT_EQ(writer.status().code(), absl::StatusCode::kResourceExhausted) << writer.status();
   EXPECT_THAT(writer.status().message(), HasSubstr(path_));
