@@ -309,8 +309,8 @@ int Main(int argc, char** argv) {
               json_path;
   bool large = false, many = false;
   uint32_t fdk_side = 512;
-  int clients = 20, jobs = 50, large_repeats = 3, large_warmups = 1, download_streams = 1,
-      upload_streams = 1;
+  int clients = 20, jobs = 50, large_repeats = 3, large_warmups = 1, download_streams = 0,
+      upload_streams = 0;
   app.add_option("--server", server, "tomod's address");
   app.add_option("--work-dir", work_dir, "where data files and downloads go (tmpfs advised)");
   app.add_option("--spool-dir", spool_dir,
@@ -329,11 +329,13 @@ int Main(int argc, char** argv) {
                  "connection windows and the device still growing)")
       ->check(CLI::Range(0, 100));
   app.add_option("--download-streams", download_streams,
-                 "striped streams of each fetch (ClientOptions::download_streams)")
-      ->check(CLI::Range(1, client::kMaxDownloadStreams));
+                 "striped streams of each fetch (ClientOptions::download_streams; 0, the "
+                 "default: automatic)")
+      ->check(CLI::Range(0, client::kMaxDownloadStreams));
   app.add_option("--upload-streams", upload_streams,
-                 "striped streams of each large upload (ClientOptions::upload_streams)")
-      ->check(CLI::Range(1, client::kMaxUploadStreams));
+                 "striped streams of each large upload (ClientOptions::upload_streams; 0, the "
+                 "default: automatic)")
+      ->check(CLI::Range(0, client::kMaxUploadStreams));
   app.add_option("--clients", clients, "client threads")->check(CLI::Range(1, 1000));
   app.add_option("--jobs", jobs, "jobs per client")->check(CLI::Range(1, 100000));
   app.add_option("--json", json_path, "write the results as JSON here");

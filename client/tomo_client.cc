@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "core/io/mapped_range.h"
 #include "proto/transfer/chunk_reader.h"
 #include "proto/transfer/chunk_writer.h"
 #include "proto/transfer/crc32.h"
@@ -209,9 +211,9 @@ absl::StatusOr<v1::Job> TomoClient::Submit(const v1::JobSpec& spec,
   if (data_paths.empty()) {
     return absl::InvalidArgumentError("no data file given for the job's input");
   }
-  if (options_.upload_streams < 1 || options_.upload_streams > kMaxUploadStreams) {
+  if (options_.upload_streams < 0 || options_.upload_streams > kMaxUploadStreams) {
     return absl::InvalidArgumentError(absl::StrCat("upload_streams: ", options_.upload_streams,
-                                                   " is outside [1, ", kMaxUploadStreams, "]"));
+                                                   " is outside [0, ", kMaxUploadStreams, "]"));
   }
   // Sizes first, so that a spec that does not match the files sends nothing.
   uint64_t total = 0;
@@ -367,8 +369,10 @@ absl::Status TomoClient::Delete(const std::string& job_id) {
 }
 
 uint32_t TomoClient::UploadStreams(uint64_t total_bytes) {
-  if (options_.upload_streams <= 1 || total_bytes < options_.striped_upload_min_bytes) return 1;
-  uint32_t streams = static_cast<uint32_t>(options_.upload_streams);
+  const int wanted =
+      options_.upload_streams == 0 ? kAutomaticTransferStreams : options_.upload_streams;
+  if (wanted <= 1 || total_bytes < options_.striped_upload_min_bytes) return 1;
+  uint32_t streams = static_cast<uint32_t>(wanted);
   {
     std::lock_guard<std::mutex> lock(download_mu_);
     if (!server_upload_streams_.has_value()) {
@@ -403,18 +407,27 @@ absl::StatusOr<v1::ServerInfo> TomoClient::GetServerInfo() {
   return info;
 }
 
+int TomoClient::DownloadStreams(const std::string& output_path) const {
+  if (options_.download_streams != 0) return options_.download_streams;
+  const std::filesystem::path parent = std::filesystem::path(output_path).parent_path();
+  return core::IsOnTmpfs(parent.empty() ? "." : parent.c_str())
+             ? kAutomaticTransferStreams
+             : 1;
+}
+
 absl::StatusOr<v1::ResultFile> TomoClient::Fetch(const std::string& job_id,
                                                  const std::string& result_name,
                                                  const std::string& output_path, bool resume,
                                                  const ByteProgressFn& on_progress) {
-  if (options_.download_streams < 1 || options_.download_streams > kMaxDownloadStreams) {
+  if (options_.download_streams < 0 || options_.download_streams > kMaxDownloadStreams) {
     return absl::InvalidArgumentError(absl::StrCat("download_streams: ",
-                                                   options_.download_streams, " is outside [1, ",
+                                                   options_.download_streams, " is outside [0, ",
                                                    kMaxDownloadStreams, "]"));
   }
+  const int streams = DownloadStreams(output_path);
   auto fetch_once = [&](bool resume_now, bool* offset_refused) {
-    return options_.download_streams > 1
-               ? FetchStriped(job_id, result_name, output_path, resume_now, on_progress,
+    return streams > 1
+               ? FetchStriped(job_id, result_name, output_path, streams, resume_now, on_progress,
                               offset_refused)
                : FetchOnce(job_id, result_name, output_path, resume_now, on_progress,
                            offset_refused);
@@ -710,11 +723,11 @@ absl::Status WriteAt(int fd, const std::string& bytes, uint64_t offset, const st
 absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_id,
                                                         const std::string& result_name,
                                                         const std::string& output_path,
-                                                        bool resume,
+                                                        int stream_count, bool resume,
                                                         const ByteProgressFn& on_progress,
                                                         bool* offset_refused) {
   *offset_refused = false;
-  const uint32_t streams = static_cast<uint32_t>(options_.download_streams);
+  const uint32_t streams = static_cast<uint32_t>(stream_count);
   const uint64_t unit = kDownloadStripeBytes;
   const std::string what = absl::StrCat("fetch ", job_id, "/", result_name);
   const std::string partial_path = output_path + ".partial";

@@ -9,8 +9,8 @@
 //            before the data, which is then not sent): the same key makes a retry safe. When the spec's
 //            input.size_bytes is 0 it is filled from the files' total size; when it is set
 //            and differs, nothing is sent (INVALID_ARGUMENT naming input.size_bytes).
-//            With ClientOptions::upload_streams = N > 1 an input of striped_upload_min_bytes
-//            or more goes as a striped upload (client/striped_submit.cc): N streams on N
+//            With ClientOptions::upload_streams = N > 1 (automatic: 3) an input of
+//            striped_upload_min_bytes or more goes as a striped upload (client/striped_submit.cc): N streams on N
 //            connections, each carrying every N-th MiB, if tomod takes them
 //            (ServerInfo.max_upload_streams, asked once).
 //   Watch    calls on_event for every JobEvent until the server closes the stream (the
@@ -22,7 +22,8 @@
 //            on a broken stream it is kept, so the next Fetch resumes. A raw result that
 //            tomod is still writing streams from its memory and ends only when the job
 //            does: ABORTED when the job did not succeed, the partial file then removed.
-//            With ClientOptions::download_streams = N > 1 the download runs as N striped
+//            With ClientOptions::download_streams = N > 1 (automatic: 3 into tmpfs, else 1)
+//            the download runs as N striped
 //            FetchResult calls (FetchResultRequest.stripe_*, units of 1 MiB), stream 0 on
 //            the client's channel and the others on channels of their own (separate TCP
 //            connections, made on the first such fetch and kept): each thread pwrites its
@@ -93,15 +94,18 @@ struct ClientOptions {
   absl::Duration unary_timeout = absl::Seconds(60);
   // Null: insecure channel credentials.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
-  // Fetch as this many striped streams, each on its own connection, [1, 16], for links
-  // where one TCP connection is the limit. 1 (one stream) is the default: on loopback into
-  // tmpfs the file's write is the limit and 2-4 streams were slower (bench/NOTES.md v0.10).
-  int download_streams = 1;
+  // Fetch as this many striped streams, each on its own connection, [0, 16]. 0 (the
+  // default) is automatic: kAutomaticTransferStreams when the file goes to tmpfs, where the
+  // mapped writer takes the data faster than one stream brings it (2.6-3.0 against 2.3
+  // GB/s on the H100 machine's loopback, bench/NOTES.md v0.11), else 1: a disk file's
+  // writes serialise, and more streams only contend for them (v0.10).
+  int download_streams = 0;
   // Submit as this many striped streams (SubmitRequest.striping), each on its own
-  // connection, [1, 16]; a tomod that takes fewer (ServerInfo.max_upload_streams) gets as
-  // many as it takes. One gRPC stream holds an upload near 2.1-2.6 GB/s on loopback
+  // connection, [0, 16]; a tomod that takes fewer (ServerInfo.max_upload_streams) gets as
+  // many as it takes. 0 (the default) is automatic: kAutomaticTransferStreams. One gRPC
+  // stream holds an upload near 2.1-2.6 GB/s on loopback, 2-3 streams gave 2.7-3.2 GB/s
   // (bench/NOTES.md v0.11).
-  int upload_streams = 1;
+  int upload_streams = 0;
   // Inputs smaller than this go on one stream whatever upload_streams says: below a few
   // units the streams' set-up costs more than it saves.
   uint64_t striped_upload_min_bytes = uint64_t{64} << 20;
@@ -117,6 +121,8 @@ struct ClientOptions {
 inline constexpr int kMaxDownloadStreams = 16;
 // Most streams of one Submit (ClientOptions::upload_streams).
 inline constexpr int kMaxUploadStreams = 16;
+// Streams of a large transfer when ClientOptions leave the count automatic (0).
+inline constexpr int kAutomaticTransferStreams = 3;
 inline constexpr uint64_t kDownloadStripeBytes = 1 << 20;
 
 // Bytes done and the total, for uploads and downloads.
@@ -206,17 +212,21 @@ class TomoClient {
                                                       bool resume,
                                                       const ByteProgressFn& on_progress,
                                                       bool* offset_refused);
-  // FetchOnce as options_.download_streams striped streams.
+  // How many streams a Fetch into output_path uses: options_.download_streams, or when
+  // that is automatic, kAutomaticTransferStreams on tmpfs and 1 elsewhere.
+  int DownloadStreams(const std::string& output_path) const;
+  // FetchOnce as `streams` striped streams.
   absl::StatusOr<tomoserve::v1::ResultFile> FetchStriped(const std::string& job_id,
                                                          const std::string& result_name,
                                                          const std::string& output_path,
-                                                         bool resume,
+                                                         int streams, bool resume,
                                                          const ByteProgressFn& on_progress,
                                                          bool* offset_refused);
   // The stubs of streams 0..n-1 of a striped fetch (stub_ first), made once.
   std::vector<tomoserve::v1::Reconstruction::Stub*> DownloadStubs(int n);
-  // How many streams a Submit of total_bytes uses: options_.upload_streams, at most what
-  // tomod takes (asked once) and one per unit; 1 for small inputs.
+  // How many streams a Submit of total_bytes uses: options_.upload_streams (automatic:
+  // kAutomaticTransferStreams), at most what tomod takes (asked once) and one per unit; 1
+  // for small inputs.
   uint32_t UploadStreams(uint64_t total_bytes);
   // Submit over `streams` striped streams (client/striped_submit.cc); spec has the input's
   // size, file_bytes the data files' sizes.

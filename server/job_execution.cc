@@ -17,17 +17,20 @@
 
 namespace tomo::server {
 
+absl::Status NonFiniteValueError(float value, int64_t index, int64_t rows, int64_t columns) {
+  const int64_t view = index / (rows * columns);
+  const int64_t row = (index / columns) % rows;
+  const int64_t column = index % columns;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input: value ", value, " at index ", index, " (view ", view, ", row ", row,
+      ", detector ", column, ") is not finite; projections must be finite line integrals"));
+}
+
 absl::Status CheckFiniteViews(const float* values, int64_t first_view, int64_t count,
                               int64_t rows, int64_t columns) {
   const int64_t i = core::FirstNonFiniteIndex(values, count * rows * columns);
   if (i < 0) return absl::OkStatus();
-  const int64_t index = first_view * rows * columns + i;
-  const int64_t view = first_view + i / (rows * columns);
-  const int64_t row = (i / columns) % rows;
-  const int64_t column = i % columns;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "input: value ", values[i], " at index ", index, " (view ", view, ", row ", row,
-      ", detector ", column, ") is not finite; projections must be finite line integrals"));
+  return NonFiniteValueError(values[i], first_view * rows * columns + i, rows, columns);
 }
 
 std::string ResultFileName(tomoserve::v1::OutputFormat format) {

@@ -83,6 +83,8 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(
 // that is not, with its index in the whole input, its view, row and detector.
 absl::Status CheckFiniteViews(const float* values, int64_t first_view, int64_t count,
                               int64_t rows, int64_t columns);
+// The INVALID_ARGUMENT above for `value`, found at `index` of the whole input.
+absl::Status NonFiniteValueError(float value, int64_t index, int64_t rows, int64_t columns);
 
 // ExecuteJob's "read input" stage: ResolveJobInput (job_input.h), then every projection
 // value checked finite (INVALID_ARGUMENT naming the first that is not, with its view, row

@@ -96,6 +96,8 @@ class UploadFeed {
   // Waits until the feed has ended; returns how.
   End WaitForEnd() const;
   End end() const;
+  // Bytes of the input received so far.
+  uint64_t received_bytes() const;
 
  private:
   void DropKeptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -124,9 +126,10 @@ struct FollowTimes {
   double finishing_s = 0; // the last chunk and the volume's download
 };
 
-// Views are assembled and fed in pieces of whole views of about this many bytes: one
-// AddViews call each, and the last piece, which waits for the end of the upload,
-// stays quick.
+// While the upload goes on, views are assembled and fed in pieces of whole views of about
+// this many bytes: one AddViews call each, and the last piece, which waits for the end of
+// the upload, stays quick. Once every byte has arrived, the backlog goes in larger pieces
+// on more threads.
 inline constexpr uint64_t kFollowPieceBytes = uint64_t{8} << 20;
 
 // Follows the upload of input_path through feed, as above, in pieces of piece_bytes (at

@@ -142,12 +142,12 @@ struct SubmitArgs {
   bool priority_set = false;
   std::string name;
   std::string idempotency_key;
-  int download_streams = 1;  // ClientOptions::download_streams
-  int upload_streams = 1;    // ClientOptions::upload_streams
+  int download_streams = 0;  // ClientOptions::download_streams (0: automatic)
+  int upload_streams = 0;    // ClientOptions::upload_streams (0: automatic)
 };
 
 // ClientOptions with --download_streams (and --upload_streams).
-client::ClientOptions DownloadOptions(int download_streams, int upload_streams = 1) {
+client::ClientOptions DownloadOptions(int download_streams, int upload_streams = 0) {
   client::ClientOptions options;
   options.download_streams = download_streams;
   options.upload_streams = upload_streams;
@@ -541,12 +541,12 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                     "key)");
     sub->add_option("--download_streams,--download-streams", args->download_streams,
                     "with --wait: download each result as this many striped streams, each on "
-                    "its own connection (1..16; default 1)")
-        ->check(CLI::Range(1, client::kMaxDownloadStreams));
+                    "its own connection (0..16; default 0: 3 into tmpfs, else 1)")
+        ->check(CLI::Range(0, client::kMaxDownloadStreams));
     sub->add_option("--upload_streams,--upload-streams", args->upload_streams,
                     "upload inputs of 64 MiB or more as this many striped streams, each on "
-                    "its own connection (1..16; default 1)")
-        ->check(CLI::Range(1, client::kMaxUploadStreams));
+                    "its own connection (0..16; default 0: 3, or fewer if tomod takes fewer)")
+        ->check(CLI::Range(0, client::kMaxUploadStreams));
     commands.push_back({sub, [g, args] { return RunSubmit(*g, *args); }});
   }
   {
@@ -581,7 +581,7 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     struct FetchArgs {
       std::string id, name, format, out;
       bool no_resume = false;
-      int download_streams = 1;
+      int download_streams = 0;  // automatic
     };
     auto args = std::make_shared<FetchArgs>();
     CLI::App* sub = app.add_subcommand(
@@ -598,8 +598,8 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     sub->add_flag("--no-resume", args->no_resume, "start over even if a partial file exists");
     sub->add_option("--download_streams,--download-streams", args->download_streams,
                     "download each result as this many striped streams, each on its own "
-                    "connection (1..16; default 1)")
-        ->check(CLI::Range(1, client::kMaxDownloadStreams));
+                    "connection (0..16; default 0: 3 into tmpfs, else 1)")
+        ->check(CLI::Range(0, client::kMaxDownloadStreams));
     commands.push_back(
         {sub, [g, args] {
            return RunFetch(*g, args->id, args->name, args->format, args->out, args->no_resume,

@@ -518,10 +518,27 @@ absl::StatusOr<Array3D> Fdk(const VectorGeometry& geometry, const VolumeGeometry
   return result;
 }
 
+FdkStream::FdkStream(std::unique_ptr<FilterAndBackProjectStream> stream, Dims3 volume_dims)
+    : stream_(std::move(stream)), volume_(Array3D::Uninitialized(volume_dims)) {
+  volume_touched_ = std::async(std::launch::async, [bytes = reinterpret_cast<volatile char*>(
+                                                        volume_.data()),
+                                                    size = volume_.size_bytes()] {
+    // One write per page faults it in; the values are the stream's to write.
+    constexpr size_t kPage = 4096;
+    for (size_t at = 0; at < size; at += kPage) bytes[at] = 0;
+  });
+}
+
+FdkStream::~FdkStream() {
+  if (volume_touched_.valid()) volume_touched_.wait();  // before the volume is freed
+}
+
 absl::StatusOr<Array3D> FdkStream::Finish() {
-  Array3D volume = Array3D::Uninitialized(volume_dims_);
-  TOMO_RETURN_IF_ERROR(stream_->Finish(volume));
-  return volume;
+  if (finished_) return absl::FailedPreconditionError("fdk stream: Finish was called before");
+  volume_touched_.wait();
+  TOMO_RETURN_IF_ERROR(stream_->Finish(volume_));
+  finished_ = true;
+  return std::move(volume_);
 }
 
 absl::StatusOr<std::unique_ptr<FdkStream>> BeginFdk(const VectorGeometry& geometry,

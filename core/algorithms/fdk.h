@@ -49,6 +49,7 @@
 //                                             {FilterOptions{}}, backend, context));
 #pragma once
 
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -80,21 +81,30 @@ absl::StatusOr<Array3D> Fdk(const VectorGeometry& geometry, const VolumeGeometry
 // so a device weights, filters and back projects each chunk as it comes. The result equals
 // Fdk's (bit for bit on the CPU; on CUDA up to the float summation order when views are added
 // in other pieces than Fdk's chunks).
+//
+// The volume is allocated when the stream begins and its pages are faulted in on a thread
+// of its own while the views arrive: a fresh 0.54 GB volume faulted in by the download at
+// Finish took up to 0.15 s more there on the H100 machine, after the last view.
 class FdkStream {
  public:
-  explicit FdkStream(std::unique_ptr<FilterAndBackProjectStream> stream, Dims3 volume_dims)
-      : stream_(std::move(stream)), volume_dims_(volume_dims) {}
+  FdkStream(std::unique_ptr<FilterAndBackProjectStream> stream, Dims3 volume_dims);
+  ~FdkStream();
+  FdkStream(const FdkStream&) = delete;
+  FdkStream& operator=(const FdkStream&) = delete;
   // As FilterAndBackProjectStream::AddViews.
   absl::Status AddViews(int64_t first_view, const float* views, int64_t count) {
     return stream_->AddViews(first_view, views, count);
   }
   int64_t views_added() const { return stream_->views_added(); }
-  // After the last view: the volume. FAILED_PRECONDITION when views are missing.
+  // After the last view: the volume. FAILED_PRECONDITION when views are missing; once only
+  // (FAILED_PRECONDITION after that).
   absl::StatusOr<Array3D> Finish();
 
  private:
   std::unique_ptr<FilterAndBackProjectStream> stream_;
-  Dims3 volume_dims_;
+  Array3D volume_;
+  std::future<void> volume_touched_;
+  bool finished_ = false;
 };
 
 // FAILED_PRECONDITION when the reconstruction does not fit in one piece (Fdk's slab plan for

@@ -51,6 +51,11 @@ inline bool IsOnTmpfs(int fd) {
   struct statfs fs;
   return ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
+// The same for a path (a file or directory that exists).
+inline bool IsOnTmpfs(const char* path) {
+  struct statfs fs;
+  return ::statfs(path, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
 
 // True for the errnos that mean "no room for these pages" rather than a broken file.
 inline bool IsNoSpaceErrno(int error) {
@@ -111,6 +116,16 @@ inline absl::Status CopyIntoMappedRange(int fd, char* mapping, uint64_t mapping_
     return populated;
   }
   std::memcpy(mapping + (offset - mapping_offset), bytes, size);
+  // The whole pages just written leave the page tables at once, on the writing thread: the
+  // bytes stay in the file (the mapping is shared), and the final munmap, which tore down
+  // a 2.4 GB upload's mapping in one piece at the commit, has almost nothing left to do.
+  // Best effort: a failure only leaves the entries to munmap.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t first_whole = (offset + page - 1) / page * page;
+  const uint64_t end_whole = (offset + size) / page * page;
+  if (end_whole > first_whole) {
+    ::madvise(mapping + (first_whole - mapping_offset), end_whole - first_whole, MADV_DONTNEED);
+  }
   return absl::OkStatus();
 }
 

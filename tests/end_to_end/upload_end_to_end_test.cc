@@ -310,8 +310,7 @@ TEST_F(StripedUploadTest, TheClientLibraryStripesALargeUploadOverThreeConnection
   const std::string head = phantom + "/head.raw", tail = phantom + "/tail.raw";
   WriteBytes(head, data.substr(0, (3 << 19) + 100));
   WriteBytes(tail, data.substr((3 << 19) + 100));
-  client::ClientOptions options;
-  options.upload_streams = 3;
+  client::ClientOptions options;  // upload_streams left automatic: 3
   options.striped_upload_min_bytes = 0;
   client::TomoClient client(server(), options);
   std::vector<uint64_t> progress;

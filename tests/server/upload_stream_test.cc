@@ -206,6 +206,48 @@ TEST_F(UploadStreamTest, NonFiniteValueIsRefusedNamingItsView) {
               HasSubstr(absl::StrCat("(view ", view, ", row 5, detector 7)")));
 }
 
+// Views of 133120 values span three of the follower's copy-and-check blocks; chunks of an
+// odd size split values. Followed during the upload (pieces of three views on two
+// threads) and after it (the backlog in one piece on eight threads), the volume is the
+// spool run's, and of two bad values in different blocks and views the first is named.
+TEST_F(UploadStreamTest, ViewsLargerThanACopyBlockDuringAndAfterTheUpload) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const pb::JobSpec spec = SmallConeSpec(8, 130, 1024, 16);
+  const ValidatedJob job = Validate(spec);
+  const std::string bytes = PhantomConeProjectionBytes(spec);
+  for (const bool after_the_upload : {false, true}) {
+    SCOPED_TRACE(after_the_upload ? "followed after the upload" : "followed during the upload");
+    UploadFeed feed;
+    std::thread upload = Upload(bytes, 100003, feed, UploadFeed::End::kCommitted);
+    if (after_the_upload) upload.join();
+    absl::StatusOr<core::Array3D> followed = Follow(job, feed);
+    if (!after_the_upload) upload.join();
+    ASSERT_TRUE(followed.ok()) << followed.status();
+    EXPECT_TRUE(SameAsTheRunOnTheSpool(job, bytes, *followed));
+  }
+  const int64_t view = 1 + static_cast<int64_t>(random() % 5);
+  const int64_t row = 70 + static_cast<int64_t>(random() % 60);  // past the view's first block
+  const int64_t later_view = view + 1 + static_cast<int64_t>(random() % (7 - view));
+  std::string broken = bytes;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float infinity = std::numeric_limits<float>::infinity();
+  std::memcpy(broken.data() + ((view * 130 + row) * 1024 + 3) * 4, &nan, 4);
+  std::memcpy(broken.data() + (later_view * 130 * 1024) * 4, &infinity, 4);
+  for (const bool after_the_upload : {false, true}) {
+    SCOPED_TRACE(after_the_upload ? "followed after the upload" : "followed during the upload");
+    UploadFeed feed;
+    std::thread upload = Upload(broken, 100003, feed, UploadFeed::End::kCommitted);
+    if (after_the_upload) upload.join();
+    absl::StatusOr<core::Array3D> followed = Follow(job, feed);
+    if (!after_the_upload) upload.join();
+    ASSERT_EQ(followed.status().code(), absl::StatusCode::kInvalidArgument) << followed.status();
+    EXPECT_THAT(followed.status().message(),
+                HasSubstr(absl::StrCat("(view ", view, ", row ", row, ", detector 3)")));
+  }
+}
+
 // The kept chunks are what the follower uses: a file that holds other bytes (zeros) is
 // not read while the chunks are in memory.
 TEST_F(UploadStreamTest, ChunksKeptInMemoryAreUsedInsteadOfTheFile) {
@@ -311,6 +353,7 @@ TEST(UploadFeedTest, KeepsChunksUpToItsBoundAndLetsGoOfThoseTaken) {
   for (int i = 0; i < 4; ++i) feed.Received(std::make_shared<const std::string>(10, 'a' + i));
   std::vector<UploadFeed::Chunk> kept;
   // Chunks [0,10) and [10,20) fit; [20,30) and [30,40) are only counted as received.
+  EXPECT_EQ(feed.received_bytes(), 40u);
   ASSERT_EQ(feed.TakeReceived(5, 15, &kept), UploadFeed::End::kNone);
   ASSERT_EQ(kept.size(), 2u);
   EXPECT_EQ(kept[0].offset, 0u);
