@@ -19,7 +19,7 @@
 //          submitted, no id twice).
 //
 //   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL
-//       [--large] [--large-repeats 3] [--large-warmups 1] [--download-streams 1] [--upload-streams 1] [--many] [--fdk-side 512] [--clients 20] [--jobs 50]
+//       [--large] [--large-repeats 3] [--large-warmups 1] [--download-streams 0] [--upload-streams 0] [--many] [--fdk-side 512] [--clients 20] [--jobs 50]
 //       [--json out.json]
 // Data files and downloads go to --work-dir (put it on tmpfs so that the client's own disk
 // does not limit what is measured).

@@ -421,7 +421,7 @@ TEST(FdkStreamTest, ViewsInPiecesGiveFdksVolumeExactly) {
   }
 }
 
-TEST(FdkStreamTest, OutOfOrderOrMissingViewsAndSplitPlansAreRefused) {
+TEST(FdkStreamTest, OutOfOrderOrMissingViewsSecondFinishAndSplitPlansAreRefused) {
   CpuBackend backend;
   const SplitCase c = ConeCase();
   const int64_t view_values = c.geometry.rows() * c.geometry.columns();
@@ -437,6 +437,12 @@ TEST(FdkStreamTest, OutOfOrderOrMissingViewsAndSplitPlansAreRefused) {
   const absl::StatusOr<Array3D> early = (*stream)->Finish();
   EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(early.status().message(), HasSubstr("20 of the 120 views were not added"));
+  // The rest, then the volume: once (it was moved out).
+  ASSERT_TRUE((*stream)->AddViews(100, c.projections.data() + 100 * view_values, 20).ok());
+  ASSERT_TRUE((*stream)->Finish().ok());
+  const absl::StatusOr<Array3D> again = (*stream)->Finish();
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr("Finish was called before"));
 
   // A budget that needs slabs: the caller must wait for every view and run Fdk.
   RunContext tight;
