@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>

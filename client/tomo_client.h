@@ -10,9 +10,9 @@
 //            input.size_bytes is 0 it is filled from the files' total size; when it is set
 //            and differs, nothing is sent (INVALID_ARGUMENT naming input.size_bytes).
 //            With ClientOptions::upload_streams = N > 1 (automatic: 3) an input of
-//            striped_upload_min_bytes or more goes as a striped upload (client/striped_submit.cc): N streams on N
-//            connections, each carrying every N-th MiB, if tomod takes them
-//            (ServerInfo.max_upload_streams, asked once).
+//            striped_upload_min_bytes or more goes as a striped upload
+//            (client/striped_submit.cc): N streams on N connections, each carrying every
+//            N-th MiB, if tomod takes them (ServerInfo.max_upload_streams, asked once).
 //   Watch    calls on_event for every JobEvent until the server closes the stream (the
 //            job ended: OK) or the stream breaks (its status).
 //   Fetch    downloads one result into `output_path + ".partial"`, resuming from that
@@ -23,10 +23,10 @@
 //            tomod is still writing streams from its memory and ends only when the job
 //            does: ABORTED when the job did not succeed, the partial file then removed.
 //            With ClientOptions::download_streams = N > 1 (automatic: 3 into tmpfs, else 1)
-//            the download runs as N striped
-//            FetchResult calls (FetchResultRequest.stripe_*, units of 1 MiB), stream 0 on
-//            the client's channel and the others on channels of their own (separate TCP
-//            connections, made on the first such fetch and kept): each thread pwrites its
+//            the download runs as N striped FetchResult calls (FetchResultRequest.stripe_*,
+//            units of 1 MiB), stream 0 on the client's channel and the others on channels
+//            of their own (separate TCP connections, made on the first such fetch and
+//            kept): each thread pwrites its
 //            units into the partial file; the units' CRC-32s are combined in file order and
 //            every byte is checked to have come once. When a stream fails the others are
 //            cancelled and the partial file is cut to the longest prefix that arrived, so
