@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -162,18 +163,33 @@ TEST_F(MappedFileWriterTest, OnWrittenReportsTheCopiedRunFromBegin) {
   };
   std::unique_ptr<MappedFileWriter> writer = Create(begin, size, options);
   ASSERT_NE(writer, nullptr);
-  // In order but in small pieces from two threads: the run grows many times.
+  // Small pieces from two threads, in two rounds: the second starts once the first round's
+  // run has been reported, so the run is reported at least twice however the copies race.
   std::vector<Piece> pieces;
   for (uint64_t at = begin; at < size; at += std::min<uint64_t>(64 << 10, size - at)) {
     pieces.push_back({at, std::min<uint64_t>(64 << 10, size - at)});
   }
-  std::vector<std::vector<Piece>> shares(2);
-  for (size_t i = 0; i < pieces.size(); ++i) shares[i % 2].push_back(pieces[i]);
-  std::vector<std::thread> producers;
-  for (const std::vector<Piece>& share : shares) {
-    producers.emplace_back([&writer, &data, &share] { AppendPieces(*writer, data, share); });
+  const size_t half = pieces.size() / 2;
+  const uint64_t first_round_end = pieces[half - 1].offset + pieces[half - 1].bytes;
+  for (const auto& [from, to] : {std::pair<size_t, size_t>{0, half}, {half, pieces.size()}}) {
+    std::vector<std::vector<Piece>> shares(2);
+    for (size_t i = from; i < to; ++i) shares[i % 2].push_back(pieces[i]);
+    std::vector<std::thread> producers;
+    for (const std::vector<Piece>& share : shares) {
+      producers.emplace_back([&writer, &data, &share] { AppendPieces(*writer, data, share); });
+    }
+    for (std::thread& producer : producers) producer.join();
+    if (to == half) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (std::chrono::steady_clock::now() < deadline) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (largest >= first_round_end) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
   }
-  for (std::thread& producer : producers) producer.join();
   ASSERT_TRUE(writer->Finish().ok());
   ::close(reader);
   std::lock_guard<std::mutex> lock(mu);
