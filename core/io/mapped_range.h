@@ -107,7 +107,9 @@ inline absl::Status PopulateMappedRange(int fd, char* mapping, uint64_t mapping_
   return absl::OkStatus();
 }
 
-// PopulateMappedRange of [offset, offset + size), then a copy of bytes there.
+// PopulateMappedRange of [offset, offset + size), then a copy of bytes there; the whole
+// pages of the range are then dropped from the mapping (MADV_DONTNEED: the bytes stay in
+// the file, a later access maps them again).
 inline absl::Status CopyIntoMappedRange(int fd, char* mapping, uint64_t mapping_offset,
                                         uint64_t offset, const void* bytes, size_t size,
                                         const std::string& path) {
