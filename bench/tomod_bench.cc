@@ -9,9 +9,10 @@
 //          result file, fetched with TomoClient::WatchAndFetch (started on "write results",
 //          streamed from tomod's memory while it writes the file, ended once the job has
 //          SUCCEEDED); with it the time from SUCCEEDED to the fetch's end and whether the
-//          fetch started early. The download rate is measured apart, by a plain fetch of
-//          the published file after SUCCEEDED. Beside it, the floor of the spool's disk:
-//          the same bytes written to a file in --spool-dir and fsynced (as tomod does).
+//          fetch started early. The download rate is measured apart, by --fetch-repeats
+//          plain fetches of the published file after SUCCEEDED, each with the client's CPU
+//          time (user, system) and minor page faults over it. Beside it, the floor of the spool's
+//          disk: the same bytes written to a file in --spool-dir and fsynced (as tomod does).
 //   many   --clients threads, each submitting --jobs small 2D jobs (128^2 from 180 views)
 //          with a fresh idempotency key, then watching it to the end: jobs per second,
 //          latency from the Submit's start to SUCCEEDED (p50, p99), and the check that no
@@ -19,11 +20,13 @@
 //          submitted, no id twice).
 //
 //   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL
-//       [--large] [--large-repeats 3] [--large-warmups 1] [--download-streams 0] [--upload-streams 0] [--many] [--fdk-side 512] [--clients 20] [--jobs 50]
-//       [--json out.json]
+//       [--large] [--large-repeats 3] [--large-warmups 1] [--fetch-repeats 1]
+//       [--download-streams 0] [--upload-streams 0] [--many] [--fdk-side 512] [--clients 20]
+//       [--jobs 50] [--server-pid PID] [--json out.json]
 // Data files and downloads go to --work-dir (put it on tmpfs so that the client's own disk
 // does not limit what is measured).
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,10 +36,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +51,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "client/tomo_client.h"
+#include "proto/transfer/allocator_tuning.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::bench {
@@ -147,19 +153,70 @@ bool Terminal(v1::JobState state) {
          state == v1::JOB_STATE_CANCELLED;
 }
 
+// The client process's CPU time and minor page faults so far (all its threads).
+struct ProcessUsage {
+  double user_s = 0, system_s = 0;
+  long minor_faults = 0;
+
+  static ProcessUsage Now() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto seconds = [](const timeval& t) { return t.tv_sec + 1e-6 * t.tv_usec; };
+    return {seconds(usage.ru_utime), seconds(usage.ru_stime), usage.ru_minflt};
+  }
+  ProcessUsage Since(const ProcessUsage& before) const {
+    return {user_s - before.user_s, system_s - before.system_s, minor_faults - before.minor_faults};
+  }
+};
+
+// CPU seconds a process on this machine has used (/proc/PID/stat utime + stime), and the
+// seconds the hypervisor took from this machine's CPUs (/proc/stat steal, all CPUs): a
+// loaned virtual machine whose host is busy runs everything slower, and this says so.
+double ProcessCpuSeconds(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t after_name = text.rfind(')');
+  if (after_name == std::string::npos) return 0;
+  std::istringstream fields(text.substr(after_name + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int k = 3; k <= 15 && fields >> field; ++k) {  // fields 3.. of proc(5)
+    if (k == 14) utime = std::stod(field);
+    if (k == 15) stime = std::stod(field);
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double StolenCpuSeconds() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double user, nice, system, idle, iowait, irq, softirq, steal = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  return steal / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+struct PlainFetch {
+  double seconds = 0;
+  ProcessUsage usage;
+  double server_cpu_s = 0;  // with --server-pid
+  double stolen_s = 0;
+};
+
 struct LargeResult {
-  // fetch_s: the plain fetch after SUCCEEDED (the download rate); total_s: Submit start to
+  // fetch_s: the median plain fetch after SUCCEEDED (the download rate); total_s: Submit start to
   // the early fetch's verified file; succeeded_to_fetched_s: from the SUCCEEDED event to
   // that fetch's end.
   double upload_s = 0, fetch_s = 0, total_s = 0, disk_write_fsync_s = 0;
   double succeeded_to_fetched_s = 0;
+  std::vector<PlainFetch> fetches;
   bool fetch_started_early = false;
   uint64_t upload_bytes = 0, result_bytes = 0;
   std::vector<std::pair<std::string, double>> events;  // what, seconds since the Submit
 };
 
 absl::StatusOr<LargeResult> RunLarge(client::TomoClient& client, const std::string& work_dir,
-                                     const std::string& spool_dir, uint32_t side) {
+                                     const std::string& spool_dir, uint32_t side, int fetch_repeats,
+                                     int server_pid) {
   LargeResult r;
   const v1::JobSpec spec = FdkCase1Spec(side);
   r.upload_bytes = spec.input().size_bytes();
@@ -191,8 +248,8 @@ absl::StatusOr<LargeResult> RunLarge(client::TomoClient& client, const std::stri
       [&](const v1::JobEvent& event) {
         if (event.has_progress() && first_progress) {
           first_progress = false;
-          r.events.push_back({absl::StrCat("first progress (", event.progress().stage(), ")"),
-                              Seconds(start)});
+          r.events.push_back(
+              {absl::StrCat("first progress (", event.progress().stage(), ")"), Seconds(start)});
         }
         if (!writing && event.state() == v1::JOB_STATE_RUNNING &&
             event.progress().stage() == client::kWriteResultsStage) {
@@ -217,13 +274,27 @@ absl::StatusOr<LargeResult> RunLarge(client::TomoClient& client, const std::stri
   r.fetch_started_early = early->started_early;
   r.succeeded_to_fetched_s = r.total_s - succeeded_at;
   fs::remove(out);
-  // The download rate: a plain fetch of the published file.
-  const auto fetch_start = Clock::now();
-  absl::StatusOr<v1::ResultFile> file = client.Fetch(job->id(), "", out, /*resume=*/false);
-  if (!file.ok()) return file.status();
-  r.fetch_s = Seconds(fetch_start);
-  r.result_bytes = file->size_bytes();
-  fs::remove(out);
+  // The download rate: plain fetches of the published file.
+  for (int k = 0; k < fetch_repeats; ++k) {
+    const ProcessUsage usage_before = ProcessUsage::Now();
+    const double server_before = server_pid > 0 ? ProcessCpuSeconds(server_pid) : 0;
+    const double stolen_before = StolenCpuSeconds();
+    const auto fetch_start = Clock::now();
+    absl::StatusOr<v1::ResultFile> file = client.Fetch(job->id(), "", out, /*resume=*/false);
+    if (!file.ok()) return file.status();
+    PlainFetch fetch;
+    fetch.seconds = Seconds(fetch_start);
+    fetch.usage = ProcessUsage::Now().Since(usage_before);
+    if (server_pid > 0) fetch.server_cpu_s = ProcessCpuSeconds(server_pid) - server_before;
+    fetch.stolen_s = StolenCpuSeconds() - stolen_before;
+    r.fetches.push_back(fetch);
+    r.result_bytes = file->size_bytes();
+    fs::remove(out);
+  }
+  std::vector<double> fetch_seconds;
+  for (const PlainFetch& fetch : r.fetches) fetch_seconds.push_back(fetch.seconds);
+  std::sort(fetch_seconds.begin(), fetch_seconds.end());
+  r.fetch_s = fetch_seconds[fetch_seconds.size() / 2];
   fs::remove(data);
   if (absl::Status deleted = client.Delete(job->id()); !deleted.ok()) return deleted;
   return r;
@@ -305,12 +376,11 @@ absl::StatusOr<ManyResult> RunMany(client::TomoClient& client, const std::string
 
 int Main(int argc, char** argv) {
   CLI::App app{"tomod-bench: upload, download, end-to-end and many-client timings of tomod"};
-  std::string server = "127.0.0.1:50051", work_dir = "/tmp/tomod-bench", spool_dir,
-              json_path;
+  std::string server = "127.0.0.1:50051", work_dir = "/tmp/tomod-bench", spool_dir, json_path;
   bool large = false, many = false;
   uint32_t fdk_side = 512;
-  int clients = 20, jobs = 50, large_repeats = 3, large_warmups = 1, download_streams = 0,
-      upload_streams = 0;
+  int clients = 20, jobs = 50, large_repeats = 3, large_warmups = 1, fetch_repeats = 1,
+      download_streams = 0, upload_streams = 0, server_pid = 0;
   app.add_option("--server", server, "tomod's address");
   app.add_option("--work-dir", work_dir, "where data files and downloads go (tmpfs advised)");
   app.add_option("--spool-dir", spool_dir,
@@ -328,6 +398,12 @@ int Main(int argc, char** argv) {
                  "medians: a fresh tomod's and client's first upload is 20-40% slower (heaps, "
                  "connection windows and the device still growing)")
       ->check(CLI::Range(0, 100));
+  app.add_option("--fetch-repeats", fetch_repeats,
+                 "plain fetches of each large run's result; its download rate is their median")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--server-pid", server_pid,
+                 "tomod's process id, when it runs on this machine: each plain fetch then "
+                 "reports tomod's CPU time too");
   app.add_option("--download-streams", download_streams,
                  "striped streams of each fetch (ClientOptions::download_streams; 0, the "
                  "default: automatic)")
@@ -350,7 +426,8 @@ int Main(int argc, char** argv) {
   if (large) {
     std::vector<LargeResult> runs, warmups;
     for (int run = -large_warmups; run < large_repeats; ++run) {
-      absl::StatusOr<LargeResult> r = RunLarge(client, work_dir, spool_dir, fdk_side);
+      absl::StatusOr<LargeResult> r =
+          RunLarge(client, work_dir, spool_dir, fdk_side, fetch_repeats, server_pid);
       if (!r.ok()) {
         std::fprintf(stderr, "tomod-bench: large: %s\n", r.status().ToString().c_str());
         return 1;
@@ -361,21 +438,30 @@ int Main(int argc, char** argv) {
       std::printf("large: run %d: upload %.2f GB in %.3f s (%.2f GB/s, until committed)\n", run,
                   gb_in, r->upload_s, gb_in / r->upload_s);
       if (r->disk_write_fsync_s > 0) {
-        std::printf("large: run %d: the spool's disk, the same bytes written and fsynced: %.3f s "
-                    "(%.2f GB/s); tomod's upload reaches %.0f%% of it\n",
-                    run, r->disk_write_fsync_s, gb_in / r->disk_write_fsync_s,
-                    100.0 * r->disk_write_fsync_s / r->upload_s);
+        std::printf(
+            "large: run %d: the spool's disk, the same bytes written and fsynced: %.3f s "
+            "(%.2f GB/s); tomod's upload reaches %.0f%% of it\n",
+            run, r->disk_write_fsync_s, gb_in / r->disk_write_fsync_s,
+            100.0 * r->disk_write_fsync_s / r->upload_s);
       }
       for (const auto& [what, at] : r->events) {
         std::printf("large: run %d:   %-40s %.3f s\n", run, what.c_str(), at);
       }
-      std::printf("large: run %d: total %.3f s = upload + %.3f s (the fetch %s, ending %.3f s "
-                  "after SUCCEEDED); plain download after SUCCEEDED %.2f GB in %.3f s "
-                  "(%.2f GB/s)\n",
-                  run, r->total_s, r->total_s - r->upload_s,
-                  r->fetch_started_early ? "started on write results"
-                                         : "started after SUCCEEDED",
-                  r->succeeded_to_fetched_s, gb_out, r->fetch_s, gb_out / r->fetch_s);
+      std::printf(
+          "large: run %d: total %.3f s = upload + %.3f s (the fetch %s, ending %.3f s "
+          "after SUCCEEDED); plain download after SUCCEEDED %.2f GB in %.3f s "
+          "(%.2f GB/s)\n",
+          run, r->total_s, r->total_s - r->upload_s,
+          r->fetch_started_early ? "started on write results" : "started after SUCCEEDED",
+          r->succeeded_to_fetched_s, gb_out, r->fetch_s, gb_out / r->fetch_s);
+      for (size_t k = 0; k < r->fetches.size(); ++k) {
+        const PlainFetch& fetch = r->fetches[k];
+        std::printf(
+            "large: run %d:   plain fetch %zu: %.3f s (%.2f GB/s); client CPU user %.3f s, "
+            "system %.3f s, minor faults %ld; tomod CPU %.2f s; stolen %.2f s\n",
+            run, k, fetch.seconds, gb_out / fetch.seconds, fetch.usage.user_s, fetch.usage.system_s,
+            fetch.usage.minor_faults, fetch.server_cpu_s, fetch.stolen_s);
+      }
       (run < 0 ? warmups : runs).push_back(*r);
     }
     auto median = [&runs](double LargeResult::*field) {
@@ -393,27 +479,37 @@ int Main(int argc, char** argv) {
     const double after_succeeded_s = median(&LargeResult::succeeded_to_fetched_s);
     int early_runs = 0;
     for (const LargeResult& r : runs) early_runs += r.fetch_started_early ? 1 : 0;
-    std::printf("large: median of %d runs: upload %.2f GB/s (the spool's write+fsync %.2f GB/s, "
-                "%.0f%%), download %.2f GB/s, total %.3f s = upload + %.3f s; the result "
-                "fetched %.3f s after SUCCEEDED (%d of %d fetches started early)\n",
-                large_repeats, gb_in / upload_s, floor_s > 0 ? gb_in / floor_s : 0.0,
-                floor_s > 0 ? 100.0 * floor_s / upload_s : 0.0, gb_out / fetch_s, total_s,
-                total_s - upload_s, after_succeeded_s, early_runs, large_repeats);
+    std::printf(
+        "large: median of %d runs: upload %.2f GB/s (the spool's write+fsync %.2f GB/s, "
+        "%.0f%%), download %.2f GB/s, total %.3f s = upload + %.3f s; the result "
+        "fetched %.3f s after SUCCEEDED (%d of %d fetches started early)\n",
+        large_repeats, gb_in / upload_s, floor_s > 0 ? gb_in / floor_s : 0.0,
+        floor_s > 0 ? 100.0 * floor_s / upload_s : 0.0, gb_out / fetch_s, total_s,
+        total_s - upload_s, after_succeeded_s, early_runs, large_repeats);
     absl::StrAppend(&json, "\"large\": {\"upload_bytes\": ", runs[0].upload_bytes,
                     ", \"upload_s\": ", upload_s, ", \"disk_write_fsync_s\": ", floor_s,
                     ", \"result_bytes\": ", runs[0].result_bytes, ", \"fetch_s\": ", fetch_s,
-                    ", \"total_s\": ", total_s, ", \"succeeded_to_fetched_s\": ",
-                    after_succeeded_s, ", \"early_fetches\": ", early_runs);
+                    ", \"total_s\": ", total_s, ", \"succeeded_to_fetched_s\": ", after_succeeded_s,
+                    ", \"early_fetches\": ", early_runs);
     for (const auto& [key, list] : {std::pair{"runs", &runs}, std::pair{"warmups", &warmups}}) {
       absl::StrAppend(&json, ", \"", key, "\": [");
       for (size_t i = 0; i < list->size(); ++i) {
         const LargeResult& r = (*list)[i];
         absl::StrAppend(&json, i ? ", " : "", "{\"upload_s\": ", r.upload_s,
-                        ", \"disk_write_fsync_s\": ", r.disk_write_fsync_s, ", \"fetch_s\": ",
-                        r.fetch_s, ", \"total_s\": ", r.total_s,
+                        ", \"disk_write_fsync_s\": ", r.disk_write_fsync_s,
+                        ", \"fetch_s\": ", r.fetch_s, ", \"total_s\": ", r.total_s,
                         ", \"succeeded_to_fetched_s\": ", r.succeeded_to_fetched_s,
                         ", \"fetch_started_early\": ", r.fetch_started_early ? "true" : "false",
-                        "}");
+                        ", \"fetches\": [");
+        for (size_t k = 0; k < r.fetches.size(); ++k) {
+          const PlainFetch& fetch = r.fetches[k];
+          absl::StrAppend(
+              &json, k ? ", " : "", "{\"s\": ", fetch.seconds, ", \"user_s\": ", fetch.usage.user_s,
+              ", \"system_s\": ", fetch.usage.system_s,
+              ", \"minor_faults\": ", fetch.usage.minor_faults,
+              ", \"server_cpu_s\": ", fetch.server_cpu_s, ", \"stolen_s\": ", fetch.stolen_s, "}");
+        }
+        absl::StrAppend(&json, "]}");
       }
       absl::StrAppend(&json, "]");
     }
@@ -425,16 +521,17 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "tomod-bench: many: %s\n", r.status().ToString().c_str());
       return 1;
     }
-    std::printf("many: %d clients x %d jobs: %d succeeded in %.2f s (%.1f jobs/s); latency "
-                "p50 %.3f s, p99 %.3f s, max %.3f s; listed %d, distinct ids %d%s%s\n",
-                clients, jobs, r->succeeded, r->wall_s, r->succeeded / r->wall_s, r->p50_s,
-                r->p99_s, r->max_s, r->listed, r->distinct_ids,
-                r->first_error.empty() ? "" : "; first error: ", r->first_error.c_str());
+    std::printf(
+        "many: %d clients x %d jobs: %d succeeded in %.2f s (%.1f jobs/s); latency "
+        "p50 %.3f s, p99 %.3f s, max %.3f s; listed %d, distinct ids %d%s%s\n",
+        clients, jobs, r->succeeded, r->wall_s, r->succeeded / r->wall_s, r->p50_s, r->p99_s,
+        r->max_s, r->listed, r->distinct_ids,
+        r->first_error.empty() ? "" : "; first error: ", r->first_error.c_str());
     absl::StrAppend(&json, large ? ", " : "", "\"many\": {\"clients\": ", clients,
                     ", \"jobs_per_client\": ", jobs, ", \"succeeded\": ", r->succeeded,
-                    ", \"wall_s\": ", r->wall_s, ", \"p50_s\": ", r->p50_s, ", \"p99_s\": ",
-                    r->p99_s, ", \"listed\": ", r->listed, ", \"distinct_ids\": ",
-                    r->distinct_ids, "}");
+                    ", \"wall_s\": ", r->wall_s, ", \"p50_s\": ", r->p50_s,
+                    ", \"p99_s\": ", r->p99_s, ", \"listed\": ", r->listed,
+                    ", \"distinct_ids\": ", r->distinct_ids, "}");
     if (r->succeeded != r->jobs || r->listed != r->jobs || r->distinct_ids != r->jobs) {
       std::fprintf(stderr, "tomod-bench: many: jobs lost or duplicated\n");
       return 1;
@@ -448,4 +545,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tomo::bench
 
-int main(int argc, char** argv) { return tomo::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  tomo::transfer::KeepTransferBuffersInTheHeap();  // as the tomo CLI does
+  return tomo::bench::Main(argc, argv);
+}

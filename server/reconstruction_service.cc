@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +22,7 @@
 #include "core/devices/devices.h"
 #include "proto/transfer/chunk_reader.h"
 #include "server/client_identity.h"
+#include "server/fetch_message.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
 #include "server/upload_reactors.h"
@@ -197,7 +199,7 @@ transfer::StripeLayout StripeOf(const pb::FetchResultRequest& request, uint64_t 
 // Streams a result file (result: FindResult's answer for request, a file or an error). A
 // transfer::ChunkReader reads the next chunks on its own threads while the current one is
 // on the wire; when the next is not read yet, its on_ready callback sends it.
-class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultResponse> {
+class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FetchReactor(TomodMetrics* metrics, const pb::FetchResultRequest& request,
                absl::StatusOr<JobManager::ResultLocation> result)
@@ -218,6 +220,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
     options.chunk_bytes = kFetchChunkBytes;
     options.threads = 2;
     options.checksum = false;  // the result's CRC-32 is recorded
+    options.map_files = true;  // results are never cut in place: sent from the mapping
     options.stripe_count = stripe.count;
     options.stripe_index = stripe.index;
     options.stripe_bytes = stripe.unit_bytes;
@@ -263,11 +266,14 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
     }
     response_.Clear();
     if (sent_messages_++ == 0) response_.set_file_bytes(file_.size_bytes());
+    std::string_view data;
+    std::shared_ptr<const void> mapping;
     if (chunk->has_value()) {
       response_.set_offset((*chunk)->offset);  // one file: offsets in it are the file's
-      sent_bytes_ += (*chunk)->bytes.size();
-      if (metrics_ != nullptr) metrics_->FetchBytes((*chunk)->bytes.size());
-      *response_.mutable_data() = std::move((*chunk)->bytes);
+      data = (*chunk)->view();
+      mapping = std::move((*chunk)->mapping);
+      sent_bytes_ += data.size();
+      if (metrics_ != nullptr) metrics_->FetchBytes(data.size());
     } else {
       // An empty file, a fetch from its end, or a stripe without a unit.
       response_.set_offset(file_.size_bytes());
@@ -280,9 +286,12 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
       response_.set_last(true);
       response_.set_total_bytes(file_.size_bytes());
       response_.set_crc32(file_.crc32());
-      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    message_ = FetchMessage(response_, data, std::move(mapping));
+    if (response_.last()) {
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
-      StartWrite(&response_);
+      StartWrite(&message_);
     }
   }
 
@@ -292,7 +301,8 @@ class FetchReactor final : public grpc::ServerWriteReactor<pb::FetchResultRespon
   std::unique_ptr<transfer::ChunkReader> reader_;
   uint64_t sent_bytes_ = 0;
   uint64_t sent_messages_ = 0;  // the first carries file_bytes
-  pb::FetchResultResponse response_;
+  pb::FetchResultResponse response_;  // the next message's fields, but its data
+  grpc::ByteBuffer message_;          // the message being written
 };
 
 // "JOB_STATE_FAILED" -> "FAILED".
@@ -316,7 +326,7 @@ std::string ShortStateName(pb::JobState state) {
 // chunks remain to be sent; once idle (waiting for the job), by the manager's Flush after
 // a terminal event, or by OnCancel. Only the holder touches offset_ and response_.
 // offset_ is where the next chunk of the stripe is looked for (stripe_.NextRange).
-class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultResponse> {
+class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
  public:
   EarlyFetchReactor(JobManager& manager, TomodMetrics* metrics,
                     const pb::FetchResultRequest& request, JobManager::ResultLocation location)
@@ -383,7 +393,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "fetch cancelled"));
     } else if (!last_chunk) {
       SetChunk(begin, end);
-      StartWrite(&response_);
+      StartWrite(&message_);
     } else if (end_state == pb::JOB_STATE_SUCCEEDED) {
       SendLast();
     } else {
@@ -405,12 +415,13 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
                                            " were being written")));
       return;
     }
+    pb::FetchResultResponse last;
+    last.set_last(true);
+    last.set_total_bytes(size_);
+    last.set_crc32(result->file.crc32());
     const auto [begin, end] = stripe_.NextRange(offset_, kFetchChunkBytes);
-    SetChunk(begin, end);
-    volume_.reset();
-    response_.set_last(true);
-    response_.set_total_bytes(size_);
-    response_.set_crc32(result->file.crc32());
+    SetChunk(begin, end, std::move(last));
+    volume_.reset();  // the last message's slice holds it until sent
     if (metrics_ != nullptr) {
       metrics_->StageDone(TomodMetrics::Stage::kFetch, absl::ToDoubleSeconds(absl::Now() - start_));
     }
@@ -418,19 +429,20 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
       absl::MutexLock lock(&mu_);
       StopDrivingLocked();
     }
-    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
-  // response_ = the bytes [begin, end) of the volume, offset_ = end (begin == end: an
-  // empty message at the end, as a fetch from a file's end sends).
-  void SetChunk(uint64_t begin, uint64_t end) {
-    response_.Clear();
-    if (sent_messages_++ == 0) response_.set_file_bytes(size_);
-    response_.set_offset(begin);
-    if (end > begin) {
-      response_.set_data(reinterpret_cast<const char*>(volume_->data()) + begin, end - begin);
-      if (metrics_ != nullptr) metrics_->FetchBytes(end - begin);
-    }
+  // message_ = fields with the bytes [begin, end) of the volume (a slice of it, which holds
+  // the volume), offset_ = end (begin == end: an empty message at the end, as a fetch from
+  // a file's end sends).
+  void SetChunk(uint64_t begin, uint64_t end,
+                pb::FetchResultResponse fields = pb::FetchResultResponse()) {
+    if (sent_messages_++ == 0) fields.set_file_bytes(size_);
+    fields.set_offset(begin);
+    const std::string_view data(reinterpret_cast<const char*>(volume_->data()) + begin,
+                                end - begin);
+    if (metrics_ != nullptr && end > begin) metrics_->FetchBytes(end - begin);
+    message_ = FetchMessage(fields, data, volume_);
     offset_ = end;
   }
 
@@ -460,7 +472,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<pb::FetchResultRe
   const transfer::StripeLayout stripe_;
   uint64_t offset_;
   uint64_t sent_messages_ = 0;  // the first carries file_bytes
-  pb::FetchResultResponse response_;
+  grpc::ByteBuffer message_;    // the message being written
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   pb::JobState end_state_ ABSL_GUARDED_BY(mu_) = pb::JOB_STATE_UNSPECIFIED;
   std::string end_message_ ABSL_GUARDED_BY(mu_);
@@ -521,17 +533,27 @@ grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(
   return reactor;
 }
 
-grpc::ServerWriteReactor<pb::FetchResultResponse>* ReconstructionService::FetchResult(
-    grpc::CallbackServerContext* /*context*/, const pb::FetchResultRequest* request) {
-  if (absl::Status stripe = CheckStripeFields(*request); !stripe.ok()) {
-    return new FetchReactor(metrics_, *request, stripe);  // finishes with it at once
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ReconstructionService::FetchResult(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* raw_request) {
+  pb::FetchResultRequest request;
+  grpc::ByteBuffer copy(*raw_request);  // Deserialize consumes its buffer (slices are shared)
+  if (grpc::Status parsed =
+          grpc::SerializationTraits<pb::FetchResultRequest>::Deserialize(&copy, &request);
+      !parsed.ok()) {
+    return new FetchReactor(metrics_, request,
+                            absl::InvalidArgumentError(absl::StrCat(
+                                "FetchResultRequest: not a valid message: ",
+                                parsed.error_message())));
+  }
+  if (absl::Status stripe = CheckStripeFields(request); !stripe.ok()) {
+    return new FetchReactor(metrics_, request, stripe);  // finishes with it at once
   }
   absl::StatusOr<JobManager::ResultLocation> result =
-      manager_.FindResult(request->job_id(), request->name());
+      manager_.FindResult(request.job_id(), request.name());
   if (result.ok() && result->being_written != nullptr) {
-    return new EarlyFetchReactor(manager_, metrics_, *request, std::move(*result));
+    return new EarlyFetchReactor(manager_, metrics_, request, std::move(*result));
   }
-  return new FetchReactor(metrics_, *request, std::move(result));
+  return new FetchReactor(metrics_, request, std::move(result));
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(

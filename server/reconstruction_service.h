@@ -13,7 +13,10 @@
 //                SUCCEEDED gives that last message, any other end ABORTED. Either may be
 //                striped (FetchResultRequest.stripe_*): the stripe's units only, each
 //                stripe ending with the same last message.
-//                FetchReactor reads through transfer::ChunkReader, striped alike.
+//                FetchReactor reads through transfer::ChunkReader, striped alike, from
+//                the file's mapping. The method is raw (ByteBuffer in and out): each
+//                message's bytes go to gRPC as a slice of the file's mapping or of the
+//                volume in memory, never copied into the message (fetch_message.h).
 //   others       unary, answered at once (ServerUnaryReactor).
 //
 // The service's only state is the registry of striped uploads in progress, for SubmitStripe
@@ -39,7 +42,11 @@ inline constexpr uint64_t kMinFetchStripeBytes = 4 << 10;
 inline constexpr uint64_t kMaxFetchStripeBytes = 8 << 20;
 inline constexpr uint64_t kDefaultFetchStripeBytes = 1 << 20;  // for stripe_bytes 0
 
-class ReconstructionService final : public tomoserve::v1::Reconstruction::CallbackService {
+// FetchResult is the one raw method: its messages are built in their wire form.
+using ReconstructionServiceBase = tomoserve::v1::Reconstruction::WithRawCallbackMethod_FetchResult<
+    tomoserve::v1::Reconstruction::CallbackService>;
+
+class ReconstructionService final : public ReconstructionServiceBase {
  public:
   // metrics: where upload/fetch bytes, fetch durations and refused Submits are counted;
   // null: nowhere.
@@ -67,9 +74,9 @@ class ReconstructionService final : public tomoserve::v1::Reconstruction::Callba
   grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
                                       const tomoserve::v1::DeleteJobRequest* request,
                                       tomoserve::v1::DeleteJobResponse* response) override;
-  grpc::ServerWriteReactor<tomoserve::v1::FetchResultResponse>* FetchResult(
-      grpc::CallbackServerContext* context,
-      const tomoserve::v1::FetchResultRequest* request) override;
+  // request: a FetchResultRequest; the messages written: FetchResultResponse.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* FetchResult(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const tomoserve::v1::GetServerInfoRequest* request,
                                           tomoserve::v1::ServerInfo* response) override;

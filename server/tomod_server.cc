@@ -1,7 +1,6 @@
 #include "server/tomod_server.h"
 
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -28,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "core/base/status_macros.h"
+#include "proto/transfer/allocator_tuning.h"
 #include "server/gpu_utilization.h"
 #include "server/log.h"
 
@@ -76,14 +76,6 @@ absl::Status CheckLimits(const ServerLimits& limits) {
     return absl::InvalidArgumentError("--max_iterations: 0 is out of range [1, 2^32)");
   }
   return absl::OkStatus();
-}
-
-// glibc hands freed memory back to the OS eagerly; with gRPC's receive buffers that made
-// uploads 3-5x slower in a measurement (issue 4). Keep up to 256 MiB of free heap, and
-// serve blocks up to 32 MiB (glibc's maximum for this setting) from the heap.
-void ConfigureAllocator() {
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }
 
 // The gauges read at scrape time, from the manager, the device list and NVML (gpus may be
@@ -307,7 +299,7 @@ void TomodServer::CutDrainShort() {
 }
 
 absl::Status RunServer(const ServerOptions& options) {
-  ConfigureAllocator();
+  transfer::KeepTransferBuffersInTheHeap();
   // Blocked here, before any other thread exists, so that every thread inherits the mask
   // and only sigwait below sees the signals.
   sigset_t signals;

@@ -18,6 +18,15 @@
 // the unit's end. Chunk::file and Chunk::offset say where each chunk belongs. tomod's
 // FetchResult sends a striped fetch's streams this way (tomoserve.proto, FetchResultRequest).
 //
+// Mapped (Options::map_files): the files are mapped read-only and a chunk is a view of its
+// bytes in the mapping (Chunk::mapped, kept alive by Chunk::mapping) instead of a copy; the
+// reader threads fault the chunk's pages in ahead of the consumer, so that a consumer that
+// sends the view (tomod's FetchResult hands it to gRPC as a slice) does not wait on the
+// disk, and nothing copies the bytes before the socket does. Only for files nobody
+// truncates while they are read (tomod's published results): each chunk is checked against
+// the file's size before its pages are touched, but a file cut after that check raises
+// SIGBUS where the view is read.
+//
 // Next/TryNext from one consumer thread at a time.
 #pragma once
 
@@ -26,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -74,12 +84,18 @@ class ChunkReader {
     uint32_t stripe_count = 1;
     uint32_t stripe_index = 0;
     uint64_t stripe_bytes = 1 << 20;
+    bool map_files = false;  // chunks are views of read-only mappings (see above)
   };
   struct Chunk {
-    std::string bytes;
+    std::string bytes;  // empty with map_files
+    // With map_files: the bytes, in the file's mapping, valid while mapping is held.
+    std::string_view mapped;
+    std::shared_ptr<const void> mapping;
     uint32_t crc32 = 0;
     size_t file = 0;      // index into the paths
     uint64_t offset = 0;  // in that file
+
+    std::string_view view() const { return mapping ? mapped : std::string_view(bytes); }
   };
 
   // NOT_FOUND / PERMISSION_DENIED / INTERNAL naming the path when a file cannot be opened
@@ -114,6 +130,9 @@ class ChunkReader {
   struct State;
   explicit ChunkReader(std::shared_ptr<State> state);
   static void ReadLoop(const std::shared_ptr<State>& state);
+  // A chunk of span: its bytes read (pread) or viewed in the file's mapping (map_files).
+  static absl::Status Read(const State& s, const Span& span, Chunk* chunk);
+  static absl::Status ViewMapped(const State& s, const Span& span, Chunk* chunk);
 
   std::shared_ptr<State> state_;
   std::vector<std::thread> readers_;
