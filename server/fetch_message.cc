@@ -1,12 +1,12 @@
 #include "server/fetch_message.h"
 
+#include <string>
+#include <utility>
+
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/support/slice.h>
-
-#include <string>
-#include <utility>
 
 namespace tomo::server {
 

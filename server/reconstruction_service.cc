@@ -197,8 +197,9 @@ transfer::StripeLayout StripeOf(const pb::FetchResultRequest& request, uint64_t 
 }
 
 // Streams a result file (result: FindResult's answer for request, a file or an error). A
-// transfer::ChunkReader reads the next chunks on its own threads while the current one is
-// on the wire; when the next is not read yet, its on_ready callback sends it.
+// transfer::ChunkReader faults the next chunks of the file's mapping in on its own threads
+// while the current one is on the wire; when the next is not ready yet, its on_ready
+// callback sends it. Each message refers to its chunk in the mapping (FetchMessage).
 class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FetchReactor(TomodMetrics* metrics, const pb::FetchResultRequest& request,
@@ -324,7 +325,7 @@ std::string ShortStateName(pb::JobState state) {
 //
 // The token (JobWatchingWriteReactor) is held by the constructor, then OnWriteDone while
 // chunks remain to be sent; once idle (waiting for the job), by the manager's Flush after
-// a terminal event, or by OnCancel. Only the holder touches offset_ and response_.
+// a terminal event, or by OnCancel. Only the holder touches offset_ and message_.
 // offset_ is where the next chunk of the stripe is looked for (stripe_.NextRange).
 class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
  public:

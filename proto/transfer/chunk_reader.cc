@@ -17,6 +17,10 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/transfer/crc32.h"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14; older C libraries lack the name
+#endif
+
 namespace tomo::transfer {
 namespace {
 
@@ -42,22 +46,22 @@ std::shared_ptr<const void> MapReadOnly(int fd, uint64_t size, const std::string
 
 // Faults in the pages of [data, data + size) of a mapping, for reading, so that whoever
 // reads them next (a socket's copy) finds them resident. MADV_POPULATE_READ (Linux 5.14)
-// reports a page beyond the file's end as EFAULT instead of raising SIGBUS; older kernels
-// get one read per page.
+// reports a page beyond the file's end as EFAULT instead of raising SIGBUS; kernels that
+// do not know it (EINVAL) get one read per page.
 absl::Status FaultIn(const char* data, size_t size, const std::string& path, uint64_t offset) {
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(data) + size;
-#ifdef MADV_POPULATE_READ
-  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) {
-    return absl::OkStatus();
-  }
+  int advised;
+  do {
+    advised = ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+  } while (advised != 0 && errno == EINTR);
+  if (advised == 0) return absl::OkStatus();
   if (errno != EINVAL) {
     return absl::DataLossError(absl::StrCat(
         "cannot read ", path, " at byte ", offset, ": ",
         errno == EFAULT ? "the file is shorter than when it was opened" : std::strerror(errno)));
   }
-#endif
   for (uintptr_t p = begin; p < end; p += page) {
     (void)*reinterpret_cast<const volatile char*>(std::max(p, reinterpret_cast<uintptr_t>(data)));
   }
