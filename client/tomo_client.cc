@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "client/fetch_response_reader.h"
 #include "core/io/mapped_range.h"
 #include "proto/transfer/chunk_reader.h"
 #include "proto/transfer/chunk_writer.h"
@@ -533,15 +534,21 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
   request.set_job_id(job_id);
   request.set_name(result_name);
   request.set_offset(offset);
-  std::unique_ptr<grpc::ClientReader<v1::FetchResultResponse>> reader =
-      stub_->FetchResult(&context, request);
+  FetchResponseReader reader(*channel_, &context, request);
 
-  v1::FetchResultResponse response;
+  FetchedResponse fetched;
+  const v1::FetchResultResponse& response = fetched.fields;
   bool got_last = false;
   uint64_t total = 0;
   uint32_t expected_crc = 0;
   absl::Status local_error;
-  while (reader->Read(&response)) {
+  for (;;) {
+    absl::StatusOr<bool> more = reader.Read(&fetched);
+    if (!more.ok()) {
+      local_error = more.status();
+      break;
+    }
+    if (!*more) break;
     if (got_last) {
       local_error = absl::DataLossError(
           absl::StrCat("fetch ", job_id, "/", result_name, ": data after the last message"));
@@ -562,7 +569,7 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
         writer = transfer::ChunkWriter::Create(fd.Release(), partial_path, {});
       }
     }
-    if (!response.data().empty()) {
+    if (fetched.data_bytes > 0) {
       if (response.offset() != offset) {
         local_error = absl::DataLossError(absl::StrCat(
             "fetch ", job_id, "/", result_name, ": tomod sent bytes at offset ",
@@ -570,10 +577,11 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
         break;
       }
       const uint64_t at = offset;
-      offset += response.data().size();
+      offset += fetched.data_bytes;
+      // Mapped: copied once, from gRPC's slices into the file.
       absl::StatusOr<bool> room =
-          mapped ? mapped->Append(at, std::move(*response.mutable_data()))
-                 : writer->Append(std::move(*response.mutable_data()));
+          mapped ? mapped->Append(at, std::move(fetched.data), std::move(fetched.keep))
+                 : writer->Append(fetched.JoinedData());
       if (!room.ok()) {
         local_error = room.status();
         break;
@@ -596,11 +604,11 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
   };
   if (!local_error.ok()) {
     context.TryCancel();
-    reader->Finish();
+    reader.Finish();
     keep_what_arrived();
     return local_error;
   }
-  grpc::Status status = reader->Finish();
+  grpc::Status status = reader.Finish();
   if (status.error_code() == grpc::StatusCode::ABORTED) {
     // tomod streamed a result being written and the job did not succeed: those bytes are
     // no result, not even the start of one to resume.
@@ -683,6 +691,16 @@ std::vector<v1::Reconstruction::Stub*> TomoClient::DownloadStubs(int n) {
   return stubs;
 }
 
+std::vector<grpc::Channel*> TomoClient::DownloadChannels(int n) {
+  DownloadStubs(n);  // makes the channels that are missing
+  std::lock_guard<std::mutex> lock(download_mu_);
+  std::vector<grpc::Channel*> channels = {channel_.get()};
+  for (int k = 1; k < n; ++k) {
+    channels.push_back(own_channel_ ? download_channels_[k - 1].get() : channel_.get());
+  }
+  return channels;
+}
+
 namespace {
 
 // What one stream of a striped fetch received.
@@ -744,7 +762,7 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     prefix_crc = *crc;
   }
 
-  const std::vector<v1::Reconstruction::Stub*> stubs = DownloadStubs(static_cast<int>(streams));
+  const std::vector<grpc::Channel*> channels = DownloadChannels(static_cast<int>(streams));
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   for (uint32_t k = 0; k < streams; ++k) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
@@ -788,8 +806,7 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     request.set_stripe_count(streams);
     request.set_stripe_index(k);
     request.set_stripe_bytes(unit);
-    std::unique_ptr<grpc::ClientReader<v1::FetchResultResponse>> reader =
-        stubs[k]->FetchResult(contexts[k].get(), request);
+    FetchResponseReader reader(*channels[k], contexts[k].get(), request);
     transfer::StripeLayout stripe;  // the file's end is not known yet
     stripe.offset = offset;
     stripe.size = std::numeric_limits<uint64_t>::max() / 2;
@@ -797,11 +814,18 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     stripe.index = k;
     stripe.unit_bytes = unit;
     uint64_t next = offset;  // where this stripe's next bytes may start
-    v1::FetchResultResponse response;
+    FetchedResponse fetched;
+    const v1::FetchResultResponse& response = fetched.fields;
     absl::Status local_error;
     transfer::MappedFileWriter* writer = nullptr;  // null: pwrite
     bool first_message = true;
-    while (reader->Read(&response)) {
+    for (;;) {
+      absl::StatusOr<bool> more = reader.Read(&fetched);
+      if (!more.ok()) {
+        local_error = more.status();
+        break;
+      }
+      if (!*more) break;
       if (receipt.got_last) {
         local_error = absl::DataLossError(
             absl::StrCat(what, ": stream ", k, " sent data after its last message"));
@@ -816,27 +840,28 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
         }
         writer = *chosen;
       }
-      const std::string& data = response.data();
-      const uint64_t data_bytes = data.size();
-      if (!data.empty()) {
+      const uint64_t data_bytes = fetched.data_bytes;
+      if (data_bytes > 0) {
         const auto [begin, end] = stripe.NextRange(next, unit);
-        if (response.offset() != begin || data.size() > end - begin) {
+        if (response.offset() != begin || data_bytes > end - begin) {
           local_error = absl::DataLossError(absl::StrCat(
-              what, ": tomod sent ", data.size(), " bytes at offset ", response.offset(),
+              what, ": tomod sent ", data_bytes, " bytes at offset ", response.offset(),
               " in stream ", k, " of ", streams, ", expected at most ", end - begin,
               " at offset ", begin));
           break;
         }
-        const uint32_t data_crc = transfer::Crc32Update(0, data.data(), data.size());
+        const uint32_t data_crc = fetched.DataCrc32();
         if (writer != nullptr) {
-          absl::StatusOr<bool> room = writer->Append(begin, std::move(*response.mutable_data()));
+          // Copied once, from gRPC's slices into the file.
+          absl::StatusOr<bool> room =
+              writer->Append(begin, std::move(fetched.data), std::move(fetched.keep));
           if (!room.ok()) {
             local_error = room.status();
             break;
           }
           if (!*room) writer->WaitForRoom();
         } else {
-          local_error = WriteAt(fd.get(), data, begin, partial_path);
+          local_error = WriteAt(fd.get(), fetched.JoinedData(), begin, partial_path);
           if (!local_error.ok()) break;
         }
         StripeReceipt::Unit& got = receipt.units[(begin - offset) / unit];
@@ -857,10 +882,10 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     if (!local_error.ok()) {
       fail(local_error);
       contexts[k]->TryCancel();
-      reader->Finish();
+      reader.Finish();
       return;
     }
-    grpc::Status status = reader->Finish();
+    grpc::Status status = reader.Finish();
     if (!status.ok()) {
       fail(FromGrpcStatus(status));
     } else if (!receipt.got_last) {

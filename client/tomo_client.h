@@ -222,8 +222,10 @@ class TomoClient {
                                                          int streams, bool resume,
                                                          const ByteProgressFn& on_progress,
                                                          bool* offset_refused);
-  // The stubs of streams 0..n-1 of a striped fetch (stub_ first), made once.
+  // The stubs of streams 0..n-1 of a striped transfer (stub_ first), made once.
   std::vector<tomoserve::v1::Reconstruction::Stub*> DownloadStubs(int n);
+  // Their channels (channel_ first).
+  std::vector<grpc::Channel*> DownloadChannels(int n);
   // How many streams a Submit of total_bytes uses: options_.upload_streams (automatic:
   // kAutomaticTransferStreams), at most what tomod takes (asked once) and one per unit; 1
   // for small inputs.

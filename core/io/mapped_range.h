@@ -35,10 +35,12 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries lack the name
@@ -107,17 +109,25 @@ inline absl::Status PopulateMappedRange(int fd, char* mapping, uint64_t mapping_
   return absl::OkStatus();
 }
 
-// PopulateMappedRange of [offset, offset + size), then a copy of bytes there; the whole
-// pages of the range are then dropped from the mapping (MADV_DONTNEED: the bytes stay in
-// the file, a later access maps them again).
-inline absl::Status CopyIntoMappedRange(int fd, char* mapping, uint64_t mapping_offset,
-                                        uint64_t offset, const void* bytes, size_t size,
-                                        const std::string& path) {
+// PopulateMappedRange of [offset, offset + size), size being the pieces' sizes summed, then
+// a copy of the pieces there, one after the other; the whole pages of the range are then
+// dropped from the mapping (MADV_DONTNEED: the bytes stay in the file, a later access maps
+// them again). Pieces: bytes that arrived in several buffers (a gRPC message's slices).
+inline absl::Status CopyPiecesIntoMappedRange(int fd, char* mapping, uint64_t mapping_offset,
+                                              uint64_t offset,
+                                              absl::Span<const std::string_view> pieces,
+                                              const std::string& path) {
+  size_t size = 0;
+  for (std::string_view piece : pieces) size += piece.size();
   if (absl::Status populated = PopulateMappedRange(fd, mapping, mapping_offset, offset, size, path);
       !populated.ok()) {
     return populated;
   }
-  std::memcpy(mapping + (offset - mapping_offset), bytes, size);
+  char* to = mapping + (offset - mapping_offset);
+  for (std::string_view piece : pieces) {
+    std::memcpy(to, piece.data(), piece.size());
+    to += piece.size();
+  }
   // The whole pages just written leave the page tables at once, on the writing thread: the
   // bytes stay in the file (the mapping is shared), and the final munmap, which tore down
   // a 2.4 GB upload's mapping in one piece at the commit, has almost nothing left to do.
@@ -129,6 +139,14 @@ inline absl::Status CopyIntoMappedRange(int fd, char* mapping, uint64_t mapping_
     ::madvise(mapping + (first_whole - mapping_offset), end_whole - first_whole, MADV_DONTNEED);
   }
   return absl::OkStatus();
+}
+
+// CopyPiecesIntoMappedRange of one piece: bytes [0, size).
+inline absl::Status CopyIntoMappedRange(int fd, char* mapping, uint64_t mapping_offset,
+                                        uint64_t offset, const void* bytes, size_t size,
+                                        const std::string& path) {
+  const std::string_view piece(static_cast<const char*>(bytes), size);
+  return CopyPiecesIntoMappedRange(fd, mapping, mapping_offset, offset, {&piece, 1}, path);
 }
 
 }  // namespace tomo::core

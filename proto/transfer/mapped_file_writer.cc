@@ -15,7 +15,9 @@ namespace tomo::transfer {
 
 struct MappedFileWriter::Chunk {
   uint64_t offset = 0;
-  std::shared_ptr<const std::string> bytes;
+  std::vector<std::string_view> pieces;  // laid end to end from offset
+  uint64_t bytes = 0;                     // the pieces' sizes summed
+  std::shared_ptr<const void> keep;       // what the pieces point into
 };
 
 bool MappedFileWriter::Suits(int fd) { return core::IsOnTmpfs(fd); }
@@ -75,7 +77,15 @@ absl::StatusOr<bool> MappedFileWriter::Append(uint64_t offset, std::string chunk
 
 absl::StatusOr<bool> MappedFileWriter::Append(uint64_t offset,
                                               std::shared_ptr<const std::string> chunk) {
-  const uint64_t bytes = chunk->size();
+  const std::string_view bytes = *chunk;
+  return Append(offset, {bytes}, std::move(chunk));
+}
+
+absl::StatusOr<bool> MappedFileWriter::Append(uint64_t offset,
+                                              std::vector<std::string_view> pieces,
+                                              std::shared_ptr<const void> keep) {
+  uint64_t bytes = 0;
+  for (std::string_view piece : pieces) bytes += piece.size();
   if (offset < begin_ || offset > size_ || bytes > size_ - offset) {
     return absl::DataLossError(absl::StrCat(path_, ": a chunk of ", bytes, " bytes at offset ",
                                             offset, " is outside the bytes to write [", begin_,
@@ -89,7 +99,9 @@ absl::StatusOr<bool> MappedFileWriter::Append(uint64_t offset,
   if (bytes == 0) return !full_;
   auto entry = std::make_shared<Chunk>();
   entry->offset = offset;
-  entry->bytes = std::move(chunk);
+  entry->pieces = std::move(pieces);
+  entry->bytes = bytes;
+  entry->keep = std::move(keep);
   queue_.push_back(std::move(entry));
   queued_bytes_ += bytes;
   if (queued_bytes_ > options_.max_queued_bytes) full_ = true;
@@ -122,13 +134,16 @@ void MappedFileWriter::CopyLoop() {
       ++in_flight_;
       failed = !error_.ok();  // after an error the rest is dropped, not copied
     }
-    const std::string& bytes = *chunk->bytes;
     absl::Status copied;
-    Copied done{chunk->offset, bytes.size(), 0};
+    Copied done{chunk->offset, chunk->bytes, 0};
     if (!failed) {
-      copied = core::CopyIntoMappedRange(fd_, mapping_, mapping_offset_, chunk->offset,
-                                         bytes.data(), bytes.size(), path_);
-      if (copied.ok()) done.crc32 = Crc32Update(0, bytes.data(), bytes.size());
+      copied = core::CopyPiecesIntoMappedRange(fd_, mapping_, mapping_offset_, chunk->offset,
+                                               chunk->pieces, path_);
+      if (copied.ok()) {
+        for (std::string_view piece : chunk->pieces) {
+          done.crc32 = Crc32Update(done.crc32, piece.data(), piece.size());
+        }
+      }
     }
     chunk.reset();
     bool notify = false;

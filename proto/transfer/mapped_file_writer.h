@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -89,6 +90,10 @@ class MappedFileWriter {
   // queued; the writer goes on); FAILED_PRECONDITION after Finish.
   absl::StatusOr<bool> Append(uint64_t offset, std::shared_ptr<const std::string> chunk);
   absl::StatusOr<bool> Append(uint64_t offset, std::string chunk);
+  // The chunk as pieces laid end to end from offset (a gRPC message's slices), which keep
+  // holds until they are copied: no copy is made before the one into the file.
+  absl::StatusOr<bool> Append(uint64_t offset, std::vector<std::string_view> pieces,
+                              std::shared_ptr<const void> keep);
   // Blocks while the queue is full (returns at once after an error).
   void WaitForRoom();
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -130,6 +131,42 @@ TEST_F(MappedFileWriterTest, RandomOrderChunksFromThreeThreadsAreTheFile) {
   const std::string file = ReadFile();
   EXPECT_EQ(file.size(), size);
   EXPECT_TRUE(file == data) << "the file's bytes differ";
+}
+
+// Chunks given as pieces of separate buffers (as a gRPC message's slices arrive): each
+// chunk is its pieces laid end to end, the buffers are held until copied and let go after,
+// and the file and CRC-32 are the bytes'.
+TEST_F(MappedFileWriterTest, ChunksInPiecesAreTheirBytesEndToEnd) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t size = (uint64_t{3} << 20) + rng() % 100000;
+  const std::string data = RandomBytes(rng, size);
+  WriteFile(std::string(size, '\xa5'));
+  std::unique_ptr<MappedFileWriter> writer = Create(0, size);
+  ASSERT_NE(writer, nullptr);
+  std::vector<std::weak_ptr<const void>> buffers;
+  for (const Piece& chunk : ShuffledPieces(0, size, 1 << 20, rng)) {
+    // The chunk's bytes cut at random points into buffers of their own.
+    auto held = std::make_shared<std::vector<std::string>>();
+    for (uint64_t at = chunk.offset; at < chunk.offset + chunk.bytes;) {
+      const uint64_t bytes = std::min(chunk.offset + chunk.bytes - at, 1 + rng() % 20000);
+      held->push_back(data.substr(at, bytes));
+      at += bytes;
+    }
+    std::vector<std::string_view> pieces(held->begin(), held->end());
+    buffers.push_back(held);
+    absl::StatusOr<bool> room = writer->Append(chunk.offset, std::move(pieces), std::move(held));
+    ASSERT_TRUE(room.ok()) << room.status();
+    if (!*room) writer->WaitForRoom();
+  }
+  absl::StatusOr<MappedFileWriter::Summary> summary = writer->Finish();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->bytes, size);
+  EXPECT_EQ(summary->crc32, Crc32Update(0, data.data(), data.size()));
+  for (const std::weak_ptr<const void>& buffer : buffers) EXPECT_TRUE(buffer.expired());
+  writer.reset();
+  EXPECT_TRUE(ReadFile() == data) << "the file's bytes differ";
 }
 
 // on_written reports the run copied from begin as it grows: each report's last bytes are in
