@@ -10,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -392,6 +393,28 @@ TEST_F(ReconstructionServiceTest, UnknownIds) {
   EXPECT_EQ(delete_status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(delete_status.error_message(), HasSubstr("\"nope\""));
   EXPECT_EQ(Fetch("nope", 0).status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// FetchResult takes its request as raw bytes (the method is raw on the server): bytes that
+// are no FetchResultRequest are INVALID_ARGUMENT naming the message, and tomod serves on.
+TEST_F(ReconstructionServiceTest, FetchRequestThatDoesNotParseIsInvalidArgument) {
+  static const std::string kMethod =
+      absl::StrCat("/", pb::Reconstruction::service_full_name(), "/FetchResult");
+  const grpc::internal::RpcMethod method(kMethod.c_str(),
+                                         grpc::internal::RpcMethod::SERVER_STREAMING);
+  const std::string garbage("\x0a\xff\xff\xff", 4);  // field 1 with a cut length
+  grpc::Slice slice(garbage);
+  const grpc::ByteBuffer request(&slice, 1);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel_.get(), method,
+                                                                    &context, request));
+  grpc::ByteBuffer message;
+  EXPECT_FALSE(reader->Read(&message));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("FetchResultRequest"));
+  EXPECT_EQ(Fetch("nope", 0).status.error_code(), grpc::StatusCode::NOT_FOUND);  // still serving
 }
 
 TEST_F(ReconstructionServiceTest, ListJobsPageSizeLimit) {
