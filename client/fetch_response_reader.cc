@@ -97,7 +97,8 @@ absl::StatusOr<FetchedResponse> ParseFetchResponse(const grpc::ByteBuffer& messa
 }
 
 FetchResponseReader::FetchResponseReader(grpc::Channel& channel, grpc::ClientContext* context,
-                                         const v1::FetchResultRequest& request) {
+                                         const v1::FetchResultRequest& request)
+    : context_(context) {
   static const std::string* const kMethod =
       new std::string(absl::StrCat("/", v1::Reconstruction::service_full_name(), "/FetchResult"));
   const grpc::internal::RpcMethod method(kMethod->c_str(),
@@ -106,15 +107,23 @@ FetchResponseReader::FetchResponseReader(grpc::Channel& channel, grpc::ClientCon
                                                                               context, request));
 }
 
-absl::StatusOr<bool> FetchResponseReader::Read(FetchedResponse* response) {
+bool FetchResponseReader::Read(FetchedResponse* response) {
   grpc::ByteBuffer message;
-  if (!reader_->Read(&message)) return false;
+  if (!parse_error_.ok() || !reader_->Read(&message)) return false;
   absl::StatusOr<FetchedResponse> parsed = ParseFetchResponse(message);
-  if (!parsed.ok()) return parsed.status();
+  if (!parsed.ok()) {
+    parse_error_ = parsed.status();
+    return false;
+  }
   *response = std::move(*parsed);
   return true;
 }
 
-grpc::Status FetchResponseReader::Finish() { return reader_->Finish(); }
+grpc::Status FetchResponseReader::Finish() {
+  if (parse_error_.ok()) return reader_->Finish();
+  context_->TryCancel();
+  reader_->Finish();  // cancelled: its status says only that
+  return grpc::Status(grpc::StatusCode::DATA_LOSS, std::string(parse_error_.message()));
+}
 
 }  // namespace tomo::client

@@ -6,12 +6,10 @@
 //
 //   FetchResponseReader reader(*channel, &context, request);
 //   FetchedResponse response;
-//   while (true) {
-//     TOMO_ASSIGN_OR_RETURN(bool more, reader.Read(&response));
-//     if (!more) break;
+//   while (reader.Read(&response)) {
 //     Write(response.fields.offset(), response.data);  // data: pieces, keep holds them
 //   }
-//   grpc::Status status = reader.Finish();
+//   grpc::Status status = reader.Finish();  // DATA_LOSS for a message that did not parse
 //
 // The generated stub offers no raw client call, so the reader is made the way the
 // generated code makes its own (grpc::internal::ClientReaderFactory), with a ByteBuffer as
@@ -56,13 +54,17 @@ class FetchResponseReader {
   FetchResponseReader(grpc::Channel& channel, grpc::ClientContext* context,
                       const tomoserve::v1::FetchResultRequest& request);
 
-  // The next message into *response: true; false at the end of the stream (then Finish
-  // says how it ended); DATA_LOSS for a message that does not parse.
-  absl::StatusOr<bool> Read(FetchedResponse* response);
+  // The next message into *response: true; false at the end of the stream or at a
+  // message that does not parse (then Finish says which).
+  bool Read(FetchedResponse* response);
+  // How the call ended: the server's status, or DATA_LOSS naming the message that did not
+  // parse (the call is then cancelled).
   grpc::Status Finish();
 
  private:
+  grpc::ClientContext* const context_;
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader_;
+  absl::Status parse_error_;
 };
 
 }  // namespace tomo::client

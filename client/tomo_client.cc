@@ -542,13 +542,7 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchOnce(const std::string& job_id,
   uint64_t total = 0;
   uint32_t expected_crc = 0;
   absl::Status local_error;
-  for (;;) {
-    absl::StatusOr<bool> more = reader.Read(&fetched);
-    if (!more.ok()) {
-      local_error = more.status();
-      break;
-    }
-    if (!*more) break;
+  while (reader.Read(&fetched)) {
     if (got_last) {
       local_error = absl::DataLossError(
           absl::StrCat("fetch ", job_id, "/", result_name, ": data after the last message"));
@@ -819,13 +813,7 @@ absl::StatusOr<v1::ResultFile> TomoClient::FetchStriped(const std::string& job_i
     absl::Status local_error;
     transfer::MappedFileWriter* writer = nullptr;  // null: pwrite
     bool first_message = true;
-    for (;;) {
-      absl::StatusOr<bool> more = reader.Read(&fetched);
-      if (!more.ok()) {
-        local_error = more.status();
-        break;
-      }
-      if (!*more) break;
+    while (reader.Read(&fetched)) {
       if (receipt.got_last) {
         local_error = absl::DataLossError(
             absl::StrCat(what, ": stream ", k, " sent data after its last message"));
