@@ -89,6 +89,8 @@
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_filtered_back_projection.h"
 #include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_host_projector.h"
+#include "core/operators/cuda/cuda_row_filter.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "core/operators/cuda/parallel_2d_kernels.h"
 
@@ -732,7 +734,7 @@ absl::Status ProfileSartBlock(core::Backend& backend) {
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
                         core::VolumeGeometry::Create({n, n, n}, {1, 1, 1}, {}));
   TOMO_ASSIGN_OR_RETURN(auto ops, backend.MakeResidentOperators());
-  TOMO_ASSIGN_OR_RETURN(auto projector, ops->MakeProjector(one_view, volume));
+  TOMO_ASSIGN_OR_RETURN(auto projector, ops->MakeProjector(one_view, volume, core::ProjectorModel::kJoseph));
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume.dims()));
   TOMO_ASSIGN_OR_RETURN(auto y, ops->Allocate(volume.dims()));
   TOMO_ASSIGN_OR_RETURN(auto c, ops->Allocate(volume.dims()));

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "core/base/status_macros.h"
 #include "core/geometry/geometry_builders.h"
+#include "core/geometry/parallel_2d_form.h"
 #include "core/geometry/vector_geometry.h"
 
 namespace tomo::server {
@@ -339,7 +340,12 @@ absl::StatusOr<core::Geometry> PlaceholderGeometryFromFiles(const pb::JobSpec& s
 absl::StatusOr<core::Geometry> ValidateGeometry(const pb::JobSpec& spec,
                                                 const ServerLimits& limits) {
   if (spec.geometry().kind_case() == pb::Geometry::kParallel2D) {
-    return ValidateParallel2D(spec.geometry().parallel_2d(), limits);
+    // Placed on the slice once the volume is known (ValidateJobSpec).
+    TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D parallel,
+                          ValidateParallel2D(spec.geometry().parallel_2d(), limits));
+    TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry unit_slice,
+                          core::VolumeGeometry::Create({1, 1, 1}, {1, 1, 1}, {}));
+    return core::ParallelGeometry2DAsVectors(parallel, unit_slice);
   }
   if (spec.geometry().kind_case() == pb::Geometry::kFromInputFiles) {
     return PlaceholderGeometryFromFiles(spec, limits);
@@ -816,6 +822,12 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   TOMO_ASSIGN_OR_RETURN(core::Geometry geometry, ValidateGeometry(spec, limits));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
                         ValidateVolume(spec.volume(), IsTwoDimensional(geometry), limits));
+  if (spec.geometry().kind_case() == pb::Geometry::kParallel2D) {
+    // A 2D parallel beam is the one-row vector geometry on the volume's slice.
+    TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D parallel,
+                          ValidateParallel2D(spec.geometry().parallel_2d(), limits));
+    TOMO_ASSIGN_OR_RETURN(geometry, core::ParallelGeometry2DAsVectors(parallel, volume));
+  }
   const bool from_input = spec.geometry().has_from_input_files();
   // A placeholder geometry (from_input) is checked against the volume once it is read.
   if (const auto* vectors = std::get_if<core::VectorGeometry>(&geometry); !from_input && vectors) {

@@ -63,7 +63,7 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
     Block& part = parts[k];
     TOMO_ASSIGN_OR_RETURN(const VectorGeometry block_geometry,
                           SubsetGeometry(geometry, partition[k]));
-    TOMO_ASSIGN_OR_RETURN(part.projector, ops->MakeProjector(block_geometry, volume));
+    TOMO_ASSIGN_OR_RETURN(part.projector, ops->MakeProjector(block_geometry, volume, options.projector));
     const Dims3 dims = block_geometry.projection_dims();
     TOMO_ASSIGN_OR_RETURN(part.b, ops->Allocate(dims));
     TOMO_ASSIGN_OR_RETURN(part.row_weights, ops->Allocate(dims));

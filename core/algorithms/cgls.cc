@@ -21,7 +21,7 @@ absl::StatusOr<IterativeResult> Cgls(const VectorGeometry& geometry, const Volum
                                        "3 volumes + 3 projection sets", context, *ops));
 
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentProjector> projector,
-                        ops->MakeProjector(geometry, volume));
+                        ops->MakeProjector(geometry, volume, options.projector));
   const Dims3 volume_dims = volume.dims();
   const Dims3 projection_dims = projections.dims();
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume_dims));

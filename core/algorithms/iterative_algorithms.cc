@@ -10,15 +10,24 @@
 #include "core/algorithms/iterative_common.h"
 #include "core/algorithms/sirt.h"
 #include "core/base/status_macros.h"
+#include "core/geometry/parallel_2d_form.h"
 
 namespace tomo::core {
 namespace {
 
-absl::StatusOr<VectorGeometry> VectorGeometryOf(const ReconstructionRequest& request) {
-  if (const auto* parallel = std::get_if<ParallelGeometry2D>(&request.geometry)) {
-    return AsVectorGeometry(*parallel, request.volume);
-  }
-  return std::get<VectorGeometry>(request.geometry);
+absl::StatusOr<VectorGeometry> VectorGeometryOf(const char* algorithm,
+                                                const ReconstructionRequest& request) {
+  struct Visit {
+    const char* algorithm;
+    absl::StatusOr<VectorGeometry> operator()(const VectorGeometry& geometry) const {
+      return geometry;
+    }
+    absl::StatusOr<VectorGeometry> operator()(const RadonGeometry& geometry) const {
+      return UnsupportedGeometryKind(absl::StrCat("algorithm ", algorithm), Geometry(geometry),
+                                     "vector geometries");
+    }
+  };
+  return std::visit(Visit{algorithm}, request.geometry);
 }
 
 // The options with initial_from_fbp turned into an initial volume: the FBP of a 2D
@@ -35,12 +44,14 @@ absl::StatusOr<IterativeOptions> WithFbpStart(const IterativeOptions& options,
   RunContext quiet = context;
   quiet.on_progress = nullptr;  // the iterations report progress; the start is their setup
   Array3D start;
-  if (const auto* parallel = std::get_if<ParallelGeometry2D>(&request.geometry)) {
+  TOMO_ASSIGN_OR_RETURN(const VectorGeometry geometry, VectorGeometryOf("fbp", request));
+  if (std::optional<ParallelGeometry2D> parallel =
+          ExactParallel2DForm(geometry, request.volume)) {
     TOMO_ASSIGN_OR_RETURN(start, Fbp(*parallel, request.volume, projections, FbpOptions{},
                                      backend, quiet));
   } else {
-    TOMO_ASSIGN_OR_RETURN(start, Fdk(std::get<VectorGeometry>(request.geometry), request.volume,
-                                     projections, FdkOptions{}, backend, quiet));
+    TOMO_ASSIGN_OR_RETURN(start, Fdk(geometry, request.volume, projections, FdkOptions{},
+                                     backend, quiet));
   }
   IterativeOptions result = options;
   result.initial_from_fbp = false;
@@ -63,7 +74,7 @@ class IterativeAlgorithm final : public Algorithm {
                                                      " was given the options of ",
                                                      AlgorithmName(request.algorithm)));
     }
-    TOMO_ASSIGN_OR_RETURN(const VectorGeometry geometry, VectorGeometryOf(request));
+    TOMO_ASSIGN_OR_RETURN(const VectorGeometry geometry, VectorGeometryOf(name_, request));
     Options started = *options;
     TOMO_ASSIGN_OR_RETURN(started.iterative, WithFbpStart(options->iterative, request,
                                                          projections, backend, context));

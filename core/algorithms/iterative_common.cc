@@ -15,16 +15,6 @@
 
 namespace tomo::core {
 
-absl::StatusOr<VectorGeometry> AsVectorGeometry(const ParallelGeometry2D& geometry,
-                                                const VolumeGeometry& volume) {
-  DetectorLayout detector;
-  detector.rows = 1;
-  detector.columns = geometry.num_detectors();
-  detector.row_spacing_mm = volume.voxel_size_mm().z;
-  detector.column_spacing_mm = geometry.detector_spacing_mm();
-  detector.offset_u_mm = geometry.detector_offset_mm();
-  return MakeParallel2D(detector, geometry.angles_rad());
-}
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionViews(int64_t views, int64_t blocks,
                                                                  ViewOrder order) {

@@ -30,12 +30,6 @@ namespace tomo::core {
 constexpr double kRowSumEpsilonVoxels = 1e-3;
 constexpr float kColumnSumEpsilon = 1e-3f;
 
-// The one-row VectorGeometry equal to a 2D parallel-beam geometry (geometry_builders.h's
-// MakeParallel2D, with the slice's thickness as the row height), so that the iterative
-// methods run 2D jobs on the same operators.
-absl::StatusOr<VectorGeometry> AsVectorGeometry(const ParallelGeometry2D& geometry,
-                                                const VolumeGeometry& volume);
-
 // The views of each block, in the order the blocks are visited. blocks in [1, views]
 // (INVALID_ARGUMENT naming "blocks" otherwise); block sizes differ by at most one (the
 // first views % blocks blocks have one more). kSequential: consecutive views, blocks in

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "core/data/array3d.h"
+#include "core/operators/projector_model.h"
 #include "core/geometry/volume_geometry.h"
 
 namespace tomo::core {
@@ -54,6 +55,10 @@ struct IterativeOptions {
   // iterative_algorithms.h: fbp on a 2D parallel geometry, FDK with the Ram-Lak filter
   // otherwise); not together with initial_volume.
   bool initial_from_fbp = false;
+  // The projector pair (projector_model.h): kJoseph (Joseph forward, its matched
+  // voxel-driven transpose) for vector geometries, kJosephExactTranspose2D for the exact
+  // adjoint on 2D parallel beams, kRadonPlaneIntegral for Radon geometries.
+  ProjectorModel projector = ProjectorModel::kJoseph;
 
   // For tests and experiments: called after every iteration (the run fails with its
   // status when it returns one). With observe_volume the current volume is downloaded for

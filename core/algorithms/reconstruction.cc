@@ -9,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/algorithms/iterative_algorithms.h"
+#include "core/geometry/parallel_2d_form.h"
 
 namespace tomo::core {
 namespace {
@@ -27,50 +28,79 @@ class FbpAlgorithm final : public Algorithm {
  public:
   absl::StatusOr<Array3D> Run(const ReconstructionRequest& request, const Array3D& projections,
                               Backend& backend, const RunContext& context) const override {
-    const FbpOptions* options = std::get_if<FbpOptions>(&request.algorithm);
-    if (options == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("algorithm: fbp was given the options of ",
-                                                     AlgorithmName(request.algorithm)));
-    }
-    if (const auto* parallel = std::get_if<ParallelGeometry2D>(&request.geometry)) {
-      return Fbp(*parallel, request.volume, projections, *options, backend, context);
-    }
-    return Fdk(std::get<VectorGeometry>(request.geometry), request.volume, projections,
-               FdkOptions{options->filter}, backend, context);
+    TOMO_ASSIGN_OR_RETURN(const FbpOptions* options, OptionsOf(request));
+    struct Visit {
+      const ReconstructionRequest& request;
+      const FbpOptions& options;
+      const Array3D& projections;
+      Backend& backend;
+      const RunContext& context;
+      absl::StatusOr<Array3D> operator()(const VectorGeometry& geometry) const {
+        if (std::optional<ParallelGeometry2D> parallel =
+                ExactParallel2DForm(geometry, request.volume)) {
+          return Fbp(*parallel, request.volume, projections, options, backend, context);
+        }
+        return Fdk(geometry, request.volume, projections, FdkOptions{options.filter}, backend,
+                   context);
+      }
+      absl::StatusOr<Array3D> operator()(const RadonGeometry& geometry) const {
+        return UnsupportedGeometryKind("algorithm fbp", Geometry(geometry),
+                                       "vector geometries");
+      }
+    };
+    return std::visit(Visit{request, *options, projections, backend, context}, request.geometry);
   }
   absl::StatusOr<Array3D> RunOnBackends(const ReconstructionRequest& request,
                                         const Array3D& projections,
                                         const std::vector<Backend*>& backends,
                                         const RunContext& context) const override {
-    const FbpOptions* options = std::get_if<FbpOptions>(&request.algorithm);
-    if (options == nullptr || !std::holds_alternative<VectorGeometry>(request.geometry)) {
-      return Algorithm::RunOnBackends(request, projections, backends, context);
-    }
-    return Fdk(std::get<VectorGeometry>(request.geometry), request.volume, projections,
-               FdkOptions{options->filter}, backends, context);
+    const VectorGeometry* vectors = SlabbedGeometry(request);
+    if (vectors == nullptr) return Algorithm::RunOnBackends(request, projections, backends, context);
+    return Fdk(*vectors, request.volume, projections,
+               FdkOptions{std::get<FbpOptions>(request.algorithm).filter}, backends, context);
   }
   uint64_t MinimumDeviceBytes(const ReconstructionRequest& request) const override {
-    if (const auto* vectors = std::get_if<VectorGeometry>(&request.geometry)) {
+    if (const VectorGeometry* vectors = SlabbedGeometry(request)) {
       // Fdk's smallest piece: one z-slice and one view (slab_plan.h's memory model).
       return SlabBytes(*vectors, request.volume, 4, /*slices=*/1, /*views=*/1);
     }
-    // 2D parallel FBP is not split: the image and the sinogram.
+    // 2D parallel and Radon FBP are not split: the volume and the projections.
     const Dims3 image = request.volume.dims();
     const Dims3 sinogram = ProjectionDims(request.geometry);
     return 4 * static_cast<uint64_t>(image.count() + sinogram.count());
   }
-  // Fdk's stream; 2D parallel FBP (small sinograms, its own exact-transpose pair) is not
-  // streamed.
+  // Fdk's stream; 2D parallel FBP (small sinograms, its own exact-transpose pair) and Radon
+  // FBP are not streamed.
   bool StreamsViews(const ReconstructionRequest& request) const override {
-    return std::holds_alternative<FbpOptions>(request.algorithm) &&
-           std::holds_alternative<VectorGeometry>(request.geometry);
+    return SlabbedGeometry(request) != nullptr;
   }
   absl::StatusOr<std::unique_ptr<FdkStream>> BeginViewStream(
       const ReconstructionRequest& request, Backend& backend,
       const RunContext& context) const override {
-    if (!StreamsViews(request)) return Algorithm::BeginViewStream(request, backend, context);
-    return BeginFdk(std::get<VectorGeometry>(request.geometry), request.volume,
+    const VectorGeometry* vectors = SlabbedGeometry(request);
+    if (vectors == nullptr) return Algorithm::BeginViewStream(request, backend, context);
+    return BeginFdk(*vectors, request.volume,
                     FdkOptions{std::get<FbpOptions>(request.algorithm).filter}, backend, context);
+  }
+
+ private:
+  static absl::StatusOr<const FbpOptions*> OptionsOf(const ReconstructionRequest& request) {
+    const FbpOptions* options = std::get_if<FbpOptions>(&request.algorithm);
+    if (options == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("algorithm: fbp was given the options of ",
+                                                     AlgorithmName(request.algorithm)));
+    }
+    return options;
+  }
+  // The vector geometry that Fdk reconstructs (in z-slabs, streamed, on several devices),
+  // or null: fbp's options missing, a Radon geometry, or a 2D parallel beam (Fbp).
+  static const VectorGeometry* SlabbedGeometry(const ReconstructionRequest& request) {
+    const VectorGeometry* vectors = std::get_if<VectorGeometry>(&request.geometry);
+    if (vectors == nullptr || !std::holds_alternative<FbpOptions>(request.algorithm) ||
+        ExactParallel2DForm(*vectors, request.volume).has_value()) {
+      return nullptr;
+    }
+    return vectors;
   }
 };
 
@@ -109,10 +139,6 @@ absl::StatusOr<std::unique_ptr<FdkStream>> AlgorithmRegistry::BeginViewStream(
 }
 
 std::string AlgorithmName(const AlgorithmOptions& options) { return std::visit(NameOf{}, options); }
-
-Dims3 ProjectionDims(const Geometry& geometry) {
-  return std::visit([](const auto& g) { return g.projection_dims(); }, geometry);
-}
 
 AlgorithmRegistry AlgorithmRegistry::WithBuiltins() {
   AlgorithmRegistry registry;

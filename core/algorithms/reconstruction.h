@@ -1,10 +1,12 @@
 // Reconstruction requests and the registry of algorithms that run them.
 //
-// A ReconstructionRequest is the core's view of a job: a validated geometry, the volume
-// to produce and the typed options of one algorithm. The geometry is the 2D parallel-beam
-// form, which keeps its exact-transpose projector pair, or the vector geometry that every
-// other acquisition becomes. "fbp" runs Fbp on the first and Fdk (core/algorithms/fdk.h:
-// FBP for parallel beams, fan-weighted FBP or FDK for fan and cone beams) on the second. The AlgorithmRegistry is an object
+// A ReconstructionRequest is the core's view of a job: a validated geometry of one of the
+// kinds (core/geometry/geometry.h), the volume to produce and the typed options of one
+// algorithm. "fbp" on a vector geometry runs Fdk (core/algorithms/fdk.h: FBP for parallel
+// beams, fan-weighted FBP or FDK for fan and cone beams), or Fbp with Joseph's
+// exact-transpose pair on a 2D parallel beam (ExactParallel2DForm); on a Radon geometry it
+// runs RadonFbp. An algorithm given a kind it cannot take returns INVALID_ARGUMENT naming
+// itself and the kind. The AlgorithmRegistry is an object
 // filled at start-up (no singleton); tomod and `tomo local` each make one and list its
 // names in GetServerInfo.
 //
@@ -24,8 +26,7 @@
 #include "core/algorithms/iterative_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
-#include "core/geometry/parallel_geometry_2d.h"
-#include "core/geometry/vector_geometry.h"
+#include "core/geometry/geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
 
@@ -33,11 +34,6 @@ namespace tomo::core {
 
 using AlgorithmOptions =
     std::variant<FbpOptions, SirtOptions, SartOptions, OsSartOptions, CglsOptions>;
-using Geometry = std::variant<ParallelGeometry2D, VectorGeometry>;
-
-// (views, rows, columns) of the projections of a geometry.
-Dims3 ProjectionDims(const Geometry& geometry);
-
 struct ReconstructionRequest {
   Geometry geometry;
   VolumeGeometry volume;

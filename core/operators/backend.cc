@@ -6,9 +6,61 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/geometry/parallel_2d_form.h"
 #include "core/operators/host_resident_operators.h"
+#include "core/operators/parallel_2d_joseph.h"
+#include "core/operators/projector_plan.h"
+#include "core/operators/vector_operands.h"
 
 namespace tomo::core {
+
+absl::Status Backend::ForwardProject(const ParallelGeometry2D& geometry,
+                                     const VolumeGeometry& volume_geometry, const Array3D& volume,
+                                     Array3D& projections) {
+  TOMO_RETURN_IF_ERROR(CheckProjectorOperands(geometry, volume_geometry, volume, projections));
+  TOMO_ASSIGN_OR_RETURN(VectorGeometry vectors,
+                        ParallelGeometry2DAsVectors(geometry, volume_geometry));
+  TOMO_ASSIGN_OR_RETURN(
+      std::unique_ptr<Projector> projector,
+      MakeProjector(vectors, volume_geometry, ProjectorModel::kJosephExactTranspose2D));
+  return projector->Forward(volume, projections);
+}
+
+absl::Status Backend::BackProject(const ParallelGeometry2D& geometry,
+                                  const VolumeGeometry& volume_geometry,
+                                  const Array3D& projections, Array3D& volume) {
+  TOMO_RETURN_IF_ERROR(CheckProjectorOperands(geometry, volume_geometry, volume, projections));
+  TOMO_ASSIGN_OR_RETURN(VectorGeometry vectors,
+                        ParallelGeometry2DAsVectors(geometry, volume_geometry));
+  TOMO_ASSIGN_OR_RETURN(
+      std::unique_ptr<Projector> projector,
+      MakeProjector(vectors, volume_geometry, ProjectorModel::kJosephExactTranspose2D));
+  return projector->Back(projections, volume);
+}
+
+absl::Status Backend::ForwardProject(const VectorGeometry& geometry,
+                                     const VolumeGeometry& volume_geometry, const Array3D& volume,
+                                     Array3D& projections) {
+  TOMO_RETURN_IF_ERROR(CheckVectorOperands(geometry, volume_geometry, volume, projections));
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector,
+                        MakeProjector(geometry, volume_geometry, ProjectorModel::kJoseph));
+  return projector->Forward(volume, projections);
+}
+
+absl::Status Backend::BackProject(const VectorGeometry& geometry,
+                                  const VolumeGeometry& volume_geometry,
+                                  const Array3D& projections, BackProjectionWeighting weighting,
+                                  Array3D& volume) {
+  TOMO_RETURN_IF_ERROR(CheckVectorOperands(geometry, volume_geometry, volume, projections));
+  if (weighting == BackProjectionWeighting::kFdk && geometry.beam() != BeamKind::kCone) {
+    return absl::InvalidArgumentError(
+        "weighting: kFdk (the FDK distance weight) needs a cone beam; this geometry is a "
+        "parallel beam");
+  }
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector,
+                        MakeProjector(geometry, volume_geometry, VoxelDrivenModel(weighting)));
+  return projector->Back(projections, volume);
+}
 
 absl::Status Backend::FilterAndBackProject(const VectorGeometry& geometry,
                                            const VolumeGeometry& volume_geometry,

@@ -2,27 +2,28 @@
 // device (CpuBackend is the reference; CudaBackend must agree with it, see
 // tests/core/operators/cuda). Algorithms never include a device header.
 //
-// Projector: Joseph's ray-driven method. For each ray, step one pixel at a time along the
-// image axis the ray is closest to (y when |cos theta| >= |sin theta|, else x), linearly
-// interpolate between the two nearest pixels across it (pixels outside the image count as
-// zero) and weight by the path length per step, pixel size / |direction component|.
-// BackProject is the exact transpose of ForwardProject (<A x, y> = <x, A^T y> up to
-// float rounding), evaluated voxel by voxel (a gather: no atomics), so it serves both the
-// iterative methods and FBP.
+// Projectors: a Backend makes a Projector (projector.h) from a geometry, a volume and a
+// ProjectorModel (projector_model.h: the models, their units and how close each Back is to
+// Forward's adjoint). The projections themselves:
 //
-// Any geometry (VectorGeometry, 2D and 3D, parallel and cone): ForwardProject is Joseph's
-// method in 3D: each ray steps one voxel plane at a time along the volume axis it is most
-// nearly parallel to, interpolates bilinearly in that plane (voxels outside count as zero)
-// and weights by voxel size / |direction component along that axis|. BackProject is
-// voxel-driven: each voxel centre is projected onto each view's detector and the
-// projections are interpolated bilinearly there (zero outside the detector); it is the
-// transpose of a pixel-driven projector, close to but not exactly ForwardProject's
-// transpose (the adjointness tests state how close). With BackProjectionWeighting::kFdk
-// each view's contribution is multiplied by (D / U)^2, the FDK distance weight: for a flat
-// detector D = distance from the source to the detector plane and U = depth of the voxel
-// along the detector normal from the source; for a cylindrical detector D = its radius and
-// U = distance from the source to the voxel measured perpendicular to v. kFdk is for cone
-// beams only.
+// 2D parallel beams, Joseph's method (kJosephExactTranspose2D): for each ray, step one pixel
+// at a time along the image axis the ray is closest to (y when |cos theta| >= |sin theta|,
+// else x), linearly interpolate between the two nearest pixels across it (pixels outside
+// the image count as zero) and weight by the path length per step, pixel size / |direction
+// component|. Back is the exact transpose (<A x, y> = <x, A^T y> up to float rounding),
+// evaluated voxel by voxel (a gather: no atomics).
+//
+// Any VectorGeometry (2D and 3D, parallel and cone): Forward is Joseph's method in 3D: each
+// ray steps one voxel plane at a time along the volume axis it is most nearly parallel to,
+// interpolates bilinearly in that plane (voxels outside count as zero) and weights by voxel
+// size / |direction component along that axis|. Back is voxel-driven: each voxel centre is
+// projected onto each view's detector and the projections are interpolated bilinearly there
+// (zero outside the detector), times a weight (BackProjectionWeighting): kNone 1; kFdk the
+// FDK distance weight (D / U)^2 (for a flat detector D = distance from the source to the
+// detector plane and U = depth of the voxel along the detector normal from the source; for
+// a cylindrical detector D = its radius and U = distance from the source to the voxel
+// measured perpendicular to v; cone beams only); kMatched the weight that makes it close to
+// Joseph's transpose in mm (projector_model.h, matched_back_projection.h).
 //
 // Thread safety: one Backend serves one job at a time; calls are synchronous (data are
 // host arrays, results are complete when the call returns).
@@ -39,9 +40,12 @@
 #include "core/filters/ramp_filter.h"
 #include "core/operators/filter_and_back_project_stream.h"
 #include "core/operators/filtered_back_projection_weights.h"
+#include "core/geometry/geometry.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
+#include "core/operators/projector.h"
+#include "core/operators/projector_model.h"
 #include "core/operators/resident_operators.h"
 
 namespace tomo::core {
@@ -53,23 +57,33 @@ class Backend {
   // "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
 
-  // projections (num_views, 1, num_detectors) = A volume (1, ny, nx). Overwrites.
-  virtual absl::Status ForwardProject(const ParallelGeometry2D& geometry,
-                                      const VolumeGeometry& volume_geometry,
-                                      const Array3D& volume, Array3D& projections) = 0;
-  // volume = A^T projections. Overwrites.
-  virtual absl::Status BackProject(const ParallelGeometry2D& geometry,
-                                   const VolumeGeometry& volume_geometry,
-                                   const Array3D& projections, Array3D& volume) = 0;
-  // projections (views, rows, columns) = A volume (nz, ny, nx). Overwrites.
-  virtual absl::Status ForwardProject(const VectorGeometry& geometry,
-                                      const VolumeGeometry& volume_geometry,
-                                      const Array3D& volume, Array3D& projections) = 0;
-  // volume = B projections, voxel-driven, weighted as asked. Overwrites.
-  virtual absl::Status BackProject(const VectorGeometry& geometry,
-                                   const VolumeGeometry& volume_geometry,
-                                   const Array3D& projections,
-                                   BackProjectionWeighting weighting, Array3D& volume) = 0;
+  // The projector of `model` (projector_model.h) for a geometry and a volume, on host
+  // arrays (projector.h). INVALID_ARGUMENT when the model does not take the geometry's
+  // kind or this particular geometry (naming the model and the kind), or when the geometry
+  // does not fit the volume (VectorGeometry::CheckAgainstVolume).
+  virtual absl::StatusOr<std::unique_ptr<Projector>> MakeProjector(
+      const Geometry& geometry, const VolumeGeometry& volume_geometry,
+      ProjectorModel model) = 0;
+
+  // Thin helpers over MakeProjector for one call each (the projector is made per call).
+  // 2D parallel beams, Joseph's exact-transpose pair (kJosephExactTranspose2D on the
+  // geometry's one-row vector form): projections (num_views, 1, num_detectors) = A volume
+  // (1, ny, nx), and volume = A^T projections. Overwrite their outputs.
+  absl::Status ForwardProject(const ParallelGeometry2D& geometry,
+                              const VolumeGeometry& volume_geometry, const Array3D& volume,
+                              Array3D& projections);
+  absl::Status BackProject(const ParallelGeometry2D& geometry,
+                           const VolumeGeometry& volume_geometry, const Array3D& projections,
+                           Array3D& volume);
+  // Any VectorGeometry: projections (views, rows, columns) = A volume (nz, ny, nx), Joseph.
+  absl::Status ForwardProject(const VectorGeometry& geometry,
+                              const VolumeGeometry& volume_geometry, const Array3D& volume,
+                              Array3D& projections);
+  // volume = B projections, voxel-driven, weighted as asked (kNone: kVoxelDriven, kFdk:
+  // kVoxelDrivenFdk, kMatched: kJoseph's back projection).
+  absl::Status BackProject(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+                           const Array3D& projections, BackProjectionWeighting weighting,
+                           Array3D& volume);
   // Filters every detector row in place with filter.response() (zero-padded to
   // filter.padded_length()). projections.dims().d2 must equal filter.num_detectors().
   virtual absl::Status FilterRows(const RampFilter& filter, Array3D& projections) = 0;

@@ -26,7 +26,7 @@
 
 namespace tomo::core {
 
-enum class BackProjectionWeighting { kNone, kFdk };
+enum class BackProjectionWeighting { kNone, kFdk, kMatched };
 
 class FilterAndBackProjectStream {
  public:

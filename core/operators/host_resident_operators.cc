@@ -59,31 +59,26 @@ void ForChunks(int64_t count, int threads, const Body& body) {
       threads);
 }
 
+// The backend's host-array Projector on HostArrays.
 class HostProjector final : public ResidentProjector {
  public:
-  HostProjector(Backend& backend, const void* owner, VectorGeometry geometry,
-                VolumeGeometry volume)
-      : backend_(backend), owner_(owner), geometry_(std::move(geometry)),
-        volume_(std::move(volume)) {}
+  HostProjector(std::unique_ptr<Projector> projector, const void* owner)
+      : projector_(std::move(projector)), owner_(owner) {}
 
   absl::Status Forward(const ResidentArray& volume, ResidentArray& projections) override {
     TOMO_RETURN_IF_ERROR(CheckOwned("Forward", owner_, volume));
     TOMO_RETURN_IF_ERROR(CheckOwned("Forward", owner_, projections));
-    return backend_.ForwardProject(geometry_, volume_, Host(volume).array,
-                                   Host(projections).array);
+    return projector_->Forward(Host(volume).array, Host(projections).array);
   }
   absl::Status Back(const ResidentArray& projections, ResidentArray& volume) override {
     TOMO_RETURN_IF_ERROR(CheckOwned("Back", owner_, volume));
     TOMO_RETURN_IF_ERROR(CheckOwned("Back", owner_, projections));
-    return backend_.BackProject(geometry_, volume_, Host(projections).array,
-                                BackProjectionWeighting::kNone, Host(volume).array);
+    return projector_->Back(Host(projections).array, Host(volume).array);
   }
 
  private:
-  Backend& backend_;
+  std::unique_ptr<Projector> projector_;
   const void* owner_;
-  VectorGeometry geometry_;
-  VolumeGeometry volume_;
 };
 
 }  // namespace
@@ -115,10 +110,11 @@ absl::Status HostResidentOperators::Download(const ResidentArray& device, Array3
 }
 
 absl::StatusOr<std::unique_ptr<ResidentProjector>> HostResidentOperators::MakeProjector(
-    const VectorGeometry& geometry, const VolumeGeometry& volume_geometry) {
-  TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume_geometry));
+    const Geometry& geometry, const VolumeGeometry& volume_geometry, ProjectorModel model) {
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<Projector> projector,
+                        backend_.MakeProjector(geometry, volume_geometry, model));
   return std::unique_ptr<ResidentProjector>(
-      std::make_unique<HostProjector>(backend_, this, geometry, volume_geometry));
+      std::make_unique<HostProjector>(std::move(projector), this));
 }
 
 absl::Status HostResidentOperators::Fill(float value, ResidentArray& x) {

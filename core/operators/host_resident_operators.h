@@ -32,7 +32,8 @@ class HostResidentOperators final : public ResidentOperators {
   absl::Status Upload(const Array3D& host, ResidentArray& device) override;
   absl::Status Download(const ResidentArray& device, Array3D& host) override;
   absl::StatusOr<std::unique_ptr<ResidentProjector>> MakeProjector(
-      const VectorGeometry& geometry, const VolumeGeometry& volume_geometry) override;
+      const Geometry& geometry, const VolumeGeometry& volume_geometry,
+      ProjectorModel model) override;
   absl::Status Fill(float value, ResidentArray& x) override;
   absl::Status Axpby(float a, const ResidentArray& x, float b, ResidentArray& y) override;
   absl::Status Multiply(const ResidentArray& w, ResidentArray& y) override;

@@ -12,9 +12,9 @@
 //
 // The operators:
 //   - arrays: Allocate (contents unspecified), Upload, Download; float32, Dims3 as Array3D;
-//   - projection: a ResidentProjector per (VectorGeometry, VolumeGeometry), e.g. one per
-//     block of views: Forward (projections = A volume, Joseph as Backend::ForwardProject)
-//     and Back (volume = A^T projections, voxel-driven as Backend::BackProject, kNone);
+//   - projection: a ResidentProjector per (geometry, VolumeGeometry, ProjectorModel), e.g.
+//     one per block of views: Forward (projections = A volume) and Back (volume = the
+//     model's A^T projections), as the Projector that Backend::MakeProjector makes;
 //   - element-wise: Fill, Axpby, Multiply, AddScaledQuotient, InvertGuarded, Clamp;
 //   - reduction: Dot, and AccumulateDot / TakeAccumulatedDot for sums over many calls
 //     without a wait per call (float64 partial sums on both, added in a fixed order).
@@ -31,7 +31,8 @@
 //
 //   TOMO_ASSIGN_OR_RETURN(auto ops, backend.MakeResidentOperators());
 //   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume.dims()));
-//   TOMO_ASSIGN_OR_RETURN(auto projector, ops->MakeProjector(geometry, volume));
+//   TOMO_ASSIGN_OR_RETURN(auto projector,
+//                         ops->MakeProjector(geometry, volume, ProjectorModel::kJoseph));
 //   TOMO_RETURN_IF_ERROR(ops->Fill(0.0f, *x));
 //   TOMO_RETURN_IF_ERROR(projector->Forward(*x, *ax));
 //   TOMO_ASSIGN_OR_RETURN(double norm2, ops->Dot(*ax, *ax));
@@ -44,8 +45,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/data/array3d.h"
-#include "core/geometry/vector_geometry.h"
+#include "core/geometry/geometry.h"
 #include "core/geometry/volume_geometry.h"
+#include "core/operators/projector_model.h"
 
 namespace tomo::core {
 
@@ -70,15 +72,14 @@ class ResidentArray {
   const void* owner_;
 };
 
-// The projector pair of one geometry on resident arrays. Volumes (nz, ny, nx) as the
-// VolumeGeometry, projections (views, rows, columns) as the VectorGeometry.
+// The projector pair of one geometry and model on resident arrays. Volumes (nz, ny, nx) as
+// the VolumeGeometry, projections (views, rows, columns) as ProjectionDims(geometry).
 class ResidentProjector {
  public:
   virtual ~ResidentProjector() = default;
   // projections = A volume (every element written).
   virtual absl::Status Forward(const ResidentArray& volume, ResidentArray& projections) = 0;
-  // volume = A^T projections (every voxel written; voxel-driven, BackProjectionWeighting
-  // kNone).
+  // volume = the model's A^T projections (every voxel written).
   virtual absl::Status Back(const ResidentArray& projections, ResidentArray& volume) = 0;
 };
 
@@ -97,11 +98,12 @@ class ResidentOperators {
   // host = device (dims must match); complete on return.
   virtual absl::Status Download(const ResidentArray& device, Array3D& host) = 0;
 
-  // The projector pair of a geometry (checked as Backend's operators: dims, the
-  // geometry against the volume). A device implementation uploads the per-view parameters
-  // once here.
+  // The projector pair of a model for a geometry (projector_model.h; checked as
+  // Backend::MakeProjector, with its words). A device implementation uploads the per-view
+  // parameters once here.
   virtual absl::StatusOr<std::unique_ptr<ResidentProjector>> MakeProjector(
-      const VectorGeometry& geometry, const VolumeGeometry& volume_geometry) = 0;
+      const Geometry& geometry, const VolumeGeometry& volume_geometry,
+      ProjectorModel model) = 0;
 
   // x[i] = value.
   virtual absl::Status Fill(float value, ResidentArray& x) = 0;

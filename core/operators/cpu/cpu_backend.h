@@ -16,19 +16,11 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads = 0);
 
   std::string name() const override { return "cpu"; }
-  absl::Status ForwardProject(const ParallelGeometry2D& geometry,
-                              const VolumeGeometry& volume_geometry, const Array3D& volume,
-                              Array3D& projections) override;
-  absl::Status BackProject(const ParallelGeometry2D& geometry,
-                           const VolumeGeometry& volume_geometry, const Array3D& projections,
-                           Array3D& volume) override;
-  // Any VectorGeometry; defined in cpu_vector_projector.cc.
-  absl::Status ForwardProject(const VectorGeometry& geometry,
-                              const VolumeGeometry& volume_geometry, const Array3D& volume,
-                              Array3D& projections) override;
-  absl::Status BackProject(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
-                           const Array3D& projections, BackProjectionWeighting weighting,
-                           Array3D& volume) override;
+  // Every model (projector_model.h): cpu_vector_projector.h, cpu_parallel_2d_projector.h,
+  // cpu_radon_projector.h.
+  absl::StatusOr<std::unique_ptr<Projector>> MakeProjector(const Geometry& geometry,
+                                                           const VolumeGeometry& volume_geometry,
+                                                           ProjectorModel model) override;
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override;
   // Host memory, these projectors, this thread count (host_resident_operators.h).
   absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeResidentOperators() override;

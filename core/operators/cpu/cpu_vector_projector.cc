@@ -38,7 +38,8 @@
 //      row = (h R / rho - h_c) / |v| + (rows - 1) / 2.
 //    kFdk weight (R / rho)^2.
 // The value is the bilinear interpolation of the view's projection at (row, column), pixels
-// outside the detector counting as zero, times the weight (1 for kNone); views are summed
+// outside the detector counting as zero, times the weight (1 for kNone; kMatched: a
+// per-view scale times (D / U)^p, matched_back_projection.h); views are summed
 // in view order in float64, so results do not depend on the thread count. (The code
 // evaluates the dot products above as start values plus ix times a step along each volume
 // row: the same numbers up to float64 rounding.) This is the exact
@@ -54,7 +55,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
-#include "core/operators/cpu/cpu_backend.h"
+#include "core/operators/cpu/cpu_vector_projector.h"
+#include "core/operators/matched_back_projection.h"
 #include "core/operators/vector_operands.h"
 
 namespace tomo::core {
@@ -238,11 +240,15 @@ inline double Bilinear(const float* image, int64_t rows, int64_t columns, double
   return (1.0 - fr) * low + fr * high;
 }
 
+// (D / U)^power for power 0, 1 or 2.
+inline double DistanceWeight(double ratio, int power) {
+  return power == 2 ? ratio * ratio : power == 1 ? ratio : 1.0;
+}
+
 }  // namespace
 
-absl::Status CpuBackend::ForwardProject(const VectorGeometry& geometry,
-                                        const VolumeGeometry& volume_geometry,
-                                        const Array3D& volume, Array3D& projections) {
+absl::Status CpuVectorForward(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+                              const Array3D& volume, Array3D& projections, int threads) {
   TOMO_RETURN_IF_ERROR(CheckVectorOperands(geometry, volume_geometry, volume, projections));
   const IndexFrame frame = MakeIndexFrame(volume_geometry);
   const bool cone = geometry.beam() == BeamKind::kCone;
@@ -267,14 +273,13 @@ absl::Status CpuBackend::ForwardProject(const VectorGeometry& geometry,
           }
         }
       },
-      threads_);
+      threads);
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::BackProject(const VectorGeometry& geometry,
-                                     const VolumeGeometry& volume_geometry,
-                                     const Array3D& projections,
-                                     BackProjectionWeighting weighting, Array3D& volume) {
+absl::Status CpuVectorBack(const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+                           const Array3D& projections, BackProjectionWeighting weighting,
+                           Array3D& volume, int threads) {
   TOMO_RETURN_IF_ERROR(CheckVectorOperands(geometry, volume_geometry, volume, projections));
   const bool cone = geometry.beam() == BeamKind::kCone;
   const bool fdk = weighting == BackProjectionWeighting::kFdk;
@@ -284,6 +289,16 @@ absl::Status CpuBackend::BackProject(const VectorGeometry& geometry,
         "parallel beam");
   }
   const bool cylindrical = geometry.detector() == DetectorShape::kCylindrical;
+  // Per view: scale * (distance weight)^power; kNone: 1 * ^0, kFdk: 1 * ^2, kMatched:
+  // matched_back_projection.h.
+  MatchedWeights matched;
+  if (weighting == BackProjectionWeighting::kMatched) {
+    matched = MakeMatchedWeights(geometry, volume_geometry);
+  } else {
+    matched.view_scale.assign(static_cast<size_t>(geometry.num_views()), 1.0);
+    matched.distance_power = fdk ? 2 : 0;
+  }
+  const int power = matched.distance_power;
   std::vector<BackView> views;
   views.reserve(static_cast<size_t>(geometry.num_views()));
   for (const ViewVectors& vectors : geometry.views()) {
@@ -315,6 +330,7 @@ absl::Status CpuBackend::BackProject(const VectorGeometry& geometry,
           const double z = volume_geometry.z_mm(static_cast<double>(iz));
           for (size_t v = 0; v < views.size(); ++v) {
             const BackView& view = views[v];
+            const double scale = matched.view_scale[v];
             const float* image = input + static_cast<int64_t>(v) * view_size;
             // Everything below is affine in ix along the row: start values at ix = 0
             // plus ix times the step of one voxel along x.
@@ -335,7 +351,7 @@ absl::Status CpuBackend::BackProject(const VectorGeometry& geometry,
                 const double column = std::atan2(b, a) * column_scale + column_center;
                 const double row =
                     (h * view.radius / rho - view.height_center) / view.v_norm + row_center;
-                const double weight = fdk ? (view.radius / rho) * (view.radius / rho) : 1.0;
+                const double weight = scale * DistanceWeight(view.radius / rho, power);
                 row_sums[ix] += weight * Bilinear(image, rows, columns, row, column);
               }
             } else if (cone) {
@@ -350,7 +366,7 @@ absl::Status CpuBackend::BackProject(const VectorGeometry& geometry,
                 if (!(t > 0) || !std::isfinite(t)) continue;
                 const double column = column_base + t * (u0 + i * du);
                 const double row = row_base + t * (v0 + i * dv);
-                const double weight = fdk ? t * t : 1.0;
+                const double weight = scale * DistanceWeight(t, power);
                 row_sums[ix] += weight * Bilinear(image, rows, columns, row, column);
               }
             } else {
@@ -366,8 +382,8 @@ absl::Status CpuBackend::BackProject(const VectorGeometry& geometry,
               const double dcolumn = Dot(dq, view.u_dual), drow = Dot(dq, view.v_dual);
               for (int64_t ix = 0; ix < nx; ++ix) {
                 const double i = static_cast<double>(ix);
-                row_sums[ix] +=
-                    Bilinear(image, rows, columns, row0 + i * drow, column0 + i * dcolumn);
+                row_sums[ix] += scale * Bilinear(image, rows, columns, row0 + i * drow,
+                                                 column0 + i * dcolumn);
               }
             }
           }
@@ -375,7 +391,7 @@ absl::Status CpuBackend::BackProject(const VectorGeometry& geometry,
           for (int64_t ix = 0; ix < nx; ++ix) out[ix] = static_cast<float>(sums[static_cast<size_t>(ix)]);
         }
       },
-      threads_);
+      threads);
   return absl::OkStatus();
 }
 

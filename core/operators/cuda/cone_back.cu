@@ -43,6 +43,15 @@ namespace {
 // Views whose parameters are staged in shared memory at a time (64 bytes each).
 constexpr int kBpViewsPerChunk = 64;
 
+// acc + value * w^kPower: the distance weight of the back projection (w = D / U), kPower 0
+// (plain, parallel beams), 1 (2D fan beams, matched) or 2 (FDK; 3D cone beams, matched).
+template <int kPower>
+__device__ __forceinline__ float AddWeighted(float acc, float value, float w) {
+  if (kPower == 2) return fmaf(value, w * w, acc);
+  if (kPower == 1) return fmaf(value, w, acc);
+  return acc + value;
+}
+
 // kOneRow (kTexture, detectors of one row whose pixels all map onto the row's centre line,
 // which the host checks): the projections are a layered 1D texture, one linear fetch of 2
 // texels; `row` is ignored (it is 0, where the bilinear fetch gives the same value).
@@ -90,7 +99,7 @@ __device__ __forceinline__ float SampleDetector(cudaTextureObject_t texture,
 // Launch (kStepY true, for nz = 1): grid (ceil(nx / kBpBlockX), ceil(ny / (kBpBlockY *
 // kVoxelsPerThread)), nz), block (kBpBlockX, kBpBlockY); a thread owns pixels (ix, iy0 ..
 // iy0 + kVoxelsPerThread - 1, iz), otherwise the same.
-template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
+template <VectorSampler kSampler, bool kCylindrical, int kPower, int kBpBlockX, int kBpBlockY,
           int kVoxelsPerThread, bool kStepY, bool kOneRow>
 __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
     VectorBackKernel(VectorVolumeShape vol, VectorDetectorShape det,
@@ -134,7 +143,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
             const float row = fmaf(d, inv_rho, view.extra.z);
             const float value = SampleDetector<kSampler, kOneRow>(texture, projections, det.rows,
                                                          det.columns, v, row, column);
-            acc[k] = kFdk ? fmaf(value, inv_rho * inv_rho, acc[k]) : acc[k] + value;
+            acc[k] = AddWeighted<kPower>(acc[k], value * view.extra.w, inv_rho);
           }
         } else {
           if (d > 0.0f) {
@@ -142,7 +151,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
             const float inv_d = __fdividef(1.0f, d);
             const float value = SampleDetector<kSampler, kOneRow>(texture, projections, det.rows,
                                                          det.columns, v, b * inv_d, a * inv_d);
-            acc[k] = kFdk ? fmaf(value, inv_d * inv_d, acc[k]) : acc[k] + value;
+            acc[k] = AddWeighted<kPower>(acc[k], value * view.extra.w, inv_d);
           }
         }
         a += kStepY ? view.a.y : view.a.z;
@@ -163,7 +172,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
   }
 }
 
-template <VectorSampler kSampler, bool kCylindrical, bool kFdk, int kBpBlockX, int kBpBlockY,
+template <VectorSampler kSampler, bool kCylindrical, int kPower, int kBpBlockX, int kBpBlockY,
           int kVoxelsPerThread, bool kStepY = false, bool kOneRow = false>
 cudaError_t LaunchBackShape(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                             const VectorBpView* views, int32_t accumulate,
@@ -177,7 +186,7 @@ cudaError_t LaunchBackShape(const VectorVolumeShape& vol, const VectorDetectorSh
                                   (vol.ny + kBpBlockY - 1) / kBpBlockY,
                                   (vol.nz + kVoxelsPerThread - 1) / kVoxelsPerThread);
   const dim3 block(kBpBlockX, kBpBlockY);
-  VectorBackKernel<kSampler, kCylindrical, kFdk, kBpBlockX, kBpBlockY, kVoxelsPerThread, kStepY,
+  VectorBackKernel<kSampler, kCylindrical, kPower, kBpBlockX, kBpBlockY, kVoxelsPerThread, kStepY,
                    kOneRow>
       <<<grid, block, 0, stream>>>(vol, det, views, accumulate, texture, projections, volume);
   return cudaGetLastError();
@@ -185,78 +194,101 @@ cudaError_t LaunchBackShape(const VectorVolumeShape& vol, const VectorDetectorSh
 
 // One slice (nz = 1): the 2D shapes of vector_kernels.h (kBp2dVariant...); kOneRow: the
 // projections in a layered 1D texture (SampleDetector).
-template <VectorSampler kSampler, bool kCylindrical, bool kFdk, bool kOneRow>
+template <VectorSampler kSampler, bool kCylindrical, int kPower, bool kOneRow>
 cudaError_t LaunchBack2d(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                          const VectorBpView* views, int32_t accumulate,
                          cudaTextureObject_t texture, const float* projections, float* volume,
                          cudaStream_t stream, int32_t variant) {
   switch (variant) {
     case 1:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 4, true, kOneRow>(
+      return LaunchBackShape<kSampler, kCylindrical, kPower, 32, 4, 4, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
     case 2:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 8, 2, true, kOneRow>(
+      return LaunchBackShape<kSampler, kCylindrical, kPower, 32, 8, 2, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
     case 3:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 16, 8, 2, true, kOneRow>(
+      return LaunchBackShape<kSampler, kCylindrical, kPower, 16, 8, 2, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
     default:
-      return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 2, true, kOneRow>(
+      return LaunchBackShape<kSampler, kCylindrical, kPower, 32, 4, 2, true, kOneRow>(
           vol, det, views, accumulate, texture, projections, volume, stream);
   }
 }
 
 // The launch shape variants of vector_kernels.h; the exact sampler (a correctness
 // reference) uses only the default.
-template <VectorSampler kSampler, bool kCylindrical, bool kFdk>
+template <VectorSampler kSampler, bool kCylindrical, int kPower>
 cudaError_t LaunchBack(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                        const VectorBpView* views, int32_t accumulate,
                        cudaTextureObject_t texture, const float* projections, float* volume,
                        cudaStream_t stream, int32_t variant, int32_t one_row) {
   if (vol.nz == 1) {
     if (kSampler == VectorSampler::kTexture && one_row) {
-      return LaunchBack2d<kSampler, kCylindrical, kFdk, true>(
+      return LaunchBack2d<kSampler, kCylindrical, kPower, true>(
           vol, det, views, accumulate, texture, projections, volume, stream, variant);
     }
-    return LaunchBack2d<kSampler, kCylindrical, kFdk, false>(
+    return LaunchBack2d<kSampler, kCylindrical, kPower, false>(
         vol, det, views, accumulate, texture, projections, volume, stream,
         kSampler == VectorSampler::kTexture ? variant : kBpVariantDefault);
   }
   if (kSampler == VectorSampler::kTexture) {
     switch (variant) {
       case 1:
-        return LaunchBackShape<kSampler, kCylindrical, kFdk, 16, 8, 8>(
+        return LaunchBackShape<kSampler, kCylindrical, kPower, 16, 8, 8>(
             vol, det, views, accumulate, texture, projections, volume, stream);
       case 2:
-        return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 16>(
+        return LaunchBackShape<kSampler, kCylindrical, kPower, 32, 4, 16>(
             vol, det, views, accumulate, texture, projections, volume, stream);
       case 3:
-        return LaunchBackShape<kSampler, kCylindrical, kFdk, 8, 8, 8>(
+        return LaunchBackShape<kSampler, kCylindrical, kPower, 8, 8, 8>(
             vol, det, views, accumulate, texture, projections, volume, stream);
       default:
         break;
     }
   }
-  return LaunchBackShape<kSampler, kCylindrical, kFdk, 32, 4, 8>(
+  return LaunchBackShape<kSampler, kCylindrical, kPower, 32, 4, 8>(
       vol, det, views, accumulate, texture, projections, volume, stream);
+}
+
+template <VectorSampler kSampler, bool kCylindrical>
+cudaError_t LaunchBackPower(const VectorVolumeShape& vol, const VectorDetectorShape& det,
+                            const VectorBpView* views, int32_t power, int32_t accumulate,
+                            cudaTextureObject_t texture, const float* projections,
+                            float* volume, cudaStream_t stream, int32_t variant,
+                            int32_t one_row) {
+  switch (power) {
+    case 2:
+      return LaunchBack<kSampler, kCylindrical, 2>(vol, det, views, accumulate, texture,
+                                                   projections, volume, stream, variant,
+                                                   one_row);
+    case 1:
+      // (D / U)^1 is the 2D fan beam's weight (matched_back_projection.h): one slice only.
+      if (vol.nz != 1) return cudaErrorInvalidValue;
+      if (kSampler == VectorSampler::kTexture && one_row) {
+        return LaunchBack2d<kSampler, kCylindrical, 1, true>(
+            vol, det, views, accumulate, texture, projections, volume, stream, variant);
+      }
+      return LaunchBack2d<kSampler, kCylindrical, 1, false>(
+          vol, det, views, accumulate, texture, projections, volume, stream,
+          kSampler == VectorSampler::kTexture ? variant : kBpVariantDefault);
+    default:
+      return LaunchBack<kSampler, kCylindrical, 0>(vol, det, views, accumulate, texture,
+                                                   projections, volume, stream, variant,
+                                                   one_row);
+  }
 }
 
 template <VectorSampler kSampler>
 cudaError_t LaunchBackSampler(const VectorVolumeShape& vol, const VectorDetectorShape& det,
-                              const VectorBpView* views, int32_t fdk, int32_t accumulate,
+                              const VectorBpView* views, int32_t power, int32_t accumulate,
                               cudaTextureObject_t texture, const float* projections,
                               float* volume, cudaStream_t stream, int32_t variant,
                               int32_t one_row) {
-  if (det.cylindrical) {
-    return fdk ? LaunchBack<kSampler, true, true>(vol, det, views, accumulate, texture,
-                                                  projections, volume, stream, variant, one_row)
-               : LaunchBack<kSampler, true, false>(vol, det, views, accumulate, texture,
-                                                   projections, volume, stream, variant, one_row);
-  }
-  return fdk ? LaunchBack<kSampler, false, true>(vol, det, views, accumulate, texture,
-                                                 projections, volume, stream, variant, one_row)
-             : LaunchBack<kSampler, false, false>(vol, det, views, accumulate, texture,
-                                                  projections, volume, stream, variant, one_row);
+  return det.cylindrical
+             ? LaunchBackPower<kSampler, true>(vol, det, views, power, accumulate, texture,
+                                               projections, volume, stream, variant, one_row)
+             : LaunchBackPower<kSampler, false>(vol, det, views, power, accumulate, texture,
+                                                projections, volume, stream, variant, one_row);
 }
 
 // Launch: grid-stride, 256 threads; a thread converts elements i, i + stride, ...
@@ -280,18 +312,18 @@ cudaError_t LaunchFloatToHalf(const float* in, int64_t count, uint16_t* out, cud
 
 cudaError_t LaunchVectorBack(const VectorVolumeShape& volume_shape,
                              const VectorDetectorShape& detector, const VectorBpView* views,
-                             VectorSampler sampler, int32_t fdk, int32_t accumulate,
+                             VectorSampler sampler, int32_t weight_power, int32_t accumulate,
                              cudaTextureObject_t projection_texture, const float* projections,
                              float* volume, cudaStream_t stream, int32_t variant,
                              int32_t one_row_texture) {
   if (volume_shape.nx <= 0 || volume_shape.ny <= 0 || volume_shape.nz <= 0) return cudaSuccess;
   if (sampler == VectorSampler::kTexture) {
-    return LaunchBackSampler<VectorSampler::kTexture>(volume_shape, detector, views, fdk,
+    return LaunchBackSampler<VectorSampler::kTexture>(volume_shape, detector, views, weight_power,
                                                       accumulate, projection_texture,
                                                       projections, volume, stream, variant,
                                                       one_row_texture);
   }
-  return LaunchBackSampler<VectorSampler::kExact>(volume_shape, detector, views, fdk,
+  return LaunchBackSampler<VectorSampler::kExact>(volume_shape, detector, views, weight_power,
                                                   accumulate, projection_texture, projections,
                                                   volume, stream, variant, 0);
 }

@@ -50,6 +50,7 @@
 #include "core/operators/backend.h"
 #include "core/geometry/detector_row_band.h"
 #include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_row_filter.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "core/operators/filter_and_back_project_stream.h"
 #include "core/operators/filtered_back_projection_weights.h"

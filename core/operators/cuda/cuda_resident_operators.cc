@@ -1,5 +1,6 @@
 #include "core/operators/cuda/cuda_resident_operators.h"
 
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -9,7 +10,9 @@
 #include "core/data/dims_check.h"
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_host_projector.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
+#include "core/operators/projector_plan.h"
 #include "core/operators/cuda/resident_kernels.h"
 
 namespace tomo::core::cuda {
@@ -42,8 +45,10 @@ class CudaProjector final : public ResidentProjector {
   // few_view_views: for kExact, the views' parameters for LaunchFewViewForward.
   CudaProjector(int device, const void* owner, DeviceVectorProjector projector,
                 VectorSampler forward_sampler, DeviceBuffer<VectorFpView> few_view_views,
-                cudaStream_t stream, Dims3 volume_dims, Dims3 projection_dims)
-      : device_(device),
+                cudaStream_t stream, Dims3 volume_dims, Dims3 projection_dims,
+                BackProjectionWeighting back_weighting)
+      : back_weighting_(back_weighting),
+        device_(device),
         owner_(owner),
         projector_(std::in_place, std::move(projector)),
         forward_sampler_(forward_sampler),
@@ -74,8 +79,7 @@ class CudaProjector final : public ResidentProjector {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
     const VectorSampler sampler =
         projector_->TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
-    return projector_->Back(Data(projections), BackProjectionWeighting::kNone, Data(volume),
-                           sampler);
+    return projector_->Back(Data(projections), back_weighting_, Data(volume), sampler);
   }
 
  private:
@@ -89,6 +93,7 @@ class CudaProjector final : public ResidentProjector {
                           projection_dims_, "(views, rows, columns)");
   }
 
+  BackProjectionWeighting back_weighting_;
   int device_;
   const void* owner_;
   std::optional<DeviceVectorProjector> projector_;  // reset with device_ current
@@ -96,6 +101,64 @@ class CudaProjector final : public ResidentProjector {
   DeviceBuffer<VectorFpView> few_view_views_;
   cudaStream_t stream_;
   Dims3 volume_dims_, projection_dims_;
+};
+
+// A host-array Projector (cuda_host_projector.h) on resident arrays: each call copies its
+// input to the host, projects (the host projector uploads, computes and downloads) and
+// copies the result back. For the models that have no device-resident implementation yet
+// (kJosephExactTranspose2D, kRadonPlaneIntegral): correct, with a host round trip per call.
+class HostBouncedProjector final : public ResidentProjector {
+ public:
+  HostBouncedProjector(int device, const void* owner, cudaStream_t stream,
+                       std::unique_ptr<Projector> projector, Dims3 volume_dims,
+                       Dims3 projection_dims)
+      : device_(device), owner_(owner), stream_(stream), projector_(std::move(projector)),
+        volume_(Array3D::Uninitialized(volume_dims)),
+        projections_(Array3D::Uninitialized(projection_dims)) {}
+
+  absl::Status Forward(const ResidentArray& volume, ResidentArray& projections) override {
+    TOMO_RETURN_IF_ERROR(Check("Forward", volume, projections));
+    TOMO_RETURN_IF_ERROR(ToHost(volume, volume_));
+    TOMO_RETURN_IF_ERROR(projector_->Forward(volume_, projections_));
+    return ToDevice(projections_, projections);
+  }
+  absl::Status Back(const ResidentArray& projections, ResidentArray& volume) override {
+    TOMO_RETURN_IF_ERROR(Check("Back", volume, projections));
+    TOMO_RETURN_IF_ERROR(ToHost(projections, projections_));
+    TOMO_RETURN_IF_ERROR(projector_->Back(projections_, volume_));
+    return ToDevice(volume_, volume);
+  }
+
+ private:
+  absl::Status Check(const char* operation, const ResidentArray& volume,
+                     const ResidentArray& projections) const {
+    TOMO_RETURN_IF_ERROR(CheckOwned(operation, owner_, volume));
+    TOMO_RETURN_IF_ERROR(CheckOwned(operation, owner_, projections));
+    TOMO_RETURN_IF_ERROR(CheckDimsMatch(absl::StrCat(operation, ": volume"), volume.dims(),
+                                        volume_.dims(), "(z, y, x)"));
+    return CheckDimsMatch(absl::StrCat(operation, ": projections"), projections.dims(),
+                          projections_.dims(), "(views, rows, columns)");
+  }
+  absl::Status ToHost(const ResidentArray& device, Array3D& host) {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), Data(device), host.size_bytes(),
+                                              cudaMemcpyDeviceToHost, stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+  absl::Status ToDevice(const Array3D& host, ResidentArray& device) {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Data(device), host.data(), host.size_bytes(),
+                                              cudaMemcpyHostToDevice, stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  int device_;
+  const void* owner_;
+  cudaStream_t stream_;
+  std::unique_ptr<Projector> projector_;
+  Array3D volume_, projections_;
 };
 
 class CudaResidentOperators final : public ResidentOperators {
@@ -152,11 +215,31 @@ class CudaResidentOperators final : public ResidentOperators {
   }
 
   absl::StatusOr<std::unique_ptr<ResidentProjector>> MakeProjector(
-      const VectorGeometry& geometry, const VolumeGeometry& volume_geometry) override {
-    TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume_geometry));
+      const Geometry& geometry, const VolumeGeometry& volume_geometry,
+      ProjectorModel model) override {
+    TOMO_ASSIGN_OR_RETURN(ProjectorPlan plan, PlanProjector(geometry, volume_geometry, model));
+    const auto* vector_plan = std::get_if<VectorProjectorPlan>(&plan);
+    if (vector_plan == nullptr) {
+      const Dims3 projection_dims = ProjectionDims(geometry);
+      return std::unique_ptr<ResidentProjector>(std::make_unique<HostBouncedProjector>(
+          device_, this, stream_,
+          MakeCudaHostProjector(CudaContext{device_, stream_, &host_projector_mutex_}, model,
+                                std::move(plan), volume_geometry),
+          volume_geometry.dims(), projection_dims));
+    }
+    return MakeVectorProjector(vector_plan->geometry, volume_geometry,
+                               vector_plan->back_weighting);
+  }
+
+  absl::StatusOr<std::unique_ptr<ResidentProjector>> MakeVectorProjector(
+      const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+      BackProjectionWeighting back_weighting) {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
     TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
                           DeviceVectorProjector::Create(geometry, volume_geometry, stream_));
+    if (back_weighting == BackProjectionWeighting::kMatched) {
+      TOMO_RETURN_IF_ERROR(projector.PrepareMatchedBack(geometry, volume_geometry));
+    }
     VectorSampler forward = VectorSampler::kExact;
     if (geometry.num_views() >= kMinViewsForTextureForward || geometry.rows() > 65535) {
       forward = projector.BestForwardSampler();
@@ -177,7 +260,7 @@ class CudaResidentOperators final : public ResidentOperators {
     }
     return std::unique_ptr<ResidentProjector>(std::make_unique<CudaProjector>(
         device_, this, std::move(projector), forward, std::move(few_view_views), stream_,
-        volume_geometry.dims(), geometry.projection_dims()));
+        volume_geometry.dims(), geometry.projection_dims(), back_weighting));
   }
 
   absl::Status Fill(float value, ResidentArray& x) override {
@@ -283,6 +366,7 @@ class CudaResidentOperators final : public ResidentOperators {
   DeviceBuffer<double> partials_;
   std::vector<double> host_partials_ = std::vector<double>(kMaxDotBlocks);
   bool layered_taken_ = false;
+  std::mutex host_projector_mutex_;  // the lock of the host projectors bounced through
   bool total_valid_ = false;  // the running total has been zeroed since the last take
 };
 

@@ -1,5 +1,6 @@
 // Inside the CUDA backend (host code, g++ only): the VectorGeometry projectors on data that
-// already live on the device, for CudaBackend (which adds the host copies) and for
+// already live on the device, for the host-array projectors (cuda_host_projector.h, which
+// add the host copies), the resident operators, the filtered back projection and for
 // bench/tomo_bench.cc (which times them GPU-resident). Not for users of the core: they go
 // through Backend (core/operators/backend.h).
 //
@@ -33,9 +34,6 @@
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
 #include "core/operators/cuda/cuda_resources.h"
-#include "core/filters/ramp_filter.h"
-#include "core/geometry/parallel_geometry_2d.h"
-#include "core/operators/cuda/parallel_2d_kernels.h"
 #include "core/operators/cuda/vector_kernels.h"
 
 namespace tomo::core::cuda {
@@ -108,6 +106,12 @@ class DeviceVectorProjector {
                                                       const VolumeGeometry& volume_geometry,
                                                       cudaStream_t stream);
 
+  // Uploads the per-view parameters of BackProjectionWeighting::kMatched (the views' scales
+  // and distance power, matched_back_projection.h); Back with kMatched is
+  // FAILED_PRECONDITION before. The same geometry and volume as Create's.
+  absl::Status PrepareMatchedBack(const VectorGeometry& geometry,
+                                  const VolumeGeometry& volume_geometry);
+
   // Whether the texture sampler can be used for these sizes (3D texture at most 16384 per
   // side, layered texture at most 32768 per side).
   bool TextureFitsForward() const;
@@ -167,6 +171,8 @@ class DeviceVectorProjector {
   VectorDetectorShape detector_shape_;
   DeviceBuffer<VectorFpView> fp_views_;
   DeviceBuffer<VectorBpView> bp_views_;
+  DeviceBuffer<VectorBpView> matched_bp_views_;  // PrepareMatchedBack's, scales in extra.w
+  int32_t matched_power_ = 0;
   int32_t back_variant_ = kBpVariantDefault;
   bool forward_views_inner_ = true;
   bool back_half_ = false;
@@ -179,55 +185,5 @@ class DeviceVectorProjector {
   DeviceBuffer<float> scratch_x_, scratch_y_;
   TextureArray projection_texture_;
 };
-
-// A ramp filter along the rows of projections already on the device, with optional
-// weights applied first (FDK's cosine and column weights, FilteredBackProjectionWeights):
-// for FDK from device memory (CudaBackend::FilterAndBackProject, the benchmark's
-// GPU-resident FDK total); CudaBackend::FilterRows is the host-array path. Keeps its cuFFT
-// plans (one pair per batch size met) and padded buffers (at most kMaxRowsPerBatch rows at
-// a time).
-//
-//   TOMO_ASSIGN_OR_RETURN(auto filter, DeviceRowFilter::Create(filter, rows, rows_per_view,
-//                                                               pixel_weight, stream));
-//   TOMO_RETURN_IF_ERROR(filter.Apply(d_projections, d_filtered));  // may be in place
-class DeviceRowFilter {
- public:
-  static constexpr int64_t kMaxRowsPerBatch = 65535;
-  // rows: detector rows in all (views x rows_per_view, the most one Apply filters);
-  // pixel_weight: empty (none) or rows_per_view x filter.num_detectors() values, row r
-  // uses weight row r % rows_per_view.
-  static absl::StatusOr<DeviceRowFilter> Create(const RampFilter& filter, int64_t rows,
-                                                int64_t rows_per_view,
-                                                const std::vector<float>& pixel_weight,
-                                                cudaStream_t stream);
-  DeviceRowFilter(DeviceRowFilter&&) noexcept = default;
-  DeviceRowFilter& operator=(DeviceRowFilter&&) noexcept = default;
-
-  // d_out (rows x columns) = filtered (d_in * pixel weight * column weight); d_out may
-  // equal d_in. d_column_weight: null (1) or (rows / rows_per_view) x columns values on
-  // the device, one row per view. rows: a multiple of rows_per_view up to Create's rows
-  // (-1: Create's rows).
-  absl::Status Apply(const float* d_in, float* d_out, const float* d_column_weight = nullptr,
-                     int64_t rows = -1);
-
- private:
-  struct TailPlan {
-    FftPlan forward, inverse;
-  };
-  DeviceRowFilter() = default;
-  // The plans for a batch of `rows` rows other than batch_, made on first use.
-  absl::StatusOr<TailPlan*> TailPlans(int64_t rows);
-  cudaStream_t stream_ = nullptr;
-  int64_t rows_ = 0, columns_ = 0, length_ = 0, batch_ = 0, weight_rows_ = 1;
-  DeviceBuffer<float> response_, weight_, real_, result_;
-  DeviceBuffer<float2> spectrum_;
-  FftPlan forward_, inverse_;
-  std::map<int64_t, TailPlan> tail_plans_;
-};
-
-// The exact-transpose 2D parallel projector's per-view parameters (parallel_2d_kernels.h),
-// as CudaBackend uploads them; for the benchmark.
-std::vector<JosephView> MakeDeviceJosephViews(const ParallelGeometry2D& geometry,
-                                              const VolumeGeometry& volume_geometry);
 
 }  // namespace tomo::core::cuda

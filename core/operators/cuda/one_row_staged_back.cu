@@ -46,13 +46,21 @@ constexpr int kRoundMagicBits = 0x4B400000;
 // into the form instead would subtract shift * d from a coefficient by coefficient, and that
 // cancellation, divided by a small d near the source, costs accuracy).
 struct StagedView {
-  float4 a;     // (x, y, unused, w) coefficients of the column form
+  float4 a;     // (x, y, w) coefficients of the column form; z: the view's scale
   float4 d;     // cone only
   float shift;  // start + 1/2
   int start;    // detector column of the window's first pair's first value
   int offset;   // first pair in the shared buffer; -1: read global memory (direct)
   int length;   // pairs
 };
+
+// acc + value * w^kPower (the distance weight w = D / U; cone_back.cu's AddWeighted).
+template <int kPower>
+__device__ __forceinline__ float AddWeighted(float acc, float value, float w) {
+  if (kPower == 2) return fmaf(value, w * w, acc);
+  if (kPower == 1) return fmaf(value, w, acc);
+  return acc + value;
+}
 
 // Linear interpolation of row `row` (columns values) at `column`, zero outside.
 __device__ __forceinline__ float SampleRow(const float* __restrict__ row, int columns,
@@ -78,7 +86,7 @@ __device__ __forceinline__ float SampleRow(const float* __restrict__ row, int co
 // Pixels of the tile beyond the volume's last row compute as that row (their results are
 // not written), so every computed q lies in its window: the window has one pair of margin
 // on each side against float rounding, and no clamp is needed.
-template <bool kCone, bool kFdk, int kBlockX, int kBlockY, int kPixels>
+template <bool kCone, int kPower, int kBlockX, int kBlockY, int kPixels>
 __global__ void __launch_bounds__(kBlockX* kBlockY)
     OneRowStagedBackKernel(VectorVolumeShape vol, VectorDetectorShape det,
                            const VectorBpView* __restrict__ views, int32_t accumulate,
@@ -137,6 +145,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
         staged.length = fits ? static_cast<int>(floorf(hi) - flo) + 4 : 0;
         staged.shift = static_cast<float>(staged.start) + 0.5f;
         staged.a = view.a;
+        staged.a.z = view.extra.w;  // the view's scale (the z coefficient is not used here)
         if (kCone) {
           staged.d = view.d;
         } else {
@@ -197,7 +206,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
           const float offset = q - (rounded - kRoundMagic);
           const float2 pair = s_pairs[pair_base + __float_as_int(rounded)];
           const float value = fmaf(offset, pair.y, pair.x);
-          acc[j] = kFdk ? fmaf(value, inv_d * inv_d, acc[j]) : acc[j] + value;
+          acc[j] = AddWeighted<kPower>(acc[j], value * a.z, inv_d);
         }
       } else {
         const float* row = projections + static_cast<int64_t>(v0 + c) * columns;
@@ -213,7 +222,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
             column = a_j * inv_d;
           }
           const float value = SampleRow(row, columns, column);
-          acc[j] = kFdk ? fmaf(value, inv_d * inv_d, acc[j]) : acc[j] + value;
+          acc[j] = AddWeighted<kPower>(acc[j], value * a.z, inv_d);
         }
       }
     }
@@ -229,35 +238,35 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
   }
 }
 
-template <bool kCone, bool kFdk, int kBlockX, int kBlockY, int kPixels>
+template <bool kCone, int kPower, int kBlockX, int kBlockY, int kPixels>
 cudaError_t LaunchShape(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                         const VectorBpView* views, int32_t accumulate, const float* projections,
                         float* volume, cudaStream_t stream) {
   constexpr int kTileY = kBlockY * kPixels;
   const dim3 grid((vol.nx + kBlockX - 1) / kBlockX, (vol.ny + kTileY - 1) / kTileY);
   const dim3 block(kBlockX, kBlockY);
-  OneRowStagedBackKernel<kCone, kFdk, kBlockX, kBlockY, kPixels>
+  OneRowStagedBackKernel<kCone, kPower, kBlockX, kBlockY, kPixels>
       <<<grid, block, 0, stream>>>(vol, det, views, accumulate, projections, volume);
   return cudaGetLastError();
 }
 
-template <bool kCone, bool kFdk>
+template <bool kCone, int kPower>
 cudaError_t LaunchVariant(const VectorVolumeShape& vol, const VectorDetectorShape& det,
                           const VectorBpView* views, int32_t accumulate,
                           const float* projections, float* volume, cudaStream_t stream,
                           int32_t variant) {
   switch (variant) {
     case 1:
-      return LaunchShape<kCone, kFdk, 32, 8, 2>(vol, det, views, accumulate, projections,
+      return LaunchShape<kCone, kPower, 32, 8, 2>(vol, det, views, accumulate, projections,
                                                 volume, stream);
     case 2:
-      return LaunchShape<kCone, kFdk, 32, 4, 4>(vol, det, views, accumulate, projections,
+      return LaunchShape<kCone, kPower, 32, 4, 4>(vol, det, views, accumulate, projections,
                                                 volume, stream);
     case 3:
-      return LaunchShape<kCone, kFdk, 32, 16, 2>(vol, det, views, accumulate, projections,
+      return LaunchShape<kCone, kPower, 32, 16, 2>(vol, det, views, accumulate, projections,
                                                  volume, stream);
     default:
-      return LaunchShape<kCone, kFdk, 32, 8, 4>(vol, det, views, accumulate, projections,
+      return LaunchShape<kCone, kPower, 32, 8, 4>(vol, det, views, accumulate, projections,
                                                 volume, stream);
   }
 }
@@ -266,18 +275,26 @@ cudaError_t LaunchVariant(const VectorVolumeShape& vol, const VectorDetectorShap
 
 cudaError_t LaunchOneRowStagedBack(const VectorVolumeShape& volume_shape,
                                    const VectorDetectorShape& detector,
-                                   const VectorBpView* views, int32_t fdk, int32_t accumulate,
-                                   const float* projections, float* volume, cudaStream_t stream,
-                                   int32_t variant) {
+                                   const VectorBpView* views, int32_t weight_power,
+                                   int32_t accumulate, const float* projections, float* volume,
+                                   cudaStream_t stream, int32_t variant) {
   if (volume_shape.nx <= 0 || volume_shape.ny <= 0) return cudaSuccess;
   if (detector.cone) {
-    return fdk ? LaunchVariant<true, true>(volume_shape, detector, views, accumulate,
-                                           projections, volume, stream, variant)
-               : LaunchVariant<true, false>(volume_shape, detector, views, accumulate,
-                                            projections, volume, stream, variant);
+    switch (weight_power) {
+      case 2:
+        return LaunchVariant<true, 2>(volume_shape, detector, views, accumulate, projections,
+                                      volume, stream, variant);
+      case 1:
+        return LaunchVariant<true, 1>(volume_shape, detector, views, accumulate, projections,
+                                      volume, stream, variant);
+      default:
+        return LaunchVariant<true, 0>(volume_shape, detector, views, accumulate, projections,
+                                      volume, stream, variant);
+    }
   }
-  return LaunchVariant<false, false>(volume_shape, detector, views, accumulate, projections,
-                                     volume, stream, variant);
+  // Parallel beams have no distance weight.
+  return LaunchVariant<false, 0>(volume_shape, detector, views, accumulate, projections,
+                                 volume, stream, variant);
 }
 
 }  // namespace tomo::core::cuda

@@ -74,7 +74,7 @@ cudaError_t LaunchParallel2dBack(const Parallel2dShape& shape, const JosephView*
 cudaError_t LaunchMultiplySpectrum(float2* spectrum, const float* response, int64_t rows,
                                    int32_t num_bins, cudaStream_t stream);
 
-// For a device-resident ramp filter (DeviceRowFilter, cuda_vector_projector.h): padded[r *
+// For a device-resident ramp filter (DeviceRowFilter, cuda_row_filter.h): padded[r *
 // length + c] = in[r * columns + c] * weight[(r % weight_rows) * columns + c] *
 // column_weight[(r / weight_rows) * columns + c] for c < columns (weight_rows: rows per
 // view; either weight may be null: 1), r < rows <= 65535. The padding columns [columns,

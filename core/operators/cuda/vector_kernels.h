@@ -3,7 +3,7 @@
 // forward projection, one thread per detector pixel) and cone_back.cu (voxel-driven back
 // projection, one thread per column of voxels along z). The only header those .cu files
 // include (no Abseil, no core header), as parallel_2d_kernels.h. The host side
-// (cuda_backend.cc, cuda_vector_projector.h) computes the per-view parameters in double
+// (cuda_vector_projector.cc) computes the per-view parameters in double
 // from the VectorGeometry, owns every buffer and texture and turns the returned cudaError_t
 // into absl::Status.
 //
@@ -93,8 +93,10 @@ struct VectorBpView {
   float4 a;
   float4 b;
   float4 d;
-  float4 extra;  // cylindrical: (R / |u|, (columns-1)/2, (rows-1)/2 - h_c / |v|, unused),
-                 // h_c = height of the detector centre above the source along v^
+  float4 extra;  // cylindrical: (R / |u|, (columns-1)/2, (rows-1)/2 - h_c / |v|, scale),
+                 // h_c = height of the detector centre above the source along v^; flat:
+                 // (unused, unused, unused, scale). scale multiplies every sample of the
+                 // view: 1, or kMatched's (matched_back_projection.h)
 };
 static_assert(sizeof(VectorBpView) == 64, "VectorBpView must have one layout for g++ and nvcc");
 
@@ -133,7 +135,10 @@ constexpr int32_t kBpVariantCount = 4;
 constexpr int32_t kBpVariantFdk = 2;
 
 // volume (+)= sum over views [0, detector.num_views) of the interpolated projections
-// (times 1/d^2 or 1/rho^2 when fdk). accumulate = 0 overwrites every voxel; 1 adds to it
+// each times its view's scale (VectorBpView::extra.w) and the distance weight (1/d or
+// 1/rho) to the power weight_power: 0 (plain), 1 (2D fan beams, matched; volumes of one
+// slice only, cudaErrorInvalidValue otherwise) or 2 (FDK; 3D cone beams, matched).
+// accumulate = 0 overwrites every voxel; 1 adds to it
 // (for views in several passes). kTexture reads `projection_texture` (layered 2D float
 // texture, layer = view, linear filtering, border addressing, unnormalised); kExact reads
 // `projections` (views, rows, columns).
@@ -143,7 +148,7 @@ constexpr int32_t kBpVariantFdk = 2;
 // of 2 texels per update (v0.4).
 cudaError_t LaunchVectorBack(const VectorVolumeShape& volume_shape,
                              const VectorDetectorShape& detector, const VectorBpView* views,
-                             VectorSampler sampler, int32_t fdk, int32_t accumulate,
+                             VectorSampler sampler, int32_t weight_power, int32_t accumulate,
                              cudaTextureObject_t projection_texture, const float* projections,
                              float* volume, cudaStream_t stream,
                              int32_t variant = kBpVariantDefault,
@@ -158,7 +163,8 @@ cudaError_t LaunchVectorBack(const VectorVolumeShape& volume_shape,
 //   0: 32 x 8 x 4   1: 32 x 8 x 2   2: 32 x 4 x 4   3: 32 x 16 x 2
 cudaError_t LaunchOneRowStagedBack(const VectorVolumeShape& volume_shape,
                                    const VectorDetectorShape& detector,
-                                   const VectorBpView* views, int32_t fdk, int32_t accumulate,
+                                   const VectorBpView* views, int32_t weight_power,
+                                   int32_t accumulate,
                                    const float* projections, float* volume, cudaStream_t stream,
                                    int32_t variant = 0);
 

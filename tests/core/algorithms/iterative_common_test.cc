@@ -1,4 +1,5 @@
 #include "core/algorithms/iterative_common.h"
+#include "core/geometry/parallel_2d_form.h"
 
 #include <algorithm>
 #include <random>
@@ -91,7 +92,7 @@ TEST(SubsetGeometryTest, ProjectsAsTheFullGeometryOnItsViews) {
 TEST(AsVectorGeometryTest, ProjectsAsTheTwoDimensionalGeometry) {
   const auto problem = testing::MakeProblem2D(30);
   CpuBackend backend;
-  auto vectors = AsVectorGeometry(problem.geometry, problem.volume);
+  auto vectors = ParallelGeometry2DAsVectors(problem.geometry, problem.volume);
   ASSERT_TRUE(vectors.ok());
   Array3D exact(problem.geometry.projection_dims(), std::nanf(""));
   Array3D through_vectors(vectors->projection_dims(), std::nanf(""));

@@ -43,6 +43,8 @@
 #include "core/geometry/vector_geometry.h"
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_host_projector.h"
+#include "core/operators/cuda/cuda_row_filter.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "gtest/gtest.h"
 #include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
