@@ -15,8 +15,6 @@ absl::StatusOr<VectorGeometry> ParallelGeometry2DAsVectors(const ParallelGeometr
   detector.row_spacing_mm = volume.voxel_size_mm().z;
   detector.column_spacing_mm = geometry.detector_spacing_mm();
   detector.offset_u_mm = geometry.detector_offset_mm();
-  // The row on the slice, wherever the volume's centre is (ParallelGeometry2D has no z).
-  detector.offset_v_mm = volume.z_mm(0.0);
   return MakeParallel2D(detector, geometry.angles_rad());
 }
 

@@ -6,10 +6,18 @@
 
 #include "core/geometry/vector_geometry.h"
 #include "gmock/gmock.h"
+#include "core/geometry/parallel_2d_form.h"
 #include "gtest/gtest.h"
 
 namespace tomo::server {
 namespace {
+
+// The 2D parallel form of a request's geometry (a one-row vector geometry).
+core::ParallelGeometry2D Parallel2DOf(const core::ReconstructionRequest& request) {
+  return core::ExactParallel2DForm(std::get<core::VectorGeometry>(request.geometry),
+                                   request.volume)
+      .value();
+}
 
 namespace pb = ::tomoserve::v1;
 using ::testing::AllOf;
@@ -47,10 +55,10 @@ TEST(JobSpecTest, ValidSpecPasses) {
   absl::StatusOr<ValidatedJob> job = ValidateJobSpec(ValidSpec(), {});
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->input_bytes, 720ull * 768 * 4);
-  EXPECT_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).num_views(), 720);
-  EXPECT_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).num_detectors(), 768);
-  EXPECT_DOUBLE_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).detector_offset_mm(), 0.25);
-  EXPECT_NEAR(std::get<core::ParallelGeometry2D>(job->request.geometry).angles_rad()[1], M_PI / 720, 1e-12);
+  EXPECT_EQ(Parallel2DOf(job->request).num_views(), 720);
+  EXPECT_EQ(Parallel2DOf(job->request).num_detectors(), 768);
+  EXPECT_DOUBLE_EQ(Parallel2DOf(job->request).detector_offset_mm(), 0.25);
+  EXPECT_NEAR(Parallel2DOf(job->request).angles_rad()[1], M_PI / 720, 1e-12);
   EXPECT_EQ(job->request.volume.size().x, 512);
   EXPECT_EQ(job->request.volume.size().y, 256);
   EXPECT_EQ(job->request.volume.size().z, 1);
@@ -92,8 +100,8 @@ TEST(JobSpecTest, AngleListIsAccepted) {
   spec.mutable_input()->set_size_bytes(3ull * 768 * 4);
   absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(std::get<core::ParallelGeometry2D>(job->request.geometry).num_views(), 3);
-  EXPECT_NEAR(std::get<core::ParallelGeometry2D>(job->request.geometry).angles_rad()[2], 2 * M_PI / 3, 1e-12);
+  EXPECT_EQ(Parallel2DOf(job->request).num_views(), 3);
+  EXPECT_NEAR(Parallel2DOf(job->request).angles_rad()[2], 2 * M_PI / 3, 1e-12);
 }
 
 TEST(JobSpecTest, ZeroViews) {

@@ -58,7 +58,12 @@ TEST(CglsTest, NoiseFreeCone3DErrorFallsMonotonically) {
   ASSERT_TRUE(result.ok()) << result.status();
   std::printf("CGLS cone 3D noise-free: relative error %.4f after 1, %.4f after 10\n",
               errors.front(), errors.back());
-  for (size_t k = 1; k < errors.size(); ++k) EXPECT_LT(errors[k], errors[k - 1]);
+  // The data are the phantom's exact line integrals, which Joseph's discrete A cannot
+  // reproduce: past about 9 iterations CGLS fits that discretisation error (semi-
+  // convergence). Measured with the matched pair (kJoseph): 0.719 0.522 0.477 0.392 0.357
+  // 0.327 0.300 0.295 0.290 0.293; with the unmatched voxel-driven back projection that was
+  // the default before: minimum 0.284 at 10. The fall is asserted over the first 8.
+  for (size_t k = 1; k < 8; ++k) EXPECT_LT(errors[k], errors[k - 1]);
   EXPECT_LT(errors.back(), 0.33);
 }
 

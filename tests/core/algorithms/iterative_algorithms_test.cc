@@ -26,7 +26,7 @@ TEST(IterativeAlgorithmsTest, EveryMethodRunsTwoDimensionalJobsThroughTheRegistr
                                        OsSartOptions{iterative, 6, ViewOrder::kSequential},
                                        CglsOptions{iterative}};
   for (const AlgorithmOptions& options : all) {
-    const ReconstructionRequest request{problem.geometry, problem.volume, options};
+    const ReconstructionRequest request{problem.vector_geometry, problem.volume, options};
     auto image = registry.Run(request, problem.projections, backend, RunContext{});
     ASSERT_TRUE(image.ok()) << AlgorithmName(options) << ": " << image.status();
     EXPECT_EQ(image->dims(), problem.volume.dims());
@@ -46,7 +46,7 @@ TEST(IterativeAlgorithmsTest, StartsFromTheFbpOfTheSameJob) {
     residuals.push_back(report.relative_residual);
     return absl::OkStatus();
   };
-  const ReconstructionRequest request{problem.geometry, problem.volume, options};
+  const ReconstructionRequest request{problem.vector_geometry, problem.volume, options};
   auto image = registry.Run(request, problem.projections, backend, RunContext{});
   ASSERT_TRUE(image.ok()) << image.status();
   ASSERT_EQ(residuals.size(), 1u);
@@ -55,7 +55,7 @@ TEST(IterativeAlgorithmsTest, StartsFromTheFbpOfTheSameJob) {
   EXPECT_LT(testing::RelativeError(*image, problem.truth), 0.3);
 
   options.iterative.initial_volume = std::make_shared<Array3D>(problem.truth.Clone());
-  const ReconstructionRequest both{problem.geometry, problem.volume, options};
+  const ReconstructionRequest both{problem.vector_geometry, problem.volume, options};
   EXPECT_THAT(registry.Run(both, problem.projections, backend, RunContext{}).status().message(),
               HasSubstr("initial_volume: given together with the FBP start"));
 }
@@ -63,7 +63,7 @@ TEST(IterativeAlgorithmsTest, StartsFromTheFbpOfTheSameJob) {
 TEST(IterativeAlgorithmsTest, RefusesAnotherAlgorithmsOptions) {
   const auto problem = testing::MakeProblem2D(10);
   CpuBackend backend;
-  const ReconstructionRequest request{problem.geometry, problem.volume, FbpOptions{}};
+  const ReconstructionRequest request{problem.vector_geometry, problem.volume, FbpOptions{}};
   auto result = MakeSirtAlgorithm()->Run(request, problem.projections, backend, RunContext{});
   EXPECT_THAT(result.status().message(), HasSubstr("algorithm: sirt was given the options of fbp"));
 }

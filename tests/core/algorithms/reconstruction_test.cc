@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "core/geometry/geometry_builders.h"
+#include "core/geometry/parallel_2d_form.h"
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/phantom/ellipse_phantom.h"
 #include "core/phantom/ellipsoid_phantom.h"
@@ -15,10 +16,15 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+ParallelGeometry2D SmallParallel() {
+  return ParallelGeometry2D::Create(48, 1.0, 0.0, ParallelGeometry2D::UniformAngles(30, 0, M_PI))
+      .value();
+}
+
+// A 2D parallel beam is a one-row vector geometry.
 ReconstructionRequest SmallRequest() {
-  return {ParallelGeometry2D::Create(48, 1.0, 0.0, ParallelGeometry2D::UniformAngles(30, 0, M_PI))
-              .value(),
-          VolumeGeometry::Create({32, 32, 1}, {1, 1, 1}, {}).value(), FbpOptions{}};
+  const VolumeGeometry volume = VolumeGeometry::Create({32, 32, 1}, {1, 1, 1}, {}).value();
+  return {ParallelGeometry2DAsVectors(SmallParallel(), volume).value(), volume, FbpOptions{}};
 }
 
 TEST(ReconstructionTest, BuiltinsAreNamedByTheirOptions) {
@@ -60,13 +66,13 @@ TEST(ReconstructionTest, RunsFbpThroughTheRegistry) {
   const ReconstructionRequest request = SmallRequest();
   const Array3D sinogram =
       EllipsePhantom::ModifiedSheppLogan(15.0).ParallelProjections(
-          std::get<ParallelGeometry2D>(request.geometry), 2);
+          SmallParallel(), 2);
   CpuBackend backend;
   const AlgorithmRegistry registry = AlgorithmRegistry::WithBuiltins();
   absl::StatusOr<Array3D> through_registry = registry.Run(request, sinogram, backend, {});
   ASSERT_TRUE(through_registry.ok()) << through_registry.status();
   absl::StatusOr<Array3D> direct =
-      Fbp(std::get<ParallelGeometry2D>(request.geometry), request.volume, sinogram,
+      Fbp(SmallParallel(), request.volume, sinogram,
           FbpOptions{}, backend, {});
   ASSERT_TRUE(direct.ok());
   ASSERT_EQ(through_registry->dims(), request.volume.dims());

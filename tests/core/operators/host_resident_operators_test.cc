@@ -121,7 +121,7 @@ TEST_F(HostResidentOperatorsTest, ProjectorsAreTheBackendsOperators) {
   Array3D x, p;
   auto rx = Random(volume.dims(), x, 0, 1);
   auto rp = Random(geometry.projection_dims(), p, 0, 1);
-  auto projector = ops_.MakeProjector(geometry, volume, ProjectorModel::kJoseph).value();
+  auto projector = ops_.MakeProjector(geometry, volume, ProjectorModel::kVoxelDriven).value();
   auto rax = ops_.Allocate(geometry.projection_dims()).value();
   auto rbp = ops_.Allocate(volume.dims()).value();
   ASSERT_TRUE(projector->Forward(*rx, *rax).ok());

@@ -81,12 +81,12 @@ TEST_F(CudaResidentOperatorsTest, ElementwiseOperationsGiveTheReferenceBits) {
     const bool g = ops == gpu_.get();
     ASSERT_TRUE(ops->Axpby(0.7f, g ? *x.gpu : *x.cpu, -1.3f, g ? *y.gpu : *y.cpu).ok());
     ASSERT_TRUE(ops->Multiply(g ? *w.gpu : *w.cpu, g ? *y.gpu : *y.cpu).ok());
-    ASSERT_TRUE(ops->AddScaledQuotient(0.9f, g ? *y.gpu : *y.cpu, g ? *w.gpu : *w.cpu, 0.3f,
-                                       -0.4f, 0.6f, g ? *x.gpu : *x.cpu)
+    ASSERT_TRUE(ops->AddScaledQuotient(0.9f, g ? *y.gpu : *y.cpu, g ? *w.gpu : *w.cpu, 0.3f, -0.4f,
+                                       0.6f, g ? *x.gpu : *x.cpu)
                     .ok());
     ASSERT_TRUE(ops->InvertGuarded(0.5f, g ? *w.gpu : *w.cpu).ok());
-    ASSERT_TRUE(ops->Clamp(-0.2f, std::numeric_limits<float>::infinity(), g ? *d.gpu : *d.cpu)
-                    .ok());
+    ASSERT_TRUE(
+        ops->Clamp(-0.2f, std::numeric_limits<float>::infinity(), g ? *d.gpu : *d.cpu).ok());
   }
   ExpectSameBits(x);
   ExpectSameBits(y);
@@ -125,25 +125,28 @@ TEST_F(CudaResidentOperatorsTest, ProjectorsAgreeWithTheReference) {
   const VolumeGeometry volume = VolumeGeometry::Create({40, 36, 32}, {1, 1, 1}, {}).value();
   // 24 views: texture forward sampler; 3 views: exact float loads.
   for (int views : {24, 3}) {
-    cone.angles_rad = testing::RandomAngles(views, random_);
-    const VectorGeometry geometry = MakeCircularCone(cone).value();
-    Pair x = Random(volume.dims(), 0, 1);
-    Pair p = Random(geometry.projection_dims(), 0, 1);
-    auto gpu_projector = gpu_->MakeProjector(geometry, volume).value();
-    auto cpu_projector = host_->MakeProjector(geometry, volume).value();
-    auto g_ax = gpu_->Allocate(geometry.projection_dims()).value();
-    auto c_ax = host_->Allocate(geometry.projection_dims()).value();
-    auto g_bp = gpu_->Allocate(volume.dims()).value();
-    auto c_bp = host_->Allocate(volume.dims()).value();
-    ASSERT_TRUE(gpu_projector->Forward(*x.gpu, *g_ax).ok());
-    ASSERT_TRUE(cpu_projector->Forward(*x.cpu, *c_ax).ok());
-    ASSERT_TRUE(gpu_projector->Back(*p.gpu, *g_bp).ok());
-    ASSERT_TRUE(cpu_projector->Back(*p.cpu, *c_bp).ok());
-    const Array3D ga = Down(*gpu_, *g_ax), ca = Down(*host_, *c_ax);
-    const Array3D gb = Down(*gpu_, *g_bp), cb = Down(*host_, *c_bp);
-    EXPECT_TRUE(AllFinite(ga) && AllFinite(gb));
-    EXPECT_LT(RelativeMaxDifference(ga, ca), kProjectorTolerance) << views << " views";
-    EXPECT_LT(RelativeMaxDifference(gb, cb), kProjectorTolerance) << views << " views";
+    for (ProjectorModel model : {ProjectorModel::kJoseph, ProjectorModel::kVoxelDriven}) {
+      SCOPED_TRACE(ProjectorModelName(model));
+      cone.angles_rad = testing::RandomAngles(views, random_);
+      const VectorGeometry geometry = MakeCircularCone(cone).value();
+      Pair x = Random(volume.dims(), 0, 1);
+      Pair p = Random(geometry.projection_dims(), 0, 1);
+      auto gpu_projector = gpu_->MakeProjector(geometry, volume, model).value();
+      auto cpu_projector = host_->MakeProjector(geometry, volume, model).value();
+      auto g_ax = gpu_->Allocate(geometry.projection_dims()).value();
+      auto c_ax = host_->Allocate(geometry.projection_dims()).value();
+      auto g_bp = gpu_->Allocate(volume.dims()).value();
+      auto c_bp = host_->Allocate(volume.dims()).value();
+      ASSERT_TRUE(gpu_projector->Forward(*x.gpu, *g_ax).ok());
+      ASSERT_TRUE(cpu_projector->Forward(*x.cpu, *c_ax).ok());
+      ASSERT_TRUE(gpu_projector->Back(*p.gpu, *g_bp).ok());
+      ASSERT_TRUE(cpu_projector->Back(*p.cpu, *c_bp).ok());
+      const Array3D ga = Down(*gpu_, *g_ax), ca = Down(*host_, *c_ax);
+      const Array3D gb = Down(*gpu_, *g_bp), cb = Down(*host_, *c_bp);
+      EXPECT_TRUE(AllFinite(ga) && AllFinite(gb));
+      EXPECT_LT(RelativeMaxDifference(ga, ca), kProjectorTolerance) << views << " views";
+      EXPECT_LT(RelativeMaxDifference(gb, cb), kProjectorTolerance) << views << " views";
+    }
   }
 }
 
@@ -229,8 +232,8 @@ TEST_F(IterativeCudaVsCpuTest, MemoryBudgetIsRefusedBeforeStarting) {
   context.memory_budget_bytes = 100000;
   IterativeOptions options;
   options.iterations = 2;
-  auto result = Sirt(problem.geometry, problem.volume, problem.projections, options, *cuda_,
-                     context);
+  auto result =
+      Sirt(problem.geometry, problem.volume, problem.projections, options, *cuda_, context);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(result.status().message(), HasSubstr("cuda:0"));
 }
