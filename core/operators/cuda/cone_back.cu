@@ -52,6 +52,14 @@ __device__ __forceinline__ float AddWeighted(float acc, float value, float w) {
   return acc + value;
 }
 
+// The view's scale (VectorBpView::extra.w) on a sample. kPower 2 (FDK, 3D cone beams) takes
+// none: a matched scale is folded into the view's forms there (cuda_vector_projector.cc),
+// which keeps the FDK path's inner loop as it was.
+template <int kPower>
+__device__ __forceinline__ float ScaledSample(float value, float scale) {
+  return kPower == 2 ? value : value * scale;
+}
+
 // kOneRow (kTexture, detectors of one row whose pixels all map onto the row's centre line,
 // which the host checks): the projections are a layered 1D texture, one linear fetch of 2
 // texels; `row` is ignored (it is 0, where the bilinear fetch gives the same value).
@@ -143,7 +151,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
             const float row = fmaf(d, inv_rho, view.extra.z);
             const float value = SampleDetector<kSampler, kOneRow>(texture, projections, det.rows,
                                                          det.columns, v, row, column);
-            acc[k] = AddWeighted<kPower>(acc[k], value * view.extra.w, inv_rho);
+            acc[k] = AddWeighted<kPower>(acc[k], ScaledSample<kPower>(value, view.extra.w), inv_rho);
           }
         } else {
           if (d > 0.0f) {
@@ -151,7 +159,7 @@ __global__ void __launch_bounds__(kBpBlockX* kBpBlockY)
             const float inv_d = __fdividef(1.0f, d);
             const float value = SampleDetector<kSampler, kOneRow>(texture, projections, det.rows,
                                                          det.columns, v, b * inv_d, a * inv_d);
-            acc[k] = AddWeighted<kPower>(acc[k], value * view.extra.w, inv_d);
+            acc[k] = AddWeighted<kPower>(acc[k], ScaledSample<kPower>(value, view.extra.w), inv_d);
           }
         }
         a += kStepY ? view.a.y : view.a.z;

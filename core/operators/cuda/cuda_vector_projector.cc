@@ -357,7 +357,20 @@ absl::Status DeviceVectorProjector::PrepareMatchedBack(const VectorGeometry& geo
   const MatchedWeights weights = MakeMatchedWeights(geometry, volume_geometry);
   std::vector<VectorBpView> views = MakeVectorBpViews(geometry, volume_geometry);
   for (size_t v = 0; v < views.size(); ++v) {
-    views[v].extra.w = static_cast<float>(weights.view_scale[v]);
+    const double scale = weights.view_scale[v];
+    if (weights.distance_power == 2) {
+      // The kernels' weight is 1 / d^2 (or 1 / rho^2), and scaling every form by f keeps
+      // the detector position (a ratio of forms) and multiplies that weight by 1 / f^2.
+      const float f = static_cast<float>(1.0 / std::sqrt(scale));
+      for (float4* form : {&views[v].a, &views[v].b, &views[v].d}) {
+        form->x *= f;
+        form->y *= f;
+        form->z *= f;
+        form->w *= f;
+      }
+    } else {
+      views[v].extra.w = static_cast<float>(scale);
+    }
   }
   TOMO_ASSIGN_OR_RETURN(matched_bp_views_,
                         DeviceBuffer<VectorBpView>::Allocate(views.size(), stream_));

@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
           const float offset = q - (rounded - kRoundMagic);
           const float2 pair = s_pairs[pair_base + __float_as_int(rounded)];
           const float value = fmaf(offset, pair.y, pair.x);
-          acc[j] = AddWeighted<kPower>(acc[j], value * a.z, inv_d);
+          acc[j] = AddWeighted<kPower>(acc[j], kPower == 2 ? value : value * a.z, inv_d);
         }
       } else {
         const float* row = projections + static_cast<int64_t>(v0 + c) * columns;
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
             column = a_j * inv_d;
           }
           const float value = SampleRow(row, columns, column);
-          acc[j] = AddWeighted<kPower>(acc[j], value * a.z, inv_d);
+          acc[j] = AddWeighted<kPower>(acc[j], kPower == 2 ? value : value * a.z, inv_d);
         }
       }
     }

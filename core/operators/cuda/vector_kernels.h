@@ -96,7 +96,8 @@ struct VectorBpView {
   float4 extra;  // cylindrical: (R / |u|, (columns-1)/2, (rows-1)/2 - h_c / |v|, scale),
                  // h_c = height of the detector centre above the source along v^; flat:
                  // (unused, unused, unused, scale). scale multiplies every sample of the
-                 // view: 1, or kMatched's (matched_back_projection.h)
+                 // view for distance powers 0 and 1: 1, or kMatched's
+                 // (matched_back_projection.h)
 };
 static_assert(sizeof(VectorBpView) == 64, "VectorBpView must have one layout for g++ and nvcc");
 
@@ -135,8 +136,9 @@ constexpr int32_t kBpVariantCount = 4;
 constexpr int32_t kBpVariantFdk = 2;
 
 // volume (+)= sum over views [0, detector.num_views) of the interpolated projections
-// each times its view's scale (VectorBpView::extra.w) and the distance weight (1/d or
-// 1/rho) to the power weight_power: 0 (plain), 1 (2D fan beams, matched; volumes of one
+// each times its view's scale (VectorBpView::extra.w; not read for weight_power 2, where a
+// scale is folded into the view's forms) and the distance weight (1/d or 1/rho) to the
+// power weight_power: 0 (plain), 1 (2D fan beams, matched; volumes of one
 // slice only, cudaErrorInvalidValue otherwise) or 2 (FDK; 3D cone beams, matched).
 // accumulate = 0 overwrites every voxel; 1 adds to it
 // (for views in several passes). kTexture reads `projection_texture` (layered 2D float
