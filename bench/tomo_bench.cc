@@ -75,7 +75,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
-#include "core/algorithms/fdk.h"
+#include "core/algorithms/filtered_back_projection.h"
 #include "core/devices/host_pinning.h"
 #include "core/algorithms/block_iterative.h"
 #include "core/algorithms/cgls.h"
@@ -199,7 +199,7 @@ std::string SamplerName(VectorSampler sampler, int variant) {
 }
 
 // FDK case 1's pre-weights per detector pixel (the same for every view of a full circular
-// scan): cosine D / sqrt(D^2 + a^2 + b^2) times the full-scan 1/2 (core/algorithms/fdk.cc).
+// scan): cosine D / sqrt(D^2 + a^2 + b^2) times the full-scan 1/2 (core/algorithms/filtered_back_projection.cc).
 std::vector<float> FdkPixelWeights(const BenchCase& c) {
   const double d = c.source_origin_mm + c.origin_detector_mm;
   std::vector<float> weight(static_cast<size_t>(c.rows * c.columns));

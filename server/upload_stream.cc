@@ -285,7 +285,7 @@ absl::StatusOr<core::Array3D> ReconstructWhileUploading(const ValidatedJob& job,
                                             " is not the geometry's ", dims.d0, " views of ",
                                             view_bytes, " bytes"));
   }
-  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::FdkStream> stream,
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::ViewStream> stream,
                         registry.BeginViewStream(job.request, backend, context));
   TOMO_ASSIGN_OR_RETURN(InputFile file, InputFile::Open(input_path));
   const auto whole_views = [view_bytes](uint64_t bytes) {

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/algorithms/block_iterative.h"
-#include "core/algorithms/fbp.h"
-#include "core/algorithms/fdk.h"
+#include "core/algorithms/parallel_2d_fbp.h"
+#include "core/algorithms/filtered_back_projection.h"
 #include "core/algorithms/cgls.h"
 #include "core/algorithms/iterative_common.h"
 #include "core/algorithms/sirt.h"

@@ -74,13 +74,16 @@ class FbpAlgorithm final : public Algorithm {
   bool StreamsViews(const ReconstructionRequest& request) const override {
     return SlabbedGeometry(request) != nullptr;
   }
-  absl::StatusOr<std::unique_ptr<FdkStream>> BeginViewStream(
+  absl::StatusOr<std::unique_ptr<ViewStream>> BeginViewStream(
       const ReconstructionRequest& request, Backend& backend,
       const RunContext& context) const override {
     const VectorGeometry* vectors = SlabbedGeometry(request);
     if (vectors == nullptr) return Algorithm::BeginViewStream(request, backend, context);
-    return BeginFdk(*vectors, request.volume,
-                    FdkOptions{std::get<FbpOptions>(request.algorithm).filter}, backend, context);
+    TOMO_ASSIGN_OR_RETURN(
+        std::unique_ptr<FdkStream> stream,
+        BeginFdk(*vectors, request.volume,
+                 FdkOptions{std::get<FbpOptions>(request.algorithm).filter}, backend, context));
+    return std::unique_ptr<ViewStream>(std::move(stream));
   }
 
  private:
@@ -113,7 +116,7 @@ absl::StatusOr<Array3D> Algorithm::RunOnBackends(const ReconstructionRequest& re
   return Run(request, projections, *backends.front(), context);
 }
 
-absl::StatusOr<std::unique_ptr<FdkStream>> Algorithm::BeginViewStream(
+absl::StatusOr<std::unique_ptr<ViewStream>> Algorithm::BeginViewStream(
     const ReconstructionRequest& request, Backend& /*backend*/,
     const RunContext& /*context*/) const {
   return absl::UnimplementedError(absl::StrCat(
@@ -131,7 +134,7 @@ bool AlgorithmRegistry::StreamsViews(const ReconstructionRequest& request) const
   return found != algorithms_.end() && found->second->StreamsViews(request);
 }
 
-absl::StatusOr<std::unique_ptr<FdkStream>> AlgorithmRegistry::BeginViewStream(
+absl::StatusOr<std::unique_ptr<ViewStream>> AlgorithmRegistry::BeginViewStream(
     const ReconstructionRequest& request, Backend& backend, const RunContext& context) const {
   const auto found = algorithms_.find(AlgorithmName(request.algorithm));
   if (found == algorithms_.end()) return UnknownAlgorithmError(AlgorithmName(request.algorithm));

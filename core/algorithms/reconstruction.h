@@ -2,7 +2,7 @@
 //
 // A ReconstructionRequest is the core's view of a job: a validated geometry of one of the
 // kinds (core/geometry/geometry.h), the volume to produce and the typed options of one
-// algorithm. "fbp" on a vector geometry runs Fdk (core/algorithms/fdk.h: FBP for parallel
+// algorithm. "fbp" on a vector geometry runs Fdk (core/algorithms/filtered_back_projection.h: FBP for parallel
 // beams, fan-weighted FBP or FDK for fan and cone beams), or Fbp with Joseph's
 // exact-transpose pair on a 2D parallel beam (ExactParallel2DForm); on a Radon geometry it
 // runs RadonFbp. An algorithm given a kind it cannot take returns INVALID_ARGUMENT naming
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/algorithms/fbp.h"
-#include "core/algorithms/fdk.h"
+#include "core/algorithms/parallel_2d_fbp.h"
+#include "core/algorithms/filtered_back_projection.h"
 #include "core/algorithms/iterative_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
@@ -66,10 +66,10 @@ class Algorithm {
   // Whether BeginViewStream can take this request's views as they arrive (tomod then
   // reconstructs while the upload runs). false by default.
   virtual bool StreamsViews(const ReconstructionRequest& /*request*/) const { return false; }
-  // The run fed with views in order (FdkStream); its volume equals Run's. UNIMPLEMENTED
+  // The run fed with views in order (view_stream.h); its volume equals Run's. UNIMPLEMENTED
   // unless StreamsViews; BeginFdk's errors (FAILED_PRECONDITION when the run would need
   // z-slabs or view chunks for context.memory_budget_bytes).
-  virtual absl::StatusOr<std::unique_ptr<FdkStream>> BeginViewStream(
+  virtual absl::StatusOr<std::unique_ptr<ViewStream>> BeginViewStream(
       const ReconstructionRequest& request, Backend& backend, const RunContext& context) const;
 };
 
@@ -94,7 +94,7 @@ class AlgorithmRegistry {
   // Algorithm::StreamsViews / BeginViewStream of the request's algorithm (false /
   // INVALID_ARGUMENT naming the known algorithms when none is registered).
   bool StreamsViews(const ReconstructionRequest& request) const;
-  absl::StatusOr<std::unique_ptr<FdkStream>> BeginViewStream(const ReconstructionRequest& request,
+  absl::StatusOr<std::unique_ptr<ViewStream>> BeginViewStream(const ReconstructionRequest& request,
                                                              Backend& backend,
                                                              const RunContext& context) const;
 

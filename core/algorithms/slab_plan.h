@@ -1,6 +1,6 @@
 // SlabPlan: how a back projection that does not fit the device is split (STYLE.md point 10:
 // a pure function from geometry and a memory budget to a plan; the executor, Fdk in
-// core/algorithms/fdk.cc, follows it).
+// core/algorithms/filtered_back_projection.cc, follows it).
 //
 // The volume is cut along z into slabs of whole slices (each a VolumeGeometry with the same
 // x/y grid, fewer z slices and its centre shifted: SlabVolume). When even all projections

@@ -1,7 +1,7 @@
 // A DICOM-CT-PD scan through the real tomod and tomo (issue 5, data in): files written by
 // core/io/dicom_ct_pd_writer.h from the 3D Shepp-Logan phantom, uploaded as a directory
 // with `tomo submit`, reconstructed with FDK from the geometry in the files, compared with
-// the rasterised phantom within the bound of tests/core/algorithms/fdk_test.cc; and broken
+// the rasterised phantom within the bound of tests/core/algorithms/filtered_back_projection_test.cc; and broken
 // files refused at Submit (INVALID_ARGUMENT naming the file, no job created, tomod still
 // serving). Also `tomo local` on the same directory.
 //
@@ -30,9 +30,9 @@ using ::testing::HasSubstr;
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRadiusMm = 28.0;
-constexpr double kFdkRmseBound = 0.012;  // fdk_test.cc, ConeFullScanReconstructsSheppLogan3D
+constexpr double kFdkRmseBound = 0.012;  // filtered_back_projection_test.cc, ConeFullScanReconstructsSheppLogan3D
 
-// The scan of fdk_test's cone case as a third-generation CT: rho0 150 mm, d0 300 mm,
+// The scan of filtered_back_projection_test's cone case as a third-generation CT: rho0 150 mm, d0 300 mm,
 // 64 x 64 elements of 2 mm (arc), 240 views.
 core::DicomCtPdScan Scan() {
   core::DicomCtPdScan scan;

@@ -1,11 +1,11 @@
 // Forward projection of blocks of few views (SART: one view per block) for the resident
-// operators' projectors (cuda_resident_operators.cc): the same projection as cone_forward.cu's
+// operators' projectors (cuda_resident_operators.cc): the same projection as vector_forward.cu's
 // exact sampler (Joseph's method in 3D, bilinear in each plane of the main axis, plain
-// float loads, zero outside; the ray set-up is joseph_ray.cuh's, drawn in cone_forward.cu),
+// float loads, zero outside; the ray set-up is joseph_ray.cuh's, drawn in vector_forward.cu),
 // with each ray split among kSegments threads.
 //
 // Why: one view of 256^2 pixels is 65536 rays of 256 dependent samples each; one thread per
-// ray (cone_forward.cu) fills a quarter of an H100's thread slots and waits on each load in
+// ray (vector_forward.cu) fills a quarter of an H100's thread slots and waits on each load in
 // turn: 165 us per view (bench/NOTES.md, iterative section). Splitting every ray into
 // kSegments runs of planes gives 8x the threads in flight; the partial sums are added in
 // shared memory in segment order (deterministic). No texture, so nothing is copied.

@@ -1,6 +1,6 @@
-// Device code shared by the forward kernels (cone_forward.cu, one thread per ray;
+// Device code shared by the forward kernels (vector_forward.cu, one thread per ray;
 // few_view_forward.cu, a ray split among threads): a detector pixel's ray set up for
-// Joseph's method in 3D, and the exact sampler. cone_forward.cu's comment draws the ray
+// Joseph's method in 3D, and the exact sampler. vector_forward.cu's comment draws the ray
 // and explains the planes visited. Included by .cu files only.
 #pragma once
 

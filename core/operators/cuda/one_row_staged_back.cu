@@ -1,6 +1,6 @@
 // Back projection of one-slice volumes from one-row flat detectors (the 2D parallel and fan
 // geometries) on CUDA, with the detector windows staged in shared memory: the same
-// voxel-driven operator as cone_back.cu (linear interpolation along the row, zero outside
+// voxel-driven operator as vector_back.cu (linear interpolation along the row, zero outside
 // it, FDK weight 1 / d^2 on request), computed exactly in float32 instead of with the
 // texture unit's 8-bit weights.
 //
@@ -54,7 +54,7 @@ struct StagedView {
   int length;   // pairs
 };
 
-// acc + value * w^kPower (the distance weight w = D / U; cone_back.cu's AddWeighted).
+// acc + value * w^kPower (the distance weight w = D / U; vector_back.cu's AddWeighted).
 template <int kPower>
 __device__ __forceinline__ float AddWeighted(float acc, float value, float w) {
   if (kPower == 2) return fmaf(value, w * w, acc);

@@ -1,6 +1,6 @@
 // Plain launch functions for the CUDA kernels of the VectorGeometry operators (any 3D or 2D
-// geometry, parallel or cone beam, flat or cylindrical detector): cone_forward.cu (Joseph
-// forward projection, one thread per detector pixel) and cone_back.cu (voxel-driven back
+// geometry, parallel or cone beam, flat or cylindrical detector): vector_forward.cu (Joseph
+// forward projection, one thread per detector pixel) and vector_back.cu (voxel-driven back
 // projection, one thread per column of voxels along z). The only header those .cu files
 // include (no Abseil, no core header), as parallel_2d_kernels.h. The host side
 // (cuda_vector_projector.cc) computes the per-view parameters in double

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/algorithms/fdk.h"
+#include "core/algorithms/filtered_back_projection.h"
 #include "core/io/dicom_ct_pd_writer.h"
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/phantom/ellipsoid_phantom.h"
@@ -204,7 +204,7 @@ TEST(DicomCtPdReaderTest, TakesTheLogarithmWhenTheFlagSaysIntensities) {
 }
 
 // The whole path: DICOM-CT-PD files -> reader -> FDK reconstructs the phantom within the
-// bound of tests/core/algorithms/fdk_test.cc (ConeFullScanReconstructsSheppLogan3D).
+// bound of tests/core/algorithms/filtered_back_projection_test.cc (ConeFullScanReconstructsSheppLogan3D).
 TEST(DicomCtPdReaderTest, FdkReconstructsThePhantomFromTheFiles) {
   constexpr double kRadiusMm = 28.0;
   DicomCtPdScan scan;
@@ -233,7 +233,7 @@ TEST(DicomCtPdReaderTest, FdkReconstructsThePhantomFromTheFiles) {
   absl::StatusOr<Array3D> image = Fdk(read->geometry, volume, read->projections, {}, backend, {});
   ASSERT_TRUE(image.ok()) << image.status();
   const Array3D truth = phantom.Rasterize(volume, 2);
-  // fdk_test's CentralRmse3D: |z| <= 8 slices, inside the brain's outline.
+  // filtered_back_projection_test's CentralRmse3D: |z| <= 8 slices, inside the brain's outline.
   double sum = 0;
   int64_t count = 0;
   for (int64_t z = 24; z < 40; ++z) {

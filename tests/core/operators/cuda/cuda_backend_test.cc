@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/algorithms/fbp.h"
+#include "core/algorithms/parallel_2d_fbp.h"
 #include "core/devices/devices.h"
 #include "core/filters/ramp_filter.h"
 #include "core/operators/cpu/cpu_backend.h"

@@ -1,6 +1,6 @@
 // Tests of the CUDA FilterAndBackProject (core/operators/cuda/cuda_filtered_back_projection.cc,
 // through CudaBackend and directly) against the CPU backend's composition of the same
-// operators, and of FDK on the GPU (core/algorithms/fdk.cc takes this fused path for
+// operators, and of FDK on the GPU (core/algorithms/filtered_back_projection.cc takes this fused path for
 // CUDA backends) against the CPU and the analytic phantom: cone beams (flat and
 // cylindrical, a whole volume and an off-centre z-slab whose row band is part of the
 // detector), 3D and 2D parallel beams and a 2D fan, shared and per-view pixel weights,
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "core/algorithms/fdk.h"
+#include "core/algorithms/filtered_back_projection.h"
 #include "core/base/status_macros.h"
 #include "core/devices/host_pinning.h"
 #include "core/geometry/geometry_builders.h"
@@ -473,7 +473,7 @@ TEST_F(CudaFilteredBackProjectionTest, FdkMatchesCpuAndThePhantom) {
   EXPECT_LE(RelativeMaxDifference(gpu, cpu), kTextureTolerance);
   EXPECT_LE(RelativeMaxDifference(two, gpu), kTextureTolerance);
   EXPECT_LE(RelativeMaxDifference(chunked, gpu), kTextureTolerance);
-  // The GPU's error against the phantom is the CPU's (whose FDK fdk_test.cc bounds), up to
+  // The GPU's error against the phantom is the CPU's (whose FDK filtered_back_projection_test.cc bounds), up to
   // the texture rounding.
   EXPECT_LE(gpu_rmse, 1.02 * cpu_rmse + 1e-4);
 }

@@ -1,5 +1,5 @@
-// Tests of the CUDA VectorGeometry projectors (core/operators/cuda/cone_forward.cu,
-// cone_back.cu, the CudaBackend methods and DeviceVectorProjector) against the CPU
+// Tests of the CUDA VectorGeometry projectors (core/operators/cuda/vector_forward.cu,
+// vector_back.cu, the CudaBackend methods and DeviceVectorProjector) against the CPU
 // reference (core/operators/cpu/cpu_vector_projector.cc), for parallel, flat cone,
 // cylindrical cone, helical, 2D fan (flat and cylindrical), 2D parallel and freely tilted
 // geometries with odd sizes, anisotropic voxels, off-centre volumes and detector offsets,
@@ -368,7 +368,7 @@ TEST_F(CudaVectorProjectorTest, BackProjectVariantsMatchCpu) {
 // its pixels' footprint on that side), against the CPU, every launch shape. Near the source
 // the column a / d and the FDK weight 1 / d^2 magnify float32 rounding (d is small there),
 // so the bound is kExactTolerance or twice what the plain-load float kernel of
-// cone_back.cu (the exact sampler) reaches on the same input, whichever is larger.
+// vector_back.cu (the exact sampler) reaches on the same input, whichever is larger.
 TEST_F(CudaVectorProjectorTest, StagedBackProjectionEdgeCasesMatchCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   std::vector<Case> cases;

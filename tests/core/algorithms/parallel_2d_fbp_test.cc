@@ -1,4 +1,4 @@
-#include "core/algorithms/fbp.h"
+#include "core/algorithms/parallel_2d_fbp.h"
 
 #include <algorithm>
 #include <cmath>

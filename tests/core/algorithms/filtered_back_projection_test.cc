@@ -1,4 +1,4 @@
-#include "core/algorithms/fdk.h"
+#include "core/algorithms/filtered_back_projection.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/algorithms/fbp.h"
+#include "core/algorithms/parallel_2d_fbp.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/operators/cpu/cpu_backend.h"

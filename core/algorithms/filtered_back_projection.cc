@@ -1,4 +1,4 @@
-#include "core/algorithms/fdk.h"
+#include "core/algorithms/filtered_back_projection.h"
 
 #include <algorithm>
 #include <cmath>
