@@ -14,8 +14,8 @@
 //      (B of cpu_radon_projector.h with s_i = w_i).
 // Plane integrals in value * mm^2 give a volume in value (the units of the object).
 //
-// The steps go through RadonOperators, which a backend provides (CpuRadonOperators in
-// radon_fbp_cpu.h now; the projector models of a Backend later).
+// The steps go through RadonOperators (core/operators/radon_operators.h), which a backend
+// provides: CpuRadonOperators, CudaRadonOperators.
 //
 //   CpuRadonOperators operators(/*threads=*/0);
 //   TOMO_ASSIGN_OR_RETURN(Array3D volume,
@@ -30,23 +30,9 @@
 #include "core/filters/ramp_filter.h"
 #include "core/geometry/radon_geometry.h"
 #include "core/geometry/volume_geometry.h"
+#include "core/operators/radon_operators.h"
 
 namespace tomo::core {
-
-// What Radon FBP needs from a backend. Arrays are host arrays; errors as absl::Status.
-class RadonOperators {
- public:
-  virtual ~RadonOperators() = default;
-  // Filters every row of `projections` (directions, 1, samples) in place: Backend::FilterRows.
-  virtual absl::Status FilterRows(const RampFilter& filter, Array3D& projections) = 0;
-  // volume = sum_i direction_scales[i] * (direction i's samples interpolated linearly at
-  // x . n_i), every voxel written: B of cpu_radon_projector.h.
-  virtual absl::Status BackProject(const RadonGeometry& geometry,
-                                   const VolumeGeometry& volume_geometry,
-                                   const Array3D& projections,
-                                   const std::vector<double>& direction_scales,
-                                   Array3D& volume) = 0;
-};
 
 struct RadonFbpOptions {
   FilterOptions filter;  // window and cut-off of the parabola filter

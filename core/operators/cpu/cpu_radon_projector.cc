@@ -7,25 +7,10 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/operators/radon_sample_forms.h"
 
 namespace tomo::core {
 namespace {
-
-// u_i(voxel (ix, iy, iz)) = x ix + y iy + z iz + w: the fractional sample index as a linear
-// form of the voxel index, in float64.
-struct SampleForm {
-  double x, y, z, w;
-};
-
-SampleForm MakeSampleForm(const RadonGeometry& geometry, const VolumeGeometry& volume,
-                          const RadonDirection& direction) {
-  const Vec3 n = direction.unit();
-  const double dt = geometry.sample_spacing_mm;
-  const Vec3 h = volume.voxel_size_mm();
-  const Vec3 origin{volume.x_mm(0), volume.y_mm(0), volume.z_mm(0)};
-  return {n.x * h.x / dt, n.y * h.y / dt, n.z * h.z / dt,
-          Dot(origin, n) / dt + 0.5 * static_cast<double>(geometry.num_samples - 1)};
-}
 
 absl::Status CheckArguments(const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
                             const Array3D& volume, const Array3D& projections) {
@@ -53,8 +38,8 @@ absl::Status RadonForwardCpu(const RadonGeometry& geometry, const VolumeGeometry
       [&](int64_t begin, int64_t end) {
         std::vector<double> row(static_cast<size_t>(num_samples));
         for (int64_t i = begin; i < end; ++i) {
-          const SampleForm form =
-              MakeSampleForm(geometry, volume_geometry, geometry.directions[static_cast<size_t>(i)]);
+          const RadonSampleForm form = MakeRadonSampleForm(
+              geometry, volume_geometry, geometry.directions[static_cast<size_t>(i)]);
           std::fill(row.begin(), row.end(), 0.0);
           const float* value = volume.data();
           for (int64_t iz = 0; iz < dims.d0; ++iz) {
@@ -99,11 +84,7 @@ absl::Status RadonBackScaledCpu(const RadonGeometry& geometry,
           absl::StrCat("direction_scales[", i, "]: ", direction_scales[i], " is not finite"));
     }
   }
-  std::vector<SampleForm> forms;
-  forms.reserve(static_cast<size_t>(num_directions));
-  for (const RadonDirection& direction : geometry.directions) {
-    forms.push_back(MakeSampleForm(geometry, volume_geometry, direction));
-  }
+  const std::vector<RadonSampleForm> forms = MakeRadonSampleForms(geometry, volume_geometry);
   const Dims3 dims = volume.dims();
   const int64_t num_samples = geometry.num_samples;
   const double reach = static_cast<double>(num_samples) + 1.0;  // as in RadonForwardCpu
@@ -116,7 +97,7 @@ absl::Status RadonBackScaledCpu(const RadonGeometry& geometry,
           const int64_t iy = line_index % dims.d1;
           std::fill(sums.begin(), sums.end(), 0.0);
           for (int64_t i = 0; i < num_directions; ++i) {
-            const SampleForm& form = forms[static_cast<size_t>(i)];
+            const RadonSampleForm& form = forms[static_cast<size_t>(i)];
             const double scale = direction_scales[static_cast<size_t>(i)];
             const float* row = projections.data() + i * num_samples;
             const double line =

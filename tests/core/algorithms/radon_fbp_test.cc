@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/algorithms/radon_fbp_cpu.h"
+#include "core/operators/cpu/cpu_radon_operators.h"
 #include "core/phantom/ellipsoid_phantom.h"
 #include "core/phantom/ellipsoid_radon.h"
 #include "gmock/gmock.h"

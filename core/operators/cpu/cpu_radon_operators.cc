@@ -1,4 +1,4 @@
-#include "core/algorithms/radon_fbp_cpu.h"
+#include "core/operators/cpu/cpu_radon_operators.h"
 
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/operators/cpu/cpu_radon_projector.h"

@@ -1,6 +1,6 @@
-// CpuRadonOperators: RadonOperators (radon_fbp.h) on the CPU reference: FFTW row filtering
-// (CpuBackend::FilterRows) and RadonBackScaledCpu (cpu_radon_projector.h). Stateless apart
-// from the thread count; safe to use from one thread at a time.
+// CpuRadonOperators: RadonOperators (core/operators/radon_operators.h) on the CPU
+// reference: FFTW row filtering (CpuBackend::FilterRows) and RadonBackScaledCpu
+// (cpu_radon_projector.h). Stateless apart from the thread count.
 //
 //   CpuRadonOperators operators(/*threads=*/0);
 //   auto volume = RadonFbp(geometry, volume_geometry, projections, {}, operators);
@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "core/algorithms/radon_fbp.h"
+#include "core/operators/radon_operators.h"
 
 namespace tomo::core {
 
