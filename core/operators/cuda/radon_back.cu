@@ -43,6 +43,7 @@ constexpr int kFloorMagicBits = 0x4B000000;
 struct StagedLayout {
   int window;  // float2 entries per direction
   int chunk;   // directions per pass, <= kMaxChunk
+  int step_c, step_j;  // kThreads = step_c * window + step_j
 };
 
 size_t StagedBytes(const StagedLayout& layout) {
@@ -95,14 +96,21 @@ __global__ void __launch_bounds__(kThreads)
       s_first[thread] = static_cast<int>(first);
     }
     __syncthreads();
-    for (int e = thread; e < count * layout.window; e += kThreads) {
-      const int c = e / layout.window;
-      const int k = s_first[c] + (e - c * layout.window);
+    // Entry e = c * window + j of the chunk's windows; (c, j) stepped without a division.
+    for (int e = thread, c = thread / layout.window, j = thread - c * layout.window;
+         e < count * layout.window; e += kThreads) {
+      const int k = s_first[c] + j;
       const float scale = __ldg(scales + d0 + c);
       const float* row = projections + static_cast<int64_t>(d0 + c) * smp.num_samples;
       const float a = (k >= 0 && k < smp.num_samples) ? __ldg(row + k) : 0.0f;
       const float b = (k + 1 >= 0 && k + 1 < smp.num_samples) ? __ldg(row + k + 1) : 0.0f;
       s_rows[e] = make_float2(scale * a, scale * (b - a));
+      c += layout.step_c;
+      j += layout.step_j;
+      if (j >= layout.window) {
+        j -= layout.window;
+        ++c;
+      }
     }
     __syncthreads();
     if (!inside) continue;
@@ -230,7 +238,9 @@ cudaError_t LaunchRadonBack(const RadonVolumeShape& volume_shape,
   if (error != cudaSuccess) return error;
   const int k = voxels_per_thread > 0 ? voxels_per_thread
                                       : ChooseVoxelsPerThread(volume_shape, sm_count);
-  StagedLayout layout{WindowFor(bounds, k), 0};
+  StagedLayout layout{WindowFor(bounds, k), 0, 0, 0};
+  layout.step_c = kThreads / layout.window;
+  layout.step_j = kThreads % layout.window;
   const size_t per_direction = sizeof(float4) + static_cast<size_t>(layout.window) * sizeof(float2);
   layout.chunk = static_cast<int>(std::min<size_t>(
       {static_cast<size_t>(kMaxChunk), static_cast<size_t>(samples_shape.num_directions),

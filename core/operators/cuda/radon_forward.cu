@@ -35,6 +35,7 @@ constexpr int kFloorMagicBits = 0x4B000000;
 struct BinLayout {
   int window;  // bins per direction
   int chunk;   // directions per pass, <= kMaxChunk
+  int step_c, step_j;  // kThreads = step_c * window + step_j
 };
 
 size_t BinBytes(const BinLayout& layout) {
@@ -111,14 +112,20 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();
-    for (int e = thread; e < count * layout.window; e += kThreads) {
+    // Bin e = c * window + j of the chunk's windows; (c, j) stepped without a division.
+    for (int e = thread, c = thread / layout.window, j = thread - c * layout.window;
+         e < count * layout.window; e += kThreads) {
       const float bin = s_bins[e];
-      if (bin == 0.0f) continue;
-      const int c = e / layout.window;
-      const int k = s_first[c] + (e - c * layout.window);
-      if (k >= 0 && k < smp.num_samples) {
+      const int k = s_first[c] + j;
+      if (bin != 0.0f && k >= 0 && k < smp.num_samples) {
         atomicAdd(projections + static_cast<int64_t>(d0 + c) * smp.num_samples + k,
                   bin * mass_per_sample);
+      }
+      c += layout.step_c;
+      j += layout.step_j;
+      if (j >= layout.window) {
+        j -= layout.window;
+        ++c;
       }
     }
   }
@@ -182,7 +189,9 @@ cudaError_t LaunchRadonForward(const RadonVolumeShape& volume_shape,
   error = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   if (error != cudaSuccess) return error;
   const int k = ChooseVoxelsPerThread(volume_shape, sm_count);
-  BinLayout layout{WindowFor(bounds, k), 0};
+  BinLayout layout{WindowFor(bounds, k), 0, 0, 0};
+  layout.step_c = kThreads / layout.window;
+  layout.step_j = kThreads % layout.window;
   const size_t fit = DirectionsThatFit(layout.window);
   if (fit < 1) return cudaErrorInvalidValue;  // RadonForwardFits is false
   layout.chunk = static_cast<int>(std::min<size_t>(
