@@ -16,8 +16,8 @@
 // Floor without the conversion pipe: for 0 <= v < 2^23, __fadd_rz(v, 2^23) holds floor(v)
 // in its mantissa, so index and fraction come from three full-rate adds.
 //
-// Rows too long for the window's shared memory (very fine samples) take a global-memory
-// path (kStaged false) with bounds checks.
+// Windows too long for shared memory (samples much finer than voxels) take a global-memory
+// kernel (RadonBackGlobalKernel) with bounds checks instead.
 
 #include <algorithm>
 #include <cmath>
@@ -29,12 +29,14 @@ namespace tomo::core::cuda {
 namespace {
 
 // Launch shape: 32 x 8 threads (x fastest, so that a warp's sample indices are neighbours).
-// kVoxelsPerThread along z is chosen on the host (ChooseVoxelsPerThread).
+// kVoxelsPerThread along z is chosen on the host (ChooseVoxelsPerThread). Not yet measured
+// against other shapes on a GPU: radon-bench times every voxels-per-thread variant.
 constexpr int kBlockX = 32;
 constexpr int kBlockY = 8;
 constexpr int kThreads = kBlockX * kBlockY;
-// Shared memory for staged windows per block: 24 KiB keeps 8 blocks (2048 threads) resident
-// on an SM of 228 KiB.
+// Shared memory for staged windows per block: 24 KiB, so that shared memory does not limit
+// residency before registers do (sm_90, 40 registers at 8 voxels per thread: 6 blocks of
+// 256 threads, 144 of the SM's 228 KiB).
 constexpr int kStageBytes = 24 * 1024;
 constexpr int kMaxChunk = 64;
 constexpr float kFloorMagic = 8388608.0f;  // 2^23

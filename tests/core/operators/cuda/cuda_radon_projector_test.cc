@@ -1,8 +1,8 @@
 // Tests of the CUDA Radon plane-integral projectors (core/operators/cuda/radon_back.cu,
-// radon_forward.cu, CudaRadonProjector, CudaRadonOperators, CudaRadonFbp) against the CPU
-// reference (core/operators/cpu/cpu_radon_projector.cc) and the analytic ellipsoid
-// transform, on odd, anisotropic, off-centre volumes; every back projector launch shape and
-// its global-memory path (samples much finer than voxels).
+// radon_forward.cu, CudaRadonProjector and its host-array helpers) against the CPU
+// reference (core/operators/cpu/cpu_radon_projector.cc), on odd, anisotropic, off-centre
+// volumes; the CUDA pair's own adjointness; every back projector launch shape and its
+// global-memory path (samples much finer than voxels).
 //
 // Every test skips when core::ListCudaDevices() is empty (CI has no GPU). Inputs are fresh
 // random values each run (seed printed; TOMO_TEST_SEED replays); outputs are filled with NaN
@@ -11,8 +11,7 @@
 // Tolerances, on max |cuda - cpu| / max |cpu|, and why: the CPU evaluates sample positions
 // and sums in float64, the kernels in float32 (positions of up to a few hundred samples,
 // sums of a few hundred terms of data in [0.25, 1.25]): kProjectorTolerance = 1e-4 (about
-// 1e-5 expected). Radon FBP sums filtered data of both signs, which cancel: relative to the
-// volume's maximum, kFbpTolerance = 2e-3 (about 2e-4 expected).
+// 1e-5 expected).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,18 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "core/algorithms/radon_fbp.h"
 #include "core/devices/devices.h"
 #include "core/geometry/radon_geometry.h"
-#include "core/operators/cpu/cpu_radon_operators.h"
 #include "core/operators/cpu/cpu_radon_projector.h"
-#include "core/operators/cuda/cuda_radon_fbp.h"
-#include "core/operators/cuda/cuda_radon_operators.h"
 #include "core/operators/cuda/cuda_radon_projector.h"
 #include "core/operators/cuda/cuda_resources.h"
-#include "core/phantom/ellipsoid_phantom.h"
-#include "core/phantom/ellipsoid_radon.h"
 #include "gtest/gtest.h"
+#include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
 #include "tests/core/random_arrays.h"
 #include "tests/core/random_seed.h"
 
@@ -41,23 +35,6 @@ namespace tomo::core {
 namespace {
 
 constexpr double kProjectorTolerance = 1e-4;
-constexpr double kFbpTolerance = 2e-3;
-
-bool AllFinite(const Array3D& a) {
-  for (int64_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a.data()[i])) return false;
-  }
-  return true;
-}
-
-double RelativeMaxDifference(const Array3D& a, const Array3D& b) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
 
 double Dot(const Array3D& a, const Array3D& b) {
   double sum = 0;
@@ -88,7 +65,7 @@ struct Case {
   RadonGeometry geometry;
 };
 
-class CudaRadonTest : public ::testing::Test {
+class CudaRadonProjectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::vector<DeviceInfo> devices = ListCudaDevices();
@@ -119,7 +96,7 @@ class CudaRadonTest : public ::testing::Test {
   std::mt19937_64 random_;
 };
 
-TEST_F(CudaRadonTest, BackAndForwardMatchTheCpuReference) {
+TEST_F(CudaRadonProjectorTest, BackAndForwardMatchTheCpuReference) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   for (Case& c : Cases()) {
     SCOPED_TRACE(c.name);
@@ -153,7 +130,7 @@ TEST_F(CudaRadonTest, BackAndForwardMatchTheCpuReference) {
   }
 }
 
-TEST_F(CudaRadonTest, EveryBackLaunchShapeAndScaledAccumulationMatch) {
+TEST_F(CudaRadonProjectorTest, EveryBackLaunchShapeAndScaledAccumulationMatch) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   auto volume_geometry = VolumeGeometry::Create({41, 19, 35}, {0.4, 0.6, 0.5}, {-0.5, 0.3, 0.9});
   ASSERT_TRUE(volume_geometry.ok());
@@ -210,7 +187,7 @@ TEST_F(CudaRadonTest, EveryBackLaunchShapeAndScaledAccumulationMatch) {
   cudaGetLastError();
 }
 
-TEST_F(CudaRadonTest, SamplesMuchFinerThanVoxelsTakeTheGlobalPath) {
+TEST_F(CudaRadonProjectorTest, SamplesMuchFinerThanVoxelsTakeTheGlobalPath) {
   // 1/120 mm samples under 1 mm voxels: a block's window (31 x 120 samples) exceeds shared
   // memory, so the back projector reads global memory; the forward bins still fit.
   SCOPED_TRACE(testing::SeedTrace(seed_));
@@ -230,47 +207,6 @@ TEST_F(CudaRadonTest, SamplesMuchFinerThanVoxelsTakeTheGlobalPath) {
   ASSERT_TRUE(cuda::RadonForwardCuda(device_, g, *volume_geometry, x, cuda_forward).ok());
   Measure("fine samples forward", RelativeMaxDifference(cuda_forward, cpu_forward));
   EXPECT_LT(RelativeMaxDifference(cuda_forward, cpu_forward), kProjectorTolerance);
-}
-
-TEST_F(CudaRadonTest, FbpMatchesTheCpuAndReconstructsTheHead) {
-  auto volume_geometry = VolumeGeometry::Create({48, 50, 46}, {0.65, 0.62, 0.7}, {0.3, -0.2, 0.4});
-  ASSERT_TRUE(volume_geometry.ok());
-  auto geometry = MakeUniformSolidAngleRadon(1600, 96, 0.6);
-  ASSERT_TRUE(geometry.ok());
-  const EllipsoidPhantom head = EllipsoidPhantom::SheppLogan3D(14.0);
-  const Array3D projections = EllipsoidRadonTransform(head, *geometry, 3);
-  CpuRadonOperators cpu_operators(0);
-  auto cpu = RadonFbp(*geometry, *volume_geometry, projections, {}, cpu_operators);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-
-  auto fbp = cuda::CudaRadonFbp::Create(device_, *geometry, *volume_geometry, {});
-  ASSERT_TRUE(fbp.ok()) << fbp.status();
-  Array3D fused(volume_geometry->dims(), NAN);
-  ASSERT_TRUE((*fbp)->Run(projections, fused).ok());
-  EXPECT_TRUE(AllFinite(fused));
-  Measure("fbp fused vs cpu", RelativeMaxDifference(fused, *cpu));
-  EXPECT_LT(RelativeMaxDifference(fused, *cpu), kFbpTolerance);
-
-  cuda::CudaRadonOperators cuda_operators(device_);
-  auto bound = RadonFbp(*geometry, *volume_geometry, projections, {}, cuda_operators);
-  ASSERT_TRUE(bound.ok()) << bound.status();
-  Measure("fbp operators vs cpu", RelativeMaxDifference(*bound, *cpu));
-  EXPECT_LT(RelativeMaxDifference(*bound, *cpu), kFbpTolerance);
-
-  // Against the phantom, as the CPU test (radon_fbp_test.cc: RMSE 0.0449 measured).
-  const Array3D truth = head.Rasterize(*volume_geometry, 2);
-  double sum2 = 0;
-  for (int64_t i = 0; i < truth.size(); ++i) {
-    const double d = fused.data()[i] - truth.data()[i];
-    sum2 += d * d;
-  }
-  const double rmse = std::sqrt(sum2 / static_cast<double>(truth.size()));
-  Measure("fbp fused rmse vs phantom", rmse);
-  EXPECT_LT(rmse, 0.05);
-
-  // Dims that are not the geometry's are refused.
-  Array3D wrong({46, 50, 47});
-  EXPECT_EQ((*fbp)->Run(projections, wrong).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
