@@ -136,7 +136,8 @@ absl::Status RunCase(int device, int64_t n, int repeats, bool variants, std::vec
   TOMO_RETURN_IF_ERROR(FillRandom(fbp->device_projections(), kDirections * samples, random, s));
 
   auto add = [&](const std::string& name, std::pair<double, double> t, bool count_updates) {
-    rows.push_back({name, n, samples, t.first, t.second, count_updates ? updates / t.first * 1e-9 : 0});
+    rows.push_back(
+        {name, n, samples, t.first, t.second, count_updates ? updates / t.first * 1e-9 : 0});
     std::printf("%-12s %4ld^3  S %4ld  median %9.4f ms  min %9.4f ms  %8.1f G updates/s\n",
                 name.c_str(), static_cast<long>(n), static_cast<long>(samples), t.first * 1e3,
                 t.second * 1e3, rows.back().gups);
@@ -180,7 +181,8 @@ absl::Status RunCase(int device, int64_t n, int repeats, bool variants, std::vec
   for (bool pinned : {false, true}) {
     std::unique_ptr<core::PinnedHostRegion> pin_in, pin_out;
     if (pinned) {
-      TOMO_ASSIGN_OR_RETURN(pin_in, core::PinHostMemory(projections.data(), projections.size_bytes()));
+      TOMO_ASSIGN_OR_RETURN(pin_in,
+                            core::PinHostMemory(projections.data(), projections.size_bytes()));
       TOMO_ASSIGN_OR_RETURN(pin_out, core::PinHostMemory(volume.data(), volume.size_bytes()));
       if (!pin_in->pinned() || !pin_out->pinned()) {
         std::printf("e2e-pinned: not pinned (%s%s)\n", pin_in->why_not().c_str(),
@@ -203,8 +205,8 @@ absl::Status RunCase(int device, int64_t n, int repeats, bool variants, std::vec
 }
 
 std::string Json(const std::vector<Row>& rows, const std::string& device) {
-  std::string out = absl::StrCat("{\n  \"device\": \"", device, "\",\n  \"directions\": ",
-                                 kDirections, ",\n  \"results\": [\n");
+  std::string out = absl::StrCat("{\n  \"device\": \"", device,
+                                 "\",\n  \"directions\": ", kDirections, ",\n  \"results\": [\n");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     absl::StrAppend(&out, "    {\"case\": \"", r.name, "\", \"volume\": ", r.n,
@@ -243,8 +245,8 @@ int Main(int argc, char** argv) {
   for (const core::DeviceInfo& d : devices) {
     if (d.index == device) device_name = d.name;
   }
-  std::printf("device %d: %s, %ld directions (uniform solid angle)\n", device,
-              device_name.c_str(), static_cast<long>(kDirections));
+  std::printf("device %d: %s, %ld directions (uniform solid angle)\n", device, device_name.c_str(),
+              static_cast<long>(kDirections));
   std::vector<Row> rows;
   for (int64_t n : sizes) {
     const absl::Status status = RunCase(device, n, repeats, variants, rows);

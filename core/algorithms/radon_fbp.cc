@@ -13,12 +13,11 @@ std::vector<double> RadonFbpDirectionScales(const RadonGeometry& geometry) {
 }
 
 absl::StatusOr<Array3D> RadonFbp(const RadonGeometry& geometry,
-                                 const VolumeGeometry& volume_geometry,
-                                 const Array3D& projections, const RadonFbpOptions& options,
-                                 RadonOperators& operators) {
+                                 const VolumeGeometry& volume_geometry, const Array3D& projections,
+                                 const RadonFbpOptions& options, RadonOperators& operators) {
   TOMO_RETURN_IF_ERROR(ValidateRadonGeometry(geometry));
-  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
-                                      geometry.projection_dims(), "(directions, 1, samples)"));
+  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(), geometry.projection_dims(),
+                                      "(directions, 1, samples)"));
   TOMO_ASSIGN_OR_RETURN(RampFilter filter,
                         RampFilter::Create(options.filter, geometry.num_samples,
                                            geometry.sample_spacing_mm, FilterOrder::kParabola));

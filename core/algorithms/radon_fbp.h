@@ -46,8 +46,7 @@ std::vector<double> RadonFbpDirectionScales(const RadonGeometry& geometry);
 // are not the geometry's, or filter options RampFilter refuses; otherwise the operators'
 // errors.
 absl::StatusOr<Array3D> RadonFbp(const RadonGeometry& geometry,
-                                 const VolumeGeometry& volume_geometry,
-                                 const Array3D& projections, const RadonFbpOptions& options,
-                                 RadonOperators& operators);
+                                 const VolumeGeometry& volume_geometry, const Array3D& projections,
+                                 const RadonFbpOptions& options, RadonOperators& operators);
 
 }  // namespace tomo::core

@@ -43,8 +43,8 @@ class RampFilter {
  public:
   // INVALID_ARGUMENT when cutoff is outside (0, 1], num_detectors < 1, the spacing is
   // not finite and > 0, or the window or order is not one of the enum's.
-  static absl::StatusOr<RampFilter> Create(const FilterOptions& options,
-                                           int64_t num_detectors, double detector_spacing_mm,
+  static absl::StatusOr<RampFilter> Create(const FilterOptions& options, int64_t num_detectors,
+                                           double detector_spacing_mm,
                                            FilterOrder order = FilterOrder::kRamp);
 
   // The window's value at frequency f in cycles per sample, f in [0, 0.5]; 0 beyond the

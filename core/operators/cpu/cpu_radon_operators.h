@@ -18,8 +18,7 @@ class CpuRadonOperators final : public RadonOperators {
   explicit CpuRadonOperators(int threads) : threads_(threads) {}
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override;
   absl::Status BackProject(const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
-                           const Array3D& projections,
-                           const std::vector<double>& direction_scales,
+                           const Array3D& projections, const std::vector<double>& direction_scales,
                            Array3D& volume) override;
 
  private:

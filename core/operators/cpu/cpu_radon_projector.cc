@@ -15,8 +15,8 @@ namespace {
 absl::Status CheckArguments(const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
                             const Array3D& volume, const Array3D& projections) {
   TOMO_RETURN_IF_ERROR(ValidateRadonGeometry(geometry));
-  TOMO_RETURN_IF_ERROR(CheckDimsMatch("volume", volume.dims(), volume_geometry.dims(),
-                                      "(z, y, x)"));
+  TOMO_RETURN_IF_ERROR(
+      CheckDimsMatch("volume", volume.dims(), volume_geometry.dims(), "(z, y, x)"));
   return CheckDimsMatch("projections", projections.dims(), geometry.projection_dims(),
                         "(directions, 1, samples)");
 }
@@ -44,8 +44,8 @@ absl::Status RadonForwardCpu(const RadonGeometry& geometry, const VolumeGeometry
           const float* value = volume.data();
           for (int64_t iz = 0; iz < dims.d0; ++iz) {
             for (int64_t iy = 0; iy < dims.d1; ++iy) {
-              const double line = form.w + form.y * static_cast<double>(iy) +
-                                  form.z * static_cast<double>(iz);
+              const double line =
+                  form.w + form.y * static_cast<double>(iy) + form.z * static_cast<double>(iz);
               for (int64_t ix = 0; ix < dims.d2; ++ix, ++value) {
                 // v = u + 1 >= 0 wherever a sample is in reach, so truncation is floor.
                 const double v = line + form.x * static_cast<double>(ix) + 1.0;
@@ -59,7 +59,8 @@ absl::Status RadonForwardCpu(const RadonGeometry& geometry, const VolumeGeometry
             }
           }
           for (int64_t k = 0; k < num_samples; ++k) {
-            projections.at(i, 0, k) = static_cast<float>(mass_per_sample * row[static_cast<size_t>(k)]);
+            projections.at(i, 0, k) =
+                static_cast<float>(mass_per_sample * row[static_cast<size_t>(k)]);
           }
         }
       },
@@ -75,8 +76,7 @@ absl::Status RadonBackScaledCpu(const RadonGeometry& geometry,
   const int64_t num_directions = geometry.num_directions();
   if (static_cast<int64_t>(direction_scales.size()) != num_directions) {
     return absl::InvalidArgumentError(absl::StrCat("direction_scales: ", direction_scales.size(),
-                                                   " values for ", num_directions,
-                                                   " directions"));
+                                                   " values for ", num_directions, " directions"));
   }
   for (size_t i = 0; i < direction_scales.size(); ++i) {
     if (!std::isfinite(direction_scales[i])) {

@@ -22,9 +22,9 @@ absl::StatusOr<std::unique_ptr<CudaRadonFbp>> CudaRadonFbp::Create(
   fbp->volume_dims_ = volume_geometry.dims();
   TOMO_ASSIGN_OR_RETURN(fbp->stream_, Stream::Create());
   const cudaStream_t s = fbp->stream_.get();
-  TOMO_ASSIGN_OR_RETURN(fbp->projections_,
-                        DeviceBuffer<float>::Allocate(
-                            static_cast<size_t>(fbp->projection_dims_.count()), s));
+  TOMO_ASSIGN_OR_RETURN(
+      fbp->projections_,
+      DeviceBuffer<float>::Allocate(static_cast<size_t>(fbp->projection_dims_.count()), s));
   TOMO_ASSIGN_OR_RETURN(fbp->volume_, DeviceBuffer<float>::Allocate(
                                           static_cast<size_t>(fbp->volume_dims_.count()), s));
   TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,

@@ -34,9 +34,10 @@ namespace tomo::core::cuda {
 
 class CudaRadonFbp {
  public:
-  static absl::StatusOr<std::unique_ptr<CudaRadonFbp>> Create(
-      int device, const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
-      const FilterOptions& filter);
+  static absl::StatusOr<std::unique_ptr<CudaRadonFbp>> Create(int device,
+                                                              const RadonGeometry& geometry,
+                                                              const VolumeGeometry& volume_geometry,
+                                                              const FilterOptions& filter);
   ~CudaRadonFbp();
   CudaRadonFbp(const CudaRadonFbp&) = delete;
   CudaRadonFbp& operator=(const CudaRadonFbp&) = delete;

@@ -20,8 +20,7 @@ class CudaRadonOperators final : public RadonOperators {
   explicit CudaRadonOperators(int device) : device_(device) {}
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override;
   absl::Status BackProject(const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
-                           const Array3D& projections,
-                           const std::vector<double>& direction_scales,
+                           const Array3D& projections, const std::vector<double>& direction_scales,
                            Array3D& volume) override;
 
  private:

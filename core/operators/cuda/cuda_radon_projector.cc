@@ -16,14 +16,13 @@ namespace {
 absl::Status CheckDims(const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
                        const Array3D& volume, const Array3D& projections) {
   TOMO_RETURN_IF_ERROR(ValidateRadonGeometry(geometry));
-  TOMO_RETURN_IF_ERROR(CheckDimsMatch("volume", volume.dims(), volume_geometry.dims(),
-                                      "(z, y, x)"));
+  TOMO_RETURN_IF_ERROR(
+      CheckDimsMatch("volume", volume.dims(), volume_geometry.dims(), "(z, y, x)"));
   return CheckDimsMatch("projections", projections.dims(), geometry.projection_dims(),
                         "(directions, 1, samples)");
 }
 
-absl::StatusOr<DeviceBuffer<float>> Upload(const std::vector<float>& values,
-                                           cudaStream_t stream) {
+absl::StatusOr<DeviceBuffer<float>> Upload(const std::vector<float>& values, cudaStream_t stream) {
   TOMO_ASSIGN_OR_RETURN(auto buffer, DeviceBuffer<float>::Allocate(values.size(), stream));
   TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.get(), values.data(), buffer.size_bytes(),
                                             cudaMemcpyHostToDevice, stream));
@@ -41,28 +40,28 @@ absl::StatusOr<HostCall> StartHostCall(int device, const VolumeGeometry& volume_
                                        const RadonGeometry& geometry) {
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device));
   TOMO_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
-  TOMO_ASSIGN_OR_RETURN(auto volume, DeviceBuffer<float>::Allocate(
-                                         static_cast<size_t>(volume_geometry.voxel_count()),
-                                         stream.get()));
+  TOMO_ASSIGN_OR_RETURN(
+      auto volume, DeviceBuffer<float>::Allocate(static_cast<size_t>(volume_geometry.voxel_count()),
+                                                 stream.get()));
   TOMO_ASSIGN_OR_RETURN(auto projections,
                         DeviceBuffer<float>::Allocate(
-                            static_cast<size_t>(geometry.projection_dims().count()),
-                            stream.get()));
+                            static_cast<size_t>(geometry.projection_dims().count()), stream.get()));
   return HostCall{std::move(scope), std::move(stream), std::move(volume), std::move(projections)};
 }
 
 }  // namespace
 
-absl::StatusOr<CudaRadonProjector> CudaRadonProjector::Create(
-    const RadonGeometry& geometry, const VolumeGeometry& volume_geometry, cudaStream_t stream) {
+absl::StatusOr<CudaRadonProjector> CudaRadonProjector::Create(const RadonGeometry& geometry,
+                                                              const VolumeGeometry& volume_geometry,
+                                                              cudaStream_t stream) {
   TOMO_RETURN_IF_ERROR(ValidateRadonGeometry(geometry));
   const Size3 size = volume_geometry.size();
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (volume_geometry.voxel_count() > kMax || geometry.projection_dims().count() > kMax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "volume: ", volume_geometry.voxel_count(), " voxels and ",
-        geometry.projection_dims().count(), " samples; the CUDA Radon projector takes at most ",
-        kMax, " of each"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("volume: ", volume_geometry.voxel_count(), " voxels and ",
+                     geometry.projection_dims().count(),
+                     " samples; the CUDA Radon projector takes at most ", kMax, " of each"));
   }
   CudaRadonProjector p;
   p.stream_ = stream;
@@ -86,8 +85,7 @@ absl::StatusOr<CudaRadonProjector> CudaRadonProjector::Create(
   }
   TOMO_ASSIGN_OR_RETURN(p.forms_, DeviceBuffer<float4>::Allocate(host_forms.size(), stream));
   TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p.forms_.get(), host_forms.data(),
-                                            p.forms_.size_bytes(), cudaMemcpyHostToDevice,
-                                            stream));
+                                            p.forms_.size_bytes(), cudaMemcpyHostToDevice, stream));
   std::vector<float> weights;
   weights.reserve(geometry.directions.size());
   for (const RadonDirection& d : geometry.directions) {
@@ -109,16 +107,15 @@ absl::Status CudaRadonProjector::Forward(const float* d_volume, float* d_project
         bounds_.max_abs_x, " samples per voxel along x); use samples at least 1/100 of a voxel"));
   }
   TOMO_CUDA_RETURN_IF_ERROR(LaunchRadonForward(volume_, samples_, forms_.get(), bounds_,
-                                               mass_per_sample_, d_volume, d_projections,
-                                               stream_));
+                                               mass_per_sample_, d_volume, d_projections, stream_));
   return absl::OkStatus();
 }
 
 absl::Status CudaRadonProjector::BackScaled(const float* d_projections, const float* d_scales,
                                             float* d_volume, bool accumulate) {
   TOMO_CUDA_RETURN_IF_ERROR(LaunchRadonBack(volume_, samples_, forms_.get(), bounds_, d_scales,
-                                            d_projections, accumulate ? 1 : 0, d_volume,
-                                            stream_, back_voxels_per_thread_));
+                                            d_projections, accumulate ? 1 : 0, d_volume, stream_,
+                                            back_voxels_per_thread_));
   return absl::OkStatus();
 }
 
@@ -149,8 +146,7 @@ absl::Status RadonForwardCuda(int device, const RadonGeometry& geometry,
 }
 
 absl::Status RadonBackScaledCuda(int device, const RadonGeometry& geometry,
-                                 const VolumeGeometry& volume_geometry,
-                                 const Array3D& projections,
+                                 const VolumeGeometry& volume_geometry, const Array3D& projections,
                                  const std::vector<double>& direction_scales, Array3D& volume) {
   TOMO_RETURN_IF_ERROR(CheckDims(geometry, volume_geometry, volume, projections));
   if (direction_scales.size() != geometry.directions.size()) {
@@ -186,8 +182,7 @@ absl::Status RadonBackCuda(int device, const RadonGeometry& geometry,
   const Vec3 h = volume_geometry.voxel_size_mm();
   return RadonBackScaledCuda(
       device, geometry, volume_geometry, projections,
-      std::vector<double>(geometry.directions.size(),
-                          h.x * h.y * h.z / geometry.sample_spacing_mm),
+      std::vector<double>(geometry.directions.size(), h.x * h.y * h.z / geometry.sample_spacing_mm),
       volume);
 }
 

@@ -61,9 +61,7 @@ class CudaRadonProjector {
   cudaStream_t stream() const { return stream_; }
   int64_t num_directions() const { return samples_.num_directions; }
   int64_t num_samples() const { return samples_.num_samples; }
-  int64_t voxel_count() const {
-    return static_cast<int64_t>(volume_.nx) * volume_.ny * volume_.nz;
-  }
+  int64_t voxel_count() const { return static_cast<int64_t>(volume_.nx) * volume_.ny * volume_.nz; }
 
  private:
   CudaRadonProjector() = default;
@@ -87,8 +85,7 @@ absl::Status RadonBackCuda(int device, const RadonGeometry& geometry,
                            const VolumeGeometry& volume_geometry, const Array3D& projections,
                            Array3D& volume);
 absl::Status RadonBackScaledCuda(int device, const RadonGeometry& geometry,
-                                 const VolumeGeometry& volume_geometry,
-                                 const Array3D& projections,
+                                 const VolumeGeometry& volume_geometry, const Array3D& projections,
                                  const std::vector<double>& direction_scales, Array3D& volume);
 
 }  // namespace tomo::core::cuda

@@ -43,8 +43,8 @@ constexpr float kFloorMagic = 8388608.0f;  // 2^23
 constexpr int kFloorMagicBits = 0x4B000000;
 
 struct StagedLayout {
-  int window;  // float2 entries per direction
-  int chunk;   // directions per pass, <= kMaxChunk
+  int window;          // float2 entries per direction
+  int chunk;           // directions per pass, <= kMaxChunk
   int step_c, step_j;  // kThreads = step_c * window + step_j
 };
 
@@ -66,9 +66,9 @@ __global__ void __launch_bounds__(kThreads)
                           const float* __restrict__ projections, int32_t accumulate,
                           float* __restrict__ volume, StagedLayout layout) {
   extern __shared__ float4 s_dynamic[];
-  float4* s_forms = s_dynamic;                                       // chunk
-  int* s_first = reinterpret_cast<int*>(s_dynamic + layout.chunk);   // kMaxChunk
-  float2* s_rows = reinterpret_cast<float2*>(s_first + kMaxChunk);   // chunk x window
+  float4* s_forms = s_dynamic;                                      // chunk
+  int* s_first = reinterpret_cast<int*>(s_dynamic + layout.chunk);  // kMaxChunk
+  float2* s_rows = reinterpret_cast<float2*>(s_first + kMaxChunk);  // chunk x window
 
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int thread = ty * kBlockX + tx;
@@ -87,9 +87,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // the previous chunk is no longer read
     if (thread < count) {
       const float4 f = __ldg(forms + d0 + thread);
-      const float origin = fmaf(f.x, static_cast<float>(ix0),
-                                fmaf(f.y, static_cast<float>(iy0),
-                                     fmaf(f.z, static_cast<float>(iz0), f.w)));
+      const float origin =
+          fmaf(f.x, static_cast<float>(ix0),
+               fmaf(f.y, static_cast<float>(iy0), fmaf(f.z, static_cast<float>(iz0), f.w)));
       const float low = origin + fminf(f.x, 0.0f) * (kBlockX - 1) +
                         fminf(f.y, 0.0f) * (kBlockY - 1) +
                         fminf(f.z, 0.0f) * static_cast<float>(kVoxelsPerThread - 1);
@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(kThreads)
 // The largest k of {8, 4, 2, 1} whose grid still has 8 blocks per SM, so that small volumes
 // fill the GPU (64^3 with 8 voxels per thread is 128 blocks for 132 SMs).
 int ChooseVoxelsPerThread(const RadonVolumeShape& vol, int sm_count) {
-  const int64_t columns = static_cast<int64_t>((vol.nx + kBlockX - 1) / kBlockX) *
-                          ((vol.ny + kBlockY - 1) / kBlockY);
+  const int64_t columns =
+      static_cast<int64_t>((vol.nx + kBlockX - 1) / kBlockX) * ((vol.ny + kBlockY - 1) / kBlockY);
   for (int k : {8, 4, 2}) {
     if (columns * ((vol.nz + k - 1) / k) >= 8 * static_cast<int64_t>(sm_count)) return k;
   }
@@ -238,8 +238,8 @@ cudaError_t LaunchRadonBack(const RadonVolumeShape& volume_shape,
   if (error != cudaSuccess) return error;
   error = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   if (error != cudaSuccess) return error;
-  const int k = voxels_per_thread > 0 ? voxels_per_thread
-                                      : ChooseVoxelsPerThread(volume_shape, sm_count);
+  const int k =
+      voxels_per_thread > 0 ? voxels_per_thread : ChooseVoxelsPerThread(volume_shape, sm_count);
   StagedLayout layout{WindowFor(bounds, k), 0, 0, 0};
   layout.step_c = kThreads / layout.window;
   layout.step_j = kThreads % layout.window;
@@ -251,17 +251,17 @@ cudaError_t LaunchRadonBack(const RadonVolumeShape& volume_shape,
   if (samples_shape.num_directions <= 0) staged = nullptr;
   switch (k) {
     case 1:
-      return LaunchBackShape<1>(volume_shape, samples_shape, forms, scales, projections,
-                                accumulate, volume, staged, stream);
+      return LaunchBackShape<1>(volume_shape, samples_shape, forms, scales, projections, accumulate,
+                                volume, staged, stream);
     case 2:
-      return LaunchBackShape<2>(volume_shape, samples_shape, forms, scales, projections,
-                                accumulate, volume, staged, stream);
+      return LaunchBackShape<2>(volume_shape, samples_shape, forms, scales, projections, accumulate,
+                                volume, staged, stream);
     case 4:
-      return LaunchBackShape<4>(volume_shape, samples_shape, forms, scales, projections,
-                                accumulate, volume, staged, stream);
+      return LaunchBackShape<4>(volume_shape, samples_shape, forms, scales, projections, accumulate,
+                                volume, staged, stream);
     case 8:
-      return LaunchBackShape<8>(volume_shape, samples_shape, forms, scales, projections,
-                                accumulate, volume, staged, stream);
+      return LaunchBackShape<8>(volume_shape, samples_shape, forms, scales, projections, accumulate,
+                                volume, staged, stream);
     case 16:
       return LaunchBackShape<16>(volume_shape, samples_shape, forms, scales, projections,
                                  accumulate, volume, staged, stream);

@@ -3,7 +3,8 @@
 // weights 1 - frac and frac), times the voxel volume over the sample spacing.
 //
 //   voxel (ix, iy, iz) --form_i--> u = x ix + y iy + z iz + w
-//                                  bins_i[floor(u)] += (1 - frac) f,  bins_i[floor(u) + 1] += frac f
+//                                  bins_i[floor(u)] += (1 - frac) f,  bins_i[floor(u) + 1] += frac
+//                                  f
 //
 // A block owns a box of kBlockX x kBlockY x kVoxelsPerThread voxels (a thread: one (x, y) and
 // kVoxelsPerThread voxels along z, their values held in registers). Per chunk of directions
@@ -33,8 +34,8 @@ constexpr float kFloorMagic = 8388608.0f;  // 2^23: see radon_back.cu
 constexpr int kFloorMagicBits = 0x4B000000;
 
 struct BinLayout {
-  int window;  // bins per direction
-  int chunk;   // directions per pass, <= kMaxChunk
+  int window;          // bins per direction
+  int chunk;           // directions per pass, <= kMaxChunk
   int step_c, step_j;  // kThreads = step_c * window + step_j
 };
 
@@ -81,9 +82,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // the previous chunk's bins have been flushed
     if (thread < count) {
       const float4 f = __ldg(forms + d0 + thread);
-      const float origin = fmaf(f.x, static_cast<float>(ix0),
-                                fmaf(f.y, static_cast<float>(iy0),
-                                     fmaf(f.z, static_cast<float>(iz0), f.w)));
+      const float origin =
+          fmaf(f.x, static_cast<float>(ix0),
+               fmaf(f.y, static_cast<float>(iy0), fmaf(f.z, static_cast<float>(iz0), f.w)));
       const float low = origin + fminf(f.x, 0.0f) * (kBlockX - 1) +
                         fminf(f.y, 0.0f) * (kBlockY - 1) +
                         fminf(f.z, 0.0f) * static_cast<float>(kVoxelsPerThread - 1);
@@ -132,8 +133,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 int ChooseVoxelsPerThread(const RadonVolumeShape& vol, int sm_count) {
-  const int64_t columns = static_cast<int64_t>((vol.nx + kBlockX - 1) / kBlockX) *
-                          ((vol.ny + kBlockY - 1) / kBlockY);
+  const int64_t columns =
+      static_cast<int64_t>((vol.nx + kBlockX - 1) / kBlockX) * ((vol.ny + kBlockY - 1) / kBlockY);
   for (int k : {8, 4, 2}) {
     if (columns * ((vol.nz + k - 1) / k) >= 8 * static_cast<int64_t>(sm_count)) return k;
   }
@@ -143,13 +144,11 @@ int ChooseVoxelsPerThread(const RadonVolumeShape& vol, int sm_count) {
 template <int kVoxelsPerThread>
 cudaError_t LaunchForwardShape(const RadonVolumeShape& vol, const RadonSamplesShape& smp,
                                const float4* forms, float mass_per_sample, const float* volume,
-                               float* projections, const BinLayout& layout,
-                               cudaStream_t stream) {
+                               float* projections, const BinLayout& layout, cudaStream_t stream) {
   const dim3 grid((vol.nx + kBlockX - 1) / kBlockX, (vol.ny + kBlockY - 1) / kBlockY,
                   (vol.nz + kVoxelsPerThread - 1) / kVoxelsPerThread);
-  RadonForwardKernel<kVoxelsPerThread><<<grid, dim3(kBlockX, kBlockY), BinBytes(layout),
-                                         stream>>>(vol, smp, forms, mass_per_sample, volume,
-                                                   projections, layout);
+  RadonForwardKernel<kVoxelsPerThread><<<grid, dim3(kBlockX, kBlockY), BinBytes(layout), stream>>>(
+      vol, smp, forms, mass_per_sample, volume, projections, layout);
   return cudaGetLastError();
 }
 

@@ -15,9 +15,9 @@
 // right after the last launch (or the first failing call). Pointers are device pointers.
 #pragma once
 
-#include <cstdint>
-
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace tomo::core::cuda {
 

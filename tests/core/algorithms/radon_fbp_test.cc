@@ -136,8 +136,8 @@ TEST(RadonFbpTest, RefusesBadGeometryProjectionsAndFilterOptions) {
   bad.num_samples = 1;
   result = RadonFbp(bad, *volume_geometry, projections, {}, operators);
   EXPECT_EQ(result.status().message(), "num_samples: 1 is out of range [2, 65536]");
-  result = RadonFbp(*geometry, *volume_geometry, projections, {{FilterWindow::kHann, 1.5}},
-                    operators);
+  result =
+      RadonFbp(*geometry, *volume_geometry, projections, {{FilterWindow::kHann, 1.5}}, operators);
   EXPECT_EQ(result.status().message(), "cutoff: 1.5 is out of range (0, 1]");
 }
 

@@ -178,7 +178,8 @@ TEST(RampFilterTest, ParabolaIsFrequencySquaredInCyclesPerMm) {
     EXPECT_NEAR(filter->response()[0] * length, 0.0, 1e-5 * nyquist2);
     for (int64_t k = 1; k <= 3 * length / 8; ++k) {
       const double f = static_cast<double>(k) / (length * d);
-      EXPECT_NEAR(filter->response()[k] * length, f * f, 1e-4 * nyquist2) << "d " << d << " k " << k;
+      EXPECT_NEAR(filter->response()[k] * length, f * f, 1e-4 * nyquist2)
+          << "d " << d << " k " << k;
     }
   }
 }

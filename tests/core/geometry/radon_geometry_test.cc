@@ -76,7 +76,7 @@ TEST(RadonGeometryTest, BadFieldsAreRefusedNamingFieldValueAndRange) {
       {[](RadonGeometry& g) { g.sample_spacing_mm = kNaN; },
        "sample_spacing_mm: nan must be a finite value > 0"},
       {[](RadonGeometry& g) { g.directions.clear(); },
-       "directions: 0 directions, allowed [1, 1048576]"},
+       "directions: 0 directions, allowed [1, 65536]"},
   };
   for (const Case& c : cases) {
     RadonGeometry g = ThreeDirections();
@@ -155,7 +155,11 @@ TEST(RadonGeometryTest, UniformSolidAngleCoversTheHemisphereWithEqualWeights) {
     }
   }
   EXPECT_EQ(MakeUniformSolidAngleRadon(0, 64, 1).status().message(),
-            "count: 0 is out of range [1, 1048576]");
+            "count: 0 is out of range [1, 65536]");
+  EXPECT_EQ(MakeUniformSolidAngleRadon(65537, 8, 1).status().message(),
+            "count: 65537 is out of range [1, 65536]");
+  EXPECT_TRUE(MakeUniformSolidAngleRadon(65536, 8, 1).ok());
+  EXPECT_TRUE(MakeEqualLinearAngleRadon(256, 256, 8, 1).ok());
   EXPECT_EQ(MakeUniformSolidAngleRadon(10, 1, 1).status().message(),
             "num_samples: 1 is out of range [2, 65536]");
 }
@@ -179,8 +183,8 @@ TEST(RadonGeometryTest, UniformSolidAngleHasNoCrowding) {
 }
 
 TEST(RadonGeometryTest, EqualLinearAngleWeightsAreCellAreas) {
-  for (auto [num_phi, num_theta] : {std::pair<int64_t, int64_t>{1, 1}, {8, 3}, {16, 13},
-                                    {31, 17}}) {
+  for (auto [num_phi, num_theta] :
+       {std::pair<int64_t, int64_t>{1, 1}, {8, 3}, {16, 13}, {31, 17}}) {
     SCOPED_TRACE(::testing::Message() << num_phi << " x " << num_theta);
     auto g = MakeEqualLinearAngleRadon(num_phi, num_theta, 33, 0.3);
     ASSERT_TRUE(g.ok()) << g.status();
@@ -202,9 +206,9 @@ TEST(RadonGeometryTest, EqualLinearAngleWeightsAreCellAreas) {
     EXPECT_NEAR(sum, 2 * M_PI, 1e-12);
   }
   EXPECT_EQ(MakeEqualLinearAngleRadon(0, 3, 8, 1).status().message(),
-            "num_phi: 0 is out of range [1, 1048576]");
+            "num_phi: 0 is out of range [1, 65536]");
   EXPECT_EQ(MakeEqualLinearAngleRadon(4, 0, 8, 1).status().message(),
-            "num_theta: 0 is out of range [1, 262144] (num_phi * num_theta <= 1048576)");
+            "num_theta: 0 is out of range [1, 16384] (num_phi * num_theta <= 65536)");
   EXPECT_EQ(MakeEqualLinearAngleRadon(4, 4, 8, -1).status().message(),
             "sample_spacing_mm: -1 must be a finite value > 0");
 }

@@ -88,8 +88,7 @@ TEST(EllipsoidRadonTest, MatchesTheIntegralOfExactLineIntegralsAcrossThePlane) {
         brute += p->LineIntegral(Ray{t * n + a * e1, e2}) * step;
       }
       const double exact = EllipsoidPlaneIntegral(*p, n, t);
-      EXPECT_NEAR(exact, brute, 1e-5 * std::abs(brute) + 1e-4)
-          << "trial " << trial << " t " << t;
+      EXPECT_NEAR(exact, brute, 1e-5 * std::abs(brute) + 1e-4) << "trial " << trial << " t " << t;
     }
   }
 }

@@ -140,7 +140,8 @@ TEST(CpuRadonProjectorTest, ForwardMatchesTheAnalyticTransformOfVoxelisedPhantom
       {"head", EllipsoidPhantom::SheppLogan3D(16.0), 2e-2, 7e-3},
       // Two tilted, offset ellipsoids.
       {"ellipsoids",
-       EllipsoidPhantom({{{1.0, -2.0, 1.5}, {12, 9, 7}, 0.5, 1.0}, {{-2, 3, 0}, {4, 3, 5}, -0.3, 0.5}}),
+       EllipsoidPhantom(
+           {{{1.0, -2.0, 1.5}, {12, 9, 7}, 0.5, 1.0}, {{-2, 3, 0}, {4, 3, 5}, -0.3, 0.5}}),
        1.2e-2, 3e-3},
   };
   for (const Case& c : cases) {

@@ -9,6 +9,8 @@
 // Tolerance, on max |cuda - cpu| / max |cpu|, and why: the CPU back projects in float64, the
 // kernel in float32, and Radon FBP sums 1600 filtered values of both signs that cancel to
 // the volume: kFbpTolerance = 2e-3 (about 2e-4 expected).
+#include "core/operators/cuda/cuda_radon_fbp.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,7 +23,6 @@
 #include "core/devices/devices.h"
 #include "core/geometry/radon_geometry.h"
 #include "core/operators/cpu/cpu_radon_operators.h"
-#include "core/operators/cuda/cuda_radon_fbp.h"
 #include "core/operators/cuda/cuda_radon_operators.h"
 #include "core/phantom/ellipsoid_phantom.h"
 #include "core/phantom/ellipsoid_radon.h"

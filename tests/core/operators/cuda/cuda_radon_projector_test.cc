@@ -12,6 +12,8 @@
 // and sums in float64, the kernels in float32 (positions of up to a few hundred samples,
 // sums of a few hundred terms of data in [0.25, 1.25]): kProjectorTolerance = 1e-4 (about
 // 1e-5 expected).
+#include "core/operators/cuda/cuda_radon_projector.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,7 +26,6 @@
 #include "core/devices/devices.h"
 #include "core/geometry/radon_geometry.h"
 #include "core/operators/cpu/cpu_radon_projector.h"
-#include "core/operators/cuda/cuda_radon_projector.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "gtest/gtest.h"
 #include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
@@ -79,14 +80,23 @@ class CudaRadonProjectorTest : public ::testing::Test {
     std::vector<Case> cases;
     // Odd sizes, 0.3 x 0.45 x 0.7 mm voxels off centre, random directions; 40 samples of
     // 0.27 mm do not reach the corners (voxels off the ends read and give 0).
-    cases.push_back({"random-anisotropic", {37, 29, 23}, {0.3, 0.45, 0.7}, {0.8, -1.1, 0.35},
+    cases.push_back({"random-anisotropic",
+                     {37, 29, 23},
+                     {0.3, 0.45, 0.7},
+                     {0.8, -1.1, 0.35},
                      RandomDirections(57, 40, 0.27, random_)});
     // The benchmark's scheme: 208 uniform-solid-angle directions, samples reaching the
     // corners, more than one chunk of staged directions.
-    cases.push_back({"uniform-208", {45, 50, 41}, {0.5, 0.5, 0.5}, {0.2, 0.1, -0.3},
+    cases.push_back({"uniform-208",
+                     {45, 50, 41},
+                     {0.5, 0.5, 0.5},
+                     {0.2, 0.1, -0.3},
                      MakeUniformSolidAngleRadon(208, 81, 0.55).value()});
     // Equal linear angles (directions along the axes' planes), coarse samples.
-    cases.push_back({"equal-linear-angle", {33, 20, 47}, {0.6, 0.9, 0.4}, {0, 0, 0},
+    cases.push_back({"equal-linear-angle",
+                     {33, 20, 47},
+                     {0.6, 0.9, 0.4},
+                     {0, 0, 0},
                      MakeEqualLinearAngleRadon(16, 9, 36, 1.1).value()});
     return cases;
   }
@@ -173,9 +183,9 @@ TEST_F(CudaRadonProjectorTest, EveryBackLaunchShapeAndScaledAccumulationMatch) {
     ASSERT_TRUE(projector->BackScaled(d_y->get(), d_half->get(), d_volume->get(), false).ok());
     ASSERT_TRUE(projector->BackScaled(d_y->get(), d_half->get(), d_volume->get(), true).ok());
     Array3D out(volume_geometry->dims(), NAN);
-    ASSERT_EQ(cudaMemcpyAsync(out.data(), d_volume->get(), out.size_bytes(),
-                              cudaMemcpyDeviceToHost, s),
-              cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpyAsync(out.data(), d_volume->get(), out.size_bytes(), cudaMemcpyDeviceToHost, s),
+        cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     EXPECT_TRUE(AllFinite(out));
     const double difference = RelativeMaxDifference(out, cpu);
