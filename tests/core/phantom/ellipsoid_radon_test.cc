@@ -80,7 +80,10 @@ TEST(EllipsoidRadonTest, MatchesTheIntegralOfExactLineIntegralsAcrossThePlane) {
       Vec3 e1, e2;
       PlaneBasis(n, e1, e2);
       // Lines along e2 in the plane, at offsets a along e1 (midpoint rule over [-50, 50]).
-      const int count = 20000;
+      // The chord lengths have square-root ends, where the midpoint rule errs by about
+      // 0.2 sqrt(2 r) h^1.5 per end and per ellipsoid (r ~ 15 mm): 2e-4 at h = 1 um, summed
+      // over up to 10 ellipsoids below the 2e-3 allowed (values ~ 10 to 500).
+      const int count = 100000;
       const double step = 100.0 / count;
       double brute = 0;
       for (int j = 0; j < count; ++j) {
@@ -88,7 +91,7 @@ TEST(EllipsoidRadonTest, MatchesTheIntegralOfExactLineIntegralsAcrossThePlane) {
         brute += p->LineIntegral(Ray{t * n + a * e1, e2}) * step;
       }
       const double exact = EllipsoidPlaneIntegral(*p, n, t);
-      EXPECT_NEAR(exact, brute, 1e-5 * std::abs(brute) + 1e-4) << "trial " << trial << " t " << t;
+      EXPECT_NEAR(exact, brute, 1e-5 * std::abs(brute) + 2e-3) << "trial " << trial << " t " << t;
     }
   }
 }
