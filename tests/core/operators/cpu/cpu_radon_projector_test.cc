@@ -57,6 +57,28 @@ TEST(CpuRadonProjectorTest, BackIsTheExactAdjointAtAnisotropicOffsetVoxels) {
   }
 }
 
+TEST(CpuRadonProjectorTest, BackIsTheExactAdjointAtEveryVoxelSize) {
+  // The pair's units (value * mm^2 out of the forward projector, V / dt into the back
+  // projector) must make it adjoint at any scale, not only at 1 mm; samples of 0.8 voxel.
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  for (double voxel : {0.1, 0.25, 0.5, 1.0, 2.0}) {
+    SCOPED_TRACE(voxel);
+    auto volume_geometry = VolumeGeometry::Create({11, 14, 7}, {voxel, 1.3 * voxel, 0.9 * voxel},
+                                                  {0.5 * voxel, -2 * voxel, voxel});
+    ASSERT_TRUE(volume_geometry.ok());
+    const RadonGeometry g = RandomDirections(17, 30, 0.8 * voxel, random);
+    const Array3D x = testing::RandomArray(volume_geometry->dims(), random);
+    const Array3D y = testing::RandomArray(g.projection_dims(), random);
+    Array3D ax(g.projection_dims(), NAN), aty(volume_geometry->dims(), NAN);
+    ASSERT_TRUE(RadonForwardCpu(g, *volume_geometry, x, ax, 2).ok());
+    ASSERT_TRUE(RadonBackCpu(g, *volume_geometry, y, aty, 2).ok());
+    const double lhs = Dot(ax, y), rhs = Dot(x, aty);
+    EXPECT_NEAR(lhs, rhs, 2e-6 * std::abs(lhs));
+  }
+}
+
 TEST(CpuRadonProjectorTest, ForwardKeepsEachDirectionsMassAndPlacesAVoxelByLinearInterpolation) {
   auto volume_geometry = VolumeGeometry::Create({5, 4, 3}, {0.5, 0.25, 1.5}, {1, 2, -3});
   ASSERT_TRUE(volume_geometry.ok());
