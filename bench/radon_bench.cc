@@ -71,12 +71,17 @@ using core::cuda::CudaRadonFbp;
 using core::cuda::DeviceBuffer;
 
 constexpr int64_t kDirections = 208;
+// The floors of the file's comment (H100 SXM): the back projector's issue bound and the
+// page-locked link speed; each row prints its median over its floor ("x floor").
+constexpr double kBackFloorUpdatesPerSecond = 4.2e12;
+constexpr double kLinkBytesPerSecond = 55e9;
 
 struct Row {
   std::string name;
   int64_t n = 0, samples = 0;
   double median_s = 0, min_s = 0;
-  double gups = 0;  // G voxel-direction updates per second (0 where not an update count)
+  double gups = 0;     // G voxel-direction updates per second (0 where not an update count)
+  double floor_s = 0;  // the row's floor (0 where none is counted)
 };
 
 double Median(std::vector<double> v) {
@@ -135,12 +140,19 @@ absl::Status RunCase(int device, int64_t n, int repeats, bool variants, std::vec
   const cudaStream_t s = fbp->stream();
   TOMO_RETURN_IF_ERROR(FillRandom(fbp->device_projections(), kDirections * samples, random, s));
 
-  auto add = [&](const std::string& name, std::pair<double, double> t, bool count_updates) {
-    rows.push_back(
-        {name, n, samples, t.first, t.second, count_updates ? updates / t.first * 1e-9 : 0});
-    std::printf("%-12s %4ld^3  S %4ld  median %9.4f ms  min %9.4f ms  %8.1f G updates/s\n",
+  const double back_floor_s = updates / kBackFloorUpdatesPerSecond;
+  const double e2e_floor_s =
+      back_floor_s +
+      4.0 * static_cast<double>(n * n * n + kDirections * samples) / kLinkBytesPerSecond;
+  auto add = [&](const std::string& name, std::pair<double, double> t, bool count_updates,
+                 double floor_s) {
+    rows.push_back({name, n, samples, t.first, t.second,
+                    count_updates ? updates / t.first * 1e-9 : 0, floor_s});
+    std::printf("%-12s %4ld^3  S %4ld  median %9.4f ms  min %9.4f ms  %8.1f G updates/s",
                 name.c_str(), static_cast<long>(n), static_cast<long>(samples), t.first * 1e3,
                 t.second * 1e3, rows.back().gups);
+    if (floor_s > 0) std::printf("  %5.2f x floor", t.first / floor_s);
+    std::printf("\n");
     std::fflush(stdout);
   };
 
@@ -153,7 +165,7 @@ absl::Status RunCase(int device, int64_t n, int repeats, bool variants, std::vec
                             return projector.BackWeighted(fbp->device_projections(),
                                                           fbp->device_volume());
                           }));
-    add(shape == 0 ? "bp" : absl::StrCat("bp-v", shape), t, true);
+    add(shape == 0 ? "bp" : absl::StrCat("bp-v", shape), t, true, back_floor_s);
   }
   projector.set_back_voxels_per_thread(0);
 
@@ -166,13 +178,13 @@ absl::Status RunCase(int device, int64_t n, int repeats, bool variants, std::vec
   TOMO_ASSIGN_OR_RETURN(auto tf, TimeOnDevice(s, repeats, [&] {
                           return row_filter.Apply(fbp->device_projections(), filtered.get());
                         }));
-  add("filter", tf, false);
+  add("filter", tf, false, 0);
 
   TOMO_RETURN_IF_ERROR(FillRandom(fbp->device_volume(), n * n * n, random, s));
   TOMO_ASSIGN_OR_RETURN(auto tfp, TimeOnDevice(s, repeats, [&] {
                           return projector.Forward(fbp->device_volume(), filtered.get());
                         }));
-  add("fp", tfp, true);
+  add("fp", tfp, true, 0);
 
   // End to end from host arrays: the head phantom's exact plane integrals in, a volume out.
   const core::Array3D projections = core::EllipsoidRadonTransform(
@@ -199,7 +211,7 @@ absl::Status RunCase(int device, int64_t n, int repeats, bool variants, std::vec
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     add(pinned ? "e2e-pinned" : "e2e",
-        {Median(times), *std::min_element(times.begin(), times.end())}, true);
+        {Median(times), *std::min_element(times.begin(), times.end())}, true, e2e_floor_s);
   }
   return absl::OkStatus();
 }
@@ -211,8 +223,8 @@ std::string Json(const std::vector<Row>& rows, const std::string& device) {
     const Row& r = rows[i];
     absl::StrAppend(&out, "    {\"case\": \"", r.name, "\", \"volume\": ", r.n,
                     ", \"samples\": ", r.samples, ", \"median_s\": ", r.median_s,
-                    ", \"min_s\": ", r.min_s, ", \"gups\": ", r.gups, "}",
-                    i + 1 < rows.size() ? ",\n" : "\n");
+                    ", \"min_s\": ", r.min_s, ", \"gups\": ", r.gups, ", \"floor_s\": ", r.floor_s,
+                    "}", i + 1 < rows.size() ? ",\n" : "\n");
   }
   absl::StrAppend(&out, "  ]\n}\n");
   return out;
