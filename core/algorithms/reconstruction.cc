@@ -9,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/algorithms/iterative_algorithms.h"
+#include "core/algorithms/radon_fbp.h"
 #include "core/geometry/parallel_2d_form.h"
 
 namespace tomo::core {
@@ -44,8 +45,14 @@ class FbpAlgorithm final : public Algorithm {
                    context);
       }
       absl::StatusOr<Array3D> operator()(const RadonGeometry& geometry) const {
-        return UnsupportedGeometryKind("algorithm fbp", Geometry(geometry),
-                                       "vector geometries");
+        TOMO_RETURN_IF_ERROR(context.CheckCancelled("fbp / radon"));
+        std::unique_ptr<RadonOperators> operators = backend.MakeRadonOperators();
+        context.Report({0.0, "filter and back projection"});
+        TOMO_ASSIGN_OR_RETURN(Array3D volume,
+                              RadonFbp(geometry, request.volume, projections,
+                                       RadonFbpOptions{options.filter}, *operators));
+        context.Report({1.0, "filter and back projection"});
+        return volume;
       }
     };
     return std::visit(Visit{request, *options, projections, backend, context}, request.geometry);

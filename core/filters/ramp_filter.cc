@@ -77,7 +77,7 @@ double RampFilter::Window(FilterWindow window, double f, double cutoff) {
 }
 
 absl::StatusOr<RampFilter> RampFilter::Create(const FilterOptions& options, int64_t num_detectors,
-                                              double detector_spacing_mm) {
+                                              double detector_spacing_mm, FilterOrder order) {
   if (!(options.cutoff > 0.0 && options.cutoff <= 1.0)) {  // also refuses NaN
     return absl::InvalidArgumentError(
         absl::StrCat("cutoff: ", options.cutoff, " is out of range (0, 1]"));
@@ -102,17 +102,35 @@ absl::StatusOr<RampFilter> RampFilter::Create(const FilterOptions& options, int6
           absl::StrCat("window: ", static_cast<int>(options.window), " is not a known window"));
   }
 
+  if (order != FilterOrder::kRamp && order != FilterOrder::kParabola) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("order: ", static_cast<int>(order), " is not 1 (ramp) or 2 (parabola)"));
+  }
+
   const int64_t length = PaddedLength(num_detectors);
   const double d = detector_spacing_mm;
-  // The band-limited ramp sampled in space (Kak & Slaney eq. 61), laid out circularly so
-  // that its DFT is real and its zero-frequency term is right (a sampled |f| is not).
   std::vector<std::complex<double>> kernel(static_cast<size_t>(length), 0.0);
-  kernel[0] = 1.0 / (4.0 * d * d);
-  for (int64_t n = 1; n <= length / 2; n += 2) {
-    const double value =
-        -1.0 / ((static_cast<double>(n) * kPi * d) * (static_cast<double>(n) * kPi * d));
-    kernel[static_cast<size_t>(n)] = value;
-    kernel[static_cast<size_t>(length - n)] = value;
+  if (order == FilterOrder::kRamp) {
+    // The band-limited ramp sampled in space (Kak & Slaney eq. 61), laid out circularly so
+    // that its DFT is real and its zero-frequency term is right (a sampled |f| is not).
+    kernel[0] = 1.0 / (4.0 * d * d);
+    for (int64_t n = 1; n <= length / 2; n += 2) {
+      const double value =
+          -1.0 / ((static_cast<double>(n) * kPi * d) * (static_cast<double>(n) * kPi * d));
+      kernel[static_cast<size_t>(n)] = value;
+      kernel[static_cast<size_t>(length - n)] = value;
+    }
+  } else {
+    // The band-limited parabola f^2 sampled in space (header), laid out circularly the same
+    // way. Rows are at most length / 2 long, so every lag a row's linear convolution needs
+    // (|n| < length / 2) has its exact value; n = length / 2 is its own mirror.
+    kernel[0] = 1.0 / (12.0 * d * d * d);
+    for (int64_t n = 1; n <= length / 2; ++n) {
+      const double nd = static_cast<double>(n);
+      const double value = (n % 2 == 0 ? 1.0 : -1.0) / (2.0 * kPi * kPi * nd * nd * d * d * d);
+      kernel[static_cast<size_t>(n)] = value;
+      if (n != length / 2) kernel[static_cast<size_t>(length - n)] = value;
+    }
   }
   Fft(kernel);
 
@@ -125,7 +143,7 @@ absl::StatusOr<RampFilter> RampFilter::Create(const FilterOptions& options, int6
         static_cast<float>(kernel[static_cast<size_t>(k)].real() * d *
                            Window(options.window, f, options.cutoff) / static_cast<double>(length));
   }
-  return RampFilter(options, num_detectors, length, std::move(response));
+  return RampFilter(options, order, num_detectors, length, std::move(response));
 }
 
 }  // namespace tomo::core

@@ -66,37 +66,31 @@ Vec3 RadonDirection::unit() const {
 absl::Status ValidateRadonGeometry(const RadonGeometry& geometry) {
   const size_t count = geometry.directions.size();
   if (count < 1 || static_cast<int64_t>(count) > kMaxRadonDirections) {
-    return absl::InvalidArgumentError(absl::StrCat("directions: ", count,
-                                                   " directions, allowed [1, ",
-                                                   kMaxRadonDirections, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("directions: ", count, " directions, allowed [1, ", kMaxRadonDirections, "]"));
   }
   for (size_t i = 0; i < count; ++i) {
     const RadonDirection& d = geometry.directions[i];
     if (!std::isfinite(d.phi_rad) || std::abs(d.phi_rad) > 2 * kPi) {
-      return absl::InvalidArgumentError(absl::StrCat(DirectionField(i, "phi_rad"), ": ",
-                                                     d.phi_rad,
+      return absl::InvalidArgumentError(absl::StrCat(DirectionField(i, "phi_rad"), ": ", d.phi_rad,
                                                      " is not a finite angle in [-2 pi, 2 pi]"));
     }
     if (!std::isfinite(d.theta_rad) || d.theta_rad < 0 || d.theta_rad > kPi) {
-      return absl::InvalidArgumentError(absl::StrCat(DirectionField(i, "theta_rad"), ": ",
-                                                     d.theta_rad,
-                                                     " is not a finite angle in [0, pi]"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          DirectionField(i, "theta_rad"), ": ", d.theta_rad, " is not a finite angle in [0, pi]"));
     }
     if (!std::isfinite(d.weight_sr) || d.weight_sr <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(DirectionField(i, "weight_sr"), ": ",
-                                                     d.weight_sr,
-                                                     " must be a finite solid angle > 0"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          DirectionField(i, "weight_sr"), ": ", d.weight_sr, " must be a finite solid angle > 0"));
     }
   }
   if (geometry.num_samples < 2 || geometry.num_samples > kMaxRadonSamples) {
     return absl::InvalidArgumentError(absl::StrCat("num_samples: ", geometry.num_samples,
-                                                   " is out of range [2, ", kMaxRadonSamples,
-                                                   "]"));
+                                                   " is out of range [2, ", kMaxRadonSamples, "]"));
   }
   if (!std::isfinite(geometry.sample_spacing_mm) || geometry.sample_spacing_mm <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("sample_spacing_mm: ",
-                                                   geometry.sample_spacing_mm,
-                                                   " must be a finite value > 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample_spacing_mm: ", geometry.sample_spacing_mm, " must be a finite value > 0"));
   }
   const auto [later, earlier] = FindRepeatedDirection(geometry.directions);
   if (later >= 0) {
@@ -105,8 +99,8 @@ absl::Status ValidateRadonGeometry(const RadonGeometry& geometry) {
     const bool opposite = Dot(a.unit(), b.unit()) < 0;
     return absl::InvalidArgumentError(absl::StrCat(
         "directions[", later, "]: (phi_rad ", a.phi_rad, ", theta_rad ", a.theta_rad, ") ",
-        opposite ? "is opposite to" : "repeats", " directions[", earlier, "] (phi_rad ",
-        b.phi_rad, ", theta_rad ", b.theta_rad, ") within ", kMinRadonDirectionSeparationRad,
+        opposite ? "is opposite to" : "repeats", " directions[", earlier, "] (phi_rad ", b.phi_rad,
+        ", theta_rad ", b.theta_rad, ") within ", kMinRadonDirectionSeparationRad,
         " rad; directions must be at least that far from each other and from each other's "
         "opposites (the plane integrals at -n are those at n, reflected)"));
   }
@@ -116,8 +110,8 @@ absl::Status ValidateRadonGeometry(const RadonGeometry& geometry) {
 absl::StatusOr<RadonGeometry> MakeUniformSolidAngleRadon(int64_t count, int64_t num_samples,
                                                          double sample_spacing_mm) {
   if (count < 1 || count > kMaxRadonDirections) {
-    return absl::InvalidArgumentError(absl::StrCat("count: ", count, " is out of range [1, ",
-                                                   kMaxRadonDirections, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("count: ", count, " is out of range [1, ", kMaxRadonDirections, "]"));
   }
   RadonGeometry geometry;
   geometry.num_samples = num_samples;
@@ -141,8 +135,8 @@ absl::StatusOr<RadonGeometry> MakeEqualLinearAngleRadon(int64_t num_phi, int64_t
                                                         int64_t num_samples,
                                                         double sample_spacing_mm) {
   if (num_phi < 1 || num_phi > kMaxRadonDirections) {
-    return absl::InvalidArgumentError(absl::StrCat("num_phi: ", num_phi, " is out of range [1, ",
-                                                   kMaxRadonDirections, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_phi: ", num_phi, " is out of range [1, ", kMaxRadonDirections, "]"));
   }
   if (num_theta < 1 || num_theta > kMaxRadonDirections / num_phi) {
     return absl::InvalidArgumentError(absl::StrCat(

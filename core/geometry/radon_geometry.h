@@ -38,8 +38,8 @@ struct RadonDirection {
 
 struct RadonGeometry {
   std::vector<RadonDirection> directions;
-  int64_t num_samples = 0;        // S
-  double sample_spacing_mm = 0;   // dt
+  int64_t num_samples = 0;       // S
+  double sample_spacing_mm = 0;  // dt
   int64_t num_directions() const { return static_cast<int64_t>(directions.size()); }
   // (directions, 1, samples).
   Dims3 projection_dims() const { return {num_directions(), 1, num_samples}; }
@@ -49,8 +49,10 @@ struct RadonGeometry {
   }
 };
 
-// Limits of ValidateRadonGeometry.
-inline constexpr int64_t kMaxRadonDirections = 1 << 20;
+// Limits of ValidateRadonGeometry. 65536 directions is far beyond the hundreds to thousands
+// of EPR acquisitions, and keeps the repeated-direction check (sorted by z, neighbours in z
+// compared) fast for equal-linear-angle sets, whose bands share one z.
+inline constexpr int64_t kMaxRadonDirections = 1 << 16;
 inline constexpr int64_t kMaxRadonSamples = 1 << 16;
 // Two directions (or one and the other's opposite) closer than this are the same plane
 // family measured twice.

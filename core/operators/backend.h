@@ -46,6 +46,7 @@
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/projector.h"
 #include "core/operators/projector_model.h"
+#include "core/operators/radon_operators.h"
 #include "core/operators/resident_operators.h"
 
 namespace tomo::core {
@@ -113,6 +114,12 @@ class Backend {
   // projections once with FilterRows and call BackProject per slab: true where the data
   // must travel to a device (one transfer instead of three); the results agree either way.
   virtual bool PrefersFilterAndBackProject() const { return false; }
+
+  // Radon FBP's filtering and weighted back projection on this backend
+  // (radon_operators.h). The default filters with FilterRows and back projects with the
+  // kRadonPlaneIntegral projector, each direction rescaled; backends override it with
+  // their own.
+  virtual std::unique_ptr<RadonOperators> MakeRadonOperators();
 
   // The operators on arrays that stay on this backend's device (resident_operators.h), for
   // the iterative methods. The default keeps them in host memory and projects with this

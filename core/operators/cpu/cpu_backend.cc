@@ -17,6 +17,7 @@
 #include "core/base/status_macros.h"
 #include "core/operators/host_resident_operators.h"
 #include "core/operators/cpu/cpu_parallel_2d_projector.h"
+#include "core/operators/cpu/cpu_radon_operators.h"
 #include "core/operators/cpu/cpu_radon_projector.h"
 #include "core/operators/cpu/cpu_vector_projector.h"
 #include "core/operators/projector_plan.h"
@@ -120,6 +121,10 @@ absl::StatusOr<std::unique_ptr<Projector>> CpuBackend::MakeProjector(
   TOMO_ASSIGN_OR_RETURN(ProjectorPlan plan, PlanProjector(geometry, volume_geometry, model));
   return std::unique_ptr<Projector>(
       std::make_unique<CpuProjector>(model, std::move(plan), volume_geometry, threads_));
+}
+
+std::unique_ptr<RadonOperators> CpuBackend::MakeRadonOperators() {
+  return std::make_unique<CpuRadonOperators>(threads_);
 }
 
 CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : DefaultThreadCount()) {}

@@ -22,6 +22,8 @@ class CpuBackend final : public Backend {
                                                            const VolumeGeometry& volume_geometry,
                                                            ProjectorModel model) override;
   absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override;
+  // cpu_radon_operators.h.
+  std::unique_ptr<RadonOperators> MakeRadonOperators() override;
   // Host memory, these projectors, this thread count (host_resident_operators.h).
   absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeResidentOperators() override;
 

@@ -7,31 +7,16 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/operators/radon_sample_forms.h"
 
 namespace tomo::core {
 namespace {
 
-// u_i(voxel (ix, iy, iz)) = x ix + y iy + z iz + w: the fractional sample index as a linear
-// form of the voxel index, in float64.
-struct SampleForm {
-  double x, y, z, w;
-};
-
-SampleForm MakeSampleForm(const RadonGeometry& geometry, const VolumeGeometry& volume,
-                          const RadonDirection& direction) {
-  const Vec3 n = direction.unit();
-  const double dt = geometry.sample_spacing_mm;
-  const Vec3 h = volume.voxel_size_mm();
-  const Vec3 origin{volume.x_mm(0), volume.y_mm(0), volume.z_mm(0)};
-  return {n.x * h.x / dt, n.y * h.y / dt, n.z * h.z / dt,
-          Dot(origin, n) / dt + 0.5 * static_cast<double>(geometry.num_samples - 1)};
-}
-
 absl::Status CheckArguments(const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
                             const Array3D& volume, const Array3D& projections) {
   TOMO_RETURN_IF_ERROR(ValidateRadonGeometry(geometry));
-  TOMO_RETURN_IF_ERROR(CheckDimsMatch("volume", volume.dims(), volume_geometry.dims(),
-                                      "(z, y, x)"));
+  TOMO_RETURN_IF_ERROR(
+      CheckDimsMatch("volume", volume.dims(), volume_geometry.dims(), "(z, y, x)"));
   return CheckDimsMatch("projections", projections.dims(), geometry.projection_dims(),
                         "(directions, 1, samples)");
 }
@@ -45,26 +30,28 @@ absl::Status RadonForwardCpu(const RadonGeometry& geometry, const VolumeGeometry
   const int64_t num_samples = geometry.num_samples;
   const Vec3 h = volume_geometry.voxel_size_mm();
   const double mass_per_sample = h.x * h.y * h.z / geometry.sample_spacing_mm;
+  // Sample positions u in [-1, S) touch a sample (k0 = floor(u) or k0 + 1 in [0, S)).
+  const double reach = static_cast<double>(num_samples) + 1.0;
   // One direction's row per task: each row has one writer.
   ParallelFor(
       geometry.num_directions(),
       [&](int64_t begin, int64_t end) {
         std::vector<double> row(static_cast<size_t>(num_samples));
         for (int64_t i = begin; i < end; ++i) {
-          const SampleForm form =
-              MakeSampleForm(geometry, volume_geometry, geometry.directions[static_cast<size_t>(i)]);
+          const RadonSampleForm form = MakeRadonSampleForm(
+              geometry, volume_geometry, geometry.directions[static_cast<size_t>(i)]);
           std::fill(row.begin(), row.end(), 0.0);
           const float* value = volume.data();
           for (int64_t iz = 0; iz < dims.d0; ++iz) {
             for (int64_t iy = 0; iy < dims.d1; ++iy) {
-              const double line = form.w + form.y * static_cast<double>(iy) +
-                                  form.z * static_cast<double>(iz);
+              const double line =
+                  form.w + form.y * static_cast<double>(iy) + form.z * static_cast<double>(iz);
               for (int64_t ix = 0; ix < dims.d2; ++ix, ++value) {
-                const double u = line + form.x * static_cast<double>(ix);
-                const double k0 = std::floor(u);
-                if (k0 < -1.0 || k0 > static_cast<double>(num_samples - 1)) continue;
-                const double frac = u - k0;
-                const int64_t k = static_cast<int64_t>(k0);
+                // v = u + 1 >= 0 wherever a sample is in reach, so truncation is floor.
+                const double v = line + form.x * static_cast<double>(ix) + 1.0;
+                if (!(v >= 0.0 && v < reach)) continue;
+                const int64_t k = static_cast<int64_t>(v) - 1;
+                const double frac = v - static_cast<double>(k + 1);
                 const double f = static_cast<double>(*value);
                 if (k >= 0) row[static_cast<size_t>(k)] += (1.0 - frac) * f;
                 if (k + 1 < num_samples) row[static_cast<size_t>(k + 1)] += frac * f;
@@ -72,7 +59,8 @@ absl::Status RadonForwardCpu(const RadonGeometry& geometry, const VolumeGeometry
             }
           }
           for (int64_t k = 0; k < num_samples; ++k) {
-            projections.at(i, 0, k) = static_cast<float>(mass_per_sample * row[static_cast<size_t>(k)]);
+            projections.at(i, 0, k) =
+                static_cast<float>(mass_per_sample * row[static_cast<size_t>(k)]);
           }
         }
       },
@@ -88,8 +76,7 @@ absl::Status RadonBackScaledCpu(const RadonGeometry& geometry,
   const int64_t num_directions = geometry.num_directions();
   if (static_cast<int64_t>(direction_scales.size()) != num_directions) {
     return absl::InvalidArgumentError(absl::StrCat("direction_scales: ", direction_scales.size(),
-                                                   " values for ", num_directions,
-                                                   " directions"));
+                                                   " values for ", num_directions, " directions"));
   }
   for (size_t i = 0; i < direction_scales.size(); ++i) {
     if (!std::isfinite(direction_scales[i])) {
@@ -97,13 +84,10 @@ absl::Status RadonBackScaledCpu(const RadonGeometry& geometry,
           absl::StrCat("direction_scales[", i, "]: ", direction_scales[i], " is not finite"));
     }
   }
-  std::vector<SampleForm> forms;
-  forms.reserve(static_cast<size_t>(num_directions));
-  for (const RadonDirection& direction : geometry.directions) {
-    forms.push_back(MakeSampleForm(geometry, volume_geometry, direction));
-  }
+  const std::vector<RadonSampleForm> forms = MakeRadonSampleForms(geometry, volume_geometry);
   const Dims3 dims = volume.dims();
   const int64_t num_samples = geometry.num_samples;
+  const double reach = static_cast<double>(num_samples) + 1.0;  // as in RadonForwardCpu
   ParallelFor(
       dims.d0 * dims.d1,
       [&](int64_t begin, int64_t end) {
@@ -113,17 +97,16 @@ absl::Status RadonBackScaledCpu(const RadonGeometry& geometry,
           const int64_t iy = line_index % dims.d1;
           std::fill(sums.begin(), sums.end(), 0.0);
           for (int64_t i = 0; i < num_directions; ++i) {
-            const SampleForm& form = forms[static_cast<size_t>(i)];
+            const RadonSampleForm& form = forms[static_cast<size_t>(i)];
             const double scale = direction_scales[static_cast<size_t>(i)];
             const float* row = projections.data() + i * num_samples;
             const double line =
                 form.w + form.y * static_cast<double>(iy) + form.z * static_cast<double>(iz);
             for (int64_t ix = 0; ix < dims.d2; ++ix) {
-              const double u = line + form.x * static_cast<double>(ix);
-              const double k0 = std::floor(u);
-              if (k0 < -1.0 || k0 > static_cast<double>(num_samples - 1)) continue;
-              const double frac = u - k0;
-              const int64_t k = static_cast<int64_t>(k0);
+              const double v = line + form.x * static_cast<double>(ix) + 1.0;  // as above
+              if (!(v >= 0.0 && v < reach)) continue;
+              const int64_t k = static_cast<int64_t>(v) - 1;
+              const double frac = v - static_cast<double>(k + 1);
               double value = 0;
               if (k >= 0) value += (1.0 - frac) * static_cast<double>(row[k]);
               if (k + 1 < num_samples) value += frac * static_cast<double>(row[k + 1]);

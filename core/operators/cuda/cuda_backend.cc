@@ -47,6 +47,7 @@
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_filtered_back_projection.h"
 #include "core/operators/cuda/cuda_host_projector.h"
+#include "core/operators/cuda/cuda_radon_operators.h"
 #include "core/operators/cuda/cuda_resident_operators.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_row_filter.h"
@@ -134,6 +135,11 @@ class CudaBackend final : public Backend {
   }
 
   bool PrefersFilterAndBackProject() const override { return true; }
+
+  // cuda_radon_operators.h, on this backend's device.
+  std::unique_ptr<RadonOperators> MakeRadonOperators() override {
+    return std::make_unique<CudaRadonOperators>(device_);
+  }
 
   // Device memory on this backend's device and stream (cuda_resident_operators.h).
   absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeResidentOperators() override {

@@ -16,11 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_radon_projector.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 #include "core/operators/cuda/parallel_2d_kernels.h"
 #include "core/operators/cuda/vector_kernels.h"
-#include "core/operators/cpu/cpu_radon_projector.h"
 #include "core/operators/parallel_2d_joseph.h"
 #include "core/operators/vector_operands.h"
 
@@ -190,17 +190,19 @@ absl::Status VectorBack(const CudaContext& context, const VectorGeometry& geomet
   return absl::OkStatus();
 }
 
-// Radon plane integrals: RADON-KERNELS-PENDING, the CPU reference meanwhile.
-absl::Status RadonForward(const CudaContext& /*context*/, const RadonGeometry& geometry,
+// Radon plane integrals (cuda_radon_projector.h), under the backend's lock.
+absl::Status RadonForward(const CudaContext& context, const RadonGeometry& geometry,
                           const VolumeGeometry& volume_geometry, const Array3D& volume,
                           Array3D& projections) {
-  return RadonForwardCpu(geometry, volume_geometry, volume, projections, 0);
+  std::lock_guard<std::mutex> lock(*context.mutex);
+  return RadonForwardCuda(context.device, geometry, volume_geometry, volume, projections);
 }
 
-absl::Status RadonBack(const CudaContext& /*context*/, const RadonGeometry& geometry,
+absl::Status RadonBack(const CudaContext& context, const RadonGeometry& geometry,
                        const VolumeGeometry& volume_geometry, const Array3D& projections,
                        Array3D& volume) {
-  return RadonBackCpu(geometry, volume_geometry, projections, volume, 0);
+  std::lock_guard<std::mutex> lock(*context.mutex);
+  return RadonBackCuda(context.device, geometry, volume_geometry, projections, volume);
 }
 
 // A projector plan (projector_plan.h) run by the functions above on the backend's device.
