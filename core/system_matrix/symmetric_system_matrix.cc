@@ -13,7 +13,8 @@ namespace {
 
 // Rays of stored view `view` that can meet pixel (qx, qy): the detector columns between
 // the lines from the source through the pixel's corners, widened by half a column (a ray
-// is one column wide) and a rounding margin.
+// is one column wide) and a margin of 0.01 column (as the CUDA kernel, whose float32
+// coordinates need it; rays outside the true window just find no weight).
 void RayWindow(const FanScan& scan, int64_t view, int32_t qx, int32_t qy, int64_t* first,
                int64_t* last) {
   double lo = 1e300, hi = -1e300;
@@ -24,8 +25,8 @@ void RayWindow(const FanScan& scan, int64_t view, int32_t qx, int32_t qy, int64_
     lo = std::min(lo, c);
     hi = std::max(hi, c);
   }
-  *first = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(lo - 0.5 - 1e-6)));
-  *last = std::min<int64_t>(scan.columns() - 1, static_cast<int64_t>(std::floor(hi + 0.5 + 1e-6)));
+  *first = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(lo - 0.51)));
+  *last = std::min<int64_t>(scan.columns() - 1, static_cast<int64_t>(std::floor(hi + 0.51)));
 }
 
 }  // namespace
