@@ -12,6 +12,7 @@
 // to the source and on the wedge's angle, both kept by the reflections and rotations that
 // map one view onto another, so the symmetries of the area weights hold exactly.
 //
+// The polygon arithmetic is strip_geometry.h, shared with the CUDA build of the rows.
 // A row is kept as runs along pixel rows: the wedge crosses each pixel row (fixed iy) in one
 // contiguous range of ix (wedge and box are convex). Every pixel of a run's range is stored,
 // including the rare one the wedge only touches (weight 0), so that the count of entries
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "core/system_matrix/fan_scan.h"
+#include "core/system_matrix/strip_geometry.h"
 
 namespace tomo::core::system_matrix {
 
@@ -51,6 +53,10 @@ class StripWeights {
   void ComputeRow(int64_t view, int64_t column, RowRuns* row) const;
   // area(wedge ∩ pixel) / pixel area, by polygon clipping (exposed for tests).
   double CoveredFraction(int64_t view, int64_t column, int64_t ix, int64_t iy) const;
+  // The ray's wedge in grid units and the grid, as strip_geometry.h (and the device build)
+  // take them.
+  strip_geometry::RowWedge Wedge(int64_t view, int64_t column) const;
+  strip_geometry::GridFrame Frame() const;
 
  private:
   const FanScan& scan_;

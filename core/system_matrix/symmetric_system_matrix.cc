@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
+#include "core/base/status_macros.h"
 #include "core/system_matrix/strip_weights.h"
 
 namespace tomo::core::system_matrix {
@@ -42,8 +43,7 @@ float StoredWeight(const SymmetricSystemMatrix& a, int64_t row, int32_t qx, int3
   return a.values()[static_cast<size_t>(a.row_value_begin()[r] + a.run_offset()[run] + dx)];
 }
 
-absl::StatusOr<SymmetricSystemMatrix> SymmetricSystemMatrix::Build(const FanScan& scan,
-                                                                   int threads) {
+absl::StatusOr<SymmetryReport> SymmetricSystemMatrix::CheckSymmetric(const FanScan& scan) {
   SymmetryReport report = DetectSquareSymmetry(scan);
   if (!report.eight_fold) {
     return absl::FailedPreconditionError(
@@ -54,84 +54,122 @@ absl::StatusOr<SymmetricSystemMatrix> SymmetricSystemMatrix::Build(const FanScan
     return absl::InvalidArgumentError(absl::StrCat(
         "volume.size.x: ", scan.nx(), " must be < 65536 for the symmetric stored matrix"));
   }
+  return report;
+}
+
+absl::StatusOr<SymmetricSystemMatrix> SymmetricSystemMatrix::Build(const FanScan& scan,
+                                                                   int threads) {
+  TOMO_ASSIGN_OR_RETURN(SymmetryReport report, CheckSymmetric(scan));
   SymmetricSystemMatrix a(scan, std::move(report));
   const StripWeights weights(a.scan_);
   const int64_t columns = scan.columns();
   const int64_t rows = a.num_blocks() * columns;
   auto view_of = [&](int64_t r) { return a.symmetry_.stored_views[static_cast<size_t>(r / columns)]; };
-  a.row_value_begin_.assign(static_cast<size_t>(rows) + 1, 0);
-  a.row_run_begin_.assign(static_cast<size_t>(rows) + 1, 0);
+  StoredRows& s = a.rows_;
+  s.row_value_begin.assign(static_cast<size_t>(rows) + 1, 0);
+  s.row_run_begin.assign(static_cast<size_t>(rows) + 1, 0);
   ParallelFor(rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const RowCount count = weights.CountRow(view_of(r), r % columns);
-      a.row_value_begin_[static_cast<size_t>(r) + 1] = count.entries;
-      a.row_run_begin_[static_cast<size_t>(r) + 1] = count.runs;
+      s.row_value_begin[static_cast<size_t>(r) + 1] = count.entries;
+      s.row_run_begin[static_cast<size_t>(r) + 1] = count.runs;
     }
   }, threads);
   for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
-    a.row_value_begin_[r + 1] += a.row_value_begin_[r];
-    a.row_run_begin_[r + 1] += a.row_run_begin_[r];
+    s.row_value_begin[r + 1] += s.row_value_begin[r];
+    s.row_run_begin[r + 1] += s.row_run_begin[r];
   }
-  a.row_iy_first_.assign(static_cast<size_t>(rows), 0);
-  a.row_norm2_.assign(static_cast<size_t>(rows), 0.0f);
-  a.run_ix_first_.resize(static_cast<size_t>(a.row_run_begin_.back()));
-  a.run_length_.resize(a.run_ix_first_.size());
-  a.run_offset_.resize(a.run_ix_first_.size());
-  a.values_.resize(static_cast<size_t>(a.row_value_begin_.back()));
+  s.row_iy_first.assign(static_cast<size_t>(rows), 0);
+  s.row_norm2.assign(static_cast<size_t>(rows), 0.0f);
+  s.run_ix_first.resize(static_cast<size_t>(s.row_run_begin.back()));
+  s.run_length.resize(s.run_ix_first.size());
+  s.run_offset.resize(s.run_ix_first.size());
+  s.values.resize(static_cast<size_t>(s.row_value_begin.back()));
   ParallelFor(rows, [&](int64_t r0, int64_t r1) {
     RowRuns row;
     for (int64_t r = r0; r < r1; ++r) {
       weights.ComputeRow(view_of(r), r % columns, &row);
-      const size_t run0 = static_cast<size_t>(a.row_run_begin_[static_cast<size_t>(r)]);
-      const size_t value0 = static_cast<size_t>(a.row_value_begin_[static_cast<size_t>(r)]);
-      a.row_iy_first_[static_cast<size_t>(r)] = row.iy_first;
+      const size_t run0 = static_cast<size_t>(s.row_run_begin[static_cast<size_t>(r)]);
+      const size_t value0 = static_cast<size_t>(s.row_value_begin[static_cast<size_t>(r)]);
+      s.row_iy_first[static_cast<size_t>(r)] = row.iy_first;
       for (int64_t k = 0; k < row.runs(); ++k) {
-        a.run_ix_first_[run0 + k] = static_cast<uint16_t>(row.ix_first[static_cast<size_t>(k)]);
-        a.run_length_[run0 + k] =
-            static_cast<uint16_t>(row.run_begin[static_cast<size_t>(k) + 1] - row.run_begin[static_cast<size_t>(k)]);
-        a.run_offset_[run0 + k] = row.run_begin[static_cast<size_t>(k)];
+        s.run_ix_first[run0 + k] = static_cast<uint16_t>(row.ix_first[static_cast<size_t>(k)]);
+        s.run_length[run0 + k] = static_cast<uint16_t>(row.run_begin[static_cast<size_t>(k) + 1] -
+                                                       row.run_begin[static_cast<size_t>(k)]);
+        s.run_offset[run0 + k] = row.run_begin[static_cast<size_t>(k)];
       }
       double norm2 = 0;
       for (size_t e = 0; e < row.values.size(); ++e) {
-        a.values_[value0 + e] = row.values[e];
+        s.values[value0 + e] = row.values[e];
         norm2 += static_cast<double>(row.values[e]) * row.values[e];
       }
-      a.row_norm2_[static_cast<size_t>(r)] = static_cast<float>(norm2);
+      s.row_norm2[static_cast<size_t>(r)] = static_cast<float>(norm2);
     }
   }, threads);
+  a.CountRowsPerPixel(threads);
+  return a;
+}
+
+absl::StatusOr<SymmetricSystemMatrix> SymmetricSystemMatrix::FromStoredRows(const FanScan& scan,
+                                                                            StoredRows rows,
+                                                                            int threads) {
+  TOMO_ASSIGN_OR_RETURN(SymmetryReport report, CheckSymmetric(scan));
+  const size_t expected = report.stored_views.size() * static_cast<size_t>(scan.columns());
+  if (rows.row_iy_first.size() != expected || rows.row_value_begin.size() != expected + 1 ||
+      rows.row_run_begin.size() != expected + 1 || rows.row_norm2.size() != expected ||
+      rows.values.size() != static_cast<size_t>(rows.row_value_begin.back()) ||
+      rows.run_offset.size() != static_cast<size_t>(rows.row_run_begin.back()) ||
+      rows.run_ix_first.size() != rows.run_offset.size() ||
+      rows.run_length.size() != rows.run_offset.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stored rows: arrays of the wrong sizes for ", expected, " stored rows"));
+  }
+  SymmetricSystemMatrix a(scan, std::move(report));
+  a.rows_ = std::move(rows);
+  a.CountRowsPerPixel(threads);
+  return a;
+}
+
+void SymmetricSystemMatrix::CountRowsPerPixel(int threads) {
   // The most rays of a stored view that meet one pixel (ART's step bound).
-  a.max_rows_per_pixel_.assign(static_cast<size_t>(a.num_blocks()), 0);
-  const int64_t nx = scan.nx();
-  ParallelFor(a.num_blocks(), [&](int64_t b0, int64_t b1) {
-    std::vector<int32_t> hits(static_cast<size_t>(scan.nx() * scan.ny()), 0);
+  const StoredRows& s = rows_;
+  const int64_t columns = scan_.columns();
+  const int64_t nx = scan_.nx();
+  max_rows_per_pixel_.assign(static_cast<size_t>(num_blocks()), 0);
+  ParallelFor(num_blocks(), [&](int64_t b0, int64_t b1) {
+    std::vector<int32_t> hits(static_cast<size_t>(scan_.nx() * scan_.ny()), 0);
     for (int64_t b = b0; b < b1; ++b) {
       int32_t most = 0;
-      for (int64_t pass = 0; pass < 2; ++pass) {  // count, then clear what was counted
+      for (int pass = 0; pass < 2; ++pass) {  // count, then clear what was counted
         for (int64_t r = b * columns; r < (b + 1) * columns; ++r) {
-          for (int64_t run = a.row_run_begin_[static_cast<size_t>(r)]; run < a.row_run_begin_[static_cast<size_t>(r) + 1]; ++run) {
-            const int64_t iy = a.row_iy_first_[static_cast<size_t>(r)] + (run - a.row_run_begin_[static_cast<size_t>(r)]);
-            const int64_t value0 = a.row_value_begin_[static_cast<size_t>(r)] + a.run_offset_[static_cast<size_t>(run)];
-            for (int64_t e = 0; e < a.run_length_[static_cast<size_t>(run)]; ++e) {
-              if (a.values_[static_cast<size_t>(value0 + e)] <= 0) continue;
-              int32_t& h = hits[static_cast<size_t>(iy * nx + a.run_ix_first_[static_cast<size_t>(run)] + e)];
-              if (pass == 0) most = std::max(most, ++h);
-              else h = 0;
+          const size_t ru = static_cast<size_t>(r);
+          for (int64_t run = s.row_run_begin[ru]; run < s.row_run_begin[ru + 1]; ++run) {
+            const size_t k = static_cast<size_t>(run);
+            const int64_t iy = s.row_iy_first[ru] + (run - s.row_run_begin[ru]);
+            const int64_t value0 = s.row_value_begin[ru] + s.run_offset[k];
+            for (int64_t e = 0; e < s.run_length[k]; ++e) {
+              if (s.values[static_cast<size_t>(value0 + e)] <= 0) continue;
+              int32_t& h = hits[static_cast<size_t>(iy * nx + s.run_ix_first[k] + e)];
+              if (pass == 0) {
+                most = std::max(most, ++h);
+              } else {
+                h = 0;
+              }
             }
           }
         }
       }
-      a.max_rows_per_pixel_[static_cast<size_t>(b)] = most;
+      max_rows_per_pixel_[static_cast<size_t>(b)] = most;
     }
   }, threads);
-  return a;
 }
 
 int64_t SymmetricSystemMatrix::represented_nonzeros() const {
   int64_t total = 0;
   const int64_t columns = scan_.columns();
   for (int64_t b = 0; b < num_blocks(); ++b) {
-    const int64_t stored = row_value_begin_[static_cast<size_t>((b + 1) * columns)] -
-                           row_value_begin_[static_cast<size_t>(b * columns)];
+    const int64_t stored = rows_.row_value_begin[static_cast<size_t>((b + 1) * columns)] -
+                           rows_.row_value_begin[static_cast<size_t>(b * columns)];
     total += stored * static_cast<int64_t>(BlockViews(b).size());
   }
   return total;
@@ -158,14 +196,14 @@ void SymmetricSystemMatrix::RestoreRow(int64_t view, int64_t column, std::vector
   const int64_t r = sym.stored * columns + (sym.columns_reversed ? columns - 1 - column : column);
   const SquareMap& map = kSquareMaps[static_cast<size_t>(sym.map)];
   const int32_t n = static_cast<int32_t>(scan_.nx());
-  for (int64_t run = row_run_begin_[static_cast<size_t>(r)]; run < row_run_begin_[static_cast<size_t>(r) + 1]; ++run) {
-    const int32_t iy = row_iy_first_[static_cast<size_t>(r)] + static_cast<int32_t>(run - row_run_begin_[static_cast<size_t>(r)]);
-    const int64_t value0 = row_value_begin_[static_cast<size_t>(r)] + run_offset_[static_cast<size_t>(run)];
-    for (int32_t e = 0; e < run_length_[static_cast<size_t>(run)]; ++e) {
+  for (int64_t run = rows_.row_run_begin[static_cast<size_t>(r)]; run < rows_.row_run_begin[static_cast<size_t>(r) + 1]; ++run) {
+    const int32_t iy = rows_.row_iy_first[static_cast<size_t>(r)] + static_cast<int32_t>(run - rows_.row_run_begin[static_cast<size_t>(r)]);
+    const int64_t value0 = rows_.row_value_begin[static_cast<size_t>(r)] + rows_.run_offset[static_cast<size_t>(run)];
+    for (int32_t e = 0; e < rows_.run_length[static_cast<size_t>(run)]; ++e) {
       int32_t ox, oy;
-      MapPixel(map, n, run_ix_first_[static_cast<size_t>(run)] + e, iy, &ox, &oy);
+      MapPixel(map, n, rows_.run_ix_first[static_cast<size_t>(run)] + e, iy, &ox, &oy);
       pixels->push_back(oy * n + ox);
-      weights->push_back(values_[static_cast<size_t>(value0 + e)]);
+      weights->push_back(rows_.values[static_cast<size_t>(value0 + e)]);
     }
   }
 }
@@ -179,7 +217,7 @@ CsrSystemMatrix SymmetricSystemMatrix::ExpandToCsr(int threads) const {
     const int64_t c = row % columns;
     const int64_t r = sym.stored * columns + (sym.columns_reversed ? columns - 1 - c : c);
     offsets[static_cast<size_t>(row) + 1] =
-        offsets[static_cast<size_t>(row)] + row_value_begin_[static_cast<size_t>(r) + 1] - row_value_begin_[static_cast<size_t>(r)];
+        offsets[static_cast<size_t>(row)] + rows_.row_value_begin[static_cast<size_t>(r) + 1] - rows_.row_value_begin[static_cast<size_t>(r)];
   }
   std::vector<int32_t> indices(static_cast<size_t>(offsets.back()));
   std::vector<float> weights(static_cast<size_t>(offsets.back()));
@@ -212,15 +250,15 @@ void SymmetricSystemMatrix::ForwardBlock(int64_t block, const float* x, float* y
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t r = block * columns + c;
       double sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int64_t run = row_run_begin_[static_cast<size_t>(r)]; run < row_run_begin_[static_cast<size_t>(r) + 1]; ++run) {
-        const int32_t iy = row_iy_first_[static_cast<size_t>(r)] + static_cast<int32_t>(run - row_run_begin_[static_cast<size_t>(r)]);
-        const int64_t value0 = row_value_begin_[static_cast<size_t>(r)] + run_offset_[static_cast<size_t>(run)];
-        for (int32_t e = 0; e < run_length_[static_cast<size_t>(run)]; ++e) {
-          const double w = values_[static_cast<size_t>(value0 + e)];
+      for (int64_t run = rows_.row_run_begin[static_cast<size_t>(r)]; run < rows_.row_run_begin[static_cast<size_t>(r) + 1]; ++run) {
+        const int32_t iy = rows_.row_iy_first[static_cast<size_t>(r)] + static_cast<int32_t>(run - rows_.row_run_begin[static_cast<size_t>(r)]);
+        const int64_t value0 = rows_.row_value_begin[static_cast<size_t>(r)] + rows_.run_offset[static_cast<size_t>(run)];
+        for (int32_t e = 0; e < rows_.run_length[static_cast<size_t>(run)]; ++e) {
+          const double w = rows_.values[static_cast<size_t>(value0 + e)];
           for (size_t k = 0; k < views.size(); ++k) {
             int32_t ox, oy;
             MapPixel(kSquareMaps[static_cast<size_t>(symmetry_.views[static_cast<size_t>(views[k])].map)], n,
-                     run_ix_first_[static_cast<size_t>(run)] + e, iy, &ox, &oy);
+                     rows_.run_ix_first[static_cast<size_t>(run)] + e, iy, &ox, &oy);
             sums[k] += w * x[static_cast<int64_t>(oy) * n + ox];
           }
         }

@@ -33,9 +33,20 @@
 
 namespace tomo::core::system_matrix {
 
-// The arrays of the stored rows (host or device alike; see the class comment).
 struct StoredRowCounts {
   int64_t rows = 0, runs = 0, nonzeros = 0;
+};
+
+// The arrays of the stored rows (stored row r = stored view * columns + column), as
+// SymmetricSystemMatrix keeps them; filled by its CPU build or by the CUDA build
+// (cuda/device_matrix_build.h).
+struct StoredRows {
+  std::vector<int64_t> row_value_begin, row_run_begin;  // rows + 1 each
+  std::vector<int32_t> row_iy_first;
+  std::vector<uint16_t> run_ix_first, run_length;
+  std::vector<int32_t> run_offset;  // from the row's first value
+  std::vector<float> values;
+  std::vector<float> row_norm2;
 };
 
 class SymmetricSystemMatrix {
@@ -43,6 +54,12 @@ class SymmetricSystemMatrix {
   // FAILED_PRECONDITION with the report's reason when the scan lacks the eight-fold square
   // symmetry; INVALID_ARGUMENT when nx >= 65536 (run starts are 16-bit).
   static absl::StatusOr<SymmetricSystemMatrix> Build(const FanScan& scan, int threads = 0);
+  // The same from rows computed elsewhere (the CUDA build): checks as Build, then takes the
+  // rows of the stored views (report.stored_views order) as they are.
+  static absl::StatusOr<SymmetricSystemMatrix> FromStoredRows(const FanScan& scan,
+                                                              StoredRows rows, int threads = 0);
+  // The symmetry check of Build alone (FAILED_PRECONDITION / INVALID_ARGUMENT as Build).
+  static absl::StatusOr<SymmetryReport> CheckSymmetric(const FanScan& scan);
 
   const FanScan& scan() const { return scan_; }
   const SymmetryReport& symmetry() const { return symmetry_; }
@@ -50,9 +67,9 @@ class SymmetricSystemMatrix {
   const std::vector<int64_t>& BlockViews(int64_t block) const {
     return symmetry_.orbits[static_cast<size_t>(block)];
   }
-  int64_t stored_rows() const { return static_cast<int64_t>(row_iy_first_.size()); }
-  int64_t stored_nonzeros() const { return static_cast<int64_t>(values_.size()); }
-  int64_t runs() const { return static_cast<int64_t>(run_offset_.size()); }
+  int64_t stored_rows() const { return static_cast<int64_t>(rows_.row_iy_first.size()); }
+  int64_t stored_nonzeros() const { return static_cast<int64_t>(rows_.values.size()); }
+  int64_t runs() const { return static_cast<int64_t>(rows_.run_offset.size()); }
   // Entries of the whole matrix it stands for (the CSR it would expand to).
   int64_t represented_nonzeros() const;
   uint64_t bytes() const;
@@ -61,17 +78,20 @@ class SymmetricSystemMatrix {
   int32_t max_rows_per_pixel(int64_t block) const {
     return max_rows_per_pixel_[static_cast<size_t>(block)];
   }
-  float row_norm2(int64_t stored_row) const { return row_norm2_[static_cast<size_t>(stored_row)]; }
+  float row_norm2(int64_t stored_row) const {
+    return rows_.row_norm2[static_cast<size_t>(stored_row)];
+  }
 
   // The arrays (stored row r = stored view * columns + column).
-  const std::vector<int64_t>& row_value_begin() const { return row_value_begin_; }  // rows + 1
-  const std::vector<int64_t>& row_run_begin() const { return row_run_begin_; }      // rows + 1
-  const std::vector<int32_t>& row_iy_first() const { return row_iy_first_; }
-  const std::vector<uint16_t>& run_ix_first() const { return run_ix_first_; }
-  const std::vector<uint16_t>& run_length() const { return run_length_; }
-  const std::vector<int32_t>& run_offset() const { return run_offset_; }  // from the row's start
-  const std::vector<float>& values() const { return values_; }
-  const std::vector<float>& row_norms2() const { return row_norm2_; }
+  const StoredRows& rows() const { return rows_; }
+  const std::vector<int64_t>& row_value_begin() const { return rows_.row_value_begin; }
+  const std::vector<int64_t>& row_run_begin() const { return rows_.row_run_begin; }
+  const std::vector<int32_t>& row_iy_first() const { return rows_.row_iy_first; }
+  const std::vector<uint16_t>& run_ix_first() const { return rows_.run_ix_first; }
+  const std::vector<uint16_t>& run_length() const { return rows_.run_length; }
+  const std::vector<int32_t>& run_offset() const { return rows_.run_offset; }
+  const std::vector<float>& values() const { return rows_.values; }
+  const std::vector<float>& row_norms2() const { return rows_.row_norm2; }
 
   // Row (view, column) of the full matrix: pixel indices iy * nx + ix and weights.
   void RestoreRow(int64_t view, int64_t column, std::vector<int32_t>* pixels,
@@ -91,13 +111,9 @@ class SymmetricSystemMatrix {
   SymmetricSystemMatrix(FanScan scan, SymmetryReport symmetry)
       : scan_(std::move(scan)), symmetry_(std::move(symmetry)) {}
   FanScan scan_;
+  void CountRowsPerPixel(int threads);
   SymmetryReport symmetry_;
-  std::vector<int64_t> row_value_begin_, row_run_begin_;
-  std::vector<int32_t> row_iy_first_;
-  std::vector<uint16_t> run_ix_first_, run_length_;
-  std::vector<int32_t> run_offset_;
-  std::vector<float> values_;
-  std::vector<float> row_norm2_;
+  StoredRows rows_;
   std::vector<int32_t> max_rows_per_pixel_;
 };
 

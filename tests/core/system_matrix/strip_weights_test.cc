@@ -68,7 +68,9 @@ TEST(StripWeightsTest, RowsMatchPointSampledAreas) {
           const double weight = dense[static_cast<size_t>(iy * scan.nx() + ix)];
           // 48^2 samples: the fraction is good to about 1/48 along an edge.
           ASSERT_NEAR(weight / scale, sampled, 0.03) << "pixel " << ix << ", " << iy;
-          if (sampled > 0.03) ASSERT_GT(weight, 0.0);
+          if (sampled > 0.03) {
+            ASSERT_GT(weight, 0.0);
+          }
         }
       }
     }
