@@ -11,8 +11,9 @@
 // For each n:
 //   bytes       CSR (int64 row offsets, int32 columns, float32 values) and symmetric
 //               (matrix_memory.h; both from the counting pass) and their ratio;
-//   build       seconds to build the symmetric matrix on the CPU (all threads), to upload it,
-//               and to expand it to block-ordered CSR for cuSPARSE;
+//   build       seconds to build the symmetric matrix on the device (kernels, then brought
+//               back to the host) and on the CPU (all threads; the two must agree), to
+//               upload it, and to expand it to block-ordered CSR for cuSPARSE;
 //   ours        seconds per block-ART iteration on the device (the difference between runs
 //               of 2 and 2 + --iterations sweeps, so setup and transfers cancel);
 //   cusparse    the same iteration (same blocks: the orbits, same steps, same clamp) with
@@ -54,6 +55,7 @@
 #include "core/base/status_macros.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/phantom/ellipsoid_phantom.h"
+#include "core/system_matrix/cuda/device_matrix_build.h"
 #include "core/system_matrix/cuda/device_stored_matrix.h"
 #include "core/system_matrix/matrix_memory.h"
 #include "core/system_matrix/symmetric_system_matrix.h"
@@ -106,7 +108,7 @@ struct Result {
   int64_t n = 0;
   uint64_t csr_bytes = 0, symmetric_bytes = 0;
   int64_t nonzeros = 0, stored_views = 0;
-  double count_s = 0, build_s = 0, upload_s = 0, expand_s = 0;
+  double count_s = 0, build_s = 0, device_build_s = 0, upload_s = 0, expand_s = 0;
   double ours_s = 0, cusparse_s = -1;
   int ours_converged_at = 0;
   double ours_error = 0, cusparse_error = -1, ours_vs_cusparse = -1;
@@ -337,8 +339,16 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   result.symmetric_bytes = need.bytes;
   result.nonzeros = need.nonzeros;
   t = Now();
-  TOMO_ASSIGN_OR_RETURN(SymmetricSystemMatrix a, SymmetricSystemMatrix::Build(scan));
-  result.build_s = Now() - t;
+  TOMO_ASSIGN_OR_RETURN(SymmetricSystemMatrix a, BuildSymmetricMatrixOnDevice(scan, 0));
+  result.device_build_s = Now() - t;
+  {
+    t = Now();
+    TOMO_ASSIGN_OR_RETURN(SymmetricSystemMatrix cpu_built, SymmetricSystemMatrix::Build(scan));
+    result.build_s = Now() - t;
+    if (a.row_value_begin() != cpu_built.row_value_begin()) {
+      return absl::InternalError("the device build's extents differ from the CPU build's");
+    }
+  }
   result.stored_views = a.num_blocks();
   t = Now();
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceStoredMatrix> device, UploadSymmetricMatrix(a, 0));
@@ -420,7 +430,7 @@ std::string Json(const Result& r) {
       r.symmetric_bytes, ", \"ratio\": ",
       static_cast<double>(r.csr_bytes) / static_cast<double>(r.symmetric_bytes),
       ", \"nonzeros\": ", r.nonzeros, ", \"stored_views\": ", r.stored_views,
-      ", \"count_s\": ", r.count_s, ", \"build_s\": ", r.build_s, ", \"upload_s\": ", r.upload_s,
+      ", \"count_s\": ", r.count_s, ", \"build_s\": ", r.build_s, ", \"device_build_s\": ", r.device_build_s, ", \"upload_s\": ", r.upload_s,
       ", \"expand_s\": ", r.expand_s, ", \"ours_s_per_iteration\": ", r.ours_s,
       ", \"cusparse_s_per_iteration\": ", r.cusparse_s, ", \"speedup\": ",
       r.cusparse_s > 0 ? r.cusparse_s / r.ours_s : -1.0, ", \"ours_floor_s\": ", r.ours_floor_s,
@@ -454,8 +464,8 @@ int main(int argc, char** argv) {
   for (const absl::string_view s : absl::StrSplit(sizes_text, ',')) {
     options.sizes.push_back(std::stoll(std::string(s)));
   }
-  std::printf("%6s %10s %10s %6s %8s %8s %10s %10s %7s %9s %9s %5s %7s %7s  %s\n", "n", "csr GB",
-              "sym GB", "ratio", "build s", "expand s", "ours s/it", "cusp s/it", "speedup",
+  std::printf("%6s %10s %10s %6s %8s %8s %8s %10s %10s %7s %9s %9s %5s %7s %7s  %s\n", "n",
+              "csr GB", "sym GB", "ratio", "cpu bld", "gpu bld", "expand s", "ours s/it", "cusp s/it", "speedup",
               "floor us", "cfloor ms", "conv", "err", "c err", "note");
   std::vector<std::string> lines;
   int failures = 0;
@@ -467,9 +477,10 @@ int main(int argc, char** argv) {
       ++failures;
       continue;
     }
-    std::printf("%6ld %10.3f %10.3f %6.2f %8.2f %8.2f %10.5f %10.5f %7.2f %9.1f %9.2f %5d %7.4f %7.4f  %s\n",
+    std::printf("%6ld %10.3f %10.3f %6.2f %8.2f %8.2f %8.2f %10.5f %10.5f %7.2f %9.1f %9.2f %5d %7.4f %7.4f  %s\n",
                 static_cast<long>(n), r.csr_bytes / 1e9, r.symmetric_bytes / 1e9,
-                static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.expand_s,
+                static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
+                r.expand_s,
                 r.ours_s, r.cusparse_s, r.cusparse_s > 0 ? r.cusparse_s / r.ours_s : -1.0,
                 r.ours_floor_s * 1e6, r.cusparse_floor_s * 1e3, r.ours_converged_at, r.ours_error,
                 r.cusparse_error, r.note.c_str());

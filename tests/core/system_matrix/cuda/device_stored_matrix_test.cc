@@ -5,6 +5,7 @@
 // Tolerances: float32 sums in another order: products agree to 1e-5 of the largest value;
 // ART after 10 sweeps to 1e-3 (relative L2) of the CPU's image.
 #include "core/system_matrix/cuda/device_stored_matrix.h"
+#include "core/system_matrix/cuda/device_matrix_build.h"
 
 #include <cmath>
 #include <random>
@@ -90,6 +91,40 @@ TEST_F(DeviceStoredMatrixTest, SymmetricProductsEqualTheCpu) {
     CompareProducts(**device, reference, RandomVector(reference.pixels()),
                     RandomVector(reference.rows()));
   }
+}
+
+TEST_F(DeviceStoredMatrixTest, DeviceBuildEqualsTheCpuBuild) {
+  std::vector<FanCase> cases = SymmetricFanCases();
+  FanCaseSpec large;
+  large.views = 48;
+  large.first_angle_rad = M_PI / 48;
+  large.n = 151;
+  large.pixel_mm = 0.12;
+  large.columns = 203;
+  large.column_spacing_mm = 0.15;
+  cases.push_back(MakeFanCase("large", large));
+  for (const FanCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const FanScan scan = ScanOf(c);
+    const SymmetricSystemMatrix cpu = SymmetricSystemMatrix::Build(scan).value();
+    auto gpu = BuildSymmetricMatrixOnDevice(scan, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    // Extents are the same float64 arithmetic without fused multiply-adds: equal.
+    EXPECT_EQ(gpu->row_value_begin(), cpu.row_value_begin());
+    EXPECT_EQ(gpu->row_run_begin(), cpu.row_run_begin());
+    EXPECT_EQ(gpu->row_iy_first(), cpu.row_iy_first());
+    EXPECT_EQ(gpu->run_ix_first(), cpu.run_ix_first());
+    EXPECT_EQ(gpu->run_length(), cpu.run_length());
+    EXPECT_EQ(gpu->run_offset(), cpu.run_offset());
+    // Weights: hypot may differ in its last bit; the float32 results to 1e-6.
+    EXPECT_LE(MaxDiff(gpu->values(), cpu.values()), 1e-6 * MaxAbs(cpu.values()));
+    EXPECT_LE(MaxDiff(gpu->row_norms2(), cpu.row_norms2()), 1e-5 * MaxAbs(cpu.row_norms2()));
+    for (int64_t b = 0; b < cpu.num_blocks(); ++b) {
+      EXPECT_EQ(gpu->max_rows_per_pixel(b), cpu.max_rows_per_pixel(b));
+    }
+  }
+  EXPECT_EQ(BuildSymmetricMatrixOnDevice(ScanOf(AsymmetricFanCases()[0]), 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(DeviceStoredMatrixTest, CsrProductsEqualTheCpu) {
