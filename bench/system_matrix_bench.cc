@@ -467,6 +467,11 @@ int main(int argc, char** argv) {
   std::printf("%6s %10s %10s %6s %8s %8s %8s %10s %10s %7s %9s %9s %5s %7s %7s  %s\n", "n",
               "csr GB", "sym GB", "ratio", "cpu bld", "gpu bld", "expand s", "ours s/it", "cusp s/it", "speedup",
               "floor us", "cfloor ms", "conv", "err", "c err", "note");
+  // Make the CUDA context before the first timing (the device build would carry it).
+  if (cudaFree(nullptr) != cudaSuccess) {
+    std::printf("no usable CUDA device\n");
+    return 1;
+  }
   std::vector<std::string> lines;
   int failures = 0;
   for (const int64_t n : options.sizes) {
