@@ -1,7 +1,10 @@
 // Transposed product of one orbit block of the symmetric stored matrix, without atomics.
 //
-// Launch shape: kTile x kTile threads per block over the n x n image; thread (px, py) owns
-// output pixel p and is the only one to write it. For each view k of the orbit it moves p
+// Launch shape: kTileX x kTileY threads per block over the n x n image, so that a warp
+// covers 8 x 4 pixels: square enough that for the four maps that keep the axes and for the
+// four that swap them alike, its pixels in the stored frame meet few rays, whose row data,
+// runs (consecutive for consecutive pixel rows) and weights share cache lines. Thread
+// (px, py) owns output pixel p and is the only one to write it. For each view k of the orbit it moves p
 // into the stored view's frame (q = M_k^T p, the inverse of the map), finds the detector
 // columns whose ray wedges can meet q (projecting q's corners from the source, plus half a
 // column and a 0.01-column margin for float32 rounding), reads each such ray's weight at q
@@ -16,7 +19,8 @@
 namespace tomo::core::system_matrix::cuda {
 namespace {
 
-constexpr int kTile = 16;  // 256 threads, a 16 x 16 pixel tile sharing rays in L1
+constexpr int kTileX = 8;   // a warp: 8 x 4 pixels
+constexpr int kTileY = 16;  // 128 threads per block
 constexpr float kWindowMargin = 0.01f;  // columns; float32 column coordinates err ~1e-4
 
 __device__ float ColumnCoordinate(const StoredViewGeometry& g, float half, float px, float py) {
@@ -30,12 +34,12 @@ __device__ float ColumnCoordinate(const StoredViewGeometry& g, float half, float
   return half + atan2f(px * e_x + py * e_y, px * w_x + py * w_y) * g.radius / g.step;
 }
 
-__global__ void __launch_bounds__(kTile * kTile)
+__global__ void __launch_bounds__(kTileX * kTileY)
     SymmetricBackGatherKernel(SymmetricDeviceArrays a, StoredViewGeometry g, OrbitBlock block,
                               const float* __restrict__ z_full, float* __restrict__ x,
                               bool clamp) {
-  const int px = blockIdx.x * kTile + threadIdx.x;
-  const int py = blockIdx.y * kTile + threadIdx.y;
+  const int px = blockIdx.x * kTileX + threadIdx.x;
+  const int py = blockIdx.y * kTileY + threadIdx.y;
   if (px >= a.n || py >= a.n) return;
   const int n1 = a.n - 1;
   const int pcx = 2 * px - n1, pcy = 2 * py - n1;
@@ -82,8 +86,8 @@ cudaError_t LaunchSymmetricBackGather(const SymmetricDeviceArrays& a,
                                       const StoredViewGeometry& geometry,
                                       const OrbitBlock& block, const float* z_full, float* x,
                                       bool clamp, cudaStream_t stream) {
-  const dim3 threads(kTile, kTile);
-  const dim3 blocks((a.n + kTile - 1) / kTile, (a.n + kTile - 1) / kTile);
+  const dim3 threads(kTileX, kTileY);
+  const dim3 blocks((a.n + kTileX - 1) / kTileX, (a.n + kTileY - 1) / kTileY);
   SymmetricBackGatherKernel<<<blocks, threads, 0, stream>>>(a, geometry, block, z_full, x, clamp);
   return cudaGetLastError();
 }
