@@ -273,22 +273,26 @@ void SymmetricSystemMatrix::ForwardBlock(int64_t block, const float* x, float* y
 }
 
 void SymmetricSystemMatrix::BackBlockGather(int64_t block, const float* z, float* x) const {
-  const std::vector<int64_t>& views = BlockViews(block);
+  BackViewsAdd(BlockViews(block), z, x);
+}
+
+void SymmetricSystemMatrix::BackViewsAdd(const std::vector<int64_t>& views, const float* z,
+                                         float* x) const {
   const int64_t columns = scan_.columns();
   const int32_t n = static_cast<int32_t>(scan_.nx());
-  const int64_t stored_view = symmetry_.stored_views[static_cast<size_t>(block)];
   ParallelFor(n, [&](int64_t y0, int64_t y1) {
     for (int32_t py = static_cast<int32_t>(y0); py < y1; ++py) {
       for (int32_t px = 0; px < n; ++px) {
         double sum = 0;
         for (size_t k = 0; k < views.size(); ++k) {
           const ViewSymmetry& sym = symmetry_.views[static_cast<size_t>(views[k])];
+          const int64_t stored_view = symmetry_.stored_views[static_cast<size_t>(sym.stored)];
           int32_t qx, qy;  // the pixel in the stored view's frame
           MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(sym.map))], n, px, py, &qx, &qy);
           int64_t first, last;
           RayWindow(scan_, stored_view, qx, qy, &first, &last);
           for (int64_t c = first; c <= last; ++c) {
-            const float w = StoredWeight(*this, block * columns + c, qx, qy);
+            const float w = StoredWeight(*this, sym.stored * columns + c, qx, qy);
             if (w == 0.0f) continue;
             sum += static_cast<double>(w) *
                    z[static_cast<int64_t>(k) * columns + (sym.columns_reversed ? columns - 1 - c : c)];
@@ -296,6 +300,35 @@ void SymmetricSystemMatrix::BackBlockGather(int64_t block, const float* z, float
         }
         x[static_cast<int64_t>(py) * n + px] += static_cast<float>(sum);
       }
+    }
+  });
+}
+
+void SymmetricSystemMatrix::ForwardViews(const std::vector<int64_t>& views, const float* x,
+                                         float* y) const {
+  const int64_t columns = scan_.columns();
+  const int32_t n = static_cast<int32_t>(scan_.nx());
+  const StoredRows& s = rows_;
+  ParallelFor(static_cast<int64_t>(views.size()) * columns, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const ViewSymmetry& sym = symmetry_.views[static_cast<size_t>(views[static_cast<size_t>(i / columns)])];
+      const int64_t c = i % columns;
+      const size_t r = static_cast<size_t>(sym.stored * columns +
+                                           (sym.columns_reversed ? columns - 1 - c : c));
+      const SquareMap& map = kSquareMaps[static_cast<size_t>(sym.map)];
+      double sum = 0;
+      for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
+        const size_t k = static_cast<size_t>(run);
+        const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
+        const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
+        for (int32_t e = 0; e < s.run_length[k]; ++e) {
+          int32_t ox, oy;
+          MapPixel(map, n, s.run_ix_first[k] + e, iy, &ox, &oy);
+          sum += static_cast<double>(s.values[static_cast<size_t>(value0 + e)]) *
+                 x[static_cast<int64_t>(oy) * n + ox];
+        }
+      }
+      y[i] = static_cast<float>(sum);
     }
   });
 }

@@ -103,6 +103,12 @@ class SymmetricSystemMatrix {
   // x += A_b^T z (z laid out as ForwardBlock's y).
   void BackBlockGather(int64_t block, const float* z, float* x) const;
   void BackBlockScatter(int64_t block, const float* z, float* x) const;
+  // Any views, in any order (the rows of a projector's block of views, for SIRT, SART,
+  // OS-SART or CGLS on the stored matrix): y[k * columns + c] = (A x) at views[k], column c
+  // (each view's rows read on their own); x += A^T z over those rows (pixel-owned gather,
+  // as BackBlockGather, which is this for the block's views).
+  void ForwardViews(const std::vector<int64_t>& views, const float* x, float* y) const;
+  void BackViewsAdd(const std::vector<int64_t>& views, const float* z, float* x) const;
   // Whole matrix: y[views * columns] = A x; x[pixels] = A^T y (gather, block by block).
   void Multiply(const float* x, float* y) const;
   void MultiplyTransposed(const float* y, float* x) const;

@@ -7,6 +7,7 @@
 // sums over a few hundred entries agree to 1e-5 relative to the vector's largest value.
 #include "core/system_matrix/symmetric_system_matrix.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -114,6 +115,45 @@ TEST(SymmetricSystemMatrixTest, AtomicFreeTransposeEqualsPlainScatterPerBlock) {
       a.BackBlockScatter(b, z.data(), scatter.data());
       ASSERT_LE(MaxDiff(gather, scatter), 1e-5 * MaxAbs(scatter)) << "block " << b;
     }
+  }
+}
+
+TEST(SymmetricSystemMatrixTest, AnySubsetOfViewsEqualsTheCsrRows) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  for (const FanCase& c : SymmetricFanCases()) {
+    SCOPED_TRACE(c.name);
+    const FanScan scan = ScanOf(c);
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+    const CsrSystemMatrix csr = a.ExpandToCsr();
+    // A random subset in random order, as a projector's block of views would be.
+    std::vector<int64_t> views;
+    for (int64_t v = 0; v < scan.num_views(); ++v) {
+      if (random() % 3 == 0) views.push_back(v);
+    }
+    std::shuffle(views.begin(), views.end(), random);
+    if (views.empty()) views.push_back(0);
+    const int64_t columns = scan.columns();
+    const std::vector<float> x = RandomVector(csr.pixels(), random);
+    const std::vector<float> z = RandomVector(static_cast<int64_t>(views.size()) * columns, random);
+    std::vector<float> y(z.size()), full(static_cast<size_t>(csr.rows()));
+    a.ForwardViews(views, x.data(), y.data());
+    csr.Multiply(x.data(), full.data());
+    std::vector<float> z_full(full.size(), 0.0f), expected_y(y.size());
+    for (size_t k = 0; k < views.size(); ++k) {
+      for (int64_t col = 0; col < columns; ++col) {
+        expected_y[k * columns + col] = full[views[k] * columns + col];
+        z_full[views[k] * columns + col] = z[k * columns + col];
+      }
+    }
+    EXPECT_LE(MaxDiff(y, expected_y), 1e-5 * MaxAbs(expected_y));
+    std::vector<float> back = RandomVector(csr.pixels(), random);
+    std::vector<float> expected_back(back.size());
+    csr.MultiplyTransposed(z_full.data(), expected_back.data());
+    for (size_t j = 0; j < back.size(); ++j) expected_back[j] += back[j];
+    a.BackViewsAdd(views, z.data(), back.data());
+    EXPECT_LE(MaxDiff(back, expected_back), 1e-5 * MaxAbs(expected_back));
   }
 }
 

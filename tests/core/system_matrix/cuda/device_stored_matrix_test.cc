@@ -3,7 +3,7 @@
 // analytic phantom. Skips without a device.
 //
 // Tolerances: float32 sums in another order: products agree to 1e-5 of the largest value;
-// ART after 10 sweeps to 1e-3 (relative L2) of the CPU's image.
+// ART after 30 sweeps to 1e-3 (relative L2) of the CPU's image.
 #include "core/system_matrix/cuda/device_stored_matrix.h"
 #include "core/system_matrix/cuda/device_matrix_build.h"
 
@@ -153,7 +153,7 @@ TEST_F(DeviceStoredMatrixTest, BlockArtMatchesTheCpuAndThePhantom) {
   const FanScan scan = ScanOf(c);
   const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
   ArtOptions options;
-  options.iterations = 10;
+  options.iterations = 30;
   auto cpu = RunBlockArt(SymmetricViewBlocks(a), sinogram, options, true, {});
   ASSERT_TRUE(cpu.ok());
   auto device = UploadSymmetricMatrix(a, 0);
@@ -164,7 +164,8 @@ TEST_F(DeviceStoredMatrixTest, BlockArtMatchesTheCpuAndThePhantom) {
   for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
     EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
   }
-  EXPECT_LT(RelativeL2(gpu->image, truth), 0.16);
+  // The CPU's error after 30 sweeps is 0.113 (block_art_test).
+  EXPECT_LT(RelativeL2(gpu->image, truth), 0.14);
   // CSR on the device (atomic transpose), blocks of 8 views.
   const CsrSystemMatrix csr = CsrSystemMatrix::Build(scan);
   options.views_per_block = 8;
