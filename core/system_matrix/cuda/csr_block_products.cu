@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kBlock)
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (lane != 0) return;
   if (projections == nullptr) {
-    out[row] = sum;
+    out[warp] = sum;  // the block's own layout: view k of the block, column c
     return;
   }
   const float r = projections[row] - sum;
@@ -40,15 +40,16 @@ __global__ void __launch_bounds__(kBlock)
 
 __global__ void __launch_bounds__(kBlock)
     CsrBlockBackKernel(CsrDeviceArrays a, const int32_t* __restrict__ views, int32_t count,
-                       const float* __restrict__ z_full, float* __restrict__ accumulator) {
+                       const float* __restrict__ z, bool z_compact,
+                       float* __restrict__ accumulator) {
   const int warp = blockIdx.x * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= count * a.columns) return;
   const int64_t row = static_cast<int64_t>(views[warp / a.columns]) * a.columns + warp % a.columns;
-  const float z = z_full[row];
-  if (z == 0.0f) return;
+  const float zi = z[z_compact ? warp : row];
+  if (zi == 0.0f) return;
   for (int64_t e = a.row_offsets[row] + lane; e < a.row_offsets[row + 1]; e += 32) {
-    atomicAdd(accumulator + a.column_indices[e], a.values[e] * z);
+    atomicAdd(accumulator + a.column_indices[e], a.values[e] * zi);
   }
 }
 
@@ -73,10 +74,11 @@ cudaError_t LaunchCsrBlockForward(const CsrDeviceArrays& a, const int32_t* views
 }
 
 cudaError_t LaunchCsrBlockBack(const CsrDeviceArrays& a, const int32_t* views, int32_t count,
-                               const float* z_full, float* accumulator, cudaStream_t stream) {
+                               const float* z, bool z_compact, float* accumulator,
+                               cudaStream_t stream) {
   const int64_t warps = static_cast<int64_t>(count) * a.columns;
   CsrBlockBackKernel<<<static_cast<unsigned>((warps + kWarps - 1) / kWarps), kBlock, 0,
-                       stream>>>(a, views, count, z_full, accumulator);
+                       stream>>>(a, views, count, z, z_compact, accumulator);
   return cudaGetLastError();
 }
 

@@ -39,6 +39,28 @@ absl::Status CheckProjections(const Array3D& projections, int64_t views, int64_t
   return absl::OkStatus();
 }
 
+// INVALID_ARGUMENT unless every entry of views is a view number and none repeats.
+absl::Status CheckViews(const std::vector<int64_t>& views, int64_t count) {
+  std::vector<char> seen(static_cast<size_t>(count), 0);
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views[i] < 0 || views[i] >= count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("views[", i, "]: ", views[i], " must be in [0, ", count, ")"));
+    }
+    if (seen[static_cast<size_t>(views[i])]++) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("views[", i, "]: view ", views[i], " appears more than once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> AllViews(int64_t count) {
+  std::vector<int64_t> views(static_cast<size_t>(count));
+  for (int64_t v = 0; v < count; ++v) views[static_cast<size_t>(v)] = v;
+  return views;
+}
+
 // The state of one ART run on the device, shared by both formats.
 struct ArtBuffers {
   DeviceBuffer<float> b, x, residual, z;
@@ -161,14 +183,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<float>::Allocate(pixels(), s));
     TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(projection_count(), s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dx.get(), x, dx.size_bytes(), cudaMemcpyHostToDevice, s));
-    for (int64_t b = 0; b < a_.num_blocks(); ++b) {
-      const cuda::OrbitBlock block = Block(b, 0.0f);
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(arrays_, block, segments_,
-                                                                     dx.get(), partials_.get(), s));
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments_,
-                                                             partials_.get(), nullptr, nullptr,
-                                                             dy.get(), s));
-    }
+    TOMO_RETURN_IF_ERROR(ForwardViewsOnDevice(AllViews(a_.scan().num_views()), dx.get(), dy.get()));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(y, dy.get(), dy.size_bytes(), cudaMemcpyDeviceToHost, s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return absl::OkStatus();
@@ -181,15 +196,40 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(projection_count(), s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dy.get(), y, dy.size_bytes(), cudaMemcpyHostToDevice, s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx.get(), 0, dx.size_bytes(), s));
-    for (int64_t b = 0; b < a_.num_blocks(); ++b) {
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
-          arrays_, geometry_[static_cast<size_t>(b)], Block(b, 0.0f), dy.get(), dx.get(),
-          /*clamp=*/false, s));
-    }
+    TOMO_RETURN_IF_ERROR(BackViewsAddOnDevice(AllViews(a_.scan().num_views()), dy.get(), dx.get()));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x, dx.get(), dx.size_bytes(), cudaMemcpyDeviceToHost, s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return absl::OkStatus();
   }
+
+  absl::Status ForwardViewsOnDevice(const std::vector<int64_t>& views, const float* x,
+                                    float* y) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, Groups(views));
+    const cudaStream_t s = stream_.get();
+    for (const cuda::OrbitBlock& group : groups) {
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(arrays_, group, segments_, x,
+                                                                     partials_.get(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, group, segments_,
+                                                             partials_.get(), nullptr, nullptr, y,
+                                                             s));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
+                                    float* x) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, Groups(views));
+    for (const cuda::OrbitBlock& group : groups) {
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
+          arrays_, geometry_[static_cast<size_t>(group.stored_view)], group, z, x,
+          /*clamp=*/false, stream_.get()));
+    }
+    return absl::OkStatus();
+  }
+
+  cudaStream_t stream() const override { return stream_.get(); }
 
   absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                    const RunContext& context) override {
@@ -230,6 +270,32 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceSymmetricMatrix(const SymmetricSystemMatrix& a, int device) : a_(a), device_(device) {}
   size_t pixels() const { return static_cast<size_t>(a_.scan().nx() * a_.scan().ny()); }
   size_t projection_count() const { return static_cast<size_t>(a_.scan().rows()); }
+
+  // The views grouped by stored view, each view's place in the vectors its slot in `views`.
+  absl::StatusOr<std::vector<cuda::OrbitBlock>> Groups(const std::vector<int64_t>& views) const {
+    TOMO_RETURN_IF_ERROR(CheckViews(views, a_.scan().num_views()));
+    std::vector<int> group_of(static_cast<size_t>(a_.num_blocks()), -1);
+    std::vector<cuda::OrbitBlock> groups;
+    for (size_t slot = 0; slot < views.size(); ++slot) {
+      const ViewSymmetry& sym = a_.symmetry().views[static_cast<size_t>(views[slot])];
+      int& g = group_of[static_cast<size_t>(sym.stored)];
+      if (g < 0) {
+        g = static_cast<int>(groups.size());
+        groups.push_back(cuda::OrbitBlock{});
+        groups.back().stored_view = static_cast<int32_t>(sym.stored);
+      }
+      cuda::OrbitBlock& block = groups[static_cast<size_t>(g)];
+      const SquareMap& map = kSquareMaps[static_cast<size_t>(sym.map)];
+      const int k = block.count++;  // at most 8: the orbit's views, each once
+      block.view[k] = static_cast<int32_t>(slot);
+      block.m[k][0] = map.xx;
+      block.m[k][1] = map.xy;
+      block.m[k][2] = map.yx;
+      block.m[k][3] = map.yy;
+      block.reversed[k] = sym.columns_reversed ? 1 : 0;
+    }
+    return groups;
+  }
 
   cuda::OrbitBlock Block(int64_t b, float step_scale) const {
     cuda::OrbitBlock block{};
@@ -280,14 +346,11 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
       m->max_rows_.push_back(blocks.MaxRowsPerPixel(b));
     }
     m->block_first_.push_back(static_cast<int64_t>(block_views.size()));
-    std::vector<int32_t> all_views(static_cast<size_t>(a.views()));
-    for (int64_t v = 0; v < a.views(); ++v) all_views[static_cast<size_t>(v)] = static_cast<int32_t>(v);
     TOMO_ASSIGN_OR_RETURN(m->row_offsets_, Upload(a.row_offsets(), s));
     TOMO_ASSIGN_OR_RETURN(m->column_indices_, Upload(a.column_indices(), s));
     TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
     TOMO_ASSIGN_OR_RETURN(m->row_norm2_, Upload(a.RowNorms2(), s));
     TOMO_ASSIGN_OR_RETURN(m->block_views_, Upload(block_views, s));
-    TOMO_ASSIGN_OR_RETURN(m->all_views_, Upload(all_views, s));
     TOMO_ASSIGN_OR_RETURN(m->accumulator_, DeviceBuffer<float>::Allocate(static_cast<size_t>(a.pixels()), s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->accumulator_.get(), 0, m->accumulator_.size_bytes(), s));
     m->arrays_ = {m->row_offsets_.get(), m->column_indices_.get(), m->values_.get(),
@@ -307,9 +370,7 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.pixels()), s));
     TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.rows()), s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dx.get(), x, dx.size_bytes(), cudaMemcpyHostToDevice, s));
-    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockForward(arrays_, all_views_.get(),
-                                                          static_cast<int32_t>(a_.views()), 0.0f,
-                                                          dx.get(), nullptr, nullptr, dy.get(), s));
+    TOMO_RETURN_IF_ERROR(ForwardViewsOnDevice(AllViews(a_.views()), dx.get(), dy.get()));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(y, dy.get(), dy.size_bytes(), cudaMemcpyDeviceToHost, s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return absl::OkStatus();
@@ -318,18 +379,45 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
   absl::Status Back(const float* y, float* x) override {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.pixels()), s));
     TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.rows()), s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dy.get(), y, dy.size_bytes(), cudaMemcpyHostToDevice, s));
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(accumulator_.get(), 0, accumulator_.size_bytes(), s));
-    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockBack(arrays_, all_views_.get(),
-                                                       static_cast<int32_t>(a_.views()), dy.get(),
-                                                       accumulator_.get(), s));
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x, accumulator_.get(), accumulator_.size_bytes(),
-                                              cudaMemcpyDeviceToHost, s));
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(accumulator_.get(), 0, accumulator_.size_bytes(), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx.get(), 0, dx.size_bytes(), s));
+    TOMO_RETURN_IF_ERROR(BackViewsAddOnDevice(AllViews(a_.views()), dy.get(), dx.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x, dx.get(), dx.size_bytes(), cudaMemcpyDeviceToHost, s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return absl::OkStatus();
   }
+
+  absl::Status ForwardViewsOnDevice(const std::vector<int64_t>& views, const float* x,
+                                    float* y) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_RETURN_IF_ERROR(CheckViews(views, a_.views()));
+    if (views.empty()) return absl::OkStatus();
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto d_views, UploadViews(views, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockForward(arrays_, d_views.get(),
+                                                          static_cast<int32_t>(views.size()), 0.0f,
+                                                          x, nullptr, nullptr, y, s));
+    return absl::OkStatus();
+  }
+
+  absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
+                                    float* x) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_RETURN_IF_ERROR(CheckViews(views, a_.views()));
+    if (views.empty()) return absl::OkStatus();
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto d_views, UploadViews(views, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockBack(arrays_, d_views.get(),
+                                                       static_cast<int32_t>(views.size()), z,
+                                                       /*z_compact=*/true, accumulator_.get(), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchAddAndClear(x, accumulator_.get(), a_.pixels(),
+                                                      /*clamp=*/false, s));
+    return absl::OkStatus();
+  }
+
+  cudaStream_t stream() const override { return stream_.get(); }
 
   absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                    const RunContext& context) override {
@@ -358,6 +446,7 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
                                                               run.x.get(), run.b.get(),
                                                               run.residual.get(), run.z.get(), s));
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockBack(arrays_, views, count, run.z.get(),
+                                                           /*z_compact=*/false,
                                                            accumulator_.get(), s));
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchAddAndClear(run.x.get(), accumulator_.get(),
                                                           a_.pixels(), options.nonnegative, s));
@@ -371,11 +460,17 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
 
  private:
   DeviceCsrMatrix(const CsrSystemMatrix& a, int device) : a_(a), device_(device) {}
+  static absl::StatusOr<DeviceBuffer<int32_t>> UploadViews(const std::vector<int64_t>& views,
+                                                           cudaStream_t s) {
+    std::vector<int32_t> narrow(views.begin(), views.end());
+    // A copy from pageable memory is staged before cudaMemcpyAsync returns: `narrow` may go.
+    return Upload(narrow, s);
+  }
   const CsrSystemMatrix& a_;
   int device_;
   Stream stream_;
   DeviceBuffer<int64_t> row_offsets_;
-  DeviceBuffer<int32_t> column_indices_, block_views_, all_views_;
+  DeviceBuffer<int32_t> column_indices_, block_views_;
   DeviceBuffer<float> values_, row_norm2_, accumulator_;
   int64_t views_per_block_ = 0;
   std::vector<int64_t> block_first_;

@@ -18,8 +18,11 @@
 //   TOMO_ASSIGN_OR_RETURN(ArtResult art, device_matrix->RunArt(sinogram, options, context));
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,6 +43,17 @@ class DeviceStoredMatrix {
   // Host arrays: y (views x columns) = A x (ny x nx); x = A^T y.
   virtual absl::Status Forward(const float* x, float* y) = 0;
   virtual absl::Status Back(const float* y, float* x) = 0;
+  // Device arrays on this matrix's device, the work queued on stream() (what a projector of
+  // a block of views needs): y[k * columns + c] = (A x) at views[k], column c; x += A^T z
+  // over those rows, z laid out as y. Any views in any order, each at most once
+  // (INVALID_ARGUMENT naming the entry otherwise). The symmetric format groups the views by
+  // stored view (a group shares one pass over the stored rows); its transposed pass adds
+  // group by group, each pixel written by its own thread.
+  virtual absl::Status ForwardViewsOnDevice(const std::vector<int64_t>& views, const float* x,
+                                            float* y) = 0;
+  virtual absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
+                                            float* x) = 0;
+  virtual cudaStream_t stream() const = 0;
   // projections: (views, 1, columns).
   virtual absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                            const RunContext& context) = 0;

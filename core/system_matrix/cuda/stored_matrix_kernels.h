@@ -40,7 +40,8 @@ struct StoredViewGeometry {
 struct OrbitBlock {
   int32_t count;          // views in the orbit (1 to 8)
   int32_t stored_view;    // index of the stored view (its rows are stored_view * columns + c)
-  int32_t view[8];
+  int32_t view[8];        // where view k's values sit in the vectors: at view[k] * columns
+                          // (the view's number for full vectors, its slot for a subset's)
   int32_t m[8][4];        // kSquareMaps[map] as xx, xy, yx, yy
   int32_t reversed[8];    // detector columns reversed
   float step_scale;       // lambda / S_b (block_art.h)
@@ -78,15 +79,16 @@ struct CsrDeviceArrays {
   int32_t columns;
 };
 // For the block's views (device array `views` of `count`): with projections == nullptr,
-// out[view * columns + c] = (A x); else residual = projections - A x and
-// out = step_scale * residual / ||a||^2, at the same places.
+// out[k * columns + c] = (A x) at views[k] (the block's own layout); else, at
+// view * columns + c, residual = projections - A x and out = step_scale * residual / ||a||^2.
 cudaError_t LaunchCsrBlockForward(const CsrDeviceArrays& a, const int32_t* views, int32_t count,
                                   float step_scale, const float* x, const float* projections,
                                   float* residual, float* out, cudaStream_t stream);
-// accumulator[j] += sum over the block's rows of a_ij z_full[i] (atomicAdd: plain CSR has
-// no conflict-free order).
+// accumulator[j] += sum over the block's rows of a_ij z_i (atomicAdd: plain CSR has no
+// conflict-free order), z_i at k * columns + c when z_compact, else at view * columns + c.
 cudaError_t LaunchCsrBlockBack(const CsrDeviceArrays& a, const int32_t* views, int32_t count,
-                               const float* z_full, float* accumulator, cudaStream_t stream);
+                               const float* z, bool z_compact, float* accumulator,
+                               cudaStream_t stream);
 // x += accumulator (then max(x, 0) when clamp); accumulator = 0.
 cudaError_t LaunchAddAndClear(float* x, float* accumulator, int64_t count, bool clamp,
                               cudaStream_t stream);

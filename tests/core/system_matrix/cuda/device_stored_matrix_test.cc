@@ -7,6 +7,9 @@
 #include "core/system_matrix/cuda/device_stored_matrix.h"
 #include "core/system_matrix/cuda/device_matrix_build.h"
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -135,6 +138,58 @@ TEST_F(DeviceStoredMatrixTest, CsrProductsEqualTheCpu) {
     auto device = UploadCsrMatrix(a, 0, 0);
     ASSERT_TRUE(device.ok()) << device.status();
     CompareProducts(**device, a, RandomVector(a.pixels()), RandomVector(a.rows()));
+  }
+}
+
+// A projector's block of views on device arrays: a random subset in random order.
+TEST_F(DeviceStoredMatrixTest, SubsetsOfViewsOnDeviceArraysEqualTheCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  const FanCase c = SymmetricFanCases()[1];
+  const FanScan scan = ScanOf(c);
+  const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+  const CsrSystemMatrix csr = a.ExpandToCsr();
+  std::vector<int64_t> views;
+  for (int64_t v = 0; v < scan.num_views(); ++v) {
+    if (random_() % 3 == 0) views.push_back(v);
+  }
+  std::shuffle(views.begin(), views.end(), random_);
+  if (views.empty()) views.push_back(1);
+  const int64_t columns = scan.columns();
+  const int64_t pixels = scan.nx() * scan.ny();
+  const std::vector<float> x = RandomVector(pixels);
+  const std::vector<float> z = RandomVector(static_cast<int64_t>(views.size()) * columns);
+  const std::vector<float> x0 = RandomVector(pixels);
+  std::vector<float> y_cpu(z.size()), back_cpu = x0;
+  a.ForwardViews(views, x.data(), y_cpu.data());
+  a.BackViewsAdd(views, z.data(), back_cpu.data());
+  for (int format = 0; format < 2; ++format) {
+    SCOPED_TRACE(format == 0 ? "symmetric" : "csr");
+    auto device = format == 0 ? UploadSymmetricMatrix(a, 0) : UploadCsrMatrix(csr, 0, 0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    float *dx, *dy, *dz;
+    ASSERT_EQ(cudaMalloc(&dx, pixels * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, z.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dz, z.size() * sizeof(float)), cudaSuccess);
+    std::vector<float> y(z.size()), back(x0.size());
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), pixels * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE((*device)->ForwardViewsOnDevice(views, dx, dy).ok());
+    // The matrix's stream does not wait for the default stream's copies: finish first.
+    ASSERT_EQ(cudaStreamSynchronize((*device)->stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dz, z.data(), z.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x0.data(), pixels * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE((*device)->BackViewsAddOnDevice(views, dz, dx).ok());
+    ASSERT_EQ(cudaStreamSynchronize((*device)->stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(back.data(), dx, back.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_LE(MaxDiff(y, y_cpu), 1e-5 * MaxAbs(y_cpu));
+    EXPECT_LE(MaxDiff(back, back_cpu), 1e-5 * MaxAbs(back_cpu));
+    std::vector<int64_t> twice = {3, 3};
+    EXPECT_EQ((*device)->ForwardViewsOnDevice(twice, dx, dy).message(),
+              "views[1]: view 3 appears more than once");
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dz);
   }
 }
 
