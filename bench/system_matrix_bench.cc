@@ -24,6 +24,14 @@
 //   converge    the sweeps until the relative residual falls by less than 1 % in a sweep
 //               (at most --converge-iterations), and the relative L2 error against the
 //               phantom after --converge-iterations sweeps, ours and cuSPARSE's;
+//   on the fly  time to the same error with the on-the-fly projectors instead of a stored
+//               matrix: SART (720 blocks) and OS-SART (90 interleaved blocks, as many as
+//               ours) of core/algorithms/block_iterative.h on CudaBackend, non-negative,
+//               lambda 1, same data: the first iteration whose error against the phantom
+//               is at most ours after --converge-iterations sweeps (or the best reached),
+//               and seconds per iteration (difference of 2 and 2 + --iterations runs);
+//               time to that error = iterations x seconds (ours: --converge-iterations x
+//               its seconds, an upper bound since it may get there sooner);
 //   floor       the HBM-traffic floor per iteration at --hbm-tbps (3.35 for an H100 SXM):
 //               ours reads the stored matrix at least once (its 90 per-block passes read
 //               each stored view's rows for the forward and again for the transposed
@@ -53,6 +61,8 @@
 #include "bench/system_matrix_bench_kernels.h"
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/algorithms/block_iterative.h"
+#include "core/devices/devices.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/phantom/ellipsoid_phantom.h"
 #include "core/system_matrix/cuda/device_matrix_build.h"
@@ -93,6 +103,15 @@ double Now() {
     }                                                                                      \
   } while (false)
 
+double RelativeL2(const float* a, const float* b, int64_t count) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    diff += std::pow(static_cast<double>(a[i]) - b[i], 2);
+    norm += std::pow(static_cast<double>(b[i]), 2);
+  }
+  return std::sqrt(diff / norm);
+}
+
 struct Options {
   std::vector<int64_t> sizes = {512, 1024, 2048};
   int64_t views = 720;
@@ -102,6 +121,7 @@ struct Options {
   double relaxation = 1.0;
   double hbm_tbps = 3.35;
   bool cusparse = true;
+  bool on_the_fly = true;
 };
 
 struct Result {
@@ -113,17 +133,52 @@ struct Result {
   int ours_converged_at = 0;
   double ours_error = 0, cusparse_error = -1, ours_vs_cusparse = -1;
   double ours_floor_s = 0, cusparse_floor_s = 0;
+  struct OnTheFly {
+    int64_t blocks = 0;
+    int reached_at = -1;  // first iteration at or below ours' error; -1: never
+    double best_error = -1, s_per_iteration = -1;
+  } sart, os_sart;
   std::string note;
 };
 
-double RelativeL2(const float* a, const float* b, int64_t count) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    diff += std::pow(static_cast<double>(a[i]) - b[i], 2);
-    norm += std::pow(static_cast<double>(b[i]), 2);
-  }
-  return std::sqrt(diff / norm);
+// SART / OS-SART with the on-the-fly projectors on the CUDA backend.
+absl::Status RunOnTheFly(const core::VectorGeometry& geometry, const core::VolumeGeometry& volume,
+                         const Array3D& sinogram, const Array3D& truth, double target_error,
+                         const Options& options, Result::OnTheFly& out) {
+  const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
+  if (devices.empty()) return absl::FailedPreconditionError("no CUDA device");
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> backend, core::MakeBackend(devices[0]));
+  core::IterativeOptions iterative;
+  iterative.relaxation = 1.0;
+  iterative.lower_bound = 0;
+  iterative.iterations = options.converge_iterations;
+  iterative.observe_volume = true;
+  iterative.on_iteration = [&](const core::IterationReport& report) {
+    const double error = RelativeL2(report.volume->data(), truth.data(), truth.size());
+    if (out.best_error < 0 || error < out.best_error) out.best_error = error;
+    if (out.reached_at < 0 && error <= target_error) out.reached_at = static_cast<int>(report.iteration);
+    return absl::OkStatus();
+  };
+  TOMO_RETURN_IF_ERROR(core::BlockIterative(geometry, volume, sinogram, iterative, out.blocks,
+                                            core::ViewOrder::kInterleaved, *backend, {})
+                           .status());
+  iterative.observe_volume = false;
+  iterative.on_iteration = nullptr;
+  iterative.iterations = 2;
+  double t = Now();
+  TOMO_RETURN_IF_ERROR(core::BlockIterative(geometry, volume, sinogram, iterative, out.blocks,
+                                            core::ViewOrder::kInterleaved, *backend, {})
+                           .status());
+  const double two = Now() - t;
+  iterative.iterations = 2 + options.iterations;
+  t = Now();
+  TOMO_RETURN_IF_ERROR(core::BlockIterative(geometry, volume, sinogram, iterative, out.blocks,
+                                            core::ViewOrder::kInterleaved, *backend, {})
+                           .status());
+  out.s_per_iteration = (Now() - t - two) / options.iterations;
+  return absl::OkStatus();
 }
+
 
 // The ART iteration through cuSPARSE on block-ordered CSR (rows of block b: the views of
 // orbit b in order, each with all its columns).
@@ -387,6 +442,14 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   result.cusparse_floor_s =
       (2.0 * static_cast<double>(result.csr_bytes) + 5 * pixels_bytes * a.num_blocks()) / bandwidth;
 
+  if (options.on_the_fly) {
+    result.sart.blocks = options.views;
+    result.os_sart.blocks = a.num_blocks();
+    TOMO_RETURN_IF_ERROR(RunOnTheFly(geometry, volume, sinogram, truth, result.ours_error, options,
+                                     result.sart));
+    TOMO_RETURN_IF_ERROR(RunOnTheFly(geometry, volume, sinogram, truth, result.ours_error, options,
+                                     result.os_sart));
+  }
   if (!options.cusparse) {
     result.note = "cuSPARSE skipped (--cusparse=false)";
     return absl::OkStatus();
@@ -424,6 +487,12 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   return absl::OkStatus();
 }
 
+std::string OnTheFlyJson(const Result::OnTheFly& f) {
+  return absl::StrCat("{\"blocks\": ", f.blocks, ", \"reached_at\": ", f.reached_at,
+                      ", \"best_error\": ", f.best_error, ", \"s_per_iteration\": ",
+                      f.s_per_iteration, "}");
+}
+
 std::string Json(const Result& r) {
   return absl::StrCat(
       "{\"n\": ", r.n, ", \"csr_bytes\": ", r.csr_bytes, ", \"symmetric_bytes\": ",
@@ -436,8 +505,9 @@ std::string Json(const Result& r) {
       r.cusparse_s > 0 ? r.cusparse_s / r.ours_s : -1.0, ", \"ours_floor_s\": ", r.ours_floor_s,
       ", \"cusparse_floor_s\": ", r.cusparse_floor_s, ", \"converged_at\": ",
       r.ours_converged_at, ", \"ours_error\": ", r.ours_error, ", \"cusparse_error\": ",
-      r.cusparse_error, ", \"ours_vs_cusparse\": ", r.ours_vs_cusparse, ", \"note\": \"",
-      r.note, "\"}");
+      r.cusparse_error, ", \"ours_vs_cusparse\": ", r.ours_vs_cusparse,
+      ", \"sart\": ", OnTheFlyJson(r.sart), ", \"os_sart\": ", OnTheFlyJson(r.os_sart),
+      ", \"note\": \"", r.note, "\"}");
 }
 
 }  // namespace
@@ -458,6 +528,7 @@ int main(int argc, char** argv) {
   app.add_option("--relaxation", options.relaxation, "lambda");
   app.add_option("--hbm-tbps", options.hbm_tbps, "device memory bandwidth for the floor");
   app.add_option("--cusparse", options.cusparse, "run the cuSPARSE reference");
+  app.add_option("--on-the-fly", options.on_the_fly, "run SART and OS-SART on the fly");
   app.add_option("--json", json_path, "write the results as JSON lines to this path");
   CLI11_PARSE(app, argc, argv);
   options.sizes.clear();
@@ -489,6 +560,23 @@ int main(int argc, char** argv) {
                 r.ours_s, r.cusparse_s, r.cusparse_s > 0 ? r.cusparse_s / r.ours_s : -1.0,
                 r.ours_floor_s * 1e6, r.cusparse_floor_s * 1e3, r.ours_converged_at, r.ours_error,
                 r.cusparse_error, r.note.c_str());
+    if (r.sart.s_per_iteration > 0) {
+      const double ours_time = options.converge_iterations * r.ours_s;
+      std::printf("       time to error %.4f: ours %.3f s (%d sweeps x %.5f)", r.ours_error, ours_time,
+                  options.converge_iterations, r.ours_s);
+      for (const auto* f : {&r.sart, &r.os_sart}) {
+        std::printf("; %s(%ld blocks) ", f == &r.sart ? "SART" : "OS-SART",
+                    static_cast<long>(f->blocks));
+        if (f->reached_at > 0) {
+          std::printf("%.3f s (%d x %.5f)", f->reached_at * f->s_per_iteration, f->reached_at,
+                      f->s_per_iteration);
+        } else {
+          std::printf("not reached in %d (best %.4f, %.5f s/it)", options.converge_iterations,
+                      f->best_error, f->s_per_iteration);
+        }
+      }
+      std::printf("\n");
+    }
     std::fflush(stdout);
     lines.push_back(Json(r));
   }
