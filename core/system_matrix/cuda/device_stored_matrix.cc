@@ -10,6 +10,7 @@
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
+#include "core/system_matrix/cuda/symmetric_launch_params.h"
 #include "core/system_matrix/view_blocks.h"
 
 namespace tomo::core::system_matrix {
@@ -18,6 +19,7 @@ namespace {
 using core::cuda::DeviceBuffer;
 using core::cuda::ScopedDevice;
 using core::cuda::Stream;
+using cuda::CheckViews;
 
 template <typename T>
 absl::StatusOr<DeviceBuffer<T>> Upload(const std::vector<T>& host, cudaStream_t stream) {
@@ -35,22 +37,6 @@ absl::Status CheckProjections(const Array3D& projections, int64_t views, int64_t
     return absl::InvalidArgumentError(absl::StrCat(
         "projections: dims (", projections.dims().d0, ", ", projections.dims().d1, ", ",
         projections.dims().d2, ") must be (", views, ", 1, ", columns, ")"));
-  }
-  return absl::OkStatus();
-}
-
-// INVALID_ARGUMENT unless every entry of views is a view number and none repeats.
-absl::Status CheckViews(const std::vector<int64_t>& views, int64_t count) {
-  std::vector<char> seen(static_cast<size_t>(count), 0);
-  for (size_t i = 0; i < views.size(); ++i) {
-    if (views[i] < 0 || views[i] >= count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("views[", i, "]: ", views[i], " must be in [0, ", count, ")"));
-    }
-    if (seen[static_cast<size_t>(views[i])]++) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("views[", i, "]: view ", views[i], " appears more than once"));
-    }
   }
   return absl::OkStatus();
 }
@@ -130,12 +116,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
     TOMO_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
     const cudaStream_t s = m->stream_.get();
-    std::vector<uint2> runs(a.run_offset().size());
-    for (size_t i = 0; i < runs.size(); ++i) {
-      runs[i] = {static_cast<uint32_t>(a.run_offset()[i]),
-                 static_cast<uint32_t>(a.run_ix_first()[i]) |
-                     (static_cast<uint32_t>(a.run_length()[i]) << 16)};
-    }
+    const std::vector<uint2> runs = cuda::PackRuns(a);
     TOMO_ASSIGN_OR_RETURN(m->row_value_begin_, Upload(a.row_value_begin(), s));
     TOMO_ASSIGN_OR_RETURN(m->row_run_begin_, Upload(a.row_run_begin(), s));
     TOMO_ASSIGN_OR_RETURN(m->row_iy_first_, Upload(a.row_iy_first(), s));
@@ -149,24 +130,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     m->arrays_ = {m->row_value_begin_.get(), m->row_run_begin_.get(), m->row_iy_first_.get(),
                   m->runs_.get(), m->values_.get(), m->row_norm2_.get(),
                   static_cast<int32_t>(a.scan().nx()), static_cast<int32_t>(a.scan().columns())};
-    // The stored views' geometry for the transposed pass, relative to each source.
-    const FanScan& scan = a.scan();
-    for (int64_t b = 0; b < a.num_blocks(); ++b) {
-      const FanView& v = scan.views()[static_cast<size_t>(a.symmetry().stored_views[static_cast<size_t>(b)])];
-      cuda::StoredViewGeometry g;
-      g.origin_x = static_cast<float>(scan.left_mm() - v.source.x);
-      g.origin_y = static_cast<float>(scan.bottom_mm() - v.source.y);
-      g.pixel = static_cast<float>(scan.pixel_x_mm());
-      g.to_center_x = static_cast<float>(v.detector_center.x - v.source.x);
-      g.to_center_y = static_cast<float>(v.detector_center.y - v.source.y);
-      g.u_x = static_cast<float>(v.u.x);
-      g.u_y = static_cast<float>(v.u.y);
-      g.cylindrical = scan.cylindrical() ? 1 : 0;
-      g.radius = static_cast<float>(std::hypot(v.detector_center.x - v.source.x,
-                                               v.detector_center.y - v.source.y));
-      g.step = static_cast<float>(std::hypot(v.u.x, v.u.y));
-      m->geometry_.push_back(g);
-    }
+    for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return m;
   }
@@ -205,7 +169,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   absl::Status ForwardViewsOnDevice(const std::vector<int64_t>& views, const float* x,
                                     float* y) override {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
-    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, Groups(views));
+    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
     const cudaStream_t s = stream_.get();
     for (const cuda::OrbitBlock& group : groups) {
       TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(arrays_, group, segments_, x,
@@ -220,7 +184,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
                                     float* x) override {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
-    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, Groups(views));
+    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
     for (const cuda::OrbitBlock& group : groups) {
       TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
           arrays_, geometry_[static_cast<size_t>(group.stored_view)], group, z, x,
@@ -242,7 +206,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     for (int64_t b = 0; b < a_.num_blocks(); ++b) {
       const SymmetricViewBlocks view_blocks(a_);
       const double bound = static_cast<double>(std::max<int64_t>(1, view_blocks.MaxRowsPerPixel(b)));
-      blocks.push_back(Block(b, static_cast<float>(options.relaxation / bound)));
+      blocks.push_back(cuda::OrbitOf(a_, b, static_cast<float>(options.relaxation / bound)));
     }
     ArtResult result;
     result.image = Array3D({1, a_.scan().ny(), a_.scan().nx()});
@@ -270,51 +234,6 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceSymmetricMatrix(const SymmetricSystemMatrix& a, int device) : a_(a), device_(device) {}
   size_t pixels() const { return static_cast<size_t>(a_.scan().nx() * a_.scan().ny()); }
   size_t projection_count() const { return static_cast<size_t>(a_.scan().rows()); }
-
-  // The views grouped by stored view, each view's place in the vectors its slot in `views`.
-  absl::StatusOr<std::vector<cuda::OrbitBlock>> Groups(const std::vector<int64_t>& views) const {
-    TOMO_RETURN_IF_ERROR(CheckViews(views, a_.scan().num_views()));
-    std::vector<int> group_of(static_cast<size_t>(a_.num_blocks()), -1);
-    std::vector<cuda::OrbitBlock> groups;
-    for (size_t slot = 0; slot < views.size(); ++slot) {
-      const ViewSymmetry& sym = a_.symmetry().views[static_cast<size_t>(views[slot])];
-      int& g = group_of[static_cast<size_t>(sym.stored)];
-      if (g < 0) {
-        g = static_cast<int>(groups.size());
-        groups.push_back(cuda::OrbitBlock{});
-        groups.back().stored_view = static_cast<int32_t>(sym.stored);
-      }
-      cuda::OrbitBlock& block = groups[static_cast<size_t>(g)];
-      const SquareMap& map = kSquareMaps[static_cast<size_t>(sym.map)];
-      const int k = block.count++;  // at most 8: the orbit's views, each once
-      block.view[k] = static_cast<int32_t>(slot);
-      block.m[k][0] = map.xx;
-      block.m[k][1] = map.xy;
-      block.m[k][2] = map.yx;
-      block.m[k][3] = map.yy;
-      block.reversed[k] = sym.columns_reversed ? 1 : 0;
-    }
-    return groups;
-  }
-
-  cuda::OrbitBlock Block(int64_t b, float step_scale) const {
-    cuda::OrbitBlock block{};
-    const std::vector<int64_t>& views = a_.BlockViews(b);
-    block.count = static_cast<int32_t>(views.size());
-    block.stored_view = static_cast<int32_t>(b);
-    for (size_t k = 0; k < views.size(); ++k) {
-      const ViewSymmetry& sym = a_.symmetry().views[static_cast<size_t>(views[k])];
-      const SquareMap& map = kSquareMaps[static_cast<size_t>(sym.map)];
-      block.view[k] = static_cast<int32_t>(views[k]);
-      block.m[k][0] = map.xx;
-      block.m[k][1] = map.xy;
-      block.m[k][2] = map.yx;
-      block.m[k][3] = map.yy;
-      block.reversed[k] = sym.columns_reversed ? 1 : 0;
-    }
-    block.step_scale = step_scale;
-    return block;
-  }
 
   const SymmetricSystemMatrix& a_;
   int device_;

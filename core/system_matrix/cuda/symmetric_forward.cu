@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
+#include "core/system_matrix/cuda/symmetric_thread_math.h"
 
 namespace tomo::core::system_matrix::cuda {
 namespace {
@@ -31,31 +32,8 @@ __global__ void __launch_bounds__(kForwardBlock)
   if (warp >= a.columns * segments) return;
   const int c = warp / segments;
   const int segment = warp % segments;
-  const int64_t row = static_cast<int64_t>(block.stored_view) * a.columns + c;
-  const int64_t run0 = a.row_run_begin[row];
-  const int runs = static_cast<int>(a.row_run_begin[row + 1] - run0);
-  const int iy0 = a.row_iy_first[row];
-  const float* values = a.values + a.row_value_begin[row];
-  const int n1 = a.n - 1;
   float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int j = segment * 32 + lane; j < runs; j += 32 * segments) {
-    const uint2 run = a.runs[run0 + j];
-    const int ix0 = static_cast<int>(run.y & 0xffffu);
-    const int length = static_cast<int>(run.y >> 16);
-    const int cy = 2 * (iy0 + j) - n1;
-    for (int e = 0; e < length; ++e) {
-      const float w = values[run.x + e];
-      const int cx = 2 * (ix0 + e) - n1;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (k < block.count) {
-          const int ox = (block.m[k][0] * cx + block.m[k][1] * cy + n1) >> 1;
-          const int oy = (block.m[k][2] * cx + block.m[k][3] * cy + n1) >> 1;
-          sums[k] += w * __ldg(x + static_cast<int64_t>(oy) * a.n + ox);
-        }
-      }
-    }
-  }
+  ForwardLaneSums(a, block, segments, c, segment, lane, x, sums);
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     for (int offset = 16; offset > 0; offset /= 2) {
@@ -76,20 +54,8 @@ __global__ void SymmetricCombineKernel(SymmetricDeviceArrays a, OrbitBlock block
                                        float* __restrict__ residual, float* __restrict__ out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= block.count * a.columns) return;
-  const int k = i / a.columns;
-  const int c = i % a.columns;
-  float sum = 0;
-  for (int s = 0; s < segments; ++s) sum += partials[(static_cast<int64_t>(s) * 8 + k) * a.columns + c];
-  const int column = block.reversed[k] ? a.columns - 1 - c : c;
-  const int64_t at = static_cast<int64_t>(block.view[k]) * a.columns + column;
-  if (projections == nullptr) {
-    out[at] = sum;
-    return;
-  }
-  const float r = projections[at] - sum;
-  residual[at] = r;
-  const float norm2 = a.row_norm2[static_cast<int64_t>(block.stored_view) * a.columns + c];
-  out[at] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
+  CombineOne(a, block, segments, i / a.columns, i % a.columns, partials, projections, residual,
+             out);
 }
 
 constexpr int kSumBlock = 256;
