@@ -108,6 +108,39 @@ absl::Status DownloadImage(ArtBuffers& run, ArtResult& result, cudaStream_t stre
   return absl::OkStatus();
 }
 
+// One sweep's launches (three per block: 270 for 720 views in orbits) recorded once as a CUDA
+// graph and replayed every iteration, which saves their launch cost. The kernels' arguments
+// do not change between sweeps (the same buffers), so the replay is the same work.
+class SweepGraph {
+ public:
+  SweepGraph() = default;
+  SweepGraph(const SweepGraph&) = delete;
+  SweepGraph& operator=(const SweepGraph&) = delete;
+  ~SweepGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+  // Records what enqueue puts on the stream (nothing runs).
+  template <typename Enqueue>
+  absl::Status Record(cudaStream_t stream, Enqueue enqueue) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const absl::Status enqueued = enqueue();
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph_);
+    TOMO_RETURN_IF_ERROR(enqueued);
+    TOMO_CUDA_RETURN_IF_ERROR(ended);
+    TOMO_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec_, graph_, 0));
+    return absl::OkStatus();
+  }
+  absl::Status Launch(cudaStream_t stream) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, stream));
+    return absl::OkStatus();
+  }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
@@ -210,8 +243,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     }
     ArtResult result;
     result.image = Array3D({1, a_.scan().ny(), a_.scan().nx()});
-    for (int64_t it = 1; it <= options.iterations; ++it) {
-      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
+    SweepGraph sweep;
+    TOMO_RETURN_IF_ERROR(sweep.Record(s, [&]() -> absl::Status {
       for (int64_t b = 0; b < a_.num_blocks(); ++b) {
         const cuda::OrbitBlock& block = blocks[static_cast<size_t>(b)];
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(
@@ -223,6 +256,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
             arrays_, geometry_[static_cast<size_t>(b)], block, run.z.get(), run.x.get(),
             options.nonnegative, s));
       }
+      return absl::OkStatus();
+    }));
+    for (int64_t it = 1; it <= options.iterations; ++it) {
+      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
+      TOMO_RETURN_IF_ERROR(sweep.Launch(s));
       TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
       if (stop) break;
     }
@@ -353,8 +391,8 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
     ArtResult result;
     result.image = Array3D({1, a_.ny(), a_.nx()});
     const int64_t blocks = static_cast<int64_t>(max_rows_.size());
-    for (int64_t it = 1; it <= options.iterations; ++it) {
-      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
+    SweepGraph sweep;
+    TOMO_RETURN_IF_ERROR(sweep.Record(s, [&]() -> absl::Status {
       for (int64_t b = 0; b < blocks; ++b) {
         const int32_t* views = block_views_.get() + block_first_[static_cast<size_t>(b)];
         const int32_t count = static_cast<int32_t>(block_first_[static_cast<size_t>(b) + 1] -
@@ -370,6 +408,11 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchAddAndClear(run.x.get(), accumulator_.get(),
                                                           a_.pixels(), options.nonnegative, s));
       }
+      return absl::OkStatus();
+    }));
+    for (int64_t it = 1; it <= options.iterations; ++it) {
+      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
+      TOMO_RETURN_IF_ERROR(sweep.Launch(s));
       TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
       if (stop) break;
     }
