@@ -358,7 +358,10 @@ class CusparseArt {
     const cudaError_t ended = cudaStreamEndCapture(stream_, &graph_);
     TOMO_RETURN_IF_ERROR(swept);
     BENCH_CUDA(ended);
-    BENCH_CUDA(cudaGraphInstantiate(&graph_exec_, graph_, 0));
+    if (const cudaError_t e = cudaGraphInstantiate(&graph_exec_, graph_, 0); e != cudaSuccess) {
+      graph_exec_ = nullptr;
+      return absl::InternalError(absl::StrCat("cudaGraphInstantiate: ", cudaGetErrorString(e)));
+    }
     return absl::OkStatus();
   }
   absl::Status Replay() {
@@ -489,7 +492,13 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   }
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<CusparseArt> cusparse,
                         CusparseArt::Create(a, sinogram, options.relaxation, &result.expand_s));
-  if (options.cusparse_graph) TOMO_RETURN_IF_ERROR(cusparse->Record());
+  if (options.cusparse_graph) {
+    if (const absl::Status recorded = cusparse->Record(); !recorded.ok()) {
+      cudaGetLastError();  // clear it: the sweep then runs as plain calls
+      result.note = absl::StrCat("cuSPARSE sweep not recorded as a graph (",
+                                 recorded.message(), "): plain calls");
+    }
+  }
   TOMO_RETURN_IF_ERROR(cusparse->Reset());
   for (int i = 0; i < options.converge_iterations; ++i) TOMO_RETURN_IF_ERROR(cusparse->Replay());
   Array3D image({1, n, n});
