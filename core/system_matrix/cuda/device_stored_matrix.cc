@@ -243,8 +243,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     }
     ArtResult result;
     result.image = Array3D({1, a_.scan().ny(), a_.scan().nx()});
-    SweepGraph sweep;
-    TOMO_RETURN_IF_ERROR(sweep.Record(s, [&]() -> absl::Status {
+    const auto enqueue_sweep = [&]() -> absl::Status {
       for (int64_t b = 0; b < a_.num_blocks(); ++b) {
         const cuda::OrbitBlock& block = blocks[static_cast<size_t>(b)];
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(
@@ -257,10 +256,14 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
             options.nonnegative, s));
       }
       return absl::OkStatus();
-    }));
+    };
+    SweepGraph sweep;
+    // Should recording fail, the sweeps are launched one by one (same work, more launch time).
+    const bool recorded = sweep.Record(s, enqueue_sweep).ok();
+    if (!recorded) cudaGetLastError();
     for (int64_t it = 1; it <= options.iterations; ++it) {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
-      TOMO_RETURN_IF_ERROR(sweep.Launch(s));
+      TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
       TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
       if (stop) break;
     }
@@ -391,8 +394,7 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
     ArtResult result;
     result.image = Array3D({1, a_.ny(), a_.nx()});
     const int64_t blocks = static_cast<int64_t>(max_rows_.size());
-    SweepGraph sweep;
-    TOMO_RETURN_IF_ERROR(sweep.Record(s, [&]() -> absl::Status {
+    const auto enqueue_sweep = [&]() -> absl::Status {
       for (int64_t b = 0; b < blocks; ++b) {
         const int32_t* views = block_views_.get() + block_first_[static_cast<size_t>(b)];
         const int32_t count = static_cast<int32_t>(block_first_[static_cast<size_t>(b) + 1] -
@@ -409,10 +411,14 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
                                                           a_.pixels(), options.nonnegative, s));
       }
       return absl::OkStatus();
-    }));
+    };
+    SweepGraph sweep;
+    // Should recording fail, the sweeps are launched one by one (same work, more launch time).
+    const bool recorded = sweep.Record(s, enqueue_sweep).ok();
+    if (!recorded) cudaGetLastError();
     for (int64_t it = 1; it <= options.iterations; ++it) {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
-      TOMO_RETURN_IF_ERROR(sweep.Launch(s));
+      TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
       TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
       if (stop) break;
     }
