@@ -5,7 +5,8 @@
 // pixel indices (MapPixel) and, for reflections, reversing the detector's columns. A stored
 // row is kept as runs along pixel rows (strip_weights.h): per pixel row it crosses, the first
 // ix and the run's length and offset, then the weights, so that no column index is stored
-// per entry. Bytes per entry: 4 (the weight) plus 8 per run (about 2 to 3 entries).
+// per entry. Bytes per entry: 4 (the weight) plus 8 per run (a run holds about the ray's
+// width in pixels plus one entries: more on finer grids).
 //
 // The blocks of block ART are the orbits: block b holds the views of stored view b's orbit
 // (up to eight views spread around the circle), in SymmetryReport::orbits order. A block's
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
