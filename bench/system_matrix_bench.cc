@@ -472,13 +472,18 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   if (options.on_the_fly) {
     result.sart.blocks = options.views;
     result.os_sart.blocks = a.num_blocks();
-    TOMO_RETURN_IF_ERROR(RunOnTheFly(geometry, volume, sinogram, truth, result.ours_error, options,
-                                     result.sart));
-    TOMO_RETURN_IF_ERROR(RunOnTheFly(geometry, volume, sinogram, truth, result.ours_error, options,
-                                     result.os_sart));
+    for (Result::OnTheFly* method : {&result.sart, &result.os_sart}) {
+      const absl::Status ran =
+          RunOnTheFly(geometry, volume, sinogram, truth, result.ours_error, options, *method);
+      if (!ran.ok()) {
+        absl::StrAppend(&result.note, method == &result.sart ? "SART" : "OS-SART", " failed: ",
+                        ran.message(), "; ");
+        method->s_per_iteration = -1;
+      }
+    }
   }
   if (!options.cusparse) {
-    result.note = "cuSPARSE skipped (--cusparse=false)";
+    absl::StrAppend(&result.note, "cuSPARSE skipped (--cusparse=false)");
     return absl::OkStatus();
   }
   device.reset();
@@ -486,8 +491,8 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   BENCH_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
   // The CSR arrays plus a margin for cuSPARSE's buffer and the vectors.
   if (result.csr_bytes + (uint64_t{2} << 30) > free_bytes) {
-    result.note = absl::StrCat("CSR (", result.csr_bytes / 1e9, " GB) does not fit the ",
-                               free_bytes / 1e9, " GB free: cuSPARSE not run");
+    absl::StrAppend(&result.note, "CSR (", result.csr_bytes / 1e9, " GB) does not fit the ",
+                    free_bytes / 1e9, " GB free: cuSPARSE not run");
     return absl::OkStatus();
   }
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<CusparseArt> cusparse,
@@ -495,8 +500,8 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   if (options.cusparse_graph) {
     if (const absl::Status recorded = cusparse->Record(); !recorded.ok()) {
       cudaGetLastError();  // clear it: the sweep then runs as plain calls
-      result.note = absl::StrCat("cuSPARSE sweep not recorded as a graph (",
-                                 recorded.message(), "): plain calls");
+      absl::StrAppend(&result.note, "cuSPARSE sweep not recorded as a graph (",
+                      recorded.message(), "): plain calls");
     }
   }
   TOMO_RETURN_IF_ERROR(cusparse->Reset());
