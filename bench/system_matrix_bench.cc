@@ -59,6 +59,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/system_matrix_bench_kernels.h"
 #include "core/base/parallel_for.h"
@@ -546,7 +547,7 @@ std::string Json(const Result& r) {
       r.ours_converged_at, ", \"ours_error\": ", r.ours_error, ", \"cusparse_error\": ",
       r.cusparse_error, ", \"ours_vs_cusparse\": ", r.ours_vs_cusparse,
       ", \"sart\": ", OnTheFlyJson(r.sart), ", \"os_sart\": ", OnTheFlyJson(r.os_sart),
-      ", \"note\": \"", r.note, "\"}");
+      ", \"note\": \"", absl::StrReplaceAll(r.note, {{"\"", "'"}, {"\\", "/"}}), "\"}");
 }
 
 }  // namespace
