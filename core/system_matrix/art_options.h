@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/status.h"
+#include "core/data/array3d.h"
 
 namespace tomo::core::system_matrix {
 
@@ -22,6 +24,11 @@ struct ArtOptions {
   // Block ART only. 0: automatic (the symmetric format's orbits; one view per block for
   // CSR). For CSR, 1 to views; the symmetric format takes only 0.
   int64_t views_per_block = 0;
+
+  // For tests and experiments, not from the JobSpec: called after every sweep with its
+  // number (1-based) and the image (on CUDA downloaded for it every sweep: slow). A status
+  // other than OK ends the run with it.
+  std::function<absl::Status(int64_t sweep, const Array3D& image)> on_sweep;
 };
 
 // INVALID_ARGUMENT naming the field, its value and the allowed range.

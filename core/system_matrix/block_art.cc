@@ -73,6 +73,7 @@ absl::StatusOr<ArtResult> RunBlockArt(const ViewBlocks& blocks, const Array3D& p
     progress.iterations_total = static_cast<uint32_t>(options.iterations);
     progress.relative_residual = relative;
     context.Report(progress);
+    if (options.on_sweep) TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
     if (relative < options.stop_relative_residual) break;
   }
   return result;

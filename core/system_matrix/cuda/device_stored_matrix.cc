@@ -265,6 +265,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
       TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
       TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
+      if (options.on_sweep) {
+        TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+        TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
+      }
       if (stop) break;
     }
     TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
@@ -420,6 +424,10 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
       TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
       TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
+      if (options.on_sweep) {
+        TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+        TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
+      }
       if (stop) break;
     }
     TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));

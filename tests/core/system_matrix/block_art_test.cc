@@ -121,6 +121,24 @@ TEST(BlockArtTest, StopsAtTheResidualAndOnCancel) {
   EXPECT_NE(cancelled.status().message().find("art / iteration 3"), std::string::npos);
 }
 
+TEST(BlockArtTest, ObserverSeesEverySweepAndCanStopTheRun) {
+  const FanCase c = MakeFanCase("art", ArtSpec());
+  const Truth truth = MakeTruth(c);
+  const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(ScanOf(c)).value();
+  ArtOptions options;
+  options.iterations = 4;
+  std::vector<double> errors;
+  options.on_sweep = [&](int64_t sweep, const Array3D& image) {
+    EXPECT_EQ(sweep, static_cast<int64_t>(errors.size()) + 1);
+    errors.push_back(RelativeError(image, truth.image));
+    return sweep == 3 ? absl::AbortedError("enough") : absl::OkStatus();
+  };
+  auto result = RunBlockArt(SymmetricViewBlocks(a), truth.sinogram, options, true, {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_LT(errors[2], errors[0]);
+}
+
 TEST(BlockArtTest, RefusesBadOptionsNamingTheField) {
   const FanCase c = MakeFanCase("art", ArtSpec());
   const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(ScanOf(c)).value();
