@@ -227,9 +227,18 @@ TEST_F(DeviceStoredMatrixTest, BlockArtMatchesTheCpuAndThePhantom) {
   auto cpu_csr = RunBlockArt(CsrViewBlocks(csr, 8), sinogram, options, false, {});
   auto device_csr = UploadCsrMatrix(csr, 8, 0);
   ASSERT_TRUE(device_csr.ok()) << device_csr.status();
+  int sweeps_seen = 0;
+  double last_seen = -1;
+  options.on_sweep = [&](int64_t, const Array3D& image) {
+    ++sweeps_seen;
+    last_seen = RelativeL2(image, truth);
+    return absl::OkStatus();
+  };
   auto gpu_csr = (*device_csr)->RunArt(sinogram, options, {});
   ASSERT_TRUE(gpu_csr.ok()) << gpu_csr.status();
   EXPECT_LT(RelativeL2(gpu_csr->image, cpu_csr->image), 1e-3);
+  EXPECT_EQ(sweeps_seen, 30);
+  EXPECT_DOUBLE_EQ(last_seen, RelativeL2(gpu_csr->image, truth));
 }
 
 }  // namespace
