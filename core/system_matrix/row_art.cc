@@ -11,7 +11,11 @@ namespace tomo::core::system_matrix {
 
 absl::StatusOr<ArtResult> RunRowArt(const CsrSystemMatrix& a, const Array3D& projections,
                                     const ArtOptions& options, const RunContext& context) {
-  TOMO_RETURN_IF_ERROR(ValidateArtOptions(options, /*symmetric_format=*/true, a.views()));
+  if (options.views_per_block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("views_per_block: ", options.views_per_block,
+                                                   " must be 0 for row ART (one row at a time)"));
+  }
+  TOMO_RETURN_IF_ERROR(ValidateArtOptions(options, /*symmetric_format=*/false, a.views()));
   const Dims3 expected{a.views(), 1, a.detector_columns()};
   if (projections.dims() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -170,6 +170,10 @@ TEST(BlockArtTest, RefusesBadOptionsNamingTheField) {
   too_many.views_per_block = 65;
   EXPECT_EQ(ValidateArtOptions(too_many, false, 64).message(),
             "views_per_block: 65 must be in [0, 64]");
+  ArtOptions blocked;
+  blocked.views_per_block = 2;
+  EXPECT_EQ(RunRowArt(CsrSystemMatrix::Build(ScanOf(c)), sinogram, blocked, {}).status().message(),
+            "views_per_block: 2 must be 0 for row ART (one row at a time)");
   const Array3D wrong({3, 1, 5});
   EXPECT_NE(RunBlockArt(SymmetricViewBlocks(a), wrong, ArtOptions{}, true, {})
                 .status()
