@@ -1,0 +1,472 @@
+#include "core/system_matrix/cuda/device_stored_matrix.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_resources.h"
+#include "core/system_matrix/cuda/stored_matrix_kernels.h"
+#include "core/system_matrix/cuda/symmetric_launch_params.h"
+#include "core/system_matrix/view_blocks.h"
+
+namespace tomo::core::system_matrix {
+namespace {
+
+using core::cuda::DeviceBuffer;
+using core::cuda::ScopedDevice;
+using core::cuda::Stream;
+using cuda::CheckViews;
+
+template <typename T>
+absl::StatusOr<DeviceBuffer<T>> Upload(const std::vector<T>& host, cudaStream_t stream) {
+  TOMO_ASSIGN_OR_RETURN(DeviceBuffer<T> buffer, DeviceBuffer<T>::Allocate(host.size(), stream));
+  if (!host.empty()) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.get(), host.data(), host.size() * sizeof(T),
+                                              cudaMemcpyHostToDevice, stream));
+  }
+  return buffer;
+}
+
+absl::Status CheckProjections(const Array3D& projections, int64_t views, int64_t columns) {
+  const Dims3 expected{views, 1, columns};
+  if (projections.dims() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "projections: dims (", projections.dims().d0, ", ", projections.dims().d1, ", ",
+        projections.dims().d2, ") must be (", views, ", 1, ", columns, ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> AllViews(int64_t count) {
+  std::vector<int64_t> views(static_cast<size_t>(count));
+  for (int64_t v = 0; v < count; ++v) views[static_cast<size_t>(v)] = v;
+  return views;
+}
+
+// The state of one ART run on the device, shared by both formats.
+struct ArtBuffers {
+  DeviceBuffer<float> b, x, residual, z;
+  DeviceBuffer<double> sums;
+  std::vector<double> host_sums;
+  double b_norm2 = 0;
+};
+
+absl::StatusOr<ArtBuffers> StartArt(const Array3D& projections, int64_t pixels,
+                                    cudaStream_t stream) {
+  ArtBuffers run;
+  const size_t count = static_cast<size_t>(projections.size());
+  TOMO_ASSIGN_OR_RETURN(run.b, DeviceBuffer<float>::Allocate(count, stream));
+  TOMO_ASSIGN_OR_RETURN(run.residual, DeviceBuffer<float>::Allocate(count, stream));
+  TOMO_ASSIGN_OR_RETURN(run.z, DeviceBuffer<float>::Allocate(count, stream));
+  TOMO_ASSIGN_OR_RETURN(run.x, DeviceBuffer<float>::Allocate(static_cast<size_t>(pixels), stream));
+  run.host_sums.resize(static_cast<size_t>(cuda::SumSquaresBlocks(projections.size())));
+  TOMO_ASSIGN_OR_RETURN(run.sums, DeviceBuffer<double>::Allocate(run.host_sums.size(), stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(run.b.get(), projections.data(), count * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(run.x.get(), 0, static_cast<size_t>(pixels) * sizeof(float), stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(run.residual.get(), 0, count * sizeof(float), stream));
+  for (int64_t i = 0; i < projections.size(); ++i) {
+    run.b_norm2 += static_cast<double>(projections.data()[i]) * projections.data()[i];
+  }
+  return run;
+}
+
+// After a sweep: the relative residual, progress, and whether to stop.
+absl::StatusOr<bool> FinishSweep(ArtBuffers& run, int64_t it, const ArtOptions& options,
+                                 const RunContext& context, ArtResult& result, cudaStream_t stream) {
+  TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSumSquares(run.residual.get(),
+                                                   static_cast<int64_t>(run.residual.size()),
+                                                   run.sums.get(), stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(run.host_sums.data(), run.sums.get(),
+                                            run.host_sums.size() * sizeof(double),
+                                            cudaMemcpyDeviceToHost, stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  double residual2 = 0;
+  for (const double s : run.host_sums) residual2 += s;
+  const double relative = run.b_norm2 > 0 ? std::sqrt(residual2 / run.b_norm2) : 0.0;
+  result.relative_residuals.push_back(relative);
+  result.iterations_run = it;
+  ProgressUpdate progress;
+  progress.fraction = static_cast<double>(it) / static_cast<double>(options.iterations);
+  progress.stage = "art";
+  progress.iteration = static_cast<uint32_t>(it);
+  progress.iterations_total = static_cast<uint32_t>(options.iterations);
+  progress.relative_residual = relative;
+  context.Report(progress);
+  return relative < options.stop_relative_residual;
+}
+
+absl::Status DownloadImage(ArtBuffers& run, ArtResult& result, cudaStream_t stream) {
+  TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(result.image.data(), run.x.get(),
+                                            result.image.size_bytes(), cudaMemcpyDeviceToHost,
+                                            stream));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+// One sweep's launches (three per block: 270 for 720 views in orbits) recorded once as a CUDA
+// graph and replayed every iteration, which saves their launch cost. The kernels' arguments
+// do not change between sweeps (the same buffers), so the replay is the same work.
+class SweepGraph {
+ public:
+  SweepGraph() = default;
+  SweepGraph(const SweepGraph&) = delete;
+  SweepGraph& operator=(const SweepGraph&) = delete;
+  ~SweepGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+  // Records what enqueue puts on the stream (nothing runs).
+  template <typename Enqueue>
+  absl::Status Record(cudaStream_t stream, Enqueue enqueue) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const absl::Status enqueued = enqueue();
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph_);
+    TOMO_RETURN_IF_ERROR(enqueued);
+    TOMO_CUDA_RETURN_IF_ERROR(ended);
+    TOMO_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec_, graph_, 0));
+    return absl::OkStatus();
+  }
+  absl::Status Launch(cudaStream_t stream) {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, stream));
+    return absl::OkStatus();
+  }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
+      const SymmetricSystemMatrix& a, int device) {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
+    auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
+    TOMO_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
+    const cudaStream_t s = m->stream_.get();
+    const std::vector<uint2> runs = cuda::PackRuns(a);
+    TOMO_ASSIGN_OR_RETURN(m->row_value_begin_, Upload(a.row_value_begin(), s));
+    TOMO_ASSIGN_OR_RETURN(m->row_run_begin_, Upload(a.row_run_begin(), s));
+    TOMO_ASSIGN_OR_RETURN(m->row_iy_first_, Upload(a.row_iy_first(), s));
+    TOMO_ASSIGN_OR_RETURN(m->runs_, Upload(runs, s));
+    TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
+    TOMO_ASSIGN_OR_RETURN(m->row_norm2_, Upload(a.row_norms2(), s));
+    m->segments_ = cuda::SymmetricForwardSegments(static_cast<int32_t>(a.scan().nx()),
+                                                  static_cast<int32_t>(a.scan().columns()));
+    TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
+        static_cast<size_t>(m->segments_) * 8 * static_cast<size_t>(a.scan().columns()), s));
+    m->arrays_ = {m->row_value_begin_.get(), m->row_run_begin_.get(), m->row_iy_first_.get(),
+                  m->runs_.get(), m->values_.get(), m->row_norm2_.get(),
+                  static_cast<int32_t>(a.scan().nx()), static_cast<int32_t>(a.scan().columns())};
+    for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return m;
+  }
+
+  uint64_t matrix_bytes() const override {
+    return row_value_begin_.size_bytes() + row_run_begin_.size_bytes() +
+           row_iy_first_.size_bytes() + runs_.size_bytes() + values_.size_bytes() +
+           row_norm2_.size_bytes();
+  }
+
+  absl::Status Forward(const float* x, float* y) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<float>::Allocate(pixels(), s));
+    TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(projection_count(), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dx.get(), x, dx.size_bytes(), cudaMemcpyHostToDevice, s));
+    TOMO_RETURN_IF_ERROR(ForwardViewsOnDevice(AllViews(a_.scan().num_views()), dx.get(), dy.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(y, dy.get(), dy.size_bytes(), cudaMemcpyDeviceToHost, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  }
+
+  absl::Status Back(const float* y, float* x) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<float>::Allocate(pixels(), s));
+    TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(projection_count(), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dy.get(), y, dy.size_bytes(), cudaMemcpyHostToDevice, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx.get(), 0, dx.size_bytes(), s));
+    TOMO_RETURN_IF_ERROR(BackViewsAddOnDevice(AllViews(a_.scan().num_views()), dy.get(), dx.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x, dx.get(), dx.size_bytes(), cudaMemcpyDeviceToHost, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  }
+
+  absl::Status ForwardViewsOnDevice(const std::vector<int64_t>& views, const float* x,
+                                    float* y) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
+    const cudaStream_t s = stream_.get();
+    for (const cuda::OrbitBlock& group : groups) {
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(arrays_, group, segments_, x,
+                                                                     partials_.get(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, group, segments_,
+                                                             partials_.get(), nullptr, nullptr, y,
+                                                             s));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
+                                    float* x) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
+    for (const cuda::OrbitBlock& group : groups) {
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
+          arrays_, geometry_[static_cast<size_t>(group.stored_view)], group, z, x,
+          /*clamp=*/false, stream_.get()));
+    }
+    return absl::OkStatus();
+  }
+
+  cudaStream_t stream() const override { return stream_.get(); }
+
+  absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
+                                   const RunContext& context) override {
+    TOMO_RETURN_IF_ERROR(ValidateArtOptions(options, /*symmetric_format=*/true, a_.scan().num_views()));
+    TOMO_RETURN_IF_ERROR(CheckProjections(projections, a_.scan().num_views(), a_.scan().columns()));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(ArtBuffers run, StartArt(projections, static_cast<int64_t>(pixels()), s));
+    std::vector<cuda::OrbitBlock> blocks;
+    for (int64_t b = 0; b < a_.num_blocks(); ++b) {
+      const SymmetricViewBlocks view_blocks(a_);
+      const double bound = static_cast<double>(std::max<int64_t>(1, view_blocks.MaxRowsPerPixel(b)));
+      blocks.push_back(cuda::OrbitOf(a_, b, static_cast<float>(options.relaxation / bound)));
+    }
+    ArtResult result;
+    result.image = Array3D({1, a_.scan().ny(), a_.scan().nx()});
+    const auto enqueue_sweep = [&]() -> absl::Status {
+      for (int64_t b = 0; b < a_.num_blocks(); ++b) {
+        const cuda::OrbitBlock& block = blocks[static_cast<size_t>(b)];
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(
+            arrays_, block, segments_, run.x.get(), partials_.get(), s));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments_,
+                                                               partials_.get(), run.b.get(),
+                                                               run.residual.get(), run.z.get(), s));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
+            arrays_, geometry_[static_cast<size_t>(b)], block, run.z.get(), run.x.get(),
+            options.nonnegative, s));
+      }
+      return absl::OkStatus();
+    };
+    SweepGraph sweep;
+    // Should recording fail, the sweeps are launched one by one (same work, more launch time).
+    const bool recorded = sweep.Record(s, enqueue_sweep).ok();
+    if (!recorded) cudaGetLastError();
+    for (int64_t it = 1; it <= options.iterations; ++it) {
+      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
+      TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
+      TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
+      if (options.on_sweep) {
+        TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+        TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
+      }
+      if (stop) break;
+    }
+    TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+    return result;
+  }
+
+ private:
+  DeviceSymmetricMatrix(const SymmetricSystemMatrix& a, int device) : a_(a), device_(device) {}
+  size_t pixels() const { return static_cast<size_t>(a_.scan().nx() * a_.scan().ny()); }
+  size_t projection_count() const { return static_cast<size_t>(a_.scan().rows()); }
+
+  const SymmetricSystemMatrix& a_;
+  int device_;
+  Stream stream_;  // declared before the buffers: they are freed on it first
+  DeviceBuffer<int64_t> row_value_begin_, row_run_begin_;
+  DeviceBuffer<int32_t> row_iy_first_;
+  DeviceBuffer<uint2> runs_;
+  DeviceBuffer<float> values_, row_norm2_, partials_;
+  int segments_ = 1;
+  cuda::SymmetricDeviceArrays arrays_{};
+  std::vector<cuda::StoredViewGeometry> geometry_;
+};
+
+class DeviceCsrMatrix final : public DeviceStoredMatrix {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceCsrMatrix>> Create(const CsrSystemMatrix& a,
+                                                                 int64_t views_per_block,
+                                                                 int device) {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
+    auto m = std::unique_ptr<DeviceCsrMatrix>(new DeviceCsrMatrix(a, device));
+    TOMO_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
+    const cudaStream_t s = m->stream_.get();
+    m->views_per_block_ = views_per_block;
+    const CsrViewBlocks blocks(a, views_per_block == 0 ? 1 : views_per_block);
+    std::vector<int32_t> block_views;
+    for (int64_t b = 0; b < blocks.num_blocks(); ++b) {
+      m->block_first_.push_back(static_cast<int64_t>(block_views.size()));
+      for (const int64_t v : blocks.BlockViews(b)) block_views.push_back(static_cast<int32_t>(v));
+      m->max_rows_.push_back(blocks.MaxRowsPerPixel(b));
+    }
+    m->block_first_.push_back(static_cast<int64_t>(block_views.size()));
+    TOMO_ASSIGN_OR_RETURN(m->row_offsets_, Upload(a.row_offsets(), s));
+    TOMO_ASSIGN_OR_RETURN(m->column_indices_, Upload(a.column_indices(), s));
+    TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
+    TOMO_ASSIGN_OR_RETURN(m->row_norm2_, Upload(a.RowNorms2(), s));
+    TOMO_ASSIGN_OR_RETURN(m->block_views_, Upload(block_views, s));
+    TOMO_ASSIGN_OR_RETURN(m->accumulator_, DeviceBuffer<float>::Allocate(static_cast<size_t>(a.pixels()), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->accumulator_.get(), 0, m->accumulator_.size_bytes(), s));
+    m->arrays_ = {m->row_offsets_.get(), m->column_indices_.get(), m->values_.get(),
+                  m->row_norm2_.get(), static_cast<int32_t>(a.detector_columns())};
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return m;
+  }
+
+  uint64_t matrix_bytes() const override {
+    return row_offsets_.size_bytes() + column_indices_.size_bytes() + values_.size_bytes() +
+           row_norm2_.size_bytes();
+  }
+
+  absl::Status Forward(const float* x, float* y) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.pixels()), s));
+    TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.rows()), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dx.get(), x, dx.size_bytes(), cudaMemcpyHostToDevice, s));
+    TOMO_RETURN_IF_ERROR(ForwardViewsOnDevice(AllViews(a_.views()), dx.get(), dy.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(y, dy.get(), dy.size_bytes(), cudaMemcpyDeviceToHost, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  }
+
+  absl::Status Back(const float* y, float* x) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.pixels()), s));
+    TOMO_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<float>::Allocate(static_cast<size_t>(a_.rows()), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dy.get(), y, dy.size_bytes(), cudaMemcpyHostToDevice, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx.get(), 0, dx.size_bytes(), s));
+    TOMO_RETURN_IF_ERROR(BackViewsAddOnDevice(AllViews(a_.views()), dy.get(), dx.get()));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x, dx.get(), dx.size_bytes(), cudaMemcpyDeviceToHost, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return absl::OkStatus();
+  }
+
+  absl::Status ForwardViewsOnDevice(const std::vector<int64_t>& views, const float* x,
+                                    float* y) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_RETURN_IF_ERROR(CheckViews(views, a_.views()));
+    if (views.empty()) return absl::OkStatus();
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto d_views, UploadViews(views, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockForward(arrays_, d_views.get(),
+                                                          static_cast<int32_t>(views.size()), 0.0f,
+                                                          x, nullptr, nullptr, y, s));
+    return absl::OkStatus();
+  }
+
+  absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
+                                    float* x) override {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    TOMO_RETURN_IF_ERROR(CheckViews(views, a_.views()));
+    if (views.empty()) return absl::OkStatus();
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(auto d_views, UploadViews(views, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockBack(arrays_, d_views.get(),
+                                                       static_cast<int32_t>(views.size()), z,
+                                                       /*z_compact=*/true, accumulator_.get(), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchAddAndClear(x, accumulator_.get(), a_.pixels(),
+                                                      /*clamp=*/false, s));
+    return absl::OkStatus();
+  }
+
+  cudaStream_t stream() const override { return stream_.get(); }
+
+  absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
+                                   const RunContext& context) override {
+    TOMO_RETURN_IF_ERROR(ValidateArtOptions(options, /*symmetric_format=*/false, a_.views()));
+    if (options.views_per_block != views_per_block_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "views_per_block: ", options.views_per_block, " must be ", views_per_block_,
+          ", the value the matrix was uploaded with"));
+    }
+    TOMO_RETURN_IF_ERROR(CheckProjections(projections, a_.views(), a_.detector_columns()));
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
+    const cudaStream_t s = stream_.get();
+    TOMO_ASSIGN_OR_RETURN(ArtBuffers run, StartArt(projections, a_.pixels(), s));
+    ArtResult result;
+    result.image = Array3D({1, a_.ny(), a_.nx()});
+    const int64_t blocks = static_cast<int64_t>(max_rows_.size());
+    const auto enqueue_sweep = [&]() -> absl::Status {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int32_t* views = block_views_.get() + block_first_[static_cast<size_t>(b)];
+        const int32_t count = static_cast<int32_t>(block_first_[static_cast<size_t>(b) + 1] -
+                                                   block_first_[static_cast<size_t>(b)]);
+        const float step_scale = static_cast<float>(
+            options.relaxation / static_cast<double>(std::max<int64_t>(1, max_rows_[static_cast<size_t>(b)])));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockForward(arrays_, views, count, step_scale,
+                                                              run.x.get(), run.b.get(),
+                                                              run.residual.get(), run.z.get(), s));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchCsrBlockBack(arrays_, views, count, run.z.get(),
+                                                           /*z_compact=*/false,
+                                                           accumulator_.get(), s));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchAddAndClear(run.x.get(), accumulator_.get(),
+                                                          a_.pixels(), options.nonnegative, s));
+      }
+      return absl::OkStatus();
+    };
+    SweepGraph sweep;
+    // Should recording fail, the sweeps are launched one by one (same work, more launch time).
+    const bool recorded = sweep.Record(s, enqueue_sweep).ok();
+    if (!recorded) cudaGetLastError();
+    for (int64_t it = 1; it <= options.iterations; ++it) {
+      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
+      TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
+      TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
+      if (options.on_sweep) {
+        TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+        TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
+      }
+      if (stop) break;
+    }
+    TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+    return result;
+  }
+
+ private:
+  DeviceCsrMatrix(const CsrSystemMatrix& a, int device) : a_(a), device_(device) {}
+  static absl::StatusOr<DeviceBuffer<int32_t>> UploadViews(const std::vector<int64_t>& views,
+                                                           cudaStream_t s) {
+    std::vector<int32_t> narrow(views.begin(), views.end());
+    // A copy from pageable memory is staged before cudaMemcpyAsync returns: `narrow` may go.
+    return Upload(narrow, s);
+  }
+  const CsrSystemMatrix& a_;
+  int device_;
+  Stream stream_;
+  DeviceBuffer<int64_t> row_offsets_;
+  DeviceBuffer<int32_t> column_indices_, block_views_;
+  DeviceBuffer<float> values_, row_norm2_, accumulator_;
+  int64_t views_per_block_ = 0;
+  std::vector<int64_t> block_first_;
+  std::vector<int64_t> max_rows_;
+  cuda::CsrDeviceArrays arrays_{};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
+    const SymmetricSystemMatrix& matrix, int device) {
+  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device));
+  return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadCsrMatrix(const CsrSystemMatrix& matrix,
+                                                                    int64_t views_per_block,
+                                                                    int device) {
+  TOMO_ASSIGN_OR_RETURN(auto m, DeviceCsrMatrix::Create(matrix, views_per_block, device));
+  return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
+}
+
+}  // namespace tomo::core::system_matrix

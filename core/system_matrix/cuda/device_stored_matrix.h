@@ -1,0 +1,70 @@
+// DeviceStoredMatrix: a stored system matrix resident on one CUDA device, with its whole
+// products and block ART (the CUDA counterpart of view_blocks.h and block_art.h).
+//
+//   UploadSymmetricMatrix: the symmetric format (symmetric_system_matrix.h): blocks are the
+//     orbits; per block a forward pass that reads the stored rows once for all the orbit's
+//     views, then a pixel-owned transposed pass (no atomics, same result whatever the thread
+//     order).
+//   UploadCsrMatrix: plain CSR for scans without the symmetry; blocks of views_per_block
+//     views as CsrViewBlocks; the transposed pass scatters with atomicAdd.
+// Block ART follows RunBlockArt step for step (same C_b, same order, clamp after each
+// block) in float32 on the device; its residual is measured the same way.
+//
+// Not thread-safe (one stream). Errors: RESOURCE_EXHAUSTED when the device lacks memory,
+// INTERNAL for other CUDA failures (cuda_check.h), INVALID_ARGUMENT for bad options or
+// shapes (naming the field), CANCELLED.
+//
+//   TOMO_ASSIGN_OR_RETURN(auto device_matrix, UploadSymmetricMatrix(matrix, /*device=*/0));
+//   TOMO_ASSIGN_OR_RETURN(ArtResult art, device_matrix->RunArt(sinogram, options, context));
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/base/run_context.h"
+#include "core/data/array3d.h"
+#include "core/system_matrix/art_options.h"
+#include "core/system_matrix/block_art.h"
+#include "core/system_matrix/csr_system_matrix.h"
+#include "core/system_matrix/symmetric_system_matrix.h"
+
+namespace tomo::core::system_matrix {
+
+class DeviceStoredMatrix {
+ public:
+  virtual ~DeviceStoredMatrix() = default;
+  // Bytes of the matrix's arrays on the device.
+  virtual uint64_t matrix_bytes() const = 0;
+  // Host arrays: y (views x columns) = A x (ny x nx); x = A^T y.
+  virtual absl::Status Forward(const float* x, float* y) = 0;
+  virtual absl::Status Back(const float* y, float* x) = 0;
+  // Device arrays on this matrix's device, the work queued on stream() (what a projector of
+  // a block of views needs): y[k * columns + c] = (A x) at views[k], column c; x += A^T z
+  // over those rows, z laid out as y. Any views in any order, each at most once
+  // (INVALID_ARGUMENT naming the entry otherwise). The symmetric format groups the views by
+  // stored view (a group shares one pass over the stored rows); its transposed pass adds
+  // group by group, each pixel written by its own thread.
+  virtual absl::Status ForwardViewsOnDevice(const std::vector<int64_t>& views, const float* x,
+                                            float* y) = 0;
+  virtual absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
+                                            float* x) = 0;
+  virtual cudaStream_t stream() const = 0;
+  // projections: (views, 1, columns).
+  virtual absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
+                                           const RunContext& context) = 0;
+};
+
+absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
+    const SymmetricSystemMatrix& matrix, int device);
+// views_per_block as ArtOptions::views_per_block (0: one view); RunArt's options must
+// carry the same value.
+absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadCsrMatrix(const CsrSystemMatrix& matrix,
+                                                                    int64_t views_per_block,
+                                                                    int device);
+
+}  // namespace tomo::core::system_matrix

@@ -1,0 +1,102 @@
+// The CUDA kernels of the stored system matrix, as plain launch functions over plain
+// structs (included by host code compiled with g++ and by the .cu files; no CUDA types but
+// cudaStream_t and cudaError_t). Every Launch... returns cudaGetLastError() taken right
+// after its launches. Layouts are those of SymmetricSystemMatrix and CsrSystemMatrix
+// (symmetric_system_matrix.h, csr_system_matrix.h); a "full" vector is views x columns.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tomo::core::system_matrix::cuda {
+
+// The stored rows of the symmetric format on the device. A run is packed in 8 bytes:
+// x = offset of its first value from the row's first value, y = ix_first | length << 16.
+struct SymmetricDeviceArrays {
+  const int64_t* row_value_begin;  // stored rows + 1
+  const int64_t* row_run_begin;    // stored rows + 1
+  const int32_t* row_iy_first;
+  const uint2* runs;
+  const float* values;
+  const float* row_norm2;
+  int32_t n;        // the grid is n x n
+  int32_t columns;  // detector columns
+};
+
+// The stored view of an orbit as the back projection needs it: where the line from the
+// source through a point meets the detector (FanScan::ColumnCoordinate), in float32 with
+// everything relative to the source.
+struct StoredViewGeometry {
+  float origin_x, origin_y;        // the grid's corner (pixel (0, 0)'s) minus the source, mm
+  float pixel;                     // pixel size, mm
+  float to_center_x, to_center_y;  // detector centre - source
+  float u_x, u_y;                  // column step
+  int32_t cylindrical;
+  float radius, step;              // cylindrical: |centre - source| and |u|
+};
+
+// One block of block ART: the views of one orbit and the maps from the stored view.
+struct OrbitBlock {
+  int32_t count;          // views in the orbit (1 to 8)
+  int32_t stored_view;    // index of the stored view (its rows are stored_view * columns + c)
+  int32_t view[8];        // where view k's values sit in the vectors: at view[k] * columns
+                          // (the view's number for full vectors, its slot for a subset's)
+  int32_t m[8][4];        // kSquareMaps[map] as xx, xy, yx, yy
+  int32_t reversed[8];    // detector columns reversed
+  float step_scale;       // lambda / S_b (block_art.h)
+};
+
+// Forward products of one orbit, split over `segments` warps per stored row: partials
+// [segment][k][column of the stored row] (segments * 8 * columns floats).
+cudaError_t LaunchSymmetricForwardPartials(const SymmetricDeviceArrays& a, const OrbitBlock& block,
+                                           int segments, const float* x, float* partials,
+                                           cudaStream_t stream);
+// Segments per stored row that keep the device busy for a grid of n and `columns` rows.
+int SymmetricForwardSegments(int32_t n, int32_t columns);
+
+// Adds the partials. With projections == nullptr: out[view_k * columns + c_k] = (A x).
+// Otherwise r = projections - A x at (view_k, c_k): residual[...] = r and
+// out[...] = step_scale * r / ||a||^2 (0 for rows of norm^2 <= 1e-20).
+cudaError_t LaunchSymmetricCombine(const SymmetricDeviceArrays& a, const OrbitBlock& block,
+                                   int segments, const float* partials,
+                                   const float* projections, float* residual, float* out,
+                                   cudaStream_t stream);
+
+// x[p] += sum over the orbit's rows of a_ip z_full[i], pixel by pixel (each pixel written
+// by its own thread: no atomics), then x[p] = max(x[p], 0) when clamp.
+cudaError_t LaunchSymmetricBackGather(const SymmetricDeviceArrays& a,
+                                      const StoredViewGeometry& geometry,
+                                      const OrbitBlock& block, const float* z_full, float* x,
+                                      bool clamp, cudaStream_t stream);
+
+// The CSR matrix on the device; rows of a block of views.
+struct CsrDeviceArrays {
+  const int64_t* row_offsets;
+  const int32_t* column_indices;
+  const float* values;
+  const float* row_norm2;
+  int32_t columns;
+};
+// For the block's views (device array `views` of `count`): with projections == nullptr,
+// out[k * columns + c] = (A x) at views[k] (the block's own layout); else, at
+// view * columns + c, residual = projections - A x and out = step_scale * residual / ||a||^2.
+cudaError_t LaunchCsrBlockForward(const CsrDeviceArrays& a, const int32_t* views, int32_t count,
+                                  float step_scale, const float* x, const float* projections,
+                                  float* residual, float* out, cudaStream_t stream);
+// accumulator[j] += sum over the block's rows of a_ij z_i (atomicAdd: plain CSR has no
+// conflict-free order), z_i at k * columns + c when z_compact, else at view * columns + c.
+cudaError_t LaunchCsrBlockBack(const CsrDeviceArrays& a, const int32_t* views, int32_t count,
+                               const float* z, bool z_compact, float* accumulator,
+                               cudaStream_t stream);
+// x += accumulator (then max(x, 0) when clamp); accumulator = 0.
+cudaError_t LaunchAddAndClear(float* x, float* accumulator, int64_t count, bool clamp,
+                              cudaStream_t stream);
+
+// Sum of squares in float64: partials[block] for LaunchSumSquares's blocks (the host adds
+// them); SumSquaresBlocks(count) partials.
+int SumSquaresBlocks(int64_t count);
+cudaError_t LaunchSumSquares(const float* v, int64_t count, double* partials,
+                             cudaStream_t stream);
+
+}  // namespace tomo::core::system_matrix::cuda

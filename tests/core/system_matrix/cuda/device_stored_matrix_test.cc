@@ -1,0 +1,245 @@
+// The stored system matrix on CUDA against the CPU reference: whole products of the
+// symmetric and CSR formats for every view, block ART step for step, and ART against the
+// analytic phantom. Skips without a device.
+//
+// Tolerances: float32 sums in another order: products agree to 1e-5 of the largest value;
+// ART after 30 sweeps to 1e-3 (relative L2) of the CPU's image.
+#include "core/system_matrix/cuda/device_stored_matrix.h"
+#include "core/system_matrix/cuda/device_matrix_build.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "core/devices/devices.h"
+#include "core/phantom/ellipsoid_phantom.h"
+#include "tests/core/random_seed.h"
+#include "tests/core/system_matrix/fan_cases.h"
+
+namespace tomo::core::system_matrix {
+namespace {
+
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (float f : v) m = std::max(m, static_cast<double>(std::abs(f)));
+  return m;
+}
+
+double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+double RelativeL2(const Array3D& a, const Array3D& b) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    diff += std::pow(static_cast<double>(a.data()[i]) - b.data()[i], 2);
+    norm += std::pow(static_cast<double>(b.data()[i]), 2);
+  }
+  return std::sqrt(diff / norm);
+}
+
+class DeviceStoredMatrixTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (ListCudaDevices().empty()) GTEST_SKIP() << "no CUDA device";
+    seed_ = testing::TestSeed();
+    random_.seed(seed_);
+  }
+  std::vector<float> RandomVector(int64_t n) {
+    std::uniform_real_distribution<float> value(-1.0f, 2.0f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = value(random_);
+    return v;
+  }
+  uint64_t seed_ = 0;
+  std::mt19937_64 random_;
+};
+
+void CompareProducts(DeviceStoredMatrix& device, const CsrSystemMatrix& reference,
+                     const std::vector<float>& x, const std::vector<float>& y) {
+  std::vector<float> ax(static_cast<size_t>(reference.rows())), ax_cpu(ax.size());
+  ASSERT_TRUE(device.Forward(x.data(), ax.data()).ok());
+  reference.Multiply(x.data(), ax_cpu.data());
+  EXPECT_LE(MaxDiff(ax, ax_cpu), 1e-5 * MaxAbs(ax_cpu));
+  std::vector<float> aty(static_cast<size_t>(reference.pixels())), aty_cpu(aty.size());
+  ASSERT_TRUE(device.Back(y.data(), aty.data()).ok());
+  reference.MultiplyTransposed(y.data(), aty_cpu.data());
+  EXPECT_LE(MaxDiff(aty, aty_cpu), 1e-5 * MaxAbs(aty_cpu));
+}
+
+TEST_F(DeviceStoredMatrixTest, SymmetricProductsEqualTheCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  std::vector<FanCase> cases = SymmetricFanCases();
+  FanCaseSpec large;  // more rows than one segment and a grid above 64 pixels
+  large.views = 48;
+  large.first_angle_rad = M_PI / 48;
+  large.n = 151;
+  large.pixel_mm = 0.12;
+  large.columns = 203;
+  large.column_spacing_mm = 0.15;
+  cases.push_back(MakeFanCase("large", large));
+  for (const FanCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const FanScan scan = ScanOf(c);
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+    const CsrSystemMatrix reference = a.ExpandToCsr();
+    auto device = UploadSymmetricMatrix(a, 0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    CompareProducts(**device, reference, RandomVector(reference.pixels()),
+                    RandomVector(reference.rows()));
+  }
+}
+
+TEST_F(DeviceStoredMatrixTest, DeviceBuildEqualsTheCpuBuild) {
+  std::vector<FanCase> cases = SymmetricFanCases();
+  FanCaseSpec large;
+  large.views = 48;
+  large.first_angle_rad = M_PI / 48;
+  large.n = 151;
+  large.pixel_mm = 0.12;
+  large.columns = 203;
+  large.column_spacing_mm = 0.15;
+  cases.push_back(MakeFanCase("large", large));
+  for (const FanCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const FanScan scan = ScanOf(c);
+    const SymmetricSystemMatrix cpu = SymmetricSystemMatrix::Build(scan).value();
+    auto gpu = BuildSymmetricMatrixOnDevice(scan, 0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    // Extents are the same float64 arithmetic without fused multiply-adds: equal.
+    EXPECT_EQ(gpu->row_value_begin(), cpu.row_value_begin());
+    EXPECT_EQ(gpu->row_run_begin(), cpu.row_run_begin());
+    EXPECT_EQ(gpu->row_iy_first(), cpu.row_iy_first());
+    EXPECT_EQ(gpu->run_ix_first(), cpu.run_ix_first());
+    EXPECT_EQ(gpu->run_length(), cpu.run_length());
+    EXPECT_EQ(gpu->run_offset(), cpu.run_offset());
+    // Weights: hypot may differ in its last bit; the float32 results to 1e-6.
+    EXPECT_LE(MaxDiff(gpu->values(), cpu.values()), 1e-6 * MaxAbs(cpu.values()));
+    EXPECT_LE(MaxDiff(gpu->row_norms2(), cpu.row_norms2()), 1e-5 * MaxAbs(cpu.row_norms2()));
+    for (int64_t b = 0; b < cpu.num_blocks(); ++b) {
+      EXPECT_EQ(gpu->max_rows_per_pixel(b), cpu.max_rows_per_pixel(b));
+    }
+  }
+  EXPECT_EQ(BuildSymmetricMatrixOnDevice(ScanOf(AsymmetricFanCases()[0]), 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(DeviceStoredMatrixTest, CsrProductsEqualTheCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  for (const FanCase& c : AsymmetricFanCases()) {
+    SCOPED_TRACE(c.name);
+    const CsrSystemMatrix a = CsrSystemMatrix::Build(ScanOf(c));
+    auto device = UploadCsrMatrix(a, 0, 0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    CompareProducts(**device, a, RandomVector(a.pixels()), RandomVector(a.rows()));
+  }
+}
+
+// A projector's block of views on device arrays: a random subset in random order.
+TEST_F(DeviceStoredMatrixTest, SubsetsOfViewsOnDeviceArraysEqualTheCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  const FanCase c = SymmetricFanCases()[1];
+  const FanScan scan = ScanOf(c);
+  const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+  const CsrSystemMatrix csr = a.ExpandToCsr();
+  std::vector<int64_t> views;
+  for (int64_t v = 0; v < scan.num_views(); ++v) {
+    if (random_() % 3 == 0) views.push_back(v);
+  }
+  std::shuffle(views.begin(), views.end(), random_);
+  if (views.empty()) views.push_back(1);
+  const int64_t columns = scan.columns();
+  const int64_t pixels = scan.nx() * scan.ny();
+  const std::vector<float> x = RandomVector(pixels);
+  const std::vector<float> z = RandomVector(static_cast<int64_t>(views.size()) * columns);
+  const std::vector<float> x0 = RandomVector(pixels);
+  std::vector<float> y_cpu(z.size()), back_cpu = x0;
+  a.ForwardViews(views, x.data(), y_cpu.data());
+  a.BackViewsAdd(views, z.data(), back_cpu.data());
+  for (int format = 0; format < 2; ++format) {
+    SCOPED_TRACE(format == 0 ? "symmetric" : "csr");
+    auto device = format == 0 ? UploadSymmetricMatrix(a, 0) : UploadCsrMatrix(csr, 0, 0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    float *dx, *dy, *dz;
+    ASSERT_EQ(cudaMalloc(&dx, pixels * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, z.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dz, z.size() * sizeof(float)), cudaSuccess);
+    std::vector<float> y(z.size()), back(x0.size());
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), pixels * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE((*device)->ForwardViewsOnDevice(views, dx, dy).ok());
+    // The matrix's stream does not wait for the default stream's copies: finish first.
+    ASSERT_EQ(cudaStreamSynchronize((*device)->stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dz, z.data(), z.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x0.data(), pixels * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE((*device)->BackViewsAddOnDevice(views, dz, dx).ok());
+    ASSERT_EQ(cudaStreamSynchronize((*device)->stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(back.data(), dx, back.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_LE(MaxDiff(y, y_cpu), 1e-5 * MaxAbs(y_cpu));
+    EXPECT_LE(MaxDiff(back, back_cpu), 1e-5 * MaxAbs(back_cpu));
+    std::vector<int64_t> twice = {3, 3};
+    EXPECT_EQ((*device)->ForwardViewsOnDevice(twice, dx, dy).message(),
+              "views[1]: view 3 appears more than once");
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dz);
+  }
+}
+
+TEST_F(DeviceStoredMatrixTest, BlockArtMatchesTheCpuAndThePhantom) {
+  FanCaseSpec spec;
+  spec.views = 64;
+  spec.first_angle_rad = M_PI / 64;
+  spec.n = 47;
+  spec.pixel_mm = 0.5;
+  spec.columns = 96;
+  spec.column_spacing_mm = 0.6;
+  const FanCase c = MakeFanCase("art", spec);
+  const EllipsePhantom phantom = EllipsePhantom::ModifiedSheppLogan(10.5);
+  const Array3D truth = phantom.Rasterize(c.volume, 4);
+  const Array3D sinogram = EllipsoidPhantom::ExtrudedFrom(phantom).Project(c.geometry, 4);
+  const FanScan scan = ScanOf(c);
+  const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+  ArtOptions options;
+  options.iterations = 30;
+  auto cpu = RunBlockArt(SymmetricViewBlocks(a), sinogram, options, true, {});
+  ASSERT_TRUE(cpu.ok());
+  auto device = UploadSymmetricMatrix(a, 0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto gpu = (*device)->RunArt(sinogram, options, {});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_LT(RelativeL2(gpu->image, cpu->image), 1e-3);
+  for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
+    EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
+  }
+  // The CPU's error after 30 sweeps is 0.113 (block_art_test).
+  EXPECT_LT(RelativeL2(gpu->image, truth), 0.14);
+  // CSR on the device (atomic transpose), blocks of 8 views.
+  const CsrSystemMatrix csr = CsrSystemMatrix::Build(scan);
+  options.views_per_block = 8;
+  auto cpu_csr = RunBlockArt(CsrViewBlocks(csr, 8), sinogram, options, false, {});
+  auto device_csr = UploadCsrMatrix(csr, 8, 0);
+  ASSERT_TRUE(device_csr.ok()) << device_csr.status();
+  int sweeps_seen = 0;
+  double last_seen = -1;
+  options.on_sweep = [&](int64_t, const Array3D& image) {
+    ++sweeps_seen;
+    last_seen = RelativeL2(image, truth);
+    return absl::OkStatus();
+  };
+  auto gpu_csr = (*device_csr)->RunArt(sinogram, options, {});
+  ASSERT_TRUE(gpu_csr.ok()) << gpu_csr.status();
+  EXPECT_LT(RelativeL2(gpu_csr->image, cpu_csr->image), 1e-3);
+  EXPECT_EQ(sweeps_seen, 30);
+  EXPECT_DOUBLE_EQ(last_seen, RelativeL2(gpu_csr->image, truth));
+}
+
+}  // namespace
+}  // namespace tomo::core::system_matrix
