@@ -28,7 +28,7 @@ ZVoxelGroups ZVoxelGroups::Find(const SeparableFootprintProjector& projector,
             const SfColumn col = projector.Column(view, ix, iy);
             rows_per_slice = std::min(rows_per_slice, std::abs(col.rows_per_mm) * dz);
           }
-          const double s = std::floor((1.0 + 1e-6) / rows_per_slice) + 2.0;
+          const double s = std::floor((1.0 + 1e-3) / rows_per_slice) + 2.0;
           stride = s < static_cast<double>(nz) ? static_cast<int64_t>(s) : nz;
           stride = std::max<int64_t>(stride, 2);
         }

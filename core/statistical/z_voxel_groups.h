@@ -10,12 +10,13 @@
 // overlaps, where b = |rows_per_mm| dz (rows per slice) is the same for every slice of the
 // column in that view. Slices iz and iz + s touch no common row when the gap between their
 // intervals, (s - 1) b, is at least one row; so with the column's stride
-//   s = floor((1 + 1e-6) / b_min) + 2,  b_min the smallest b over the views,
+//   s = floor((1 + 1e-3) / b_min) + 2,  b_min the smallest b over the views,
 // the voxels iz, iz + s, iz + 2 s, ... of the column form one group (the intervals move
 // monotonically with iz, so pairwise separation of neighbours in the group suffices), and
-// the column holds min(s, nz) groups g = 0, 1, ...: {g, g + s, g + 2 s, ...}. The 1e-6
-// keeps a margin against rounding (the device evaluates the footprint in float32). The
-// stride is a sufficient condition, not the largest groups possible.
+// the column holds min(s, nz) groups g = 0, 1, ...: {g, g + s, g + 2 s, ...}. The 1e-3 of a
+// row keeps a margin against rounding: the device evaluates footprints in float32, where
+// row coordinates of order 1e3 carry errors near 1e-4 rows. The stride is a sufficient
+// condition, not the largest groups possible.
 //
 // The single-voxel update is the same structure with stride nz: nz groups of one voxel.
 //
