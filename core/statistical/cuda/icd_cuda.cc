@@ -4,7 +4,7 @@
 
 #include <chrono>
 #include <cmath>
-#include <deque>
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -232,7 +232,9 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     TOMO_ASSIGN_OR_RETURN(Event event, Event::Create());
     in_flight_events.push_back(std::move(event));
   }
-  const int64_t total = static_cast<int64_t>(tasks.size());
+  const int64_t total = tuning.group_limit > 0
+                            ? std::min<int64_t>(tuning.group_limit, static_cast<int64_t>(tasks.size()))
+                            : static_cast<int64_t>(tasks.size());
   for (int64_t iteration = 1; iteration <= options.iterations; ++iteration) {
     const auto start = std::chrono::steady_clock::now();
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.cursor, 0, sizeof(unsigned), s));
@@ -273,6 +275,13 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
                                    ? std::sqrt(parts.squares / host.line_integrals_norm2)
                                    : std::sqrt(parts.squares);
     result.iterations.push_back(record);
+    if (tuning.on_iteration_volume) {
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.volume.data(), d_volume.get(),
+                                                host.volume.size() * sizeof(float),
+                                                cudaMemcpyDeviceToHost, s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      tuning.on_iteration_volume(iteration, VolumeFromZFastest(host.volume, n));
+    }
     ProgressUpdate update;
     update.fraction = static_cast<double>(iteration) / static_cast<double>(options.iterations);
     update.stage = "icd";

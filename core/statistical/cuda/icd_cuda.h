@@ -20,6 +20,9 @@
 //                                                              /*device=*/0, {}, context));
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "absl/status/statusor.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
@@ -32,6 +35,11 @@ struct IcdCudaTuning {
   // Group steps per CUDA graph; 0: plain launches (two per group), for comparison.
   int groups_per_graph = 256;
   int graphs_in_flight = 8;
+  // Benchmarks only. group_limit > 0: each iteration stops after that many groups (the
+  // time of a partial iteration, to extrapolate the single-voxel update of large volumes).
+  int64_t group_limit = 0;
+  // Called after each iteration with the volume (z, y, x), downloaded for it.
+  std::function<void(int64_t iteration, const Array3D& volume)> on_iteration_volume;
 };
 
 absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& projector,

@@ -1,0 +1,310 @@
+// icd-bench: PWLS/q-GGMRF reconstruction by ICD on CUDA, multi-voxel (MVU) against
+// single-voxel (SVU) update, on the case of the multi-voxel-update literature: circular
+// cone beam, 391 views over 360 degrees, flat detector 1024 x 386 pixels of 0.384 x 0.755 mm,
+// source-detector 1147.7 mm, source-axis 647.7 mm; volume 512 x 512 x Nz of 0.415 x 0.415 x
+// 0.3 mm voxels, Nz = 16 ... 512.
+//
+// Data: the 3D Shepp-Logan phantom (core/phantom/ellipsoid_phantom.h) of radius 95 mm with
+// its densities times 0.02 /mm (water-like attenuation), its exact line integrals, and
+// Poisson noise at --photons photons per unattenuated pixel (default 2e4: a low dose); the
+// weights are the detected counts. One projection set serves every Nz: the volume covers
+// the middle Nz slices of the object (as a reconstruction of a slab of a longer object).
+// Start: FDK of the same data (CUDA backend).
+//
+// For each Nz: the groups (K = mean and largest group size), the work count (voxels x views
+// x mean footprint pixels) and the floor it implies, then --iterations MVU iterations with
+// the cost, the RMS error against the phantom and the noise (standard deviation) in a
+// uniform region after each; SVU timed on its first --svu-groups groups of an iteration and
+// extrapolated to the whole iteration (a full 512^3 SVU iteration is about 1.3e8 group
+// steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
+// Output: a table on stdout and --json.
+//
+//   build/bench/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --json icd.json
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "core/algorithms/fdk.h"
+#include "core/devices/devices.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/phantom/ellipsoid_phantom.h"
+#include "core/statistical/cuda/icd_cuda.h"
+#include "core/statistical/separable_footprint.h"
+#include "core/statistical/z_voxel_groups.h"
+
+namespace tomo::bench {
+namespace {
+
+using core::Array3D;
+using namespace core::statistical;
+
+constexpr double kPi = 3.14159265358979323846;
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+double RmsError(const Array3D& a, const Array3D& b) {
+  double sum = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a.data()[i]) - b.data()[i];
+    sum += d * d;
+  }
+  return std::sqrt(sum / static_cast<double>(a.size()));
+}
+
+// Standard deviation over a 24 x 24 voxel square of the central slices (at most 8) inside
+// the phantom's uniform brain region, left of the centre (x = -40 mm, y = 0).
+double UniformRegionNoise(const Array3D& a, const core::VolumeGeometry& volume) {
+  const int64_t cx = static_cast<int64_t>(std::lround((-40.0 - volume.x_mm(0)) /
+                                                       volume.voxel_size_mm().x));
+  const int64_t cy = volume.size().y / 2, cz = volume.size().z / 2;
+  double sum = 0, sum2 = 0;
+  int64_t count = 0;
+  for (int64_t z = std::max<int64_t>(0, cz - 4); z < std::min(volume.size().z, cz + 4); ++z) {
+    for (int64_t y = cy - 12; y < cy + 12; ++y) {
+      for (int64_t x = cx - 12; x < cx + 12; ++x) {
+        const double v = a.at(z, y, x);
+        sum += v;
+        sum2 += v * v;
+        ++count;
+      }
+    }
+  }
+  const double mean = sum / count;
+  return std::sqrt(std::max(0.0, sum2 / count - mean * mean));
+}
+
+// Mean number of detector pixels a voxel touches in a view (sampled).
+double MeanFootprintPixels(const SeparableFootprintProjector& sf, std::mt19937_64& random) {
+  const core::Size3& n = sf.volume().size();
+  std::uniform_int_distribution<int64_t> x(n.x / 8, n.x - 1 - n.x / 8), y(n.y / 8, n.y - 1 - n.y / 8),
+      z(0, n.z - 1);
+  double pixels = 0;
+  constexpr int kSamples = 64;
+  for (int i = 0; i < kSamples; ++i) {
+    pixels += static_cast<double>(sf.VoxelFootprint(x(random), y(random), z(random)).size());
+  }
+  return pixels / kSamples / static_cast<double>(sf.num_views());
+}
+
+struct Row {
+  int64_t nz = 0;
+  double mean_k = 0;
+  int64_t max_k = 0, groups = 0;
+  double footprint_pixels = 0, pixel_visits = 0;
+  std::vector<double> mvu_seconds, mvu_cost, mvu_error, mvu_noise;
+  double fdk_error = 0, fdk_noise = 0, initial_cost = 0;
+  double svu_seconds = 0;  // per iteration (extrapolated unless svu_full)
+  bool svu_full = false;
+  std::vector<double> svu_cost, svu_error;
+};
+
+std::vector<int64_t> ParseList(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) out.push_back(std::stoll(item));
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"icd-bench: ICD multi-voxel against single-voxel update (issue 20)"};
+  std::string nz_text = "16,32,64,128,256,512", svu_full_text = "", json_path = "icd.json";
+  int64_t iterations = 3, svu_groups = 200000;
+  double photons = 2e4, sigma = 3e-4, c = 1.0;
+  int groups_per_graph = 256;
+  app.add_option("--nz", nz_text, "slice counts, comma-separated")->capture_default_str();
+  app.add_option("--iterations", iterations, "MVU iterations per Nz")->capture_default_str();
+  app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz")->capture_default_str();
+  app.add_option("--svu-full", svu_full_text, "Nz for which SVU runs full iterations");
+  app.add_option("--photons", photons, "photons per unattenuated pixel")->capture_default_str();
+  app.add_option("--sigma", sigma, "prior sigma, per mm")->capture_default_str();
+  app.add_option("--c", c, "prior c")->capture_default_str();
+  app.add_option("--groups-per-graph", groups_per_graph, "0: plain launches")->capture_default_str();
+  app.add_option("--json", json_path, "results as JSON")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
+  if (devices.empty()) {
+    std::fprintf(stderr, "icd-bench: no CUDA device\n");
+    return 1;
+  }
+  auto backend = core::MakeBackend(devices.front());
+  if (!backend.ok()) {
+    std::fprintf(stderr, "icd-bench: %s\n", std::string(backend.status().message()).c_str());
+    return 1;
+  }
+  std::printf("device %s (%s)\n", devices.front().id.c_str(), devices.front().name.c_str());
+
+  core::FanConeOptions cone;
+  cone.detector = {386, 1024, 0.755, 0.384, 0, 0};
+  cone.source_origin_mm = 647.7;
+  cone.origin_detector_mm = 1147.7 - 647.7;
+  cone.angles_rad = core::UniformAnglesRad(391, 0, 2 * kPi);
+  const core::VectorGeometry geometry = core::MakeCircularCone(cone).value();
+  std::vector<core::Ellipsoid> ellipsoids = core::EllipsoidPhantom::SheppLogan3D(95).ellipsoids();
+  for (core::Ellipsoid& e : ellipsoids) e.density *= 0.02;
+  const core::EllipsoidPhantom phantom(std::move(ellipsoids));
+
+  auto t0 = std::chrono::steady_clock::now();
+  const Array3D exact = phantom.Project(geometry, 1);
+  Array3D line_integrals(exact.dims()), weights(exact.dims());
+  std::mt19937_64 random(20261125);
+  for (int64_t i = 0; i < exact.size(); ++i) {
+    std::poisson_distribution<int64_t> poisson(photons * std::exp(-static_cast<double>(exact.data()[i])));
+    const double counts = std::max<double>(1.0, static_cast<double>(poisson(random)));
+    line_integrals.data()[i] = static_cast<float>(-std::log(counts / photons));
+    weights.data()[i] = static_cast<float>(counts);
+  }
+  std::printf("data: 391 views of 386 x 1024, exact projection and Poisson noise (%.0f photons) "
+              "in %.1f s\n", photons, Seconds(t0));
+
+  const std::vector<int64_t> svu_full = ParseList(svu_full_text);
+  std::vector<Row> rows;
+  for (int64_t nz : ParseList(nz_text)) {
+    Row row;
+    row.nz = nz;
+    row.svu_full = std::find(svu_full.begin(), svu_full.end(), nz) != svu_full.end();
+    const core::VolumeGeometry volume =
+        core::VolumeGeometry::Create({512, 512, nz}, {0.415, 0.415, 0.3}, {}).value();
+    const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
+    t0 = std::chrono::steady_clock::now();
+    const ZVoxelGroups groups = ZVoxelGroups::Find(sf, GroupingMode::kMultiVoxel);
+    row.mean_k = groups.mean_group_size();
+    row.max_k = groups.max_group_size();
+    row.groups = groups.total_groups();
+    row.footprint_pixels = MeanFootprintPixels(sf, random);
+    row.pixel_visits = static_cast<double>(volume.voxel_count()) * 391 * row.footprint_pixels;
+    std::printf("\nNz %lld: groups %lld, K mean %.1f largest %lld (found in %.1f s); "
+                "mean footprint %.2f pixels per voxel and view: %.3g pixel visits per "
+                "iteration in each of the back projection and the forward update\n",
+                static_cast<long long>(nz), static_cast<long long>(row.groups), row.mean_k,
+                static_cast<long long>(row.max_k), Seconds(t0), row.footprint_pixels,
+                row.pixel_visits);
+    const Array3D truth = phantom.Rasterize(volume, 1);
+    auto fdk = core::Fdk(geometry, volume, line_integrals, core::FdkOptions{}, **backend, {});
+    if (!fdk.ok()) {
+      std::fprintf(stderr, "icd-bench: FDK: %s\n", std::string(fdk.status().message()).c_str());
+      return 1;
+    }
+    row.fdk_error = RmsError(*fdk, truth);
+    row.fdk_noise = UniformRegionNoise(*fdk, volume);
+
+    IcdOptions options;
+    options.iterations = iterations;
+    options.prior = DefaultQggmrfPrior(volume);
+    options.prior.sigma = sigma;
+    options.prior.c = c;
+    IcdCudaTuning tuning;
+    tuning.groups_per_graph = groups_per_graph;
+    tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
+      row.mvu_error.push_back(RmsError(x, truth));
+      row.mvu_noise.push_back(UniformRegionNoise(x, volume));
+    };
+    auto mvu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
+                                  devices.front().index, tuning, {});
+    if (!mvu.ok()) {
+      std::fprintf(stderr, "icd-bench: MVU: %s\n", std::string(mvu.status().message()).c_str());
+      return 1;
+    }
+    row.initial_cost = mvu->initial_cost;
+    for (const IcdIterationRecord& r : mvu->iterations) {
+      row.mvu_seconds.push_back(r.seconds);
+      row.mvu_cost.push_back(r.cost);
+    }
+
+    options.grouping = GroupingMode::kSingleVoxel;
+    IcdCudaTuning svu_tuning;
+    svu_tuning.groups_per_graph = groups_per_graph;
+    if (row.svu_full) {
+      svu_tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
+        row.svu_error.push_back(RmsError(x, truth));
+      };
+    } else {
+      options.iterations = 1;
+      svu_tuning.group_limit = svu_groups;
+    }
+    auto svu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
+                                  devices.front().index, svu_tuning, {});
+    if (!svu.ok()) {
+      std::fprintf(stderr, "icd-bench: SVU: %s\n", std::string(svu.status().message()).c_str());
+      return 1;
+    }
+    if (row.svu_full) {
+      double total = 0;
+      for (const IcdIterationRecord& r : svu->iterations) {
+        total += r.seconds;
+        row.svu_cost.push_back(r.cost);
+      }
+      row.svu_seconds = total / static_cast<double>(svu->iterations.size());
+    } else {
+      const double timed = static_cast<double>(std::min<int64_t>(svu_groups, svu->total_groups));
+      row.svu_seconds = svu->iterations[0].seconds * static_cast<double>(svu->total_groups) / timed;
+    }
+    std::printf("  FDK: RMS error %.4e /mm, noise %.4e /mm; ICD initial cost %.6e\n",
+                row.fdk_error, row.fdk_noise, row.initial_cost);
+    for (size_t k = 0; k < row.mvu_cost.size(); ++k) {
+      std::printf("  MVU iteration %zu: %.3f s, cost %.6e, RMS error %.4e, noise %.4e", k + 1,
+                  row.mvu_seconds[k], row.mvu_cost[k], row.mvu_error[k], row.mvu_noise[k]);
+      if (k < row.svu_cost.size()) {
+        std::printf(" | SVU cost %.6e, RMS error %.4e", row.svu_cost[k], row.svu_error[k]);
+      }
+      std::printf("\n");
+    }
+    double mvu_mean = 0;
+    for (double s : row.mvu_seconds) mvu_mean += s;
+    mvu_mean /= static_cast<double>(row.mvu_seconds.size());
+    std::printf("  s/iteration: MVU %.3f, SVU %.3f%s, speedup %.1f\n", mvu_mean, row.svu_seconds,
+                row.svu_full ? "" : " (extrapolated)", row.svu_seconds / mvu_mean);
+    rows.push_back(std::move(row));
+  }
+
+  std::printf("\n%6s %8s %6s %10s %12s %12s %9s %14s\n", "Nz", "K mean", "K max", "groups",
+              "MVU s/it", "SVU s/it", "speedup", "visits/it");
+  std::ofstream json(json_path);
+  json << "{\"device\": \"" << devices.front().name << "\", \"photons\": " << photons
+       << ", \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    double mvu_mean = 0;
+    for (double s : r.mvu_seconds) mvu_mean += s;
+    mvu_mean /= static_cast<double>(r.mvu_seconds.size());
+    std::printf("%6lld %8.1f %6lld %10lld %12.3f %12.3f %9.1f %14.3g\n",
+                static_cast<long long>(r.nz), r.mean_k, static_cast<long long>(r.max_k),
+                static_cast<long long>(r.groups), mvu_mean, r.svu_seconds, r.svu_seconds / mvu_mean,
+                r.pixel_visits);
+    auto list = [](const std::vector<double>& v) {
+      std::string out = "[";
+      for (size_t k = 0; k < v.size(); ++k) out += absl::StrCat(k ? ", " : "", v[k]);
+      return out + "]";
+    };
+    json << (i ? ", " : "") << "{\"nz\": " << r.nz << ", \"k_mean\": " << r.mean_k
+         << ", \"k_max\": " << r.max_k << ", \"groups\": " << r.groups
+         << ", \"footprint_pixels\": " << r.footprint_pixels
+         << ", \"mvu_seconds\": " << list(r.mvu_seconds) << ", \"mvu_cost\": " << list(r.mvu_cost)
+         << ", \"mvu_rms_error\": " << list(r.mvu_error) << ", \"mvu_noise\": " << list(r.mvu_noise)
+         << ", \"initial_cost\": " << r.initial_cost << ", \"fdk_rms_error\": " << r.fdk_error
+         << ", \"fdk_noise\": " << r.fdk_noise << ", \"svu_seconds_per_iteration\": " << r.svu_seconds
+         << ", \"svu_extrapolated\": " << (r.svu_full ? "false" : "true")
+         << ", \"svu_cost\": " << list(r.svu_cost) << ", \"svu_rms_error\": " << list(r.svu_error)
+         << "}";
+  }
+  json << "]}\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace tomo::bench
+
+int main(int argc, char** argv) { return tomo::bench::Main(argc, argv); }
