@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 
@@ -15,13 +16,15 @@ namespace {
 std::vector<float> ToViewColumnRow(const Array3D& a) {
   const Dims3& d = a.dims();
   std::vector<float> out(static_cast<size_t>(a.size()));
-  for (int64_t v = 0; v < d.d0; ++v) {
-    for (int64_t r = 0; r < d.d1; ++r) {
-      for (int64_t c = 0; c < d.d2; ++c) {
-        out[static_cast<size_t>(ViewColumnRowIndex(v, r, c, d.d1, d.d2))] = a.at(v, r, c);
+  ParallelFor(d.d0, [&](int64_t v0, int64_t v1) {
+    for (int64_t v = v0; v < v1; ++v) {
+      for (int64_t r = 0; r < d.d1; ++r) {
+        for (int64_t c = 0; c < d.d2; ++c) {
+          out[static_cast<size_t>(ViewColumnRowIndex(v, r, c, d.d1, d.d2))] = a.at(v, r, c);
+        }
       }
     }
-  }
+  });
   return out;
 }
 
@@ -72,14 +75,16 @@ absl::StatusOr<IcdProblem> PrepareIcdProblem(const SeparableFootprintProjector& 
     for (int64_t i = 0; i < start_clipped.size(); ++i) {
       start_clipped.data()[i] = std::max(start_clipped.data()[i], 0.0f);
     }
-    for (int64_t iz = 0; iz < n.z; ++iz) {
-      for (int64_t iy = 0; iy < n.y; ++iy) {
+    ParallelFor(n.y, [&](int64_t y0, int64_t y1) {
+      for (int64_t iy = y0; iy < y1; ++iy) {
         for (int64_t ix = 0; ix < n.x; ++ix) {
-          problem.volume[static_cast<size_t>((iy * n.x + ix) * n.z + iz)] =
-              start_clipped.at(iz, iy, ix);
+          for (int64_t iz = 0; iz < n.z; ++iz) {
+            problem.volume[static_cast<size_t>((iy * n.x + ix) * n.z + iz)] =
+                start_clipped.at(iz, iy, ix);
+          }
         }
       }
-    }
+    });
   }
   problem.weights = ToViewColumnRow(weights);
   problem.line_integrals = ToViewColumnRow(line_integrals);
@@ -104,12 +109,14 @@ absl::StatusOr<IcdProblem> PrepareIcdProblem(const SeparableFootprintProjector& 
 
 Array3D VolumeFromZFastest(const std::vector<float>& volume, const Size3& n) {
   Array3D out = Array3D::Uninitialized({n.z, n.y, n.x});
-  for (int64_t iy = 0; iy < n.y; ++iy) {
-    for (int64_t ix = 0; ix < n.x; ++ix) {
-      const float* column = volume.data() + (iy * n.x + ix) * n.z;
-      for (int64_t iz = 0; iz < n.z; ++iz) out.at(iz, iy, ix) = column[iz];
+  ParallelFor(n.y, [&](int64_t y0, int64_t y1) {
+    for (int64_t iy = y0; iy < y1; ++iy) {
+      for (int64_t ix = 0; ix < n.x; ++ix) {
+        const float* column = volume.data() + (iy * n.x + ix) * n.z;
+        for (int64_t iz = 0; iz < n.z; ++iz) out.at(iz, iy, ix) = column[iz];
+      }
     }
-  }
+  });
   return out;
 }
 
