@@ -19,7 +19,14 @@
 // steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
 // Output: a table on stdout and --json.
 //
-//   build/bench/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --json icd.json
+// With --compare-nz N (one of the Nz), also SIRT (lambda 1.9, non-negative) and CGLS from
+// zero on the same noisy data and volume, each at the iteration of its smallest error
+// against the phantom (semi-convergence): RMS error and uniform-region noise beside FDK's
+// and ICD's, and --png: the central axial slices of phantom, FDK, ICD, SIRT and CGLS side
+// by side in one window.
+//
+//   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --json icd.json
+//   build/bin/icd-bench --nz 128 --compare-nz 128 --png bench/icd_compare.png
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,7 +39,10 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "core/algorithms/cgls.h"
 #include "core/algorithms/fdk.h"
+#include "core/algorithms/sirt.h"
+#include "core/io/png_preview.h"
 #include "core/devices/devices.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/phantom/ellipsoid_phantom.h"
@@ -96,6 +106,77 @@ double MeanFootprintPixels(const SeparableFootprintProjector& sf, std::mt19937_6
   return pixels / kSamples / static_cast<double>(sf.num_views());
 }
 
+// The method's volume at the iteration of its smallest RMS error against truth.
+struct BestIterate {
+  std::string name;
+  int64_t iteration = 0;
+  double error = 0, noise = 0;
+  Array3D volume;
+};
+
+absl::StatusOr<BestIterate> RunAlgebraic(const std::string& name, bool cgls, int64_t iterations,
+                                         const core::VectorGeometry& geometry,
+                                         const core::VolumeGeometry& volume,
+                                         const Array3D& projections, const Array3D& truth,
+                                         core::Backend& backend) {
+  BestIterate best;
+  best.name = name;
+  best.error = 1e300;
+  core::IterativeOptions options;
+  options.iterations = iterations;
+  options.observe_volume = true;
+  if (!cgls) {
+    options.relaxation = 1.9;
+    options.lower_bound = 0;
+  }
+  options.on_iteration = [&](const core::IterationReport& report) {
+    const double error = RmsError(*report.volume, truth);
+    if (error < best.error) {
+      best.error = error;
+      best.iteration = report.iteration;
+      best.volume = report.volume->Clone();
+    }
+    return absl::OkStatus();
+  };
+  auto result = cgls ? core::Cgls(geometry, volume, projections, options, backend, {})
+                     : core::Sirt(geometry, volume, projections, options, backend, {});
+  if (!result.ok()) return result.status();
+  best.noise = UniformRegionNoise(best.volume, volume);
+  return best;
+}
+
+// The central axial slices of the volumes side by side, one window for all.
+absl::Status WriteComparisonPng(const std::string& path, const std::vector<const Array3D*>& volumes,
+                                const core::VolumeGeometry& geometry) {
+  const core::DisplayWindow window{0.002, 0.007};  // the phantom's brain contrasts, per mm
+  core::GreyImage row;
+  std::vector<core::GreyImage> axial;
+  for (const Array3D* v : volumes) {
+    auto slices = core::RenderCentralSlices(*v, geometry, window);
+    if (!slices.ok()) return slices.status();
+    axial.push_back(std::move((*slices)[0]));
+  }
+  row.plane = "axial";
+  row.height = axial[0].height;
+  for (const core::GreyImage& image : axial) row.width += image.width;
+  row.pixels.resize(static_cast<size_t>(row.width * row.height));
+  int64_t x0 = 0;
+  for (const core::GreyImage& image : axial) {
+    for (int64_t y = 0; y < image.height; ++y) {
+      for (int64_t x = 0; x < image.width; ++x) {
+        row.pixels[static_cast<size_t>(y * row.width + x0 + x)] =
+            image.pixels[static_cast<size_t>(y * image.width + x)];
+      }
+    }
+    x0 += image.width;
+  }
+  auto png = core::EncodePng(row);
+  if (!png.ok()) return png.status();
+  std::ofstream out(path, std::ios::binary);
+  out.write(png->data(), static_cast<std::streamsize>(png->size()));
+  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
+}
+
 struct Row {
   int64_t nz = 0;
   double mean_k = 0;
@@ -124,6 +205,12 @@ int Main(int argc, char** argv) {
   int64_t iterations = 3, svu_groups = 200000;
   double photons = 2e4, sigma = 3e-4, c = 1.0;
   int groups_per_graph = 256;
+  int64_t compare_nz = 0, sirt_iterations = 60, cgls_iterations = 20;
+  std::string png_path = "icd_compare.png";
+  app.add_option("--compare-nz", compare_nz, "Nz for the FDK/ICD/SIRT/CGLS comparison (0: none)");
+  app.add_option("--sirt-iterations", sirt_iterations, "SIRT iterations at most")->capture_default_str();
+  app.add_option("--cgls-iterations", cgls_iterations, "CGLS iterations at most")->capture_default_str();
+  app.add_option("--png", png_path, "comparison slices")->capture_default_str();
   app.add_option("--nz", nz_text, "slice counts, comma-separated")->capture_default_str();
   app.add_option("--iterations", iterations, "MVU iterations per Nz")->capture_default_str();
   app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz")->capture_default_str();
@@ -267,6 +354,32 @@ int Main(int argc, char** argv) {
     mvu_mean /= static_cast<double>(row.mvu_seconds.size());
     std::printf("  s/iteration: MVU %.3f, SVU %.3f%s, speedup %.1f\n", mvu_mean, row.svu_seconds,
                 row.svu_full ? "" : " (extrapolated)", row.svu_seconds / mvu_mean);
+    if (nz == compare_nz) {
+      std::vector<BestIterate> algebraic;
+      for (bool cgls : {false, true}) {
+        auto best = RunAlgebraic(cgls ? "CGLS" : "SIRT", cgls, cgls ? cgls_iterations : sirt_iterations,
+                                 geometry, volume, line_integrals, truth, **backend);
+        if (!best.ok()) {
+          std::fprintf(stderr, "icd-bench: %s\n", std::string(best.status().message()).c_str());
+          return 1;
+        }
+        algebraic.push_back(std::move(*best));
+      }
+      std::printf("  comparison at Nz %lld (RMS error /mm, noise /mm in the uniform region):\n",
+                  static_cast<long long>(nz));
+      std::printf("    FDK            %.4e  %.4e\n", row.fdk_error, row.fdk_noise);
+      std::printf("    ICD (%lld it)   %.4e  %.4e\n", static_cast<long long>(iterations),
+                  row.mvu_error.back(), row.mvu_noise.back());
+      for (const BestIterate& b : algebraic) {
+        std::printf("    %s (best %lld) %.4e  %.4e\n", b.name.c_str(),
+                    static_cast<long long>(b.iteration), b.error, b.noise);
+      }
+      const absl::Status written = WriteComparisonPng(
+          png_path, {&truth, &*fdk, &mvu->volume, &algebraic[0].volume, &algebraic[1].volume},
+          volume);
+      std::printf("    slices (phantom, FDK, ICD, SIRT, CGLS): %s %s\n", png_path.c_str(),
+                  written.ok() ? "" : std::string(written.message()).c_str());
+    }
     rows.push_back(std::move(row));
   }
 
