@@ -5,6 +5,7 @@
 // geometries the model refuses.
 #include "core/statistical/separable_footprint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -162,6 +163,43 @@ TEST(SeparableFootprintProjectorTest, VoxelFootprintIsTheForwardProjectionOfOneV
     double total = 0;
     for (const FootprintEntry& e : entries) total += e.weight;
     EXPECT_GT(total, 0);
+  }
+}
+
+// A detector whose v points down the axis is the same detector with its rows in the other
+// order; likewise a u reversed reverses the columns.
+TEST(SeparableFootprintProjectorTest, ReversedDetectorVectorsReverseRowsAndColumns) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::vector<Case> cases = Cases(random);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<ViewVectors> flipped = c.geometry.views();
+    for (ViewVectors& view : flipped) {
+      view.u = -1.0 * view.u;
+      view.v = -1.0 * view.v;
+    }
+    const VectorGeometry other = VectorGeometry::Create(BeamKind::kCone, DetectorShape::kFlat,
+                                                        c.geometry.rows(), c.geometry.columns(),
+                                                        flipped)
+                                     .value();
+    const Array3D x = RandomArray(c.volume.dims(), random);
+    const Array3D a = SeparableFootprintProjector::Create(c.geometry, c.volume)->Forward(x).value();
+    const Array3D b = SeparableFootprintProjector::Create(other, c.volume)->Forward(x).value();
+    const Dims3 d = a.dims();
+    double max_difference = 0, max_value = 0;
+    for (int64_t v = 0; v < d.d0; ++v) {
+      for (int64_t r = 0; r < d.d1; ++r) {
+        for (int64_t col = 0; col < d.d2; ++col) {
+          max_difference = std::max<double>(
+              max_difference, std::abs(a.at(v, r, col) - b.at(v, d.d1 - 1 - r, d.d2 - 1 - col)));
+          max_value = std::max<double>(max_value, std::abs(a.at(v, r, col)));
+        }
+      }
+    }
+    EXPECT_LT(max_difference, 1e-5 * max_value);
+    EXPECT_GT(max_value, 0);
   }
 }
 
