@@ -9,6 +9,7 @@
 #include "core/statistical/icd_problem.h"
 #include "core/statistical/icd_update_math.h"
 #include "core/statistical/pwls_cost.h"
+#include "core/statistical/update_schedule.h"
 #include "core/statistical/z_voxel_groups.h"
 
 namespace tomo::core::statistical {
@@ -85,6 +86,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
                         PrepareIcdProblem(projector, line_integrals, weights, start_volume,
                                           options, ResidualStart::kCompute));
   const ZVoxelGroups groups = ZVoxelGroups::Find(projector, options.grouping);
+  const UpdateSchedule schedule =
+      UpdateSchedule::Make(projector, groups, problem.column_order, options.columns_per_step);
   const Size3 n = problem.size;
   const QggmrfCoefficientsT<double> k = QggmrfCoefficients(options.prior);
   auto prior_value = [&] {
@@ -92,57 +95,90 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
   };
 
   IcdResult result;
-  result.total_groups = groups.total_groups();
+  result.total_groups = schedule.num_groups();
+  result.steps = schedule.num_steps();
+  result.paired_columns = schedule.paired_columns();
   result.max_group_size = groups.max_group_size();
   result.mean_group_size = groups.mean_group_size();
   result.initial_cost = HalfWeightedSquares(problem.residual, problem.weights) + prior_value();
 
-  ColumnFootprints column;
+  // The footprints of the (at most two) columns of the current step.
+  struct CachedColumn {
+    int32_t column = -1;
+    ColumnFootprints footprints;
+  };
+  CachedColumn cache[UpdateSchedule::kMaxColumnsPerStep];
+  struct StepVoxel {
+    const ColumnFootprints* footprints;
+    int32_t column;
+    int64_t iz;
+  };
+  std::vector<StepVoxel> voxels;
   std::vector<double> theta1, theta2, delta;
   double neighbour_values[26], neighbour_weights[26];
   for (int64_t iteration = 1; iteration <= options.iterations; ++iteration) {
     const auto start = std::chrono::steady_clock::now();
-    for (int32_t column_index : problem.column_order) {
-      const int64_t ix = column_index % n.x, iy = column_index / n.x;
-      ComputeColumnFootprints(projector, ix, iy, column);
-      float* x = problem.volume.data() + static_cast<int64_t>(column_index) * n.z;
-      for (int64_t g = 0; g < groups.GroupCount(ix, iy); ++g) {
-        TOMO_RETURN_IF_ERROR(context.CheckCancelled(
-            absl::StrCat("icd / iteration ", iteration, " / column (", ix, ", ", iy, ")")));
-        const std::vector<int64_t> voxels = groups.Voxels(ix, iy, g);
-        theta1.assign(voxels.size(), 0.0);
-        theta2.assign(voxels.size(), 0.0);
-        delta.assign(voxels.size(), 0.0);
-        // Back projection of w e and w: theta1, theta2 of every voxel of the group.
-        for (size_t v = 0; v < voxels.size(); ++v) {
-          double t1 = 0, t2 = 0;
-          ForEachFootprintPixel(projector, column, voxels[v], [&](int64_t i, double a) {
-            const double wa = problem.weights[static_cast<size_t>(i)] * a;
-            t1 += wa * problem.residual[static_cast<size_t>(i)];
-            t2 += wa * a;
-          });
-          theta1[v] = t1;
-          theta2[v] = t2;
+    for (int64_t step = 0; step < schedule.num_steps(); ++step) {
+      TOMO_RETURN_IF_ERROR(context.CheckCancelled(
+          absl::StrCat("icd / iteration ", iteration, " / column (",
+                       schedule.StepBegin(step)->column % n.x, ", ",
+                       schedule.StepBegin(step)->column / n.x, ")")));
+      voxels.clear();
+      for (const ScheduledGroup* g = schedule.StepBegin(step); g != schedule.StepEnd(step); ++g) {
+        CachedColumn* slot = nullptr;
+        for (CachedColumn& c : cache) {
+          if (c.column == g->column) slot = &c;
         }
-        // The voxel updates (the group's voxels are >= 2 slices apart: none is another's
-        // neighbour, so the order does not matter).
-        for (size_t v = 0; v < voxels.size(); ++v) {
-          const int64_t iz = voxels[v];
-          GatherNeighbours(problem.volume, n, options.prior, ix, iy, iz, neighbour_values,
-                           neighbour_weights);
-          const double old_value = x[iz];
-          const double new_value = SurrogateVoxelUpdate<double>(
-              old_value, theta1[v], theta2[v], neighbour_values, neighbour_weights, k);
-          x[iz] = static_cast<float>(new_value);
-          delta[v] = static_cast<double>(x[iz]) - old_value;
+        if (slot == nullptr) {
+          // Not the slot of the step's other column.
+          const int32_t other = schedule.StepGroupCount(step) > 1
+                                    ? (g == schedule.StepBegin(step) ? (g + 1)->column
+                                                                     : schedule.StepBegin(step)->column)
+                                    : -1;
+          slot = cache[0].column == other ? &cache[1] : &cache[0];
+          slot->column = g->column;
+          ComputeColumnFootprints(projector, g->column % n.x, g->column / n.x, slot->footprints);
         }
-        // Forward update of the residual.
-        for (size_t v = 0; v < voxels.size(); ++v) {
-          if (delta[v] == 0) continue;
-          ForEachFootprintPixel(projector, column, voxels[v], [&](int64_t i, double a) {
-            problem.residual[static_cast<size_t>(i)] += static_cast<float>(a * delta[v]);
-          });
+        for (int64_t iz = g->first_slice; iz < n.z; iz += g->stride) {
+          voxels.push_back({&slot->footprints, g->column, iz});
         }
+      }
+      theta1.assign(voxels.size(), 0.0);
+      theta2.assign(voxels.size(), 0.0);
+      delta.assign(voxels.size(), 0.0);
+      // Back projection of w e and w: theta1, theta2 of every voxel of the step.
+      for (size_t v = 0; v < voxels.size(); ++v) {
+        double t1 = 0, t2 = 0;
+        ForEachFootprintPixel(projector, *voxels[v].footprints, voxels[v].iz,
+                              [&](int64_t i, double a) {
+                                const double wa = problem.weights[static_cast<size_t>(i)] * a;
+                                t1 += wa * problem.residual[static_cast<size_t>(i)];
+                                t2 += wa * a;
+                              });
+        theta1[v] = t1;
+        theta2[v] = t2;
+      }
+      // The voxel updates (no voxel of a step is another's neighbour: slices of a group are
+      // >= 2 apart, and paired columns are apart by more than a footprint).
+      for (size_t v = 0; v < voxels.size(); ++v) {
+        const int64_t ix = voxels[v].column % n.x, iy = voxels[v].column / n.x;
+        const int64_t iz = voxels[v].iz;
+        GatherNeighbours(problem.volume, n, options.prior, ix, iy, iz, neighbour_values,
+                         neighbour_weights);
+        float& x = problem.volume[static_cast<size_t>(voxels[v].column * n.z + iz)];
+        const double old_value = x;
+        x = static_cast<float>(SurrogateVoxelUpdate<double>(old_value, theta1[v], theta2[v],
+                                                             neighbour_values, neighbour_weights, k));
+        delta[v] = static_cast<double>(x) - old_value;
+      }
+      // Forward update of the residual.
+      for (size_t v = 0; v < voxels.size(); ++v) {
+        if (delta[v] == 0) continue;
+        ForEachFootprintPixel(projector, *voxels[v].footprints, voxels[v].iz,
+                              [&](int64_t i, double a) {
+                                problem.residual[static_cast<size_t>(i)] +=
+                                    static_cast<float>(a * delta[v]);
+                              });
       }
     }
     IcdIterationRecord record;

@@ -11,7 +11,9 @@
 // One iteration visits every (x, y) column of the volume once, in a random order drawn
 // from column_order_seed (the same order for every iteration), and within a column every
 // group of ZVoxelGroups in turn; a group's voxels are updated together from the same
-// residual. Each voxel update is the exact minimiser over r >= 0 of the data term (a
+// residual. With columns_per_step = 2 a column is visited together with a partner column
+// whose footprint never meets its own (UpdateSchedule, update_schedule.h), their groups in
+// the same steps. Each voxel update is the exact minimiser over r >= 0 of the data term (a
 // quadratic in r: theta1 (r - x) + theta2 (r - x)^2 / 2) plus the symmetric-bound quadratic
 // surrogate of the prior at the current values (qggmrf_math.h): a closed form, clipped at
 // 0. It never raises f (for p = 2; see QggmrfCoefficients for p < 2), so f decreases
@@ -39,11 +41,13 @@ struct IcdOptions {
   int64_t iterations = 4;
   QggmrfPrior prior;  // its neighbour weights: DefaultQggmrfPrior(volume)
   GroupingMode grouping = GroupingMode::kMultiVoxel;
+  // 1 or 2 (UpdateSchedule::kMaxColumnsPerStep): columns whose groups share a step.
+  int columns_per_step = 1;
   uint64_t column_order_seed = 1;
 };
 
-// INVALID_ARGUMENT naming the field: iterations outside [1, kMaxIterations], or the prior
-// (ValidateQggmrfPrior).
+// INVALID_ARGUMENT naming the field: iterations outside [1, kMaxIterations],
+// columns_per_step outside [1, 2], or the prior (ValidateQggmrfPrior).
 absl::Status ValidateIcdOptions(const IcdOptions& options);
 
 // The cost after one iteration and its parts.
@@ -58,6 +62,8 @@ struct IcdResult {
   Array3D volume;  // (z, y, x)
   std::vector<IcdIterationRecord> iterations;
   int64_t total_groups = 0;      // group updates per iteration
+  int64_t steps = 0;             // steps per iteration (groups updated together)
+  int64_t paired_columns = 0;    // columns sharing their steps with a partner
   int64_t max_group_size = 0;
   double mean_group_size = 0;
   double initial_cost = 0;

@@ -90,7 +90,12 @@ TEST(IcdCpuTest, MultiVoxelAndSingleVoxelUpdatesReachTheSameCost) {
                                Options(c.volume, GroupingMode::kMultiVoxel, kIterations), {});
   auto svu = ReconstructIcdCpu(sf, c.line_integrals, c.weights, &fdk,
                                Options(c.volume, GroupingMode::kSingleVoxel, kIterations), {});
-  ASSERT_TRUE(mvu.ok() && svu.ok());
+  IcdOptions paired_options = Options(c.volume, GroupingMode::kMultiVoxel, kIterations);
+  paired_options.columns_per_step = 2;
+  auto paired = ReconstructIcdCpu(sf, c.line_integrals, c.weights, &fdk, paired_options, {});
+  ASSERT_TRUE(mvu.ok() && svu.ok() && paired.ok());
+  EXPECT_GT(paired->paired_columns, 0);
+  EXPECT_LT(paired->steps, mvu->steps);
   EXPECT_GT(mvu->mean_group_size, 2.0);  // the multi-voxel update does group voxels
   EXPECT_EQ(svu->max_group_size, 1);
   for (int64_t k = 0; k < kIterations; ++k) {
@@ -102,9 +107,17 @@ TEST(IcdCpuTest, MultiVoxelAndSingleVoxelUpdatesReachTheSameCost) {
   // Measured: 2e-6 to 2e-5.
   const double decrease = mvu->initial_cost - svu->iterations.back().cost;
   const double gap = std::abs(mvu->iterations.back().cost - svu->iterations.back().cost);
-  std::printf("[ measure ] MVU-SVU cost gap / decrease after %lld iterations: %.2e\n",
-              static_cast<long long>(kIterations), gap / decrease);
+  const double paired_gap =
+      std::abs(paired->iterations.back().cost - svu->iterations.back().cost);
+  std::printf("[ measure ] cost gap / decrease after %lld iterations: MVU-SVU %.2e, MVU with "
+              "column pairs-SVU %.2e (%lld of %lld steps)\n",
+              static_cast<long long>(kIterations), gap / decrease, paired_gap / decrease,
+              static_cast<long long>(paired->steps), static_cast<long long>(mvu->steps));
   EXPECT_LT(gap / decrease, 1e-3);
+  EXPECT_LT(paired_gap / decrease, 1e-3);
+  for (size_t k = 1; k < paired->iterations.size(); ++k) {
+    EXPECT_LT(paired->iterations[k].cost, paired->iterations[k - 1].cost);
+  }
   // Both reduce the error against the phantom well below FDK's (measured: FDK 1.7e-3,
   // ICD 0.6e-3 RMS per mm).
   const double fdk_error = RmsError(fdk, truth);
@@ -183,6 +196,12 @@ TEST(IcdCpuTest, StartVolumeIsUsedAndClippedAndBadInputsAreRefused) {
   ASSERT_FALSE(bad_prior.ok());
   EXPECT_EQ(bad_prior.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_prior.status().message(), HasSubstr("prior.q"));
+
+  options = Options(c.volume, GroupingMode::kMultiVoxel, 1);
+  options.columns_per_step = 3;
+  auto bad_step = ReconstructIcdCpu(sf, c.line_integrals, c.weights, nullptr, options, {});
+  ASSERT_FALSE(bad_step.ok());
+  EXPECT_THAT(bad_step.status().message(), HasSubstr("columns_per_step: 3"));
 
   options = Options(c.volume, GroupingMode::kMultiVoxel, 0);
   auto bad_iterations =
