@@ -14,7 +14,8 @@
 // For each Nz: the groups (K = mean and largest group size), the work count (voxels x views
 // x mean footprint pixels) and the floor it implies, then --iterations MVU iterations with
 // the cost, the RMS error against the phantom and the noise (standard deviation) in a
-// uniform region after each; SVU timed on its first --svu-groups groups of an iteration and
+// uniform region after each; the same with up to --columns-per-step columns per step
+// (default 3, see core/statistical/update_schedule.h); SVU timed on its first --svu-groups groups of an iteration and
 // extrapolated to the whole iteration (a full 512^3 SVU iteration is about 1.3e8 group
 // steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
 // Output: a table on stdout and --json.
@@ -187,7 +188,16 @@ struct Row {
   double svu_seconds = 0;  // per iteration (extrapolated unless svu_full)
   bool svu_full = false;
   std::vector<double> svu_cost, svu_error;
+  // MVU with two columns per step (UpdateSchedule), when run.
+  int64_t paired_steps = 0, paired_columns = 0;
+  std::vector<double> paired_seconds, paired_cost, paired_error;
 };
+
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
 
 std::vector<int64_t> ParseList(const std::string& text) {
   std::vector<int64_t> out;
@@ -205,8 +215,12 @@ int Main(int argc, char** argv) {
   int64_t iterations = 3, svu_groups = 200000;
   double photons = 2e4, sigma = 3e-4, c = 1.0;
   int groups_per_graph = 256;
+  int columns_per_step = 3;
   int64_t compare_nz = 0, sirt_iterations = 60, cgls_iterations = 20;
   std::string png_path = "icd_compare.png";
+  app.add_option("--columns-per-step", columns_per_step,
+                 "also MVU with this many columns per step (2..4; 0 or 1: not)")
+      ->capture_default_str();
   app.add_option("--compare-nz", compare_nz, "Nz for the FDK/ICD/SIRT/CGLS comparison (0: none)");
   app.add_option("--sirt-iterations", sirt_iterations, "SIRT iterations at most")->capture_default_str();
   app.add_option("--cgls-iterations", cgls_iterations, "CGLS iterations at most")->capture_default_str();
@@ -311,6 +325,29 @@ int Main(int argc, char** argv) {
       row.mvu_cost.push_back(r.cost);
     }
 
+    if (columns_per_step > 1) {
+      IcdOptions paired_options = options;
+      paired_options.columns_per_step = columns_per_step;
+      IcdCudaTuning paired_tuning;
+      paired_tuning.groups_per_graph = groups_per_graph;
+      paired_tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
+        row.paired_error.push_back(RmsError(x, truth));
+      };
+      auto result = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, paired_options,
+                                       devices.front().index, paired_tuning, {});
+      if (!result.ok()) {
+        std::fprintf(stderr, "icd-bench: MVU, several columns per step: %s\n",
+                     std::string(result.status().message()).c_str());
+        return 1;
+      }
+      row.paired_steps = result->steps;
+      row.paired_columns = result->paired_columns;
+      for (const IcdIterationRecord& r : result->iterations) {
+        row.paired_seconds.push_back(r.seconds);
+        row.paired_cost.push_back(r.cost);
+      }
+    }
+
     options.grouping = GroupingMode::kSingleVoxel;
     IcdCudaTuning svu_tuning;
     svu_tuning.groups_per_graph = groups_per_graph;
@@ -320,7 +357,7 @@ int Main(int argc, char** argv) {
       };
     } else {
       options.iterations = 1;
-      svu_tuning.group_limit = svu_groups;
+      svu_tuning.step_limit = svu_groups;
     }
     auto svu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
                                   devices.front().index, svu_tuning, {});
@@ -336,14 +373,19 @@ int Main(int argc, char** argv) {
       }
       row.svu_seconds = total / static_cast<double>(svu->iterations.size());
     } else {
-      const double timed = static_cast<double>(std::min<int64_t>(svu_groups, svu->total_groups));
-      row.svu_seconds = svu->iterations[0].seconds * static_cast<double>(svu->total_groups) / timed;
+      const double timed = static_cast<double>(std::min<int64_t>(svu_groups, svu->steps));
+      row.svu_seconds = svu->iterations[0].seconds * static_cast<double>(svu->steps) / timed;
     }
     std::printf("  FDK: RMS error %.4e /mm, noise %.4e /mm; ICD initial cost %.6e\n",
                 row.fdk_error, row.fdk_noise, row.initial_cost);
     for (size_t k = 0; k < row.mvu_cost.size(); ++k) {
       std::printf("  MVU iteration %zu: %.3f s, cost %.6e, RMS error %.4e, noise %.4e", k + 1,
                   row.mvu_seconds[k], row.mvu_cost[k], row.mvu_error[k], row.mvu_noise[k]);
+      if (k < row.paired_cost.size()) {
+        std::printf(" | %d columns/step: %.3f s, cost %.6e, RMS error %.4e", columns_per_step,
+                    row.paired_seconds[k],
+                    row.paired_cost[k], row.paired_error[k]);
+      }
       if (k < row.svu_cost.size()) {
         std::printf(" | SVU cost %.6e, RMS error %.4e", row.svu_cost[k], row.svu_error[k]);
       }
@@ -354,6 +396,13 @@ int Main(int argc, char** argv) {
     mvu_mean /= static_cast<double>(row.mvu_seconds.size());
     std::printf("  s/iteration: MVU %.3f, SVU %.3f%s, speedup %.1f\n", mvu_mean, row.svu_seconds,
                 row.svu_full ? "" : " (extrapolated)", row.svu_seconds / mvu_mean);
+    if (!row.paired_seconds.empty()) {
+      std::printf("  MVU with up to %d columns per step: %lld steps (%lld of 262144 columns "
+                  "with partners), %.3f s/iteration, speedup over SVU %.1f\n",
+                  columns_per_step, static_cast<long long>(row.paired_steps),
+                  static_cast<long long>(row.paired_columns), Mean(row.paired_seconds),
+                  row.svu_seconds / Mean(row.paired_seconds));
+    }
     if (nz == compare_nz) {
       std::vector<BestIterate> algebraic;
       for (bool cgls : {false, true}) {
@@ -383,8 +432,8 @@ int Main(int argc, char** argv) {
     rows.push_back(std::move(row));
   }
 
-  std::printf("\n%6s %8s %6s %10s %12s %12s %9s %14s\n", "Nz", "K mean", "K max", "groups",
-              "MVU s/it", "SVU s/it", "speedup", "visits/it");
+  std::printf("\n%6s %8s %6s %10s %12s %12s %9s %12s %9s %14s\n", "Nz", "K mean", "K max",
+              "groups", "MVU s/it", "SVU s/it", "speedup", "MVU-m s/it", "speedup", "visits/it");
   std::ofstream json(json_path);
   json << "{\"device\": \"" << devices.front().name << "\", \"photons\": " << photons
        << ", \"rows\": [";
@@ -393,10 +442,11 @@ int Main(int argc, char** argv) {
     double mvu_mean = 0;
     for (double s : r.mvu_seconds) mvu_mean += s;
     mvu_mean /= static_cast<double>(r.mvu_seconds.size());
-    std::printf("%6lld %8.1f %6lld %10lld %12.3f %12.3f %9.1f %14.3g\n",
+    const double pairs_mean = Mean(r.paired_seconds);
+    std::printf("%6lld %8.1f %6lld %10lld %12.3f %12.3f %9.1f %12.3f %9.1f %14.3g\n",
                 static_cast<long long>(r.nz), r.mean_k, static_cast<long long>(r.max_k),
                 static_cast<long long>(r.groups), mvu_mean, r.svu_seconds, r.svu_seconds / mvu_mean,
-                r.pixel_visits);
+                pairs_mean, pairs_mean > 0 ? r.svu_seconds / pairs_mean : 0.0, r.pixel_visits);
     auto list = [](const std::vector<double>& v) {
       std::string out = "[";
       for (size_t k = 0; k < v.size(); ++k) out += absl::StrCat(k ? ", " : "", v[k]);
@@ -411,7 +461,10 @@ int Main(int argc, char** argv) {
          << ", \"fdk_noise\": " << r.fdk_noise << ", \"svu_seconds_per_iteration\": " << r.svu_seconds
          << ", \"svu_extrapolated\": " << (r.svu_full ? "false" : "true")
          << ", \"svu_cost\": " << list(r.svu_cost) << ", \"svu_rms_error\": " << list(r.svu_error)
-         << "}";
+         << ", \"paired_steps\": " << r.paired_steps << ", \"paired_columns\": " << r.paired_columns
+         << ", \"paired_seconds\": " << list(r.paired_seconds)
+         << ", \"paired_cost\": " << list(r.paired_cost)
+         << ", \"paired_rms_error\": " << list(r.paired_error) << "}";
   }
   json << "]}\n";
   return 0;

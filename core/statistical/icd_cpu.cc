@@ -130,12 +130,18 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
           if (c.column == g->column) slot = &c;
         }
         if (slot == nullptr) {
-          // Not the slot of the step's other column.
-          const int32_t other = schedule.StepGroupCount(step) > 1
-                                    ? (g == schedule.StepBegin(step) ? (g + 1)->column
-                                                                     : schedule.StepBegin(step)->column)
-                                    : -1;
-          slot = cache[0].column == other ? &cache[1] : &cache[0];
+          // A slot that holds none of the step's columns.
+          for (CachedColumn& c : cache) {
+            bool in_step = false;
+            for (const ScheduledGroup* h = schedule.StepBegin(step); h != schedule.StepEnd(step);
+                 ++h) {
+              in_step = in_step || h->column == c.column;
+            }
+            if (!in_step) {
+              slot = &c;
+              break;
+            }
+          }
           slot->column = g->column;
           ComputeColumnFootprints(projector, g->column % n.x, g->column / n.x, slot->footprints);
         }

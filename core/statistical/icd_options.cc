@@ -10,9 +10,9 @@ absl::Status ValidateIcdOptions(const IcdOptions& options) {
                                                    " must be in [1, ",
                                                    IcdOptions::kMaxIterations, "]"));
   }
-  if (options.columns_per_step < 1 || options.columns_per_step > 2) {
+  if (options.columns_per_step < 1 || options.columns_per_step > 4) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "columns_per_step: ", options.columns_per_step, " must be in [1, 2]"));
+        "columns_per_step: ", options.columns_per_step, " must be in [1, 4]"));
   }
   return ValidateQggmrfPrior(options.prior);
 }
@@ -22,8 +22,8 @@ uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_di
   const uint64_t pixels = static_cast<uint64_t>(projection_dims.count());
   const uint64_t columns = static_cast<uint64_t>(volume.size().x * volume.size().y);
   const uint64_t views = static_cast<uint64_t>(projection_dims.d0);
-  // Bound on a step's voxels: two whole columns.
-  const uint64_t group = 2 * static_cast<uint64_t>(volume.size().z);
+  // Bound on a step's voxels: four whole columns.
+  const uint64_t group = 4 * static_cast<uint64_t>(volume.size().z);
   return 4 * voxels + 2 * 4 * pixels + 64 * views + 2 * 4 * columns + 2 * 4 * group * views +
          4 * 4 * group + 4096;
 }

@@ -11,8 +11,8 @@
 // One iteration visits every (x, y) column of the volume once, in a random order drawn
 // from column_order_seed (the same order for every iteration), and within a column every
 // group of ZVoxelGroups in turn; a group's voxels are updated together from the same
-// residual. With columns_per_step = 2 a column is visited together with a partner column
-// whose footprint never meets its own (UpdateSchedule, update_schedule.h), their groups in
+// residual. With columns_per_step > 1 a column is visited together with partner columns
+// whose footprints never meet its own (UpdateSchedule, update_schedule.h), their groups in
 // the same steps. Each voxel update is the exact minimiser over r >= 0 of the data term (a
 // quadratic in r: theta1 (r - x) + theta2 (r - x)^2 / 2) plus the symmetric-bound quadratic
 // surrogate of the prior at the current values (qggmrf_math.h): a closed form, clipped at
@@ -41,13 +41,13 @@ struct IcdOptions {
   int64_t iterations = 4;
   QggmrfPrior prior;  // its neighbour weights: DefaultQggmrfPrior(volume)
   GroupingMode grouping = GroupingMode::kMultiVoxel;
-  // 1 or 2 (UpdateSchedule::kMaxColumnsPerStep): columns whose groups share a step.
+  // [1, UpdateSchedule::kMaxColumnsPerStep = 4]: columns whose groups share a step.
   int columns_per_step = 1;
   uint64_t column_order_seed = 1;
 };
 
 // INVALID_ARGUMENT naming the field: iterations outside [1, kMaxIterations],
-// columns_per_step outside [1, 2], or the prior (ValidateQggmrfPrior).
+// columns_per_step outside [1, 4], or the prior (ValidateQggmrfPrior).
 absl::Status ValidateIcdOptions(const IcdOptions& options);
 
 // The cost after one iteration and its parts.

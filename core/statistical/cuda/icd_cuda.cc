@@ -14,6 +14,7 @@
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/statistical/cuda/icd_kernels.h"
 #include "core/statistical/icd_problem.h"
+#include "core/statistical/update_schedule.h"
 #include "core/statistical/z_voxel_groups.h"
 
 namespace tomo::core::statistical {
@@ -26,7 +27,10 @@ using core::cuda::Stream;
 using cuda::IcdDeviceProblem;
 using cuda::IcdGroupScratch;
 using cuda::IcdGroupShape;
-using cuda::IcdGroupTask;
+using cuda::IcdStepTask;
+
+static_assert(cuda::kIcdMaxGroupsPerStep >= UpdateSchedule::kMaxColumnsPerStep,
+              "a device step holds the groups of every column of a step");
 
 // An instantiated CUDA graph, destroyed with its owner.
 class GraphExec {
@@ -118,23 +122,27 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
                         PrepareIcdProblem(projector, line_integrals, weights, start_volume,
                                           options, ResidualStart::kLeaveEmpty));
   const ZVoxelGroups groups = ZVoxelGroups::Find(projector, options.grouping);
+  const UpdateSchedule schedule =
+      UpdateSchedule::Make(projector, groups, host.column_order, options.columns_per_step);
   const Size3 n = host.size;
   const VolumeGeometry& volume = projector.volume();
 
-  std::vector<IcdGroupTask> tasks;
-  tasks.reserve(static_cast<size_t>(groups.total_groups()));
-  for (int32_t column : host.column_order) {
-    const int64_t ix = column % n.x, iy = column / n.x;
-    const int32_t stride = groups.Stride(ix, iy);
-    for (int64_t g = 0; g < groups.GroupCount(ix, iy); ++g) {
-      const int32_t size = static_cast<int32_t>((n.z - g + stride - 1) / stride);
-      tasks.push_back({column, static_cast<int32_t>(g), stride, size});
+  // The steps of an iteration (only the first step_limit when benchmarking a partial one).
+  const int64_t steps = tuning.step_limit > 0 ? std::min(tuning.step_limit, schedule.num_steps())
+                                              : schedule.num_steps();
+  std::vector<IcdStepTask> tasks(static_cast<size_t>(steps));
+  for (int64_t i = 0; i < steps; ++i) {
+    IcdStepTask& task = tasks[static_cast<size_t>(i)];
+    for (cuda::IcdGroupTask& g : task.groups) g = {0, 0, 1, 0};
+    int slot = 0;
+    for (const ScheduledGroup* g = schedule.StepBegin(i); g != schedule.StepEnd(i); ++g) {
+      task.groups[slot++] = {g->column, g->first_slice, g->stride, g->size};
     }
   }
 
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
   const uint64_t needed = IcdDeviceBytes(volume, projector.projection_dims()) +
-                          tasks.size() * sizeof(IcdGroupTask);
+                          tasks.size() * sizeof(IcdStepTask);
   uint64_t budget = context.memory_budget_bytes;
   if (budget == 0) {
     size_t free_bytes = 0, total_bytes = 0;
@@ -188,7 +196,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   }
 
   const IcdGroupShape shape = cuda::MakeIcdGroupShape(
-      static_cast<int>(groups.max_group_size()), problem.num_views);
+      static_cast<int>(schedule.max_step_voxels()), problem.num_views);
   const size_t group_slots = static_cast<size_t>(shape.grid_x) * shape.kx;
   TOMO_ASSIGN_OR_RETURN(auto d_partial, DeviceBuffer<float>::Allocate(
                                             2 * static_cast<size_t>(shape.grid_y) * group_slots, s));
@@ -221,7 +229,9 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   const SyncOnExit sync_on_exit(s);
 
   IcdResult result;
-  result.total_groups = groups.total_groups();
+  result.total_groups = schedule.num_groups();
+  result.steps = schedule.num_steps();
+  result.paired_columns = schedule.paired_columns();
   result.max_group_size = groups.max_group_size();
   result.mean_group_size = groups.mean_group_size();
   TOMO_ASSIGN_OR_RETURN(const CostParts initial, DeviceCost(problem, d_cost.get(), s));
@@ -232,9 +242,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     TOMO_ASSIGN_OR_RETURN(Event event, Event::Create());
     in_flight_events.push_back(std::move(event));
   }
-  const int64_t total = tuning.group_limit > 0
-                            ? std::min<int64_t>(tuning.group_limit, static_cast<int64_t>(tasks.size()))
-                            : static_cast<int64_t>(tasks.size());
+  const int64_t total = static_cast<int64_t>(tasks.size());
   for (int64_t iteration = 1; iteration <= options.iterations; ++iteration) {
     const auto start = std::chrono::steady_clock::now();
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.cursor, 0, sizeof(unsigned), s));
@@ -242,7 +250,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     int64_t batch = 0;
     while (done < total) {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled(
-          absl::StrCat("icd / iteration ", iteration, " / group ", done, " of ", total)));
+          absl::StrCat("icd / iteration ", iteration, " / step ", done, " of ", total)));
       // Keep at most graphs_in_flight batches queued, so that a cancellation stops soon.
       Event& slot = in_flight_events[static_cast<size_t>(batch) % in_flight_events.size()];
       if (batch >= static_cast<int64_t>(in_flight_events.size())) {

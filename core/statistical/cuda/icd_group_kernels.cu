@@ -3,7 +3,7 @@
 // forward update of the residual.
 //
 // Launch shape (IcdGroupShape): block (kx, ky) = (voxels, views), 256 threads; grid
-// (ceil(largest group / kx), ceil(views / ky)). Thread (k, v) owns voxel k of the group in
+// (ceil(largest step / kx), ceil(views / ky)). Thread (k, v) owns voxel k of the step in
 // view v: it computes the column's transaxial footprint in that view (4 projected corners,
 // separable_footprint_math.h) and the voxel's axial footprint, and visits its pixels. The
 // residual layout (view, column, row) puts the voxels of a group, a few rows apart, next to
@@ -42,6 +42,24 @@ __device__ __forceinline__ void ColumnCentre(const IcdDeviceProblem& p, int colu
   y = p.y0 + iy * p.voxel_y;
 }
 
+__device__ __forceinline__ int StepSize(const IcdStepTask& task) {
+  int size = 0;
+#pragma unroll
+  for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) size += task.groups[g].size;
+  return size;
+}
+
+// Voxel k (< StepSize) of a step: its column and slice.
+__device__ __forceinline__ void StepVoxel(const IcdStepTask& task, int k, int& column, int& iz) {
+  int g = 0;
+  while (g < kIcdMaxGroupsPerStep - 1 && k >= task.groups[g].size) {
+    k -= task.groups[g].size;
+    ++g;
+  }
+  column = task.groups[g].column;
+  iz = task.groups[g].first_slice + k * task.groups[g].stride;
+}
+
 __device__ float UpdateVoxel(const IcdDeviceProblem& p, int column, int iz, float theta1,
                              float theta2) {
   const int ix = column % p.nx, iy = column / p.nx;
@@ -67,15 +85,18 @@ __global__ void __launch_bounds__(kThreads)
     GroupBackProjectAndUpdate(IcdDeviceProblem p, IcdGroupScratch s) {
   __shared__ float sum1[kThreads], sum2[kThreads];
   __shared__ bool last_block;
-  const IcdGroupTask task = s.tasks[*s.cursor];
+  const IcdStepTask task = s.tasks[*s.cursor];
+  const int size = StepSize(task);
   const int kx = blockDim.x, ky = blockDim.y;
   const int k = blockIdx.x * kx + threadIdx.x;
   const int v = blockIdx.y * ky + threadIdx.y;
   float t1 = 0, t2 = 0;
-  if (k < task.size && v < p.num_views) {
+  if (k < size && v < p.num_views) {
+    int column, iz;
+    StepVoxel(task, k, column, iz);
     float x, y;
-    ColumnCentre(p, task.column, x, y);
-    const float z = p.z0 + (task.first_slice + k * task.stride) * p.voxel_z;
+    ColumnCentre(p, column, x, y);
+    const float z = p.z0 + iz * p.voxel_z;
     VisitFootprint(p, v, x, y, z, [&](int64_t i, float a) {
       const float wa = p.weights[i] * a;
       t1 += wa * p.residual[i];
@@ -109,13 +130,15 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (!last_block) return;
   __threadfence();
-  for (int j = tid; j < task.size; j += kThreads) {
+  for (int j = tid; j < size; j += kThreads) {
     float theta1 = 0, theta2 = 0;
     for (int b = 0; b < static_cast<int>(gridDim.y); ++b) {
       theta1 += __ldcg(&s.partial_theta[b * stride_k + j]);
       theta2 += __ldcg(&s.partial_theta[(gridDim.y + b) * stride_k + j]);
     }
-    s.delta[j] = UpdateVoxel(p, task.column, task.first_slice + j * task.stride, theta1, theta2);
+    int column, iz;
+    StepVoxel(task, j, column, iz);
+    s.delta[j] = UpdateVoxel(p, column, iz, theta1, theta2);
   }
   __syncthreads();
   if (tid == 0) {
@@ -125,15 +148,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads) GroupForward(IcdDeviceProblem p, IcdGroupScratch s) {
-  const IcdGroupTask task = s.tasks[*s.cursor - 1];
+  const IcdStepTask task = s.tasks[*s.cursor - 1];
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   const int v = blockIdx.y * blockDim.y + threadIdx.y;
-  if (k >= task.size || v >= p.num_views) return;
+  if (k >= StepSize(task) || v >= p.num_views) return;
   const float delta = s.delta[k];
   if (delta == 0.0f) return;
+  int column, iz;
+  StepVoxel(task, k, column, iz);
   float x, y;
-  ColumnCentre(p, task.column, x, y);
-  const float z = p.z0 + (task.first_slice + k * task.stride) * p.voxel_z;
+  ColumnCentre(p, column, x, y);
+  const float z = p.z0 + iz * p.voxel_z;
   VisitFootprint(p, v, x, y, z, [&](int64_t i, float a) { p.residual[i] += a * delta; });
 }
 

@@ -5,8 +5,8 @@
 // Layouts (core/statistical/icd_problem.h): volume z fastest, voxel (ix, iy, iz) at
 // (iy nx + ix) nz + iz; residual and weights (view, column, row), rows fastest.
 //
-// The group kernels take no per-group arguments: they read the group to update from
-// tasks[*cursor], and the update step advances *cursor. Every launch of a run is therefore
+// The step kernels take no per-step arguments: they read the step (one to four groups,
+// core/statistical/update_schedule.h) from tasks[*cursor], and the update advances *cursor. Every launch of a run is therefore
 // the same, which lets the runner record a chain of them once as a CUDA graph and replay it
 // (a 512^3 iteration is about 10^6 groups, each two launches).
 #pragma once
@@ -28,6 +28,12 @@ struct IcdGroupTask {
   int32_t size;
 };
 
+// One step: the voxels of groups[0], then those of groups[1], ... (size 0 when absent).
+constexpr int kIcdMaxGroupsPerStep = 4;
+struct IcdStepTask {
+  IcdGroupTask groups[kIcdMaxGroupsPerStep];
+};
+
 struct IcdDeviceProblem {
   float* volume = nullptr;
   float* residual = nullptr;        // e = A x - y
@@ -41,8 +47,8 @@ struct IcdDeviceProblem {
   float neighbour_weights[26] = {};
 };
 
-// The launch shape of the group kernels, fixed for a run from the largest group:
-// block (kx, ky) with kx = min(32, next power of two >= largest group) voxels by
+// The launch shape of the step kernels, fixed for a run from the largest step:
+// block (kx, ky) with kx = min(32, next power of two >= largest step) voxels by
 // ky = 256 / kx views, grid (ceil(largest / kx), ceil(views / ky)).
 struct IcdGroupShape {
   int kx = 1, ky = 256, grid_x = 1, grid_y = 1;
@@ -57,17 +63,17 @@ struct IcdGroupScratch {
   float* delta = nullptr;
   unsigned* ticket = nullptr;
   unsigned* cursor = nullptr;
-  const IcdGroupTask* tasks = nullptr;
+  const IcdStepTask* tasks = nullptr;
 };
 
-// theta1 = sum w a e and theta2 = sum w a^2 of every voxel of the group, summed over the
+// theta1 = sum w a e and theta2 = sum w a^2 of every voxel of the step, summed over the
 // views by the blocks; the last block to finish updates the voxels (SurrogateVoxelUpdate),
 // writes the changes to scratch.delta and advances the cursor.
 cudaError_t LaunchIcdGroupBackProjectAndUpdate(const IcdDeviceProblem& problem,
                                                const IcdGroupScratch& scratch,
                                                const IcdGroupShape& shape, cudaStream_t stream);
-// e += a_j delta_j for the group just updated (tasks[*cursor - 1]); no atomics: the
-// voxels of a group share no detector pixel, and each (voxel, view) is one thread.
+// e += a_j delta_j for the step just updated (tasks[*cursor - 1]); no atomics: the
+// voxels of a step share no detector pixel, and each (voxel, view) is one thread.
 cudaError_t LaunchIcdGroupForward(const IcdDeviceProblem& problem, const IcdGroupScratch& scratch,
                                   const IcdGroupShape& shape, cudaStream_t stream);
 

@@ -34,7 +34,7 @@ TEST(UpdateScheduleTest, StepsCoverEveryVoxelOnceWithZeroCorrelation) {
   std::vector<int32_t> order(static_cast<size_t>(24 * 22));
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), random);
-  for (int columns_per_step : {1, 2}) {
+  for (int columns_per_step : {1, 2, 4}) {
     SCOPED_TRACE(columns_per_step);
     const UpdateSchedule schedule = UpdateSchedule::Make(sf, groups, order, columns_per_step);
     std::vector<int> updates(static_cast<size_t>(volume.voxel_count()), 0);
@@ -63,7 +63,7 @@ TEST(UpdateScheduleTest, StepsCoverEveryVoxelOnceWithZeroCorrelation) {
     if (columns_per_step == 1) {
       EXPECT_EQ(schedule.paired_columns(), 0);
       EXPECT_EQ(schedule.num_steps(), groups.total_groups());
-    } else {
+    } else if (columns_per_step == 2) {
       // Measured: 280-298 of 528 columns paired, 1137-1164 steps for 1584 groups (a small
       // volume has few far-apart partners).
       EXPECT_GT(schedule.paired_columns(), 528 * 2 / 5);

@@ -1,7 +1,8 @@
 // Tests of ReconstructIcdCuda (core/statistical/cuda/icd_cuda.cc and its kernels) against
-// the CPU reference (core/statistical/icd_cpu.cc) and the analytic phantom: multi-voxel and
-// single-voxel updates, circular and helical cones, zero and FDK starts; graphs against
-// plain launches; cancellation and the memory budget.
+// the CPU reference (core/statistical/icd_cpu.cc) and the analytic phantom: multi-voxel
+// (one column or two per step) and single-voxel updates, circular and helical cones, a
+// start volume and FDK starts; graphs against plain launches; cancellation and the memory
+// budget.
 //
 // Every test skips when core::ListCudaDevices() is empty (CI has no GPU). Inputs are fresh
 // each run (seed printed; TOMO_TEST_SEED replays). Measured differences are printed as
@@ -75,13 +76,23 @@ class IcdCudaTest : public ::testing::Test {
 
 TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
   SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  struct Mode {
+    GroupingMode grouping;
+    int columns_per_step;
+    const char* name;
+  };
+  const Mode modes[] = {{GroupingMode::kMultiVoxel, 1, "MVU"},
+                        {GroupingMode::kMultiVoxel, 3, "MVU, 3 columns per step"},
+                        {GroupingMode::kSingleVoxel, 1, "SVU"}};
   for (bool helical : {false, true}) {
-    for (GroupingMode grouping : {GroupingMode::kMultiVoxel, GroupingMode::kSingleVoxel}) {
+    for (const Mode& mode : modes) {
+      const GroupingMode grouping = mode.grouping;
       SCOPED_TRACE(helical ? "helical" : "circular");
-      SCOPED_TRACE(grouping == GroupingMode::kMultiVoxel ? "MVU" : "SVU");
+      SCOPED_TRACE(mode.name);
       const IcdTestCase c = MakeIcdTestCase(random_, helical);
       const auto sf = SeparableFootprintProjector::Create(c.geometry, c.volume).value();
-      const IcdOptions options = Options(c.volume, grouping, 3);
+      IcdOptions options = Options(c.volume, grouping, 3);
+      options.columns_per_step = mode.columns_per_step;
       // A start volume exercises the device's forward projection of the start.
       Array3D start = c.phantom.Rasterize(c.volume, 1);
       for (int64_t i = 0; i < start.size(); ++i) start.data()[i] *= 0.5f;
@@ -90,11 +101,11 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ(gpu->total_groups, cpu->total_groups);
+      EXPECT_EQ(gpu->steps, cpu->steps);
       EXPECT_NEAR(gpu->initial_cost / cpu->initial_cost, 1.0, kCostTolerance);
       for (size_t k = 0; k < cpu->iterations.size(); ++k) {
         std::printf("[ measure ] %s %s iteration %zu: cost CPU %.7e CUDA %.7e\n",
-                    helical ? "helical" : "circular",
-                    grouping == GroupingMode::kMultiVoxel ? "MVU" : "SVU", k + 1,
+                    helical ? "helical" : "circular", mode.name, k + 1,
                     cpu->iterations[k].cost, gpu->iterations[k].cost);
         EXPECT_NEAR(gpu->iterations[k].cost / cpu->iterations[k].cost, 1.0, kCostTolerance);
         if (k > 0) {
@@ -116,7 +127,8 @@ TEST_F(IcdCudaTest, BeatsFdkAgainstThePhantomAndGraphsEqualPlainLaunches) {
   const Array3D fdk =
       Fdk(c.geometry, c.volume, c.line_integrals, FdkOptions{}, cpu, RunContext{}).value();
   const Array3D truth = c.phantom.Rasterize(c.volume, 3);
-  const IcdOptions options = Options(c.volume, GroupingMode::kMultiVoxel, 4);
+  IcdOptions options = Options(c.volume, GroupingMode::kMultiVoxel, 4);
+  options.columns_per_step = 3;
   IcdCudaTuning graphs;
   graphs.groups_per_graph = 7;  // a remainder of plain launches too
   IcdCudaTuning plain;
@@ -149,7 +161,7 @@ TEST_F(IcdCudaTest, CancelsBetweenGroupsAndRefusesWhatDoesNotFit) {
                                       tuning, cancelling);
   ASSERT_FALSE(cancelled.ok());
   EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(cancelled.status().message(), HasSubstr("icd / iteration 1 / group 48"));
+  EXPECT_THAT(cancelled.status().message(), HasSubstr("icd / iteration 1 / step 48"));
 
   RunContext small;
   small.memory_budget_bytes = 100000;
