@@ -1,6 +1,7 @@
 #include "core/statistical/update_schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 
@@ -15,6 +16,8 @@ struct ColumnRange {
   uint16_t first, last;
 };
 
+constexpr double kEdgeMargin = 1e-2;
+
 std::vector<ColumnRange> AllColumnRanges(const SeparableFootprintProjector& projector) {
   const int64_t nx = projector.volume().size().x, ny = projector.volume().size().y;
   const int64_t views = projector.num_views();
@@ -23,11 +26,18 @@ std::vector<ColumnRange> AllColumnRanges(const SeparableFootprintProjector& proj
     for (int64_t column = c0; column < c1; ++column) {
       for (int64_t view = 0; view < views; ++view) {
         const SfColumn col = projector.Column(view, column % nx, column / nx);
+        // The trapezoid widened by kEdgeMargin columns: every column the device's float32
+        // footprint could touch (its edges move by rounding errors near 1e-4 columns).
+        const int first = std::max<int>(
+            0, static_cast<int>(std::floor(col.tau0 - kEdgeMargin - 0.5)) + 1);
+        const int last = std::min<int>(
+            static_cast<int>(projector.columns()) - 1,
+            static_cast<int>(std::ceil(col.tau3 + kEdgeMargin + 0.5)) - 1);
         ColumnRange& r = ranges[static_cast<size_t>(column * views + view)];
-        if (col.first_column > col.last_column) {
+        if (first > last) {
           r = {1, 0};
         } else {
-          r = {static_cast<uint16_t>(col.first_column), static_cast<uint16_t>(col.last_column)};
+          r = {static_cast<uint16_t>(first), static_cast<uint16_t>(last)};
         }
       }
     }

@@ -8,14 +8,15 @@
 // multi-voxel update as the literature defines it; with GroupingMode::kSingleVoxel, one
 // voxel). columns_per_step = m in [2, kMaxColumnsPerStep]: each column not yet taken
 // gathers, from the next kPartnerSearch free columns later in the order, up to m - 1
-// partners whose transaxial footprints share no detector column with its own or each
+// partners whose transaxial footprints, widened by 0.01 column (a margin against float32
+// rounding of the device's footprint edges), share no detector column with its own or each
 // other's in any view (then no voxel of one correlates with any voxel of another, whatever
 // their slices) and that are not prior neighbours; step g of the set holds group g of each.
 // Far-apart columns project to the same detector columns only in the few views whose rays
 // pass through both, which the angular sampling often misses (on the 391-view literature
-// case about one random pair in nine is disjoint in every view; with m = 2 all but 24 of the
+// case about one random pair in nine is disjoint in every view; with m = 2 all but 28 of the
 // 262,144 columns find a partner and the steps of an iteration halve, with m = 3 they fall
-// to a third (262,791 steps for 786,432 groups), with m = 4 to 229,377, the search then
+// to a third (262,875 steps for 786,432 groups), with m = 4 to 230,967, the search then
 // taking about 60 s of one core against 4 s for m = 2).
 //
 // The search holds the detector column range of every (column, view): 4 bytes each (410 MB
