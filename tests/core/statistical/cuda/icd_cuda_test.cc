@@ -8,10 +8,13 @@
 // each run (seed printed; TOMO_TEST_SEED replays). Measured differences are printed as
 // "[ measure ]" lines.
 //
-// Tolerances, and why: the device evaluates footprints and updates in float32, the CPU in
-// float64; both track the residual in float32. Relative differences of the per-iteration
-// cost: kCostTolerance = 1e-4; of the volumes, RMS of the difference over RMS of the CPU
-// volume: kVolumeTolerance = 2e-3.
+// Tolerances, and why: the device evaluates footprints, updates and the prior's cost in
+// float32, the CPU in float64; both track the residual in float32. A float32 emulation of
+// the device's arithmetic on the CPU (same schedule, sequential sums) differed from the
+// reference by at most 2.3e-7 in the per-iteration cost and 1.1e-6 in the volume (relative
+// RMS) over these cases; the device's other summation orders and float32 prior add about as
+// much again. Relative differences of the per-iteration cost: kCostTolerance = 2e-5; of the
+// volumes, RMS of the difference over RMS of the CPU volume: kVolumeTolerance = 1e-4.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -31,8 +34,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr double kCostTolerance = 1e-4;
-constexpr double kVolumeTolerance = 2e-3;
+constexpr double kCostTolerance = 2e-5;
+constexpr double kVolumeTolerance = 1e-4;
 
 double RelativeRmsDifference(const Array3D& a, const Array3D& b) {
   double diff = 0, norm = 0;
