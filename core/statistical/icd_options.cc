@@ -17,7 +17,8 @@ absl::Status ValidateIcdOptions(const IcdOptions& options) {
   return ValidateQggmrfPrior(options.prior);
 }
 
-uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_dims) {
+uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_dims,
+                        int64_t steps_per_iteration) {
   const uint64_t voxels = static_cast<uint64_t>(volume.voxel_count());
   const uint64_t pixels = static_cast<uint64_t>(projection_dims.count());
   const uint64_t columns = static_cast<uint64_t>(volume.size().x * volume.size().y);
@@ -25,7 +26,7 @@ uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_di
   // Bound on a step's voxels: four whole columns.
   const uint64_t group = 4 * static_cast<uint64_t>(volume.size().z);
   return 4 * voxels + 2 * 4 * pixels + 64 * views + 2 * 4 * columns + 2 * 4 * group * views +
-         4 * 4 * group + 4096;
+         4 * 4 * group + kIcdStepTaskBytes * static_cast<uint64_t>(steps_per_iteration) + 4096;
 }
 
 uint64_t IcdHostBytes(const VolumeGeometry& volume, const Dims3& projection_dims) {

@@ -70,10 +70,14 @@ struct IcdResult {
 };
 
 // Bytes a run holds at once. Device: the volume (z fastest), the residual and the weights
-// (view, column, row), the per-view parameters, the column strides and order, and the
-// group scratch (theta partial sums of the largest group, all views). Host, beyond the
-// caller's arrays: the z-fastest volume and the transposed residual and weights.
-uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_dims);
+// (view, column, row), the per-view parameters, the step scratch (theta partial sums of the
+// largest step, all views) and the task list, kIcdStepTaskBytes per step: steps_per_iteration
+// is at most ZVoxelGroups::Find(projector, grouping).total_groups() (the single-voxel update:
+// one per voxel, which makes its task list 16 times the volume). Host, beyond the caller's
+// arrays: the z-fastest volume and the transposed residual and weights.
+inline constexpr uint64_t kIcdStepTaskBytes = 64;
+uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_dims,
+                        int64_t steps_per_iteration);
 uint64_t IcdHostBytes(const VolumeGeometry& volume, const Dims3& projection_dims);
 
 }  // namespace tomo::core::statistical

@@ -141,8 +141,9 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   }
 
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
-  const uint64_t needed = IcdDeviceBytes(volume, projector.projection_dims()) +
-                          tasks.size() * sizeof(IcdStepTask);
+  static_assert(sizeof(IcdStepTask) == kIcdStepTaskBytes, "IcdDeviceBytes counts the tasks");
+  const uint64_t needed = IcdDeviceBytes(volume, projector.projection_dims(),
+                                         static_cast<int64_t>(tasks.size()));
   uint64_t budget = context.memory_budget_bytes;
   if (budget == 0) {
     size_t free_bytes = 0, total_bytes = 0;

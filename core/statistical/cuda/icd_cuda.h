@@ -12,7 +12,7 @@
 // Thread and stream: the calling thread only; the device is entered for the call (and
 // left as it was) and all work runs on one stream of its own.
 // Errors: PrepareIcdProblem's (INVALID_ARGUMENT); RESOURCE_EXHAUSTED, before any device
-// allocation, when IcdDeviceBytes plus the task list exceeds context.memory_budget_bytes
+// allocation, when IcdDeviceBytes (with the run's steps) exceeds context.memory_budget_bytes
 // (0: the device's free memory), naming both; CANCELLED (checked between graph launches,
 // at most tuning.graphs_in_flight graphs of steps after the request); INTERNAL for CUDA
 // failures (naming the call).

@@ -29,14 +29,17 @@ TEST(IcdOptionsTest, DeviceBytesCountTheResidentArrays) {
   const VolumeGeometry volume =
       VolumeGeometry::Create({512, 512, 512}, {0.415, 0.415, 0.3}, {}).value();
   const Dims3 projections{391, 386, 1024};
-  const uint64_t bytes = IcdDeviceBytes(volume, projections);
+  const int64_t steps = 512 * 512 * 3;  // stride 3 in every column
+  const uint64_t bytes = IcdDeviceBytes(volume, projections, steps);
   const uint64_t arrays = 4ull * 512 * 512 * 512 + 2ull * 4 * 391 * 386 * 1024;
-  EXPECT_GE(bytes, arrays);
-  EXPECT_LT(bytes, arrays + (16ull << 20));  // the rest is small
+  EXPECT_GE(bytes, arrays + kIcdStepTaskBytes * steps);
+  EXPECT_LT(bytes, arrays + kIcdStepTaskBytes * steps + (16ull << 20));  // the rest is small
   EXPECT_EQ(IcdHostBytes(volume, projections), arrays);
   const VolumeGeometry half =
       VolumeGeometry::Create({512, 512, 256}, {0.415, 0.415, 0.3}, {}).value();
-  EXPECT_LT(IcdDeviceBytes(half, projections), bytes);
+  EXPECT_LT(IcdDeviceBytes(half, projections, steps), bytes);
+  // The single-voxel update's task list: one step per voxel.
+  EXPECT_GT(IcdDeviceBytes(volume, projections, 512 * 512 * 512), bytes + (7ull << 30));  // 8 GiB of tasks
 }
 
 }  // namespace
