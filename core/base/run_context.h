@@ -25,6 +25,8 @@ struct ProgressUpdate {
   uint32_t iterations_total = 0;
   // Iterative methods: ||b - A x|| / ||b|| after the iteration; negative: none.
   double relative_residual = -1;
+  // Methods minimising a cost function (ICD): its value after the iteration; negative: none.
+  double cost = -1;
 };
 
 struct RunContext {

@@ -1,0 +1,476 @@
+// icd-bench: PWLS/q-GGMRF reconstruction by ICD on CUDA, multi-voxel (MVU) against
+// single-voxel (SVU) update, on the case of the multi-voxel-update literature: circular
+// cone beam, 391 views over 360 degrees, flat detector 1024 x 386 pixels of 0.384 x 0.755 mm,
+// source-detector 1147.7 mm, source-axis 647.7 mm; volume 512 x 512 x Nz of 0.415 x 0.415 x
+// 0.3 mm voxels, Nz = 16 ... 512.
+//
+// Data: the 3D Shepp-Logan phantom (core/phantom/ellipsoid_phantom.h) of radius 95 mm with
+// its densities times 0.02 /mm (water-like attenuation), its exact line integrals, and
+// Poisson noise at --photons photons per unattenuated pixel (default 2e4: a low dose); the
+// weights are the detected counts. One projection set serves every Nz: the volume covers
+// the middle Nz slices of the object (as a reconstruction of a slab of a longer object).
+// Start: FDK of the same data (CUDA backend).
+//
+// For each Nz: the groups (K = mean and largest group size), the work count (voxels x views
+// x mean footprint pixels) and the floor it implies, then --iterations MVU iterations with
+// the cost, the RMS error against the phantom and the noise (standard deviation) in a
+// uniform region after each; the same with up to --columns-per-step columns per step
+// (default 3, see core/statistical/update_schedule.h); SVU timed on its first --svu-groups groups of an iteration and
+// extrapolated to the whole iteration (a full 512^3 SVU iteration is about 1.3e8 group
+// steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
+// Output: a table on stdout and --json.
+//
+// With --compare-nz N (one of the Nz), also SIRT (lambda 1.9, non-negative) and CGLS from
+// zero on the same noisy data and volume, each at the iteration of its smallest error
+// against the phantom (semi-convergence): RMS error and uniform-region noise beside FDK's
+// and ICD's, and --png: the central axial slices of phantom, FDK, ICD, SIRT and CGLS side
+// by side in one window.
+//
+//   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --json icd.json
+//   build/bin/icd-bench --nz 128 --compare-nz 128 --png bench/icd_compare.png
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "core/algorithms/cgls.h"
+#include "core/algorithms/filtered_back_projection.h"
+#include "core/algorithms/sirt.h"
+#include "core/io/png_preview.h"
+#include "core/devices/devices.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/phantom/ellipsoid_phantom.h"
+#include "core/statistical/cuda/icd_cuda.h"
+#include "core/statistical/separable_footprint.h"
+#include "core/statistical/z_voxel_groups.h"
+
+namespace tomo::bench {
+namespace {
+
+using core::Array3D;
+using namespace core::statistical;
+
+constexpr double kPi = 3.14159265358979323846;
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+double RmsError(const Array3D& a, const Array3D& b) {
+  double sum = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a.data()[i]) - b.data()[i];
+    sum += d * d;
+  }
+  return std::sqrt(sum / static_cast<double>(a.size()));
+}
+
+// Standard deviation over a 24 x 24 voxel square of the central slices (at most 8) inside
+// the phantom's uniform brain region, left of the centre (x = -40 mm, y = 0).
+double UniformRegionNoise(const Array3D& a, const core::VolumeGeometry& volume) {
+  const int64_t cx = static_cast<int64_t>(std::lround((-40.0 - volume.x_mm(0)) /
+                                                       volume.voxel_size_mm().x));
+  const int64_t cy = volume.size().y / 2, cz = volume.size().z / 2;
+  double sum = 0, sum2 = 0;
+  int64_t count = 0;
+  for (int64_t z = std::max<int64_t>(0, cz - 4); z < std::min(volume.size().z, cz + 4); ++z) {
+    for (int64_t y = cy - 12; y < cy + 12; ++y) {
+      for (int64_t x = cx - 12; x < cx + 12; ++x) {
+        const double v = a.at(z, y, x);
+        sum += v;
+        sum2 += v * v;
+        ++count;
+      }
+    }
+  }
+  const double mean = sum / count;
+  return std::sqrt(std::max(0.0, sum2 / count - mean * mean));
+}
+
+// Mean number of detector pixels a voxel touches in a view (sampled).
+double MeanFootprintPixels(const SeparableFootprintProjector& sf, std::mt19937_64& random) {
+  const core::Size3& n = sf.volume().size();
+  std::uniform_int_distribution<int64_t> x(n.x / 8, n.x - 1 - n.x / 8), y(n.y / 8, n.y - 1 - n.y / 8),
+      z(0, n.z - 1);
+  double pixels = 0;
+  constexpr int kSamples = 64;
+  for (int i = 0; i < kSamples; ++i) {
+    pixels += static_cast<double>(sf.VoxelFootprint(x(random), y(random), z(random)).size());
+  }
+  return pixels / kSamples / static_cast<double>(sf.num_views());
+}
+
+// The method's volume at the iteration of its smallest RMS error against truth.
+struct BestIterate {
+  std::string name;
+  int64_t iteration = 0;
+  double error = 0, noise = 0;
+  Array3D volume;
+};
+
+absl::StatusOr<BestIterate> RunAlgebraic(const std::string& name, bool cgls, int64_t iterations,
+                                         const core::VectorGeometry& geometry,
+                                         const core::VolumeGeometry& volume,
+                                         const Array3D& projections, const Array3D& truth,
+                                         core::Backend& backend) {
+  BestIterate best;
+  best.name = name;
+  best.error = 1e300;
+  core::IterativeOptions options;
+  options.iterations = iterations;
+  options.observe_volume = true;
+  if (!cgls) {
+    options.relaxation = 1.9;
+    options.lower_bound = 0;
+  }
+  options.on_iteration = [&](const core::IterationReport& report) {
+    const double error = RmsError(*report.volume, truth);
+    if (error < best.error) {
+      best.error = error;
+      best.iteration = report.iteration;
+      best.volume = report.volume->Clone();
+    }
+    return absl::OkStatus();
+  };
+  auto result = cgls ? core::Cgls(geometry, volume, projections, options, backend, {})
+                     : core::Sirt(geometry, volume, projections, options, backend, {});
+  if (!result.ok()) return result.status();
+  best.noise = UniformRegionNoise(best.volume, volume);
+  return best;
+}
+
+// The central axial slices of the volumes side by side, one window for all.
+absl::Status WriteComparisonPng(const std::string& path, const std::vector<const Array3D*>& volumes,
+                                const core::VolumeGeometry& geometry) {
+  const core::DisplayWindow window{0.002, 0.007};  // the phantom's brain contrasts, per mm
+  core::GreyImage row;
+  std::vector<core::GreyImage> axial;
+  for (const Array3D* v : volumes) {
+    auto slices = core::RenderCentralSlices(*v, geometry, window);
+    if (!slices.ok()) return slices.status();
+    axial.push_back(std::move((*slices)[0]));
+  }
+  row.plane = "axial";
+  row.height = axial[0].height;
+  for (const core::GreyImage& image : axial) row.width += image.width;
+  row.pixels.resize(static_cast<size_t>(row.width * row.height));
+  int64_t x0 = 0;
+  for (const core::GreyImage& image : axial) {
+    for (int64_t y = 0; y < image.height; ++y) {
+      for (int64_t x = 0; x < image.width; ++x) {
+        row.pixels[static_cast<size_t>(y * row.width + x0 + x)] =
+            image.pixels[static_cast<size_t>(y * image.width + x)];
+      }
+    }
+    x0 += image.width;
+  }
+  auto png = core::EncodePng(row);
+  if (!png.ok()) return png.status();
+  std::ofstream out(path, std::ios::binary);
+  out.write(png->data(), static_cast<std::streamsize>(png->size()));
+  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
+}
+
+struct Row {
+  int64_t nz = 0;
+  double mean_k = 0;
+  int64_t max_k = 0, groups = 0;
+  double footprint_pixels = 0, pixel_visits = 0;
+  std::vector<double> mvu_seconds, mvu_cost, mvu_error, mvu_noise;
+  double fdk_error = 0, fdk_noise = 0, initial_cost = 0;
+  double svu_seconds = 0;  // per iteration (extrapolated unless svu_full)
+  bool svu_full = false;
+  std::vector<double> svu_cost, svu_error;
+  // MVU with two columns per step (UpdateSchedule), when run.
+  int64_t paired_steps = 0, paired_columns = 0;
+  std::vector<double> paired_seconds, paired_cost, paired_error;
+};
+
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
+std::vector<int64_t> ParseList(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) out.push_back(std::stoll(item));
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"icd-bench: ICD multi-voxel against single-voxel update (issue 20)"};
+  std::string nz_text = "16,32,64,128,256,512", svu_full_text = "", json_path = "icd.json";
+  int64_t iterations = 3, svu_groups = 200000;
+  double photons = 2e4, sigma = 3e-4, c = 1.0;
+  int groups_per_graph = 256;
+  int columns_per_step = 3;
+  int64_t compare_nz = 0, sirt_iterations = 60, cgls_iterations = 20;
+  std::string png_path = "icd_compare.png";
+  app.add_option("--columns-per-step", columns_per_step,
+                 "also MVU with this many columns per step (2..4; 0 or 1: not)")
+      ->capture_default_str();
+  app.add_option("--compare-nz", compare_nz, "Nz for the FDK/ICD/SIRT/CGLS comparison (0: none)");
+  app.add_option("--sirt-iterations", sirt_iterations, "SIRT iterations at most")->capture_default_str();
+  app.add_option("--cgls-iterations", cgls_iterations, "CGLS iterations at most")->capture_default_str();
+  app.add_option("--png", png_path, "comparison slices")->capture_default_str();
+  app.add_option("--nz", nz_text, "slice counts, comma-separated")->capture_default_str();
+  app.add_option("--iterations", iterations, "MVU iterations per Nz")->capture_default_str();
+  app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz")->capture_default_str();
+  app.add_option("--svu-full", svu_full_text, "Nz for which SVU runs full iterations");
+  app.add_option("--photons", photons, "photons per unattenuated pixel")->capture_default_str();
+  app.add_option("--sigma", sigma, "prior sigma, per mm")->capture_default_str();
+  app.add_option("--c", c, "prior c")->capture_default_str();
+  app.add_option("--groups-per-graph", groups_per_graph, "0: plain launches")->capture_default_str();
+  app.add_option("--json", json_path, "results as JSON")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
+  if (devices.empty()) {
+    std::fprintf(stderr, "icd-bench: no CUDA device\n");
+    return 1;
+  }
+  auto backend = core::MakeBackend(devices.front());
+  if (!backend.ok()) {
+    std::fprintf(stderr, "icd-bench: %s\n", std::string(backend.status().message()).c_str());
+    return 1;
+  }
+  std::printf("device %s (%s)\n", devices.front().id.c_str(), devices.front().name.c_str());
+
+  core::FanConeOptions cone;
+  cone.detector = {386, 1024, 0.755, 0.384, 0, 0};
+  cone.source_origin_mm = 647.7;
+  cone.origin_detector_mm = 1147.7 - 647.7;
+  cone.angles_rad = core::UniformAnglesRad(391, 0, 2 * kPi);
+  const core::VectorGeometry geometry = core::MakeCircularCone(cone).value();
+  std::vector<core::Ellipsoid> ellipsoids = core::EllipsoidPhantom::SheppLogan3D(95).ellipsoids();
+  for (core::Ellipsoid& e : ellipsoids) e.density *= 0.02;
+  const core::EllipsoidPhantom phantom(std::move(ellipsoids));
+
+  auto t0 = std::chrono::steady_clock::now();
+  const Array3D exact = phantom.Project(geometry, 1);
+  Array3D line_integrals(exact.dims()), weights(exact.dims());
+  std::mt19937_64 random(20261125);
+  for (int64_t i = 0; i < exact.size(); ++i) {
+    std::poisson_distribution<int64_t> poisson(photons * std::exp(-static_cast<double>(exact.data()[i])));
+    const double counts = std::max<double>(1.0, static_cast<double>(poisson(random)));
+    line_integrals.data()[i] = static_cast<float>(-std::log(counts / photons));
+    weights.data()[i] = static_cast<float>(counts);
+  }
+  std::printf("data: 391 views of 386 x 1024, exact projection and Poisson noise (%.0f photons) "
+              "in %.1f s\n", photons, Seconds(t0));
+
+  const std::vector<int64_t> svu_full = ParseList(svu_full_text);
+  std::vector<Row> rows;
+  for (int64_t nz : ParseList(nz_text)) {
+    Row row;
+    row.nz = nz;
+    row.svu_full = std::find(svu_full.begin(), svu_full.end(), nz) != svu_full.end();
+    const core::VolumeGeometry volume =
+        core::VolumeGeometry::Create({512, 512, nz}, {0.415, 0.415, 0.3}, {}).value();
+    const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
+    t0 = std::chrono::steady_clock::now();
+    const ZVoxelGroups groups = ZVoxelGroups::Find(sf, GroupingMode::kMultiVoxel);
+    row.mean_k = groups.mean_group_size();
+    row.max_k = groups.max_group_size();
+    row.groups = groups.total_groups();
+    row.footprint_pixels = MeanFootprintPixels(sf, random);
+    row.pixel_visits = static_cast<double>(volume.voxel_count()) * 391 * row.footprint_pixels;
+    std::printf("\nNz %lld: groups %lld, K mean %.1f largest %lld (found in %.1f s); "
+                "mean footprint %.2f pixels per voxel and view: %.3g pixel visits per "
+                "iteration in each of the back projection and the forward update\n",
+                static_cast<long long>(nz), static_cast<long long>(row.groups), row.mean_k,
+                static_cast<long long>(row.max_k), Seconds(t0), row.footprint_pixels,
+                row.pixel_visits);
+    const Array3D truth = phantom.Rasterize(volume, 1);
+    auto fdk = core::Fdk(geometry, volume, line_integrals, core::FdkOptions{}, **backend, {});
+    if (!fdk.ok()) {
+      std::fprintf(stderr, "icd-bench: FDK: %s\n", std::string(fdk.status().message()).c_str());
+      return 1;
+    }
+    row.fdk_error = RmsError(*fdk, truth);
+    row.fdk_noise = UniformRegionNoise(*fdk, volume);
+
+    IcdOptions options;
+    options.iterations = iterations;
+    options.prior = DefaultQggmrfPrior(volume);
+    options.prior.sigma = sigma;
+    options.prior.c = c;
+    IcdCudaTuning tuning;
+    tuning.groups_per_graph = groups_per_graph;
+    tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
+      row.mvu_error.push_back(RmsError(x, truth));
+      row.mvu_noise.push_back(UniformRegionNoise(x, volume));
+    };
+    auto mvu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
+                                  devices.front().index, tuning, {});
+    if (!mvu.ok()) {
+      std::fprintf(stderr, "icd-bench: MVU: %s\n", std::string(mvu.status().message()).c_str());
+      return 1;
+    }
+    row.initial_cost = mvu->initial_cost;
+    for (const IcdIterationRecord& r : mvu->iterations) {
+      row.mvu_seconds.push_back(r.seconds);
+      row.mvu_cost.push_back(r.cost);
+    }
+
+    if (columns_per_step > 1) {
+      IcdOptions paired_options = options;
+      paired_options.columns_per_step = columns_per_step;
+      IcdCudaTuning paired_tuning;
+      paired_tuning.groups_per_graph = groups_per_graph;
+      paired_tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
+        row.paired_error.push_back(RmsError(x, truth));
+      };
+      auto result = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, paired_options,
+                                       devices.front().index, paired_tuning, {});
+      if (!result.ok()) {
+        std::fprintf(stderr, "icd-bench: MVU, several columns per step: %s\n",
+                     std::string(result.status().message()).c_str());
+        return 1;
+      }
+      row.paired_steps = result->steps;
+      row.paired_columns = result->paired_columns;
+      for (const IcdIterationRecord& r : result->iterations) {
+        row.paired_seconds.push_back(r.seconds);
+        row.paired_cost.push_back(r.cost);
+      }
+    }
+
+    options.grouping = GroupingMode::kSingleVoxel;
+    IcdCudaTuning svu_tuning;
+    svu_tuning.groups_per_graph = groups_per_graph;
+    if (row.svu_full) {
+      svu_tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
+        row.svu_error.push_back(RmsError(x, truth));
+      };
+    } else {
+      options.iterations = 1;
+      svu_tuning.step_limit = svu_groups;
+    }
+    auto svu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
+                                  devices.front().index, svu_tuning, {});
+    if (!svu.ok()) {
+      std::fprintf(stderr, "icd-bench: SVU: %s\n", std::string(svu.status().message()).c_str());
+      return 1;
+    }
+    if (row.svu_full) {
+      double total = 0;
+      for (const IcdIterationRecord& r : svu->iterations) {
+        total += r.seconds;
+        row.svu_cost.push_back(r.cost);
+      }
+      row.svu_seconds = total / static_cast<double>(svu->iterations.size());
+    } else {
+      const double timed = static_cast<double>(std::min<int64_t>(svu_groups, svu->steps));
+      row.svu_seconds = svu->iterations[0].seconds * static_cast<double>(svu->steps) / timed;
+    }
+    std::printf("  FDK: RMS error %.4e /mm, noise %.4e /mm; ICD initial cost %.6e\n",
+                row.fdk_error, row.fdk_noise, row.initial_cost);
+    for (size_t k = 0; k < row.mvu_cost.size(); ++k) {
+      std::printf("  MVU iteration %zu: %.3f s, cost %.6e, RMS error %.4e, noise %.4e", k + 1,
+                  row.mvu_seconds[k], row.mvu_cost[k], row.mvu_error[k], row.mvu_noise[k]);
+      if (k < row.paired_cost.size()) {
+        std::printf(" | %d columns/step: %.3f s, cost %.6e, RMS error %.4e", columns_per_step,
+                    row.paired_seconds[k],
+                    row.paired_cost[k], row.paired_error[k]);
+      }
+      if (k < row.svu_cost.size()) {
+        std::printf(" | SVU cost %.6e, RMS error %.4e", row.svu_cost[k], row.svu_error[k]);
+      }
+      std::printf("\n");
+    }
+    double mvu_mean = 0;
+    for (double s : row.mvu_seconds) mvu_mean += s;
+    mvu_mean /= static_cast<double>(row.mvu_seconds.size());
+    std::printf("  s/iteration: MVU %.3f, SVU %.3f%s, speedup %.1f\n", mvu_mean, row.svu_seconds,
+                row.svu_full ? "" : " (extrapolated)", row.svu_seconds / mvu_mean);
+    if (!row.paired_seconds.empty()) {
+      std::printf("  MVU with up to %d columns per step: %lld steps (%lld of 262144 columns "
+                  "with partners), %.3f s/iteration, speedup over SVU %.1f\n",
+                  columns_per_step, static_cast<long long>(row.paired_steps),
+                  static_cast<long long>(row.paired_columns), Mean(row.paired_seconds),
+                  row.svu_seconds / Mean(row.paired_seconds));
+    }
+    if (nz == compare_nz) {
+      std::vector<BestIterate> algebraic;
+      for (bool cgls : {false, true}) {
+        auto best = RunAlgebraic(cgls ? "CGLS" : "SIRT", cgls, cgls ? cgls_iterations : sirt_iterations,
+                                 geometry, volume, line_integrals, truth, **backend);
+        if (!best.ok()) {
+          std::fprintf(stderr, "icd-bench: %s\n", std::string(best.status().message()).c_str());
+          return 1;
+        }
+        algebraic.push_back(std::move(*best));
+      }
+      std::printf("  comparison at Nz %lld (RMS error /mm, noise /mm in the uniform region):\n",
+                  static_cast<long long>(nz));
+      std::printf("    FDK            %.4e  %.4e\n", row.fdk_error, row.fdk_noise);
+      std::printf("    ICD (%lld it)   %.4e  %.4e\n", static_cast<long long>(iterations),
+                  row.mvu_error.back(), row.mvu_noise.back());
+      for (const BestIterate& b : algebraic) {
+        std::printf("    %s (best %lld) %.4e  %.4e\n", b.name.c_str(),
+                    static_cast<long long>(b.iteration), b.error, b.noise);
+      }
+      const absl::Status written = WriteComparisonPng(
+          png_path, {&truth, &*fdk, &mvu->volume, &algebraic[0].volume, &algebraic[1].volume},
+          volume);
+      std::printf("    slices (phantom, FDK, ICD, SIRT, CGLS): %s %s\n", png_path.c_str(),
+                  written.ok() ? "" : std::string(written.message()).c_str());
+    }
+    rows.push_back(std::move(row));
+  }
+
+  std::printf("\n%6s %8s %6s %10s %12s %12s %9s %12s %9s %14s\n", "Nz", "K mean", "K max",
+              "groups", "MVU s/it", "SVU s/it", "speedup", "MVU-m s/it", "speedup", "visits/it");
+  std::ofstream json(json_path);
+  json << "{\"device\": \"" << devices.front().name << "\", \"photons\": " << photons
+       << ", \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    double mvu_mean = 0;
+    for (double s : r.mvu_seconds) mvu_mean += s;
+    mvu_mean /= static_cast<double>(r.mvu_seconds.size());
+    const double pairs_mean = Mean(r.paired_seconds);
+    std::printf("%6lld %8.1f %6lld %10lld %12.3f %12.3f %9.1f %12.3f %9.1f %14.3g\n",
+                static_cast<long long>(r.nz), r.mean_k, static_cast<long long>(r.max_k),
+                static_cast<long long>(r.groups), mvu_mean, r.svu_seconds, r.svu_seconds / mvu_mean,
+                pairs_mean, pairs_mean > 0 ? r.svu_seconds / pairs_mean : 0.0, r.pixel_visits);
+    auto list = [](const std::vector<double>& v) {
+      std::string out = "[";
+      for (size_t k = 0; k < v.size(); ++k) out += absl::StrCat(k ? ", " : "", v[k]);
+      return out + "]";
+    };
+    json << (i ? ", " : "") << "{\"nz\": " << r.nz << ", \"k_mean\": " << r.mean_k
+         << ", \"k_max\": " << r.max_k << ", \"groups\": " << r.groups
+         << ", \"footprint_pixels\": " << r.footprint_pixels
+         << ", \"mvu_seconds\": " << list(r.mvu_seconds) << ", \"mvu_cost\": " << list(r.mvu_cost)
+         << ", \"mvu_rms_error\": " << list(r.mvu_error) << ", \"mvu_noise\": " << list(r.mvu_noise)
+         << ", \"initial_cost\": " << r.initial_cost << ", \"fdk_rms_error\": " << r.fdk_error
+         << ", \"fdk_noise\": " << r.fdk_noise << ", \"svu_seconds_per_iteration\": " << r.svu_seconds
+         << ", \"svu_extrapolated\": " << (r.svu_full ? "false" : "true")
+         << ", \"svu_cost\": " << list(r.svu_cost) << ", \"svu_rms_error\": " << list(r.svu_error)
+         << ", \"paired_steps\": " << r.paired_steps << ", \"paired_columns\": " << r.paired_columns
+         << ", \"paired_seconds\": " << list(r.paired_seconds)
+         << ", \"paired_cost\": " << list(r.paired_cost)
+         << ", \"paired_rms_error\": " << list(r.paired_error) << "}";
+  }
+  json << "]}\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace tomo::bench
+
+int main(int argc, char** argv) { return tomo::bench::Main(argc, argv); }

@@ -1,0 +1,90 @@
+// Launch functions of the CUDA kernels of ICD (core/statistical/cuda/icd_cuda.h runs them).
+// Plain structs and cudaError_t only: included by g++ host code and by nvcc. Each returns
+// cudaGetLastError() taken right after its launch.
+//
+// Layouts (core/statistical/icd_problem.h): volume z fastest, voxel (ix, iy, iz) at
+// (iy nx + ix) nz + iz; residual and weights (view, column, row), rows fastest.
+//
+// The step kernels take no per-step arguments: they read the step (one to four groups,
+// core/statistical/update_schedule.h) from tasks[*cursor], and the update advances *cursor. Every launch of a run is therefore
+// the same, which lets the runner record a chain of them once as a CUDA graph and replay it
+// (a 512^3 iteration is about 10^6 groups, each two launches).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/statistical/qggmrf_math.h"
+#include "core/statistical/separable_footprint_math.h"
+
+namespace tomo::core::statistical::cuda {
+
+// One group: slices first_slice, first_slice + stride, ... (size of them) of a column.
+struct IcdGroupTask {
+  int32_t column;  // iy nx + ix
+  int32_t first_slice;
+  int32_t stride;
+  int32_t size;
+};
+
+// One step: the voxels of groups[0], then those of groups[1], ... (size 0 when absent).
+constexpr int kIcdMaxGroupsPerStep = 4;
+struct IcdStepTask {
+  IcdGroupTask groups[kIcdMaxGroupsPerStep];
+};
+
+struct IcdDeviceProblem {
+  float* volume = nullptr;
+  float* residual = nullptr;        // e = A x - y
+  const float* weights = nullptr;
+  const SfViewT<float>* views = nullptr;
+  int nx = 0, ny = 0, nz = 0;
+  int num_views = 0, rows = 0, columns = 0;
+  float voxel_x = 0, voxel_y = 0, voxel_z = 0;
+  float x0 = 0, y0 = 0, z0 = 0;     // centre of voxel (0, 0, 0), mm
+  QggmrfCoefficientsT<float> prior{};
+  float neighbour_weights[26] = {};
+};
+
+// The launch shape of the step kernels, fixed for a run from the largest step:
+// block (kx, ky) with kx = min(32, next power of two >= largest step) voxels by
+// ky = 256 / kx views, grid (ceil(largest / kx), ceil(views / ky)).
+struct IcdGroupShape {
+  int kx = 1, ky = 256, grid_x = 1, grid_y = 1;
+};
+IcdGroupShape MakeIcdGroupShape(int largest_group, int num_views);
+
+// Scratch of the group kernels, owned by the runner: partial sums of theta1 and theta2
+// (2 * grid_y * grid_x * kx floats), the voxel changes (grid_x * kx floats), the block
+// ticket (one unsigned, 0 at start) and the cursor (one unsigned: index of the group).
+struct IcdGroupScratch {
+  float* partial_theta = nullptr;
+  float* delta = nullptr;
+  unsigned* ticket = nullptr;
+  unsigned* cursor = nullptr;
+  const IcdStepTask* tasks = nullptr;
+};
+
+// theta1 = sum w a e and theta2 = sum w a^2 of every voxel of the step, summed over the
+// views by the blocks; the last block to finish updates the voxels (SurrogateVoxelUpdate),
+// writes the changes to scratch.delta and advances the cursor.
+cudaError_t LaunchIcdGroupBackProjectAndUpdate(const IcdDeviceProblem& problem,
+                                               const IcdGroupScratch& scratch,
+                                               const IcdGroupShape& shape, cudaStream_t stream);
+// e += a_j delta_j for the step just updated (tasks[*cursor - 1]); no atomics: the
+// voxels of a step share no detector pixel, and each (voxel, view) is one thread.
+cudaError_t LaunchIcdGroupForward(const IcdDeviceProblem& problem, const IcdGroupScratch& scratch,
+                                  const IcdGroupShape& shape, cudaStream_t stream);
+
+// e += A x for the whole volume (the start), with atomic adds: one thread per column and
+// view.
+cudaError_t LaunchIcdForwardVolume(const IcdDeviceProblem& problem, cudaStream_t stream);
+
+// Per-block partial sums (double, kIcdCostBlocks each) of 1/2 sum w e^2, of sum e^2 and of
+// the prior over the volume's neighbour pairs: partials[0 .. 3 * kIcdCostBlocks).
+constexpr int kIcdCostBlocks = 512;
+cudaError_t LaunchIcdCostTerms(const IcdDeviceProblem& problem, double* partials,
+                               cudaStream_t stream);
+
+}  // namespace tomo::core::statistical::cuda
