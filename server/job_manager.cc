@@ -713,7 +713,8 @@ absl::StatusOr<bool> Upload::Append(std::string data) {
 }
 
 void Upload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
-                         std::function<void(absl::StatusOr<pb::Job>)> done) {
+                         std::function<void(absl::StatusOr<pb::Job>)> done,
+                         std::function<absl::Status()> last_check) {
   if (existing_) return done(*existing_);
   if (done_) {
     return done(absl::FailedPreconditionError(absl::StrCat("upload of job ", id_, " ended")));
@@ -735,21 +736,21 @@ void Upload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
   if (mapped_) {
     // Finish waits for the copies and fsyncs: on a thread of its own, as the ChunkWriter's
     // FinishAsync runs on its writer thread, so that the caller (a gRPC thread) goes on.
-    std::thread([this, crc32, done = std::move(done)] {
+    std::thread([this, crc32, done = std::move(done), last_check = std::move(last_check)] {
       absl::StatusOr<transfer::MappedFileWriter::Summary> copied = mapped_->Finish();
       absl::StatusOr<transfer::ChunkWriter::Summary> written =
           copied.ok() ? absl::StatusOr<transfer::ChunkWriter::Summary>(
                             transfer::ChunkWriter::Summary{copied->bytes, copied->crc32})
                       : copied.status();
-      absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32);
+      absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32, last_check);
       done(std::move(job));  // may destroy this Upload: nothing of it is touched after
     }).detach();
     return;
   }
   writer_->FinishAsync(
-      /*sync=*/true, [this, crc32, done = std::move(done)](
+      /*sync=*/true, [this, crc32, done = std::move(done), last_check = std::move(last_check)](
                          absl::StatusOr<transfer::ChunkWriter::Summary> written) {
-        absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32);
+        absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32, last_check);
         done(std::move(job));  // may destroy this Upload: nothing of it is touched after
       });
 }
@@ -766,7 +767,8 @@ absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
 }
 
 absl::StatusOr<pb::Job> Upload::CommitWritten(
-    absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32) {
+    absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32,
+    const std::function<absl::Status()>& last_check) {
   absl::Status status = written.status();
   if (status.ok() && crc32 != written->crc32) {
     status = absl::InvalidArgumentError(
@@ -781,6 +783,7 @@ absl::StatusOr<pb::Job> Upload::CommitWritten(
   if (status.ok()) status = manager_->CheckInputHeaders(id_);
   if (status.ok()) status = FsyncDirectory(manager_->spool_.JobDir(id_));
   if (status.ok()) status = manager_->spool_.SyncJobsDir();
+  if (status.ok() && last_check) status = last_check();
   if (!status.ok()) {
     Abort(status);
     return status;
@@ -828,7 +831,19 @@ absl::StatusOr<pb::ListJobsResponse> JobManager::ListJobs(
                                                    " is not a token from ListJobs"));
   }
   std::set<int> states;
-  for (int state : request.states()) states.insert(state);
+  for (int i = 0; i < request.states_size(); ++i) {
+    const int state = request.states(i);
+    // A number this tomod does not know (a newer client's state, or garbage) matches no
+    // job; it is refused rather than silently giving an empty list.
+    if (!pb::JobState_IsValid(state) || state == pb::JOB_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "states[", i, "]: ", state, " is not a job state; expected one of ",
+          pb::JobState_Name(pb::JOB_STATE_UPLOADING), " .. ",
+          pb::JobState_Name(pb::JobState_MAX), " (", pb::JOB_STATE_UPLOADING, " .. ",
+          pb::JobState_MAX, ")"));
+    }
+    states.insert(state);
+  }
 
   pb::ListJobsResponse response;
   absl::MutexLock lock(&mu_);

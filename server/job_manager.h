@@ -219,7 +219,8 @@ class JobManager {
                                                       absl::string_view client = "");
 
   absl::StatusOr<tomoserve::v1::Job> GetJob(absl::string_view id) const;
-  // Oldest first. INVALID_ARGUMENT for page_size > 1000 or a token not from ListJobs.
+  // Oldest first. INVALID_ARGUMENT for page_size > 1000, a token not from ListJobs or a
+  // state number that is not a JobState (UNSPECIFIED included), naming it.
   absl::StatusOr<tomoserve::v1::ListJobsResponse> ListJobs(
       const tomoserve::v1::ListJobsRequest& request) const;
   // QUEUED: CANCELLED at once. RUNNING: the run is asked to stop and ends CANCELLED; the
@@ -444,9 +445,12 @@ class Upload {
   // their CRC-32, naming both values; then, once the file is written, fsync (file and
   // directories) and the job committed QUEUED, done gets the job (or the job an upload
   // with the same idempotency key committed first; this one is then removed), on the
-  // writer's thread. done may destroy this Upload.
+  // writer's thread. done may destroy this Upload. last_check (may be empty) runs on that
+  // thread just before the job becomes QUEUED; an error from it removes the job instead
+  // (the Submit stream saw a message after upload_end).
   void CommitAsync(uint64_t total_bytes, uint32_t crc32,
-                   std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done);
+                   std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done,
+                   std::function<absl::Status()> last_check = {});
   // The same, waiting for the result (for callers that may block: tests, tools).
   absl::StatusOr<tomoserve::v1::Job> Commit(uint64_t total_bytes, uint32_t crc32);
   // Removes the job and its files (no-op after Commit or an earlier abort).
@@ -464,7 +468,8 @@ class Upload {
         existing_(std::move(existing)), done_(true) {}
   // After the file is written and fsynced: checks, directory sync, the commit.
   absl::StatusOr<tomoserve::v1::Job> CommitWritten(
-      absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32);
+      absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32,
+      const std::function<absl::Status()>& last_check = {});
 
   JobManager* manager_;
   std::string id_;
