@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "core/base/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/checksum.h"
+#include "server/crash_log.h"
 #include "server/job_execution.h"
 #include "server/job_input.h"
 #include "server/job_id.h"
@@ -137,6 +139,9 @@ absl::Status JobManager::Start() {
     backends_.push_back(std::move(*backend));
   }
   TOMO_RETURN_IF_ERROR(Recover());
+  if (!options_.crash_log_path.empty()) {
+    TOMO_RETURN_IF_ERROR(InstallCrashHandler(options_.crash_log_path));
+  }
   SweepExpiredJobs();
   if (options_.prefetch_bytes > 0) {
     // Inputs read ahead are page-locked for CUDA workers: their copies go straight to the
@@ -170,6 +175,17 @@ absl::Status JobManager::Recover() {
   for (const std::string& id : unreadable) {
     Log(absl::StrCat("job ", QuoteJobId(id), ": its record in ", store_->path(),
                      " does not parse; it is left there, with its files, for inspection"));
+  }
+  CrashHistory crashes;
+  if (!options_.crash_log_path.empty()) {
+    TOMO_ASSIGN_OR_RETURN(crashes, ReadCrashLog(options_.crash_log_path));
+    if (crashes.crashed_since_last_start) {
+      Log(absl::StrCat("tomod stopped on ", crashes.last_crash_signal, " ",
+                       crashes.last_crash_jobs.empty()
+                           ? std::string("outside any job's run")
+                           : absl::StrCat("in the run of job ",
+                                          absl::StrJoin(crashes.last_crash_jobs, ", "))));
+    }
   }
   size_t uploads_removed = 0, queued = 0, requeued = 0, ended = 0, finished = 0, strays = 0;
   Flushes flushes;  // nobody watches yet
@@ -221,11 +237,39 @@ absl::Status JobManager::Recover() {
       } else if (state == pb::JOB_STATE_RUNNING && record.cancel_requested) {
         next.set_state(pb::JOB_STATE_CANCELLED);
         message = "cancelled while running (tomod stopped before the run had ended)";
+      } else if (state == pb::JOB_STATE_RUNNING && crashes.crashed_since_last_start &&
+                 crashes.last_crash_jobs.count(id) == 0) {
+        // A fatal signal in another job's run (or outside any run) stopped this one: not
+        // its fault, so the run is given back.
+        next.set_state(pb::JOB_STATE_QUEUED);
+        next.set_attempts(next.attempts() > 0 ? next.attempts() - 1 : 0);
+        next.clear_device();
+        next.clear_started();
+        next.clear_progress();
+        message = absl::StrCat(
+            "queued again: tomod crashed (", crashes.last_crash_signal, ") ",
+            crashes.last_crash_jobs.empty()
+                ? std::string("outside any job's run")
+                : absl::StrCat("in the run of job ", absl::StrJoin(crashes.last_crash_jobs, ", ")),
+            "; this run does not count as an attempt");
       } else if (state == pb::JOB_STATE_RUNNING && next.attempts() >= options_.max_attempts) {
         next.set_state(pb::JOB_STATE_FAILED);
-        next.set_error(absl::StrCat("ABORTED: tomod stopped during each of the job's ",
-                                    next.attempts(), " runs; --max_attempts is ",
-                                    options_.max_attempts, ", so it is not run again"));
+        const auto crashed = crashes.crashes_by_job.find(id);
+        const uint32_t crashed_runs =
+            crashed == crashes.crashes_by_job.end() ? 0 : static_cast<uint32_t>(crashed->second);
+        if (crashed_runs >= next.attempts()) {
+          next.set_error(absl::StrCat(
+              "INTERNAL: the job crashed tomod's worker process (", crashes.last_crash_signal,
+              ") in each of its ", next.attempts(),
+              " runs; it is failed as poison and not run again (--max_attempts is ",
+              options_.max_attempts, "); its input or parameters trigger a fault in tomod"));
+        } else {
+          next.set_error(absl::StrCat(
+              "ABORTED: tomod stopped during each of the job's ", next.attempts(), " runs",
+              crashed_runs > 0 ? absl::StrCat(" (", crashed_runs, " of them crashes in its run)")
+                               : std::string(),
+              "; --max_attempts is ", options_.max_attempts, ", so it is not run again"));
+        }
         message = absl::StrCat("failed: ", next.error());
       } else if (state == pb::JOB_STATE_RUNNING) {
         next.set_state(pb::JOB_STATE_QUEUED);
@@ -261,8 +305,14 @@ absl::Status JobManager::Recover() {
     spool_bytes_ += record.disk_bytes;
   }
   client_jobs_.clear();
+  std::set<std::string> unfinished;
   for (const auto& [id, record] : jobs_) {
     CountClientLocked(record.job.client(), pb::JOB_STATE_UNSPECIFIED, record.job.state());
+    if (!IsTerminal(record.job.state())) unfinished.insert(id);
+  }
+  if (!options_.crash_log_path.empty()) {
+    // Crashes of jobs that will run again are remembered; the rest is forgotten.
+    TOMO_RETURN_IF_ERROR(RewriteCrashLog(options_.crash_log_path, unfinished));
   }
   for (const std::string& dir : spool_.ListJobDirs()) {
     if (jobs_.count(dir) == 0 &&
@@ -1185,6 +1235,8 @@ void JobManager::YieldFollowersLocked(bool all) {
 void JobManager::FollowUpload(size_t index, const std::string& id,
                               std::shared_ptr<const ValidatedJob> job,
                               std::shared_ptr<UploadFeed> feed) {
+  // Still UPLOADING (removed at a restart), but a crash here is this job's, not another's.
+  std::optional<ScopedRunMark> mark(std::in_place, id);
   core::RunContext context;
   context.memory_budget_bytes = EffectiveMemoryBudget(
       job->memory_budget_bytes, options_.memory_budget_bytes,
@@ -1233,6 +1285,7 @@ void JobManager::FollowUpload(size_t index, const std::string& id,
                                    "%.3f s feeding the device, %.3f s finishing",
                                    times.waiting_s, times.reading_s, times.feeding_s,
                                    times.finishing_s)));
+  mark.reset();  // RunJob marks its run itself
   if (cancel != nullptr) RunJob(index, id, std::move(job), std::move(cancel), std::move(*volume));
 }
 
@@ -1240,6 +1293,19 @@ void JobManager::RunJob(size_t index, const std::string& id,
                         std::shared_ptr<const ValidatedJob> job,
                         std::shared_ptr<std::atomic<bool>> cancel,
                         std::optional<core::Array3D> volume) {
+  // The record says RUNNING (durably, StartRunLocked); a fatal signal from here on names
+  // this job in the crash log.
+  ScopedRunMark mark(id);
+  if (!options_.crash_on_job_name_for_testing.empty()) {
+    std::string name;
+    {
+      absl::MutexLock lock(&mu_);
+      name = jobs_.at(id).job.spec().name();
+    }
+    if (name == options_.crash_on_job_name_for_testing) {
+      throw std::length_error("a job named to crash tomod (--testing_crash_on_job_name)");
+    }
+  }
   core::RunContext context;
   context.is_cancelled = [cancel] { return cancel->load(std::memory_order_relaxed); };
   context.memory_budget_bytes = EffectiveMemoryBudget(

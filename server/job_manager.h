@@ -37,7 +37,12 @@
 //   QUEUED               queued again, in priority and creation order;
 //   RUNNING              queued again while Job.attempts < max_attempts, else FAILED
 //                        naming the attempts (a job that crashes tomod must not crash it
-//                        forever); CANCELLED when a cancel had been asked for;
+//                        forever); CANCELLED when a cancel had been asked for. When the
+//                        crash log (options.crash_log_path) names the job whose run a
+//                        fatal signal interrupted, only that job is charged the run: it
+//                        ends FAILED as poison once each of its max_attempts runs crashed
+//                        tomod, and the other RUNNING jobs are queued again with their
+//                        attempt given back;
 //   SUCCEEDED, FAILED,   kept as they were, results fetchable;
 //   CANCELLED
 // and removes job directories that have no record (leftovers of a crash).
@@ -170,6 +175,14 @@ struct JobManagerOptions {
   // Where state changes, stage durations and requeues are counted; null: nowhere. Not
   // owned; must outlive the manager.
   TomodMetrics* metrics = nullptr;
+  // Where fatal signals record the job whose run they interrupted (crash_log.h; tomod:
+  // <spool>/crashes); empty: no record and no handler. Start() reads it: a job that
+  // crashed the process is charged the run (after max_attempts such runs it ends FAILED as
+  // poison), the other jobs that crash interrupted are queued again without it.
+  std::string crash_log_path;
+  // For tests of that: a job with this JobSpec.name throws from its worker (an uncaught
+  // exception aborts tomod, as the reported std::length_error did); empty: never.
+  std::string crash_on_job_name_for_testing;
   // For tests: called on the worker's thread with the job's id once its volume is shared
   // for early fetch, before the "write results" event and before any output is written.
   std::function<void(const std::string& job_id)> before_writing_results;

@@ -6,9 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/base/status_macros.h"
 #include "proto/transfer/allocator_tuning.h"
+#include "server/crash_log.h"
 #include "server/gpu_utilization.h"
 #include "server/log.h"
 
@@ -208,6 +210,9 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.reconstruct_while_uploading = options.reconstruct_while_uploading;
   manager_options.devices = std::move(devices);
   manager_options.metrics = server->metrics_.get();
+  manager_options.crash_log_path =
+      (std::filesystem::path(server->spool_->root()) / kCrashLogName).string();
+  manager_options.crash_on_job_name_for_testing = options.crash_on_job_name_for_testing;
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
   TOMO_RETURN_IF_ERROR(server->manager_->Start());

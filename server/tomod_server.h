@@ -81,6 +81,8 @@ struct ServerOptions {
   // --drain_timeout: how long a stop waits for running jobs before it requeues them.
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration shutdown_grace = absl::Seconds(5);
+  // --testing_crash_on_job_name: see JobManagerOptions::crash_on_job_name_for_testing.
+  std::string crash_on_job_name_for_testing;
 };
 
 // tomod's --metrics_port by default: next to the ports of Prometheus' own exporters
