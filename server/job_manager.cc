@@ -12,10 +12,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/base/checked_arithmetic.h"
 #include "core/base/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/checksum.h"
 #include "server/crash_log.h"
+#include "server/disk_space.h"
 #include "server/job_execution.h"
 #include "server/job_input.h"
 #include "server/job_id.h"
@@ -195,13 +197,13 @@ absl::Status JobManager::Recover() {
     if (!IsValidJobId(id)) {
       // Never used as a path: the id names the job's directory.
       Log(absl::StrCat("job database: dropping a record with the invalid id ", QuoteJobId(id)));
-      TOMO_RETURN_IF_ERROR(store_->Delete(id));
+      TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Delete(id); }));
       continue;
     }
     const pb::JobState state = entry.job.state();
     if (state == pb::JOB_STATE_UPLOADING || state == pb::JOB_STATE_UNSPECIFIED) {
       // Nobody was answered for it: its upload is lost with the connection.
-      TOMO_RETURN_IF_ERROR(store_->Delete(id));
+      TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Delete(id); }));
       spool_.RemoveJobDir(id).IgnoreError();
       ++uploads_removed;
       continue;
@@ -302,6 +304,12 @@ absl::Status JobManager::Recover() {
       keys_[record.job.spec().idempotency_key()] = id;
     }
     record.disk_bytes = spool_.JobDiskBytes(id);
+    if (record.validated != nullptr && !IsTerminal(record.job.state())) {
+      // A job that will run again: its outputs are reserved as at admission.
+      record.reserved_output_bytes = ExpectedOutputBytes(*record.validated).value_or(0);
+      record.disk_bytes += record.reserved_output_bytes;
+      pending_bytes_ += record.reserved_output_bytes;
+    }
     spool_bytes_ += record.disk_bytes;
   }
   client_jobs_.clear();
@@ -394,12 +402,16 @@ absl::Status JobManager::CommitLocked(Record& record, pb::Job next, const std::s
   event.set_job_id(next.id());
   event.set_sequence(record.last_event.sequence() + 1);
   if (durability == Durability::kPersist) {
-    TOMO_RETURN_IF_ERROR(store_->Put({next, record.cancel_requested, event.sequence()}));
+    const StoredJob stored{next, record.cancel_requested, event.sequence()};
+    TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Put(stored); }));
   }
   CountClientLocked(next.client(), record.job.state(), next.state());
   MeasureLocked(record, next);
   const pb::JobState from = record.job.state();
   record.job = std::move(next);
+  if (from == pb::JOB_STATE_UPLOADING || IsTerminal(record.job.state())) {
+    ReleaseReservationLocked(record);
+  }
   if (from != record.job.state()) LogStateChange(from, record.job, message);
   event.set_state(record.job.state());
   *event.mutable_progress() = record.job.progress();
@@ -459,10 +471,35 @@ void JobManager::CountClientLocked(const std::string& client, pb::JobState from,
   if (--it->second == 0) client_jobs_.erase(it);
 }
 
+void JobManager::ReleaseReservationLocked(Record& record) {
+  // The input is on disk once the upload ended (committed or not).
+  pending_bytes_ -= std::min(pending_bytes_, record.pending_input_bytes);
+  record.pending_input_bytes = 0;
+  if (!IsTerminal(record.job.state())) return;
+  // The outputs are written (their size added to disk_bytes) or never will be.
+  pending_bytes_ -= std::min(pending_bytes_, record.reserved_output_bytes);
+  spool_bytes_ -= std::min(spool_bytes_, record.reserved_output_bytes);
+  record.disk_bytes -= std::min(record.disk_bytes, record.reserved_output_bytes);
+  record.reserved_output_bytes = 0;
+}
+
+absl::Status JobManager::StoreWithRoom(const std::function<absl::Status()>& change) const {
+  absl::Status status = change();
+  if (absl::IsResourceExhausted(status) && options_.free_emergency_space &&
+      options_.free_emergency_space()) {
+    Log(absl::StrCat("job database write failed for want of space (", status.message(),
+                     "); freed the spool's reserve and tried again"));
+    status = change();
+  }
+  return status;
+}
+
 JobManager::RecordMap::iterator JobManager::EraseLocked(RecordMap::iterator it) {
   Record& record = it->second;
   CountClientLocked(record.job.client(), record.job.state(), pb::JOB_STATE_UNSPECIFIED);
   spool_bytes_ -= std::min(spool_bytes_, record.disk_bytes);
+  pending_bytes_ -= std::min(pending_bytes_,
+                             record.pending_input_bytes + record.reserved_output_bytes);
   const std::string& key = record.job.spec().idempotency_key();
   if (!key.empty()) {
     auto known = keys_.find(key);
@@ -544,6 +581,10 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   TOMO_RETURN_IF_ERROR(CheckFitsSomeDevice(*checked));
   auto validated = std::make_shared<const ValidatedJob>(std::move(*checked));
   const uint64_t input_bytes = validated->input_bytes;
+  // The room the job will take: its input and (a bound of) its outputs.
+  TOMO_ASSIGN_OR_RETURN(const SpoolNeed need, JobSpoolNeed(*validated));
+  const uint64_t need_bytes = need.total_bytes();
+  absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(spool_.root());
   {
     absl::MutexLock lock(&mu_);
     if (!accepting_ || store_ == nullptr || !drain_reason_.empty()) {
@@ -580,18 +621,32 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
           "queue is full: ", length, " jobs queued or uploading, the server's limit is ",
           options_.limits.max_queue_length, " (--max_queue_length)"));
     }
+    const std::string need_text =
+        absl::StrCat(need_bytes, " bytes (input.size_bytes ", input_bytes,
+                     " and at most ", need.output_bytes, " of outputs)");
     if (options_.max_spool_bytes > 0 &&
-        input_bytes > options_.max_spool_bytes - std::min(options_.max_spool_bytes, spool_bytes_)) {
+        need_bytes > options_.max_spool_bytes - std::min(options_.max_spool_bytes, spool_bytes_)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "spool is full: the job's input.size_bytes ", input_bytes,
-          " would bring the spool's job files to ", spool_bytes_ + input_bytes,
-          " bytes, over the server's limit of ", options_.max_spool_bytes,
-          " bytes (--max_spool_bytes); ", spool_bytes_,
-          " bytes are in use (uploads in progress included); delete finished jobs to make "
-          "room"));
+          "spool is full: the job needs ", need_text, ", which would bring the spool's job "
+          "files to ", spool_bytes_ + need_bytes, " bytes, over the server's limit of ",
+          options_.max_spool_bytes, " bytes (--max_spool_bytes); ", spool_bytes_,
+          " bytes are in use or reserved by accepted jobs; delete finished jobs to make room"));
+    }
+    if (!free_bytes.ok()) return free_bytes.status();
+    const uint64_t kept = core::CheckedAdd<uint64_t>(pending_bytes_, options_.min_free_spool_bytes)
+                              .value_or(UINT64_MAX);
+    const uint64_t usable = *free_bytes - std::min(*free_bytes, kept);
+    if (need_bytes > usable) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "spool file system is full: the job needs ", need_text, "; ", spool_.root(),
+          " has ", *free_bytes, " bytes free, of which ", pending_bytes_,
+          " are promised to accepted jobs and ", options_.min_free_spool_bytes,
+          " kept for the job database (--min_free_spool_bytes), leaving ", usable,
+          "; delete finished jobs to make room"));
     }
     ++uploading_;  // holds the place while the directory is made
-    spool_bytes_ += input_bytes;  // and the room
+    spool_bytes_ += need_bytes;  // and the room
+    pending_bytes_ += need_bytes;
   }
   const std::string id = NewJobId();
   absl::Status status = spool_.CreateJobDir(id);
@@ -601,7 +656,8 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   absl::MutexLock lock(&mu_);
   auto give_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     --uploading_;
-    spool_bytes_ -= std::min(spool_bytes_, input_bytes);
+    spool_bytes_ -= std::min(spool_bytes_, need_bytes);
+    pending_bytes_ -= std::min(pending_bytes_, need_bytes);
     spool_.RemoveJobDir(id).IgnoreError();
   };
   if (!file.ok()) {
@@ -610,7 +666,9 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
                         absl::StrCat("cannot store the upload: ", file.status().message()));
   }
   Record& record = jobs_[id];
-  record.disk_bytes = input_bytes;
+  record.disk_bytes = need_bytes;
+  record.pending_input_bytes = input_bytes;
+  record.reserved_output_bytes = need.output_bytes;
   pb::Job job;
   job.set_id(id);
   job.set_state(pb::JOB_STATE_UPLOADING);
@@ -619,7 +677,7 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   SetTimestamp(job.mutable_created(), absl::Now());
   status = CommitLocked(record, std::move(job), "uploading", Durability::kPersist, flushes);
   if (!status.ok()) {
-    jobs_.erase(id);
+    jobs_.erase(id);  // not EraseLocked: give_back returns the reservation
     give_back();
     return absl::Status(status.code(),
                         absl::StrCat("cannot record the upload: ", status.message()));
@@ -691,7 +749,7 @@ void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) 
       }
       if (it->second.feed) it->second.feed->Finish(UploadFeed::End::kAborted);
       // When this fails, the next start-up removes the UPLOADING record.
-      forgotten = store_->Delete(id);
+      forgotten = StoreWithRoom([&] { return store_->Delete(id); });
       EraseLocked(it);
     }
   }
@@ -968,7 +1026,7 @@ absl::Status JobManager::DeleteJob(absl::string_view id) {
     job_id = record->job.id();
     // The record first: a crash before the files are gone leaves a directory without a
     // record, which start-up removes; the other order could leave a record without files.
-    TOMO_RETURN_IF_ERROR(store_->Delete(job_id));
+    TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Delete(job_id); }));
     EraseLocked(jobs_.find(job_id));
   }
   absl::Status removed = spool_.RemoveJobDir(job_id);
@@ -991,7 +1049,7 @@ size_t JobManager::SweepExpiredJobs() {
         ++it;
         continue;
       }
-      absl::Status erased = store_->Delete(it->first);
+      absl::Status erased = StoreWithRoom([&] { return store_->Delete(it->first); });
       if (!erased.ok()) {
         Log(absl::StrCat("retention: cannot delete job ", it->first, ": ", StatusText(erased),
                          "; trying again at the next sweep"));

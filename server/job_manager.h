@@ -56,7 +56,11 @@
 // Retention: with result_ttl > 0, finished jobs are deleted (record, then files) that long
 // after they ended, by a sweep every sweep interval and once at Start(). With
 // max_spool_bytes > 0, an upload that would bring the spool's job files (uploads in
-// progress counted at their full size) over it is refused with RESOURCE_EXHAUSTED.
+// progress counted at their full size, unfinished jobs with the bound of their outputs)
+// over it is refused with RESOURCE_EXHAUSTED; so is one whose input and outputs do not fit
+// the spool file system's free space less what accepted jobs will still write and
+// min_free_spool_bytes. A database write that fails on a full disk is tried again after
+// free_emergency_space (deletes, and the state changes of running jobs, go through).
 //
 // Stopping: Drain() (tomod's SIGTERM) refuses new uploads and lets the running jobs and
 // the uploads in progress end for a while; Shutdown() then stops what still runs and hands
@@ -165,7 +169,17 @@ struct JobManagerOptions {
   // How often the retention sweep runs; zero: result_ttl / 10, within [100 ms, 1 min].
   absl::Duration sweep_interval = absl::ZeroDuration();
   // tomod's --max_spool_bytes: bound on the spool's job files for new uploads; 0: none.
+  // Admission counts each job at its input plus the bound of its outputs (disk_space.h).
   uint64_t max_spool_bytes = 0;
+  // tomod's --min_free_spool_bytes: what admission leaves free on the spool's file system
+  // (for the job database and the crash log) beyond what accepted jobs will still write;
+  // a job that would go below it is RESOURCE_EXHAUSTED naming its need and the free space.
+  uint64_t min_free_spool_bytes = 64ull << 20;
+  // Called (from any thread, maybe with the manager's lock held: it must not call back
+  // into the manager) when a write of the job database failed for want of space; returns
+  // true when it freed some (tomod: its reserve file), and the write is tried once more.
+  // Empty: no retry.
+  std::function<bool()> free_emergency_space;
   // tomod's --prefetch_bytes: while a worker runs a job, the input of the job the queue
   // would hand out next is read into memory (InputPrefetcher, at most one per worker), up
   // to this many bytes over all workers; 0: no reading ahead.
@@ -303,8 +317,14 @@ class JobManager {
     bool requeue_on_stop = false;
     // When it last became QUEUED in this process (start of its queue wait).
     absl::Time queued_at = absl::InfinitePast();
-    // The job's share of spool_bytes_: its files, or while UPLOADING the full input size.
+    // The job's share of spool_bytes_: its files, or while UPLOADING the full input size,
+    // plus reserved_output_bytes until the job ends.
     uint64_t disk_bytes = 0;
+    // Admission's bound of the outputs (disk_space.h), reserved from admission until the
+    // job ends (then replaced by the results' real size); part of pending_bytes_ too.
+    uint64_t reserved_output_bytes = 0;
+    // The input's bytes still to come while UPLOADING (part of pending_bytes_).
+    uint64_t pending_input_bytes = 0;
     // Set while a worker follows the upload (and, once committed, holds the job out of
     // the queue for that worker).
     std::shared_ptr<UploadFeed> feed;
@@ -327,6 +347,12 @@ class JobManager {
   absl::StatusOr<tomoserve::v1::Job> CommitUpload(const std::string& id, bool* superseded);
   void AbortUpload(const std::string& id, const absl::Status& reason);
 
+  // A terminal job's output reservation, replaced by its files (ends the job's share of
+  // pending_bytes_); a committed upload's input, now on disk.
+  void ReleaseReservationLocked(Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store's change, retried once after options_.free_emergency_space when it failed
+  // for want of disk space (RESOURCE_EXHAUSTED).
+  absl::Status StoreWithRoom(const std::function<absl::Status()>& change) const;
   // Opens the store and rebuilds jobs_, queue_ and the spool accounting from it.
   absl::Status Recover();
   // The single point where a record changes: writes next to the store (kPersist), then
@@ -407,6 +433,9 @@ class JobManager {
   std::map<std::string, size_t, std::less<>> client_jobs_ ABSL_GUARDED_BY(mu_);
   // Sum of Record::disk_bytes.
   uint64_t spool_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes accepted jobs will still write (Record::pending_input_bytes and
+  // reserved_output_bytes): the free space admission must leave them.
+  uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   JobQueue queue_ ABSL_GUARDED_BY(mu_);
   size_t uploading_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;

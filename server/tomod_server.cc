@@ -30,6 +30,7 @@
 #include "core/base/status_macros.h"
 #include "proto/transfer/allocator_tuning.h"
 #include "server/crash_log.h"
+#include "server/disk_space.h"
 #include "server/gpu_utilization.h"
 #include "server/log.h"
 
@@ -199,6 +200,17 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   server->options_ = options;
   server->registry_ = std::move(registry);
   TOMO_ASSIGN_OR_RETURN(server->spool_, Spool::Open(options.spool_dir));
+  // On a full disk the reserve goes first, so that the job database opens and recovers.
+  server->reserve_ = std::make_unique<SpoolReserve>(
+      (std::filesystem::path(server->spool_->root()) / "reserve").string(),
+      options.spool_reserve_bytes);
+  if (absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(server->spool_->root());
+      free_bytes.ok() && *free_bytes < options.min_free_spool_bytes &&
+      server->reserve_->Release()) {
+    Log(absl::StrCat("spool ", server->spool_->root(), " has ", *free_bytes,
+                     " bytes free, below --min_free_spool_bytes ", options.min_free_spool_bytes,
+                     ": its reserve of ", options.spool_reserve_bytes, " bytes is given back"));
+  }
 
   JobManagerOptions manager_options;
   manager_options.limits = options.limits;
@@ -213,6 +225,10 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.crash_log_path =
       (std::filesystem::path(server->spool_->root()) / kCrashLogName).string();
   manager_options.crash_on_job_name_for_testing = options.crash_on_job_name_for_testing;
+  manager_options.min_free_spool_bytes = options.min_free_spool_bytes;
+  manager_options.free_emergency_space = [reserve = server->reserve_.get()] {
+    return reserve->Release();
+  };
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
   TOMO_RETURN_IF_ERROR(server->manager_->Start());
@@ -253,6 +269,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
     health->SetServingStatus(true);
     health->SetServingStatus(tomoserve::v1::Reconstruction::service_full_name(), true);
   }
+  server->CheckSpace();
+  server->space_monitor_ = std::thread([s = server.get()] { s->SpaceMonitorLoop(); });
   if (!options.port_file.empty()) {
     absl::Status written =
         WriteFileAtomically(options.port_file, absl::StrCat(server->port_, "\n"));
@@ -274,9 +292,62 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
 
 TomodServer::~TomodServer() { Shutdown(); }
 
+void TomodServer::CheckSpace() {
+  absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(spool_->root());
+  if (!free_bytes.ok()) return;
+  const bool degraded = *free_bytes < options_.min_free_spool_bytes;
+  metrics_->spool_free_bytes().Set({}, static_cast<double>(*free_bytes));
+  metrics_->spool_degraded().Set({}, degraded ? 1 : 0);
+  bool changed = false;
+  {
+    absl::MutexLock lock(&space_mu_);
+    changed = !space_known_ || degraded != degraded_;
+    degraded_ = degraded;
+    space_known_ = true;
+  }
+  if (changed) {
+    grpc::HealthCheckServiceInterface* health =
+        server_ ? server_->GetHealthCheckService() : nullptr;
+    if (health != nullptr) health->SetServingStatus(kAdmissionHealthService, !degraded);
+    if (degraded) {
+      Log(absl::StrCat("spool degraded: ", *free_bytes, " bytes free on ", spool_->root(),
+                       ", below --min_free_spool_bytes ", options_.min_free_spool_bytes,
+                       "; new jobs are refused, results are served and jobs can be deleted (",
+                       kAdmissionHealthService, " NOT_SERVING)"));
+    } else {
+      Log(absl::StrCat("spool has room again: ", *free_bytes, " bytes free on ",
+                       spool_->root(), " (", kAdmissionHealthService, " SERVING)"));
+    }
+  }
+  // The reserve is made again only when it leaves the margin intact.
+  if (!degraded && !reserve_->present() &&
+      *free_bytes >= options_.min_free_spool_bytes + reserve_->bytes()) {
+    reserve_->Restore().IgnoreError();
+  }
+}
+
+void TomodServer::SpaceMonitorLoop() {
+  absl::MutexLock lock(&space_mu_);
+  while (!stop_space_monitor_) {
+    space_mu_.AwaitWithTimeout(absl::Condition(&stop_space_monitor_),
+                               options_.space_check_interval);
+    if (stop_space_monitor_) break;
+    space_mu_.Unlock();
+    CheckSpace();
+    space_mu_.Lock();
+  }
+}
+
 void TomodServer::Shutdown(absl::string_view reason) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (space_monitor_.joinable()) {
+    {
+      absl::MutexLock lock(&space_mu_);
+      stop_space_monitor_ = true;
+    }
+    space_monitor_.join();
+  }
   if (server_) {
     grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
     if (health != nullptr) health->SetServingStatus(false);
