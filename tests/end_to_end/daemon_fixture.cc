@@ -132,6 +132,16 @@ void DaemonTest::KillDaemon() {
   fs::rename(tomod_log(), absl::StrCat(tomod_log(), ".", kills_++), ignored);
 }
 
+std::optional<int> DaemonTest::WaitForDaemonExit(absl::Duration timeout) {
+  if (daemon_stopped_) return tomod_.Poll();
+  std::optional<int> code = tomod_.Wait(timeout);
+  if (!code.has_value()) return std::nullopt;
+  daemon_stopped_ = true;
+  std::error_code ignored;
+  fs::rename(tomod_log(), absl::StrCat(tomod_log(), ".", kills_++), ignored);
+  return code;
+}
+
 ProcessResult DaemonTest::Tomo(const std::vector<std::string>& args, absl::Duration timeout,
                                const std::vector<std::string>& env) {
   std::vector<std::string> argv = {"--server", server_};

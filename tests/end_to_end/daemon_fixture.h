@@ -43,6 +43,10 @@ class DaemonTest : public ::testing::Test {
   // SIGKILL, as a crash: tomod cleans nothing up. Waits until it is gone; its log is kept
   // as tomod.log.<n> (n = 0, 1, ...) so that StartDaemon's fresh log does not replace it.
   void KillDaemon();
+  // Waits for tomod to exit on its own (a crash): its exit code (128 + signal for a
+  // signal), or nullopt when it still runs after timeout. Its log is kept as KillDaemon
+  // keeps it.
+  std::optional<int> WaitForDaemonExit(absl::Duration timeout);
 
   // Runs tomo with --server pointing at the daemon, then args.
   ProcessResult Tomo(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,
