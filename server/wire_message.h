@@ -41,6 +41,7 @@ absl::StatusOr<Message> ParseMessage(const grpc::ByteBuffer& buffer) {
 template <typename Message>
 absl::Status SerializeMessage(const Message& message, grpc::ByteBuffer* buffer) {
   bool own_buffer = false;
+  buffer->Clear();  // gRPC serialises into an empty buffer only
   grpc::Status written =
       grpc::SerializationTraits<Message>::Serialize(message, buffer, &own_buffer);
   if (!written.ok()) {
