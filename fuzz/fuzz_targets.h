@@ -18,5 +18,8 @@ int FuzzTiff(const uint8_t* data, size_t size);
 int FuzzRawStream(const uint8_t* data, size_t size);
 // The bytes as a tomoserve.v1.JobSpec: validation and admission sizing (server/).
 int FuzzJobSpec(const uint8_t* data, size_t size);
+// The bytes as a Submit stream's length-delimited SubmitRequests, through JobManager's
+// admission and upload (server/).
+int FuzzSubmitStream(const uint8_t* data, size_t size);
 
 }  // namespace tomo::fuzz

@@ -130,5 +130,12 @@ TEST(FuzzRegressionTest, JobSpecFindingsAreRefused) {
   EXPECT_GE(count, 2);
 }
 
+TEST(FuzzRegressionTest, SubmitStreamSeedsAndMutations) {
+  const std::vector<std::string> seeds = Seeds("submit_stream");
+  ASSERT_GE(seeds.size(), 5u);
+  // Each input ends with no job and no reservation left (the target aborts otherwise).
+  EXPECT_GT(Replay(seeds, FuzzSubmitStream), 500);
+}
+
 }  // namespace
 }  // namespace tomo::fuzz
