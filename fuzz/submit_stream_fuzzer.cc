@@ -2,9 +2,9 @@
 // sequence of length-delimited tomoserve.v1.SubmitRequest messages (a varint length, then
 // the message), taken as the Submit reactor takes them (upload_reactors.h): the spec first
 // through JobManager::BeginUpload (validation, limits, the spool reservation), data into
-// the Upload, upload_end through its Commit; a message out of order, a message that does
-// not parse or one after upload_end ends the stream as the reactor ends it. A committed
-// job is cancelled and deleted at the end. The manager (one, shared by every input) runs
+// the Upload, upload_end through its Commit; a message out of order or one that does not
+// parse ends the stream (the reactor's INVALID_ARGUMENT), and nothing after upload_end is
+// taken. A committed job is cancelled and deleted at the end. The manager (one, shared by every input) runs
 // on a spool in a fresh temporary directory with scheduling paused, so nothing
 // reconstructs (scripts/fuzz closes the target's stderr: tomod logs every state change).
 // Promises checked: refusals carry the codes the API documents; every input
