@@ -90,7 +90,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
   void ReadNext() { StartRead(&raw_request_); }
 
-  // Checked by the commit of a one-stream upload just before the job becomes QUEUED.
+  // Checked by the commit just before the job becomes QUEUED.
   absl::Status AfterUploadEnd() {
     absl::MutexLock lock(&after_end_mu_);
     if (!message_after_end_) return absl::OkStatus();
@@ -150,7 +150,8 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         // client's half-close is fine; the commit does not wait for either.
         ReadNext();
         if (striped_) {
-          striped_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done));
+          striped_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done),
+                                [this] { return AfterUploadEnd(); });
         } else {
           upload_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done),
                                [this] { return AfterUploadEnd(); });
