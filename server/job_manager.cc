@@ -319,8 +319,14 @@ absl::Status JobManager::Recover() {
     if (!IsTerminal(record.job.state())) unfinished.insert(id);
   }
   if (!options_.crash_log_path.empty()) {
-    // Crashes of jobs that will run again are remembered; the rest is forgotten.
-    TOMO_RETURN_IF_ERROR(RewriteCrashLog(options_.crash_log_path, unfinished));
+    // Crashes of jobs that will run again are remembered; the rest is forgotten. A full
+    // disk must not keep tomod from starting: the old log then stays (its lines counted
+    // again at the next start, which only errs towards failing a crashing job sooner).
+    if (absl::Status rewritten = RewriteCrashLog(options_.crash_log_path, unfinished);
+        !rewritten.ok()) {
+      Log(absl::StrCat("cannot rewrite the crash log: ", rewritten.message()),
+          LogLevel::kWarning);
+    }
   }
   for (const std::string& dir : spool_.ListJobDirs()) {
     if (jobs_.count(dir) == 0 &&

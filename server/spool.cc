@@ -70,16 +70,17 @@ absl::StatusOr<std::unique_ptr<Spool>> Spool::Open(const std::string& root) {
     }
     return ErrnoStatus(err, "lock", root);
   }
-  // The pid, for people looking at the spool; the lock on the directory is what counts.
+  // The pid, for people looking at the spool; the lock on the directory is what counts, so
+  // a full disk that refuses these few bytes does not keep tomod from starting.
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   std::string pid = absl::StrCat(::getpid(), "\n");
-  if (fd < 0 || ::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-    int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::close(dir_fd);
-    return ErrnoStatus(err, "write", lock_path);
+  if (fd >= 0) {
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+      std::fprintf(stderr, "tomod: cannot write the pid to %s: %s\n", lock_path.c_str(),
+                   std::strerror(errno));
+    }
+    ::close(fd);
   }
-  ::close(fd);
   fd = dir_fd;
   return std::unique_ptr<Spool>(new Spool(fs::absolute(root).lexically_normal().string(), fd));
 }

@@ -1,10 +1,11 @@
-// SpoolReserve: a file of pre-allocated bytes on the spool's file system (<spool>/reserve),
-// given back when the disk is full so that tomod can still write its job database (a
-// delete's record, a job's end) and start; made again once there is room.
+// SpoolReserve: a file of pre-allocated bytes on the spool's file system, given back when
+// the disk is full so that tomod can still write its job database (a delete's record, a
+// job's end) and start; made again once there is room. tomod keeps two
+// (<spool>/reserve.runtime and reserve.startup, tomod_server.h).
 //
 // Thread-safe.
 //
-//   SpoolReserve reserve(spool.root() + "/reserve", 32 << 20);
+//   SpoolReserve reserve(spool.root() + "/reserve.runtime", 16 << 20);
 //   reserve.Restore(free_bytes_needed).IgnoreError();   // when there is room
 //   if (reserve.Release()) { /* retry the write */ }
 #pragma once

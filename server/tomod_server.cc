@@ -200,16 +200,24 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   server->options_ = options;
   server->registry_ = std::move(registry);
   TOMO_ASSIGN_OR_RETURN(server->spool_, Spool::Open(options.spool_dir));
-  // On a full disk the reserve goes first, so that the job database opens and recovers.
-  server->reserve_ = std::make_unique<SpoolReserve>(
-      (std::filesystem::path(server->spool_->root()) / "reserve").string(),
-      options.spool_reserve_bytes);
+  // Two halves of --spool_reserve_bytes: one given back when a job database write fails
+  // for want of space while tomod runs, the other only at a start on a full disk, so that
+  // the database still opens and recovers after the first half was used up.
+  const std::filesystem::path spool_root(server->spool_->root());
+  server->runtime_reserve_ = std::make_unique<SpoolReserve>(
+      (spool_root / "reserve.runtime").string(), options.spool_reserve_bytes / 2);
+  server->startup_reserve_ = std::make_unique<SpoolReserve>(
+      (spool_root / "reserve.startup").string(),
+      options.spool_reserve_bytes - options.spool_reserve_bytes / 2);
   if (absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(server->spool_->root());
-      free_bytes.ok() && *free_bytes < options.min_free_spool_bytes &&
-      server->reserve_->Release()) {
-    Log(absl::StrCat("spool ", server->spool_->root(), " has ", *free_bytes,
-                     " bytes free, below --min_free_spool_bytes ", options.min_free_spool_bytes,
-                     ": its reserve of ", options.spool_reserve_bytes, " bytes is given back"));
+      free_bytes.ok() && *free_bytes < options.min_free_spool_bytes) {
+    const bool startup = server->startup_reserve_->Release();
+    const bool runtime = server->runtime_reserve_->Release();
+    if (startup || runtime) {
+      Log(absl::StrCat("spool ", server->spool_->root(), " has ", *free_bytes,
+                       " bytes free, below --min_free_spool_bytes ",
+                       options.min_free_spool_bytes, ": its reserve is given back"));
+    }
   }
 
   JobManagerOptions manager_options;
@@ -226,7 +234,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
       (std::filesystem::path(server->spool_->root()) / kCrashLogName).string();
   manager_options.crash_on_job_name_for_testing = options.crash_on_job_name_for_testing;
   manager_options.min_free_spool_bytes = options.min_free_spool_bytes;
-  manager_options.free_emergency_space = [reserve = server->reserve_.get()] {
+  manager_options.free_emergency_space = [reserve = server->runtime_reserve_.get()] {
     return reserve->Release();
   };
   server->manager_ =
@@ -320,9 +328,11 @@ void TomodServer::CheckSpace() {
     }
   }
   // The reserve is made again only when it leaves the margin intact.
-  if (!degraded && !reserve_->present() &&
-      *free_bytes >= options_.min_free_spool_bytes + reserve_->bytes()) {
-    reserve_->Restore().IgnoreError();
+  for (SpoolReserve* reserve : {startup_reserve_.get(), runtime_reserve_.get()}) {
+    if (!degraded && !reserve->present() &&
+        *free_bytes >= options_.min_free_spool_bytes + reserve->bytes()) {
+      if (reserve->Restore().ok()) *free_bytes -= std::min(*free_bytes, reserve->bytes());
+    }
   }
 }
 

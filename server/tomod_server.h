@@ -88,9 +88,9 @@ struct ServerOptions {
   // --min_free_spool_bytes: see JobManagerOptions::min_free_spool_bytes. Below it tomod is
   // degraded: health NOT_SERVING for kAdmissionHealthService, tomod_spool_degraded 1.
   uint64_t min_free_spool_bytes = 64ull << 20;
-  // --spool_reserve_bytes: the size of <spool>/reserve, pre-allocated space given back when
-  // the disk is full (at start-up, or when a job database write fails), made again once
-  // there is room; 0: none.
+  // --spool_reserve_bytes: pre-allocated space in <spool>/reserve.runtime (half, given back
+  // when a job database write fails for want of space) and <spool>/reserve.startup (half,
+  // given back at a start on a full disk), each made again once there is room; 0: none.
   uint64_t spool_reserve_bytes = 32ull << 20;
   // How often the spool's free space is checked (health, metrics, the reserve).
   absl::Duration space_check_interval = absl::Seconds(1);
@@ -167,7 +167,8 @@ class TomodServer {
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   bool shut_down_ = false;
-  std::unique_ptr<SpoolReserve> reserve_;
+  std::unique_ptr<SpoolReserve> runtime_reserve_;
+  std::unique_ptr<SpoolReserve> startup_reserve_;
   std::thread space_monitor_;
   mutable absl::Mutex space_mu_;
   bool degraded_ ABSL_GUARDED_BY(space_mu_) = false;

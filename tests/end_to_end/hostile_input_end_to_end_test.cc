@@ -455,12 +455,16 @@ class FullDiskTest : public HostileInputTest {
 };
 
 TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRestarts) {
-  // One job finishes while there is room.
+  // Two jobs finish while there is room.
   v1::JobSpec spec = PhantomSpec("phantom", 64, 48);
   absl::StatusOr<v1::Job> first = client_->Submit(spec, {phantom_data_});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(WaitForEnd(first->id()).state(), v1::JOB_STATE_SUCCEEDED);
-  EXPECT_TRUE(fs::exists(spool_dir() + "/reserve"));
+  absl::StatusOr<v1::Job> second = client_->Submit(spec, {phantom_data_});
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(WaitForEnd(second->id()).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(fs::exists(spool_dir() + "/reserve.runtime"));
+  EXPECT_TRUE(fs::exists(spool_dir() + "/reserve.startup"));
 
   // Leave room for less than the next job's input and outputs beyond the 2 MiB margin.
   const uint64_t free_now = FreeBytes(spool_dir());
@@ -472,7 +476,7 @@ TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRest
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("spool file system is full: the job needs"));
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("bytes free"));
-  EXPECT_EQ(JobDirs(spool_dir()).size(), 1u) << "the refused job left files";
+  EXPECT_EQ(JobDirs(spool_dir()).size(), 2u) << "the refused job left files";
 
   // Now fill it to the last byte: degraded, but reads and deletes are served.
   Fill(spool_dir() + "/filler");
@@ -488,11 +492,15 @@ TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRest
       client_->Fetch(first->id(), "", dir() + "/volume.raw");
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(fs::file_size(dir() + "/volume.raw"), 64u * 64u * 4u);
+  absl::Status deleted = client_->Delete(second->id());
+  EXPECT_TRUE(deleted.ok()) << deleted;
+  EXPECT_EQ(JobDirs(spool_dir()).size(), 1u);
+  Fill(spool_dir() + "/filler");  // what the delete freed
 
   // Restart on the full disk.
   ASSERT_EQ(StopDaemon(), 0);
   Restart(flags_);
-  absl::Status deleted = client_->Delete(first->id());
+  deleted = client_->Delete(first->id());
   EXPECT_TRUE(deleted.ok()) << deleted;
   EXPECT_TRUE(JobDirs(spool_dir()).empty());
 
