@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -159,6 +160,26 @@ absl::Status CheckVolumeRanges(const pb::Volume& volume) {
     TOMO_RETURN_IF_ERROR(CheckPixelSize("volume.voxel_size_mm.z", volume.voxel_size_mm().z()));
   }
   return CheckVec3("volume.center_mm", volume.center_mm());
+}
+
+absl::Status CheckVectorGeometryRanges(const core::VectorGeometry& geometry) {
+  const std::vector<core::ViewVectors>& views = geometry.views();
+  for (size_t i = 0; i < views.size(); ++i) {
+    const std::string path = absl::StrCat("geometry (from the input files).views[", i, "]");
+    const auto as_proto = [](const core::Vec3& v) {
+      pb::Vec3 out;
+      out.set_x(v.x);
+      out.set_y(v.y);
+      out.set_z(v.z);
+      return out;
+    };
+    TOMO_RETURN_IF_ERROR(CheckVec3(absl::StrCat(path, ".source"), as_proto(views[i].source)));
+    TOMO_RETURN_IF_ERROR(
+        CheckVec3(absl::StrCat(path, ".detector_center"), as_proto(views[i].detector_center)));
+    TOMO_RETURN_IF_ERROR(CheckStep(absl::StrCat(path, ".u"), as_proto(views[i].u)));
+    TOMO_RETURN_IF_ERROR(CheckStep(absl::StrCat(path, ".v"), as_proto(views[i].v)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tomo::server

@@ -26,6 +26,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "core/geometry/vector_geometry.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::server {
@@ -44,5 +45,10 @@ absl::Status CheckGeometryRanges(const tomoserve::v1::Geometry& geometry);
 
 // The voxel sizes (z only when set: 0 takes the x size) and the centre.
 absl::Status CheckVolumeRanges(const tomoserve::v1::Volume& volume);
+
+// The same ranges for a geometry read from the input files (DICOM-CT-PD): every view's
+// source (cone) and detector centre within the position range, |u| and |v| within the
+// pixel size range; errors name "geometry (from the input files).views[i]...".
+absl::Status CheckVectorGeometryRanges(const core::VectorGeometry& geometry);
 
 }  // namespace tomo::server

@@ -15,6 +15,7 @@
 #include "core/io/raw_io.h"
 #include "core/io/raw_stream.h"
 #include "core/io/tiff_stack_reader.h"
+#include "server/geometry_ranges.h"
 
 namespace tomo::server {
 namespace {
@@ -260,6 +261,8 @@ absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& 
   core::ReconstructionRequest request = job.request;
   if (!input.geometry.has_value()) return request;
   const core::VectorGeometry& geometry = *input.geometry;
+  // The files' values meet the ranges a spec's would (geometry_ranges.h).
+  TOMO_RETURN_IF_ERROR(CheckVectorGeometryRanges(geometry));
   if (absl::Status fits = geometry.CheckAgainstVolume(job.request.volume); !fits.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("geometry (from the input files): ", fits.message()));

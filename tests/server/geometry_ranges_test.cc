@@ -120,5 +120,20 @@ TEST(GeometryRangesTest, VolumeValues) {
               HasSubstr("volume.center_mm.y: 1e+300 is out of range [-100000, 100000] mm"));
 }
 
+TEST(GeometryRangesTest, GeometriesFromInputFilesAreChecked) {
+  core::ViewVectors view{{0, -500, 0}, {0, 400, 0}, {0.7, 0, 0}, {0, 0, 1.2}};
+  absl::StatusOr<core::VectorGeometry> fine = core::VectorGeometry::Create(
+      core::BeamKind::kCone, core::DetectorShape::kFlat, 4, 8, {view});
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_TRUE(CheckVectorGeometryRanges(*fine).ok());
+  view.source.y = -3e5;  // 300 m from the axis
+  absl::StatusOr<core::VectorGeometry> far = core::VectorGeometry::Create(
+      core::BeamKind::kCone, core::DetectorShape::kFlat, 4, 8, {view});
+  ASSERT_TRUE(far.ok()) << far.status();
+  EXPECT_THAT(CheckVectorGeometryRanges(*far).message(),
+              HasSubstr("geometry (from the input files).views[0].source.y: -300000 is out of "
+                        "range [-100000, 100000] mm"));
+}
+
 }  // namespace
 }  // namespace tomo::server
