@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "tests/core/random_seed.h"
 #include "tests/end_to_end/daemon_fixture.h"
+#include "tests/server/http_get.h"
 
 namespace tomo::testing {
 namespace {
@@ -420,7 +422,18 @@ class FullDiskTest : public HostileInputTest {
       FAIL() << "mount tmpfs on " << spool_dir() << ": " << std::strerror(err);
     }
     mounted_ = true;
+    metrics_port_ = FreeLoopbackPort();
+    flags_.push_back(absl::StrCat("--metrics_port=", metrics_port_));
     Restart(flags_);
+  }
+
+  // tomod_spool_degraded as scraped from /metrics (-1 when the scrape failed).
+  double Degraded() {
+    absl::StatusOr<HttpResponse> response = HttpGet("127.0.0.1", metrics_port_, "/metrics");
+    if (!response.ok() || response->status != 200) return -1;
+    const std::map<std::string, double> samples = ParseSamples(response->body);
+    auto it = samples.find("tomod_spool_degraded");
+    return it == samples.end() ? -1 : it->second;
   }
 
   void TearDown() override {
@@ -450,12 +463,14 @@ class FullDiskTest : public HostileInputTest {
   }
 
   bool mounted_ = false;
-  const std::vector<std::string> flags_ = {"--min_free_spool_bytes=2097152",
-                                           "--spool_reserve_bytes=1048576"};
+  int metrics_port_ = 0;
+  std::vector<std::string> flags_ = {"--min_free_spool_bytes=2097152",
+                                     "--spool_reserve_bytes=1048576"};
 };
 
 TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRestarts) {
   // Two jobs finish while there is room.
+  EXPECT_EQ(Degraded(), 0);
   v1::JobSpec spec = PhantomSpec("phantom", 64, 48);
   absl::StatusOr<v1::Job> first = client_->Submit(spec, {phantom_data_});
   ASSERT_TRUE(first.ok()) << first.status();
@@ -488,6 +503,7 @@ TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRest
   }
   EXPECT_EQ(HealthOf(channel_, "tomoserve.v1.Reconstruction.admission"), 2);
   EXPECT_EQ(HealthOf(channel_, "tomoserve.v1.Reconstruction"), 1);
+  EXPECT_EQ(Degraded(), 1);
   absl::StatusOr<v1::ResultFile> fetched =
       client_->Fetch(first->id(), "", dir() + "/volume.raw");
   ASSERT_TRUE(fetched.ok()) << fetched.status();
@@ -511,6 +527,7 @@ TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRest
          absl::Now() < later) {
     absl::SleepFor(absl::Milliseconds(100));
   }
+  EXPECT_EQ(Degraded(), 0);
   absl::StatusOr<v1::Job> again = client_->Submit(spec, {phantom_data_});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(WaitForEnd(again->id()).state(), v1::JOB_STATE_SUCCEEDED);
