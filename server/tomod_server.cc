@@ -28,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "core/base/status_macros.h"
+#include "google/protobuf/stubs/logging.h"
 #include "proto/transfer/allocator_tuning.h"
 #include "server/crash_log.h"
 #include "server/disk_space.h"
@@ -384,8 +385,21 @@ void TomodServer::CutDrainShort() {
   if (manager_) manager_->CutDrainShort();
 }
 
+namespace {
+
+// protobuf's own messages (e.g. a request string that is not UTF-8, which any client can
+// send) into tomod's log, so that it stays one JSON object a line.
+void ProtobufLogToJson(google::protobuf::LogLevel level, const char* filename, int line,
+                       const std::string& message) {
+  LogEvent(level >= google::protobuf::LOGLEVEL_ERROR ? LogLevel::kWarning : LogLevel::kInfo,
+           "protobuf", "", {{"message", message}, {"source", absl::StrCat(filename, ":", line)}});
+}
+
+}  // namespace
+
 absl::Status RunServer(const ServerOptions& options) {
   transfer::KeepTransferBuffersInTheHeap();
+  google::protobuf::SetLogHandler(&ProtobufLogToJson);
   // Blocked here, before any other thread exists, so that every thread inherits the mask
   // and only sigwait below sees the signals.
   sigset_t signals;

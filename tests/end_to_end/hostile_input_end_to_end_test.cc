@@ -324,6 +324,12 @@ TEST_F(HostileInputTest, BytesThatDoNotParseAreInvalidArgumentOnEveryMethod) {
   grpc::Status status = CallWithBytes(channel_, "/tomoserve.v1.Reconstruction/GetJob", bytes);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   ExpectServing();
+  // protobuf's complaint about the string went into tomod's log as JSON, like every line.
+  const std::string log = ReadFileOrEmpty(tomod_log());
+  EXPECT_THAT(log, HasSubstr("\"event\":\"protobuf\""));
+  for (const std::string& line : SplitLines(log)) {
+    if (!line.empty()) EXPECT_EQ(line.front(), '{') << line;
+  }
 }
 
 TEST_F(HostileInputTest, UnknownStatesAndDataAfterUploadEndAreRefused) {
