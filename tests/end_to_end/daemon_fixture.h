@@ -36,7 +36,9 @@ class DaemonTest : public ::testing::Test {
   void TearDown() override;
 
   // Starts tomod (SetUp does; call again after StopDaemon to restart on the same spool).
-  void StartDaemon(const std::vector<std::string>& extra_flags = {});
+  // env: "NAME=value" entries for tomod's environment (see ChildProcess::Start).
+  void StartDaemon(const std::vector<std::string>& extra_flags = {},
+                   const std::vector<std::string>& env = {});
   // SIGTERM, then waits; returns the exit code (-1 when it did not stop within timeout; it
   // is then killed).
   int StopDaemon(absl::Duration timeout = absl::Seconds(120));
