@@ -76,6 +76,12 @@ struct Harness {
     manager = std::make_unique<server::JobManager>(options, *spool, registry);
     manager->SetSchedulingPaused(true);
     Require(manager->Start().ok(), "the fuzzing manager starts");
+    // The spool goes when the process exits (libFuzzer's -max_total_time ends with exit).
+    static std::string* spool_root = new std::string(root);
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(*spool_root, ignored);
+    });
   }
   std::string root;
   std::unique_ptr<server::Spool> spool;
