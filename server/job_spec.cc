@@ -345,6 +345,8 @@ absl::StatusOr<core::Geometry> ValidateGeometry(const pb::JobSpec& spec,
     // Placed on the slice once the volume is known (ValidateJobSpec).
     TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D parallel,
                           ValidateParallel2D(spec.geometry().parallel_2d(), limits));
+    // Absurd finite values are named before the vectors are built from them.
+    TOMO_RETURN_IF_ERROR(CheckGeometryRanges(spec.geometry()));
     TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry unit_slice,
                           core::VolumeGeometry::Create({1, 1, 1}, {1, 1, 1}, {}));
     return core::ParallelGeometry2DAsVectors(parallel, unit_slice);
