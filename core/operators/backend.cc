@@ -14,27 +14,36 @@
 
 namespace tomo::core {
 
-absl::Status Backend::ForwardProject(const ParallelGeometry2D& geometry,
-                                     const VolumeGeometry& volume_geometry, const Array3D& volume,
-                                     Array3D& projections) {
+namespace {
+
+// The exact-transpose 2D pair of a ParallelGeometry2D (on its one-row vector form), after
+// the operands' checks with the 2D projector's words.
+absl::StatusOr<std::unique_ptr<Projector>> ExactParallel2DProjector(
+    Backend& backend, const ParallelGeometry2D& geometry, const VolumeGeometry& volume_geometry,
+    const Array3D& volume, const Array3D& projections) {
   TOMO_RETURN_IF_ERROR(CheckProjectorOperands(geometry, volume_geometry, volume, projections));
   TOMO_ASSIGN_OR_RETURN(VectorGeometry vectors,
                         ParallelGeometry2DAsVectors(geometry, volume_geometry));
+  return backend.MakeProjector(vectors, volume_geometry, ProjectorModel::kJosephExactTranspose2D);
+}
+
+}  // namespace
+
+absl::Status Backend::ForwardProject(const ParallelGeometry2D& geometry,
+                                     const VolumeGeometry& volume_geometry, const Array3D& volume,
+                                     Array3D& projections) {
   TOMO_ASSIGN_OR_RETURN(
       std::unique_ptr<Projector> projector,
-      MakeProjector(vectors, volume_geometry, ProjectorModel::kJosephExactTranspose2D));
+      ExactParallel2DProjector(*this, geometry, volume_geometry, volume, projections));
   return projector->Forward(volume, projections);
 }
 
 absl::Status Backend::BackProject(const ParallelGeometry2D& geometry,
                                   const VolumeGeometry& volume_geometry,
                                   const Array3D& projections, Array3D& volume) {
-  TOMO_RETURN_IF_ERROR(CheckProjectorOperands(geometry, volume_geometry, volume, projections));
-  TOMO_ASSIGN_OR_RETURN(VectorGeometry vectors,
-                        ParallelGeometry2DAsVectors(geometry, volume_geometry));
   TOMO_ASSIGN_OR_RETURN(
       std::unique_ptr<Projector> projector,
-      MakeProjector(vectors, volume_geometry, ProjectorModel::kJosephExactTranspose2D));
+      ExactParallel2DProjector(*this, geometry, volume_geometry, volume, projections));
   return projector->Back(projections, volume);
 }
 
