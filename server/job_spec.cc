@@ -18,6 +18,7 @@
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/parallel_2d_form.h"
 #include "core/geometry/vector_geometry.h"
+#include "server/radon_job_spec.h"
 
 namespace tomo::server {
 namespace {
@@ -295,7 +296,7 @@ absl::StatusOr<core::VectorGeometry> ValidateVectorGeometry(const pb::Geometry& 
       break;
   }
   return Invalid("geometry", "none set; expected one of parallel_2d, fan_2d, parallel_3d, "
-                             "cone, helical, vectors, from_input_files");
+                             "cone, helical, vectors, from_input_files, radon_3d");
 }
 
 // Projection files listed in input.files (role PROJECTIONS or unspecified).
@@ -350,12 +351,18 @@ absl::StatusOr<core::Geometry> ValidateGeometry(const pb::JobSpec& spec,
   if (spec.geometry().kind_case() == pb::Geometry::kFromInputFiles) {
     return PlaceholderGeometryFromFiles(spec, limits);
   }
+  if (spec.geometry().kind_case() == pb::Geometry::kRadon3D) {
+    TOMO_ASSIGN_OR_RETURN(core::RadonGeometry radon,
+                          ValidateRadon3D(spec.geometry().radon_3d(), limits.max_views));
+    return core::Geometry(std::move(radon));
+  }
   return ValidateVectorGeometry(spec.geometry(), limits);
 }
 
-// One detector row means a 2D problem: one slice.
+// One detector row of rays means a 2D problem: one slice (plane integrals are 3D).
 bool IsTwoDimensional(const core::Geometry& geometry) {
-  return core::ProjectionDims(geometry).d1 == 1;
+  return std::holds_alternative<core::VectorGeometry>(geometry) &&
+         core::ProjectionDims(geometry).d1 == 1;
 }
 
 absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v, bool two_dimensional,
@@ -834,6 +841,8 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
     absl::Status fits = vectors->CheckAgainstVolume(volume);
     if (!fits.ok()) return WithPath("geometry", fits);
   }
+  const bool radon = spec.geometry().has_radon_3d();
+  if (radon) TOMO_RETURN_IF_ERROR(CheckRadon3DInput(spec.input()));
   TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, from_input, limits));
   const Iterations iterations = AlgorithmIterations(spec.algorithm());
   if (iterations.count > 0) {
@@ -841,6 +850,7 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   }
   TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm,
                         ValidateAlgorithm(spec.algorithm(), geometry, volume));
+  if (radon) UseRadonProjector(algorithm);
   if (spec.geometry().has_helical() && std::holds_alternative<core::FbpOptions>(algorithm)) {
     return Invalid("algorithm.fbp",
                    "FBP/FDK needs a circular orbit or parallel rays; geometry.helical needs an "

@@ -83,10 +83,12 @@ int RunPhantom(const PhantomArgs& args) {
     options.geometry = PhantomGeometry::kFan2D;
   } else if (args.geometry == "cone") {
     options.geometry = PhantomGeometry::kCone;
+  } else if (args.geometry == "radon-3d") {
+    options.geometry = PhantomGeometry::kRadon3D;
   } else {
     return Fail("phantom: usage",
                 absl::StrCat("--geometry ", args.geometry,
-                             ": one of parallel-2d, fan-2d, cone, dicom-ct-pd"),
+                             ": one of parallel-2d, fan-2d, cone, radon-3d, dicom-ct-pd"),
                 kExitUsage);
   }
   options.size = args.size;
@@ -387,11 +389,13 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
     sub->add_option("--out-dir", args->out_dir, "where the three files go")->required();
     sub->add_option("--geometry", args->geometry,
                     "parallel-2d (views over 180 degrees), fan-2d or cone (views over 360 "
-                    "degrees; cone: a size^3 volume and the 3D phantom), dicom-ct-pd (the 3D "
-                    "phantom as DICOM-CT-PD files in scan/, job.json, truth.raw)")
+                    "degrees; cone: a size^3 volume and the 3D phantom), radon-3d (the 3D "
+                    "phantom's plane integrals along --views uniform directions, for EPR "
+                    "imaging), dicom-ct-pd (the 3D phantom as DICOM-CT-PD files in scan/, "
+                    "job.json, truth.raw)")
         ->capture_default_str();
     sub->add_option("--size", args->size, "grid side in voxels")->capture_default_str();
-    sub->add_option("--views", args->views, "number of views")->capture_default_str();
+    sub->add_option("--views", args->views, "number of views (radon-3d: of directions)")->capture_default_str();
     sub->add_option("--detectors", args->detectors,
                     "detector columns (default: enough to see the whole grid)");
     sub->add_option("--voxel-size", args->voxel_size_mm,
