@@ -184,7 +184,7 @@ TEST(JobSpecTest, UnsetGeometry) {
   spec.clear_geometry();
   EXPECT_EQ(Validate(spec).message(),
             "geometry: none set; expected one of parallel_2d, fan_2d, parallel_3d, cone, "
-            "helical, vectors, from_input_files");
+            "helical, vectors, from_input_files, radon_3d");
 }
 
 TEST(JobSpecTest, UnsetAngles) {
