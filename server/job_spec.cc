@@ -18,6 +18,7 @@
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/parallel_2d_form.h"
 #include "core/geometry/vector_geometry.h"
+#include "server/art_job_spec.h"
 #include "server/radon_job_spec.h"
 
 namespace tomo::server {
@@ -564,6 +565,8 @@ Iterations AlgorithmIterations(const pb::Algorithm& algorithm) {
               algorithm.os_sart().iterative().iterations()};
     case pb::Algorithm::kCgls:
       return {"algorithm.cgls.iterations", algorithm.cgls().iterations()};
+    case pb::Algorithm::kArt:
+      return {"algorithm.art.iterations", algorithm.art().iterations()};
     case pb::Algorithm::kFbp:
     case pb::Algorithm::KIND_NOT_SET:
       return {};
@@ -666,6 +669,7 @@ absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::Vi
 }
 
 absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& algorithm,
+                                                         const pb::Geometry& spec_geometry,
                                                          const core::Geometry& geometry,
                                                          const core::VolumeGeometry& volume) {
   switch (algorithm.kind_case()) {
@@ -705,6 +709,12 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
                                                                  algorithm.cgls(), volume, false));
       return core::AlgorithmOptions(options);
     }
+    case pb::Algorithm::kArt: {
+      TOMO_ASSIGN_OR_RETURN(core::StoredArtOptions options,
+                            ValidateStoredMatrixArt(algorithm.art(), spec_geometry,
+                                                    core::ProjectionDims(geometry).d0));
+      return core::AlgorithmOptions(options);
+    }
     case pb::Algorithm::kFbp: {
       const pb::FbpOptions& fbp = algorithm.fbp();
       core::FbpOptions options;
@@ -742,7 +752,7 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
     case pb::Algorithm::KIND_NOT_SET:
       break;
   }
-  return Invalid("algorithm", "none set; expected one of fbp, sirt, sart, os_sart, cgls");
+  return Invalid("algorithm", "none set; expected one of fbp, sirt, sart, os_sart, cgls, art");
 }
 
 absl::StatusOr<std::vector<pb::OutputFormat>> ValidateOutputs(const pb::JobSpec& spec) {
@@ -849,7 +859,7 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
     TOMO_RETURN_IF_ERROR(CheckIterations(iterations.field, iterations.count, limits));
   }
   TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm,
-                        ValidateAlgorithm(spec.algorithm(), geometry, volume));
+                        ValidateAlgorithm(spec.algorithm(), spec.geometry(), geometry, volume));
   if (radon) UseRadonProjector(algorithm);
   if (spec.geometry().has_helical() && std::holds_alternative<core::FbpOptions>(algorithm)) {
     return Invalid("algorithm.fbp",
@@ -859,7 +869,9 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   if (spec.geometry().has_helical()) {
     const bool fbp_start = std::visit(
         [](const auto& options) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(options)>, core::FbpOptions>) {
+          using Options = std::decay_t<decltype(options)>;
+          if constexpr (std::is_same_v<Options, core::FbpOptions> ||
+                        std::is_same_v<Options, core::StoredArtOptions>) {
             return false;
           } else {
             return options.iterative.initial_from_fbp;

@@ -106,7 +106,9 @@ absl::Status CheckRadon3DInput(const pb::ProjectionInput& input) {
 void UseRadonProjector(core::AlgorithmOptions& options) {
   std::visit(
       [](auto& typed) {
-        if constexpr (!std::is_same_v<std::decay_t<decltype(typed)>, core::FbpOptions>) {
+        using Options = std::decay_t<decltype(typed)>;
+        if constexpr (!std::is_same_v<Options, core::FbpOptions> &&
+                      !std::is_same_v<Options, core::StoredArtOptions>) {
           typed.iterative.projector = core::ProjectorModel::kRadonPlaneIntegral;
         }
       },

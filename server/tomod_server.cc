@@ -26,10 +26,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "core/algorithms/stored_matrix_art.h"
 #include "core/base/status_macros.h"
 #include "proto/transfer/allocator_tuning.h"
 #include "server/gpu_utilization.h"
 #include "server/log.h"
+#include "server/matrix_cache.h"
 
 #ifndef TOMO_VERSION
 #define TOMO_VERSION "unknown"
@@ -172,7 +174,11 @@ absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_r
 }
 
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(const ServerOptions& options) {
-  return Start(options, core::AlgorithmRegistry::WithBuiltins());
+  core::AlgorithmRegistry registry = core::AlgorithmRegistry::WithBuiltins();
+  // ART's matrices kept between jobs of the same scan.
+  registry.Register("art", core::MakeStoredMatrixArtAlgorithm(
+                               std::make_shared<MatrixCache>(options.matrix_cache_bytes)));
+  return Start(options, std::move(registry));
 }
 
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(

@@ -203,6 +203,10 @@ std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
                           algorithm.os_sart().iterative().iterations(), " iterations)");
     case v1::Algorithm::kCgls:
       return absl::StrCat("cgls (", algorithm.cgls().iterations(), " iterations)");
+    case v1::Algorithm::kArt:
+      return absl::StrCat("art on a stored matrix (", algorithm.art().iterations(),
+                          " iterations, ",
+                          v1::MatrixFormat_Name(algorithm.art().matrix_format()), ")");
     case v1::Algorithm::KIND_NOT_SET:
       return "(not set)";
   }

@@ -48,7 +48,7 @@ struct PhantomArgs {
   int64_t detectors = 0;  // 0: enough to see the whole grid
   double voxel_size_mm = 0.5;
   std::string window = "ram-lak";
-  std::string algorithm = "fbp";  // fbp, sirt, sart, os-sart, cgls
+  std::string algorithm = "fbp";  // fbp, sirt, sart, os-sart, cgls, art
   uint32_t iterations = 20;       // iterative methods
   uint32_t blocks = 10;           // os-sart
 };
@@ -137,10 +137,12 @@ int RunPhantom(const PhantomArgs& args) {
     os_sart->set_order(v1::VIEW_ORDER_INTERLEAVED);
   } else if (args.algorithm == "cgls") {
     spec.mutable_algorithm()->mutable_cgls()->set_iterations(args.iterations);
+  } else if (args.algorithm == "art") {
+    spec.mutable_algorithm()->mutable_art()->set_iterations(args.iterations);
   } else {
     return Fail("phantom: usage",
                 absl::StrCat("--algorithm ", args.algorithm,
-                             ": one of fbp, sirt, sart, os-sart, cgls"),
+                             ": one of fbp, sirt, sart, os-sart, cgls, art"),
                 kExitUsage);
   }
   spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
@@ -405,7 +407,8 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                     "FBP window: ram-lak, shepp-logan, cosine, hamming, hann")
         ->capture_default_str();
     sub->add_option("--algorithm", args->algorithm,
-                    "the job's algorithm: fbp, sirt, sart, os-sart (interleaved blocks) or cgls")
+                    "the job's algorithm: fbp, sirt, sart, os-sart (interleaved blocks), cgls or "
+                    "art (on a stored system matrix; fan-2d only)")
         ->capture_default_str();
     sub->add_option("--iterations", args->iterations, "iterations of an iterative algorithm")
         ->capture_default_str();

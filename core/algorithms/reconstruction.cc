@@ -10,6 +10,7 @@
 #include "core/data/dims_check.h"
 #include "core/algorithms/iterative_algorithms.h"
 #include "core/algorithms/radon_fbp.h"
+#include "core/algorithms/stored_matrix_art.h"
 #include "core/geometry/parallel_2d_form.h"
 
 namespace tomo::core {
@@ -23,6 +24,7 @@ struct NameOf {
   std::string operator()(const SartOptions&) const { return "sart"; }
   std::string operator()(const OsSartOptions&) const { return "os_sart"; }
   std::string operator()(const CglsOptions&) const { return "cgls"; }
+  std::string operator()(const StoredArtOptions&) const { return "art"; }
 };
 
 class FbpAlgorithm final : public Algorithm {
@@ -157,6 +159,7 @@ AlgorithmRegistry AlgorithmRegistry::WithBuiltins() {
   registry.Register("sart", MakeSartAlgorithm());
   registry.Register("os_sart", MakeOsSartAlgorithm());
   registry.Register("cgls", MakeCglsAlgorithm());
+  registry.Register("art", MakeStoredMatrixArtAlgorithm());
   return registry;
 }
 
