@@ -14,6 +14,7 @@
 #include "core/io/raw_io.h"
 #include "core/io/raw_stream.h"
 #include "core/io/tiff_stack_reader.h"
+#include "server/icd_job_spec.h"
 
 namespace tomo::server {
 namespace {
@@ -232,6 +233,7 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
 absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& job,
                                                             const JobInput& input) {
   core::ReconstructionRequest request = job.request;
+  UsePhotonStatistics(input.photon_statistics, request.algorithm);
   if (!input.geometry.has_value()) return request;
   const core::VectorGeometry& geometry = *input.geometry;
   if (absl::Status fits = geometry.CheckAgainstVolume(job.request.volume); !fits.ok()) {

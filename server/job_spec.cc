@@ -19,6 +19,7 @@
 #include "core/geometry/parallel_2d_form.h"
 #include "core/geometry/vector_geometry.h"
 #include "server/art_job_spec.h"
+#include "server/icd_job_spec.h"
 #include "server/radon_job_spec.h"
 
 namespace tomo::server {
@@ -567,6 +568,8 @@ Iterations AlgorithmIterations(const pb::Algorithm& algorithm) {
       return {"algorithm.cgls.iterations", algorithm.cgls().iterations()};
     case pb::Algorithm::kArt:
       return {"algorithm.art.iterations", algorithm.art().iterations()};
+    case pb::Algorithm::kIcd:
+      return {"algorithm.icd.iterations", algorithm.icd().iterations()};
     case pb::Algorithm::kFbp:
     case pb::Algorithm::KIND_NOT_SET:
       return {};
@@ -669,7 +672,7 @@ absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::Vi
 }
 
 absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& algorithm,
-                                                         const pb::Geometry& spec_geometry,
+                                                         const pb::JobSpec& spec,
                                                          const core::Geometry& geometry,
                                                          const core::VolumeGeometry& volume) {
   switch (algorithm.kind_case()) {
@@ -711,9 +714,14 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
     }
     case pb::Algorithm::kArt: {
       TOMO_ASSIGN_OR_RETURN(core::StoredArtOptions options,
-                            ValidateStoredMatrixArt(algorithm.art(), spec_geometry,
+                            ValidateStoredMatrixArt(algorithm.art(), spec.geometry(),
                                                     core::ProjectionDims(geometry).d0));
       return core::AlgorithmOptions(options);
+    }
+    case pb::Algorithm::kIcd: {
+      TOMO_ASSIGN_OR_RETURN(core::IcdAlgorithmOptions options,
+                            ValidateStatisticalIcd(algorithm.icd(), spec, volume));
+      return core::AlgorithmOptions(std::move(options));
     }
     case pb::Algorithm::kFbp: {
       const pb::FbpOptions& fbp = algorithm.fbp();
@@ -752,7 +760,7 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
     case pb::Algorithm::KIND_NOT_SET:
       break;
   }
-  return Invalid("algorithm", "none set; expected one of fbp, sirt, sart, os_sart, cgls, art");
+  return Invalid("algorithm", "none set; expected one of fbp, sirt, sart, os_sart, cgls, art, icd");
 }
 
 absl::StatusOr<std::vector<pb::OutputFormat>> ValidateOutputs(const pb::JobSpec& spec) {
@@ -859,7 +867,7 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
     TOMO_RETURN_IF_ERROR(CheckIterations(iterations.field, iterations.count, limits));
   }
   TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm,
-                        ValidateAlgorithm(spec.algorithm(), spec.geometry(), geometry, volume));
+                        ValidateAlgorithm(spec.algorithm(), spec, geometry, volume));
   if (radon) UseRadonProjector(algorithm);
   if (spec.geometry().has_helical() && std::holds_alternative<core::FbpOptions>(algorithm)) {
     return Invalid("algorithm.fbp",
@@ -870,8 +878,10 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
     const bool fbp_start = std::visit(
         [](const auto& options) {
           using Options = std::decay_t<decltype(options)>;
+          // ICD's FDK start on a helical orbit is refused by its own validation.
           if constexpr (std::is_same_v<Options, core::FbpOptions> ||
-                        std::is_same_v<Options, core::StoredArtOptions>) {
+                        std::is_same_v<Options, core::StoredArtOptions> ||
+                        std::is_same_v<Options, core::IcdAlgorithmOptions>) {
             return false;
           } else {
             return options.iterative.initial_from_fbp;

@@ -108,7 +108,8 @@ void UseRadonProjector(core::AlgorithmOptions& options) {
       [](auto& typed) {
         using Options = std::decay_t<decltype(typed)>;
         if constexpr (!std::is_same_v<Options, core::FbpOptions> &&
-                      !std::is_same_v<Options, core::StoredArtOptions>) {
+                      !std::is_same_v<Options, core::StoredArtOptions> &&
+                      !std::is_same_v<Options, core::IcdAlgorithmOptions>) {
           typed.iterative.projector = core::ProjectorModel::kRadonPlaneIntegral;
         }
       },

@@ -207,6 +207,10 @@ std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
       return absl::StrCat("art on a stored matrix (", algorithm.art().iterations(),
                           " iterations, ",
                           v1::MatrixFormat_Name(algorithm.art().matrix_format()), ")");
+    case v1::Algorithm::kIcd:
+      return absl::StrCat("icd (", algorithm.icd().iterations() == 0 ? 4 : algorithm.icd().iterations(),
+                          " iterations, start ",
+                          algorithm.icd().start() == v1::ICD_START_ZERO ? "zero" : "fdk", ")");
     case v1::Algorithm::KIND_NOT_SET:
       return "(not set)";
   }

@@ -48,10 +48,13 @@ struct PhantomArgs {
   int64_t detectors = 0;  // 0: enough to see the whole grid
   double voxel_size_mm = 0.5;
   std::string window = "ram-lak";
-  std::string algorithm = "fbp";  // fbp, sirt, sart, os-sart, cgls, art
+  std::string algorithm = "fbp";  // fbp, sirt, sart, os-sart, cgls, art, icd
   uint32_t iterations = 20;       // iterative methods
   uint32_t blocks = 10;           // os-sart
 };
+
+// The photons per unattenuated pixel an icd phantom job states for its weights.
+constexpr double kPhantomFlatFieldPhotons = 1e5;
 
 int RunPhantom(const PhantomArgs& args) {
   const std::string what = "phantom";
@@ -139,10 +142,15 @@ int RunPhantom(const PhantomArgs& args) {
     spec.mutable_algorithm()->mutable_cgls()->set_iterations(args.iterations);
   } else if (args.algorithm == "art") {
     spec.mutable_algorithm()->mutable_art()->set_iterations(args.iterations);
+  } else if (args.algorithm == "icd") {
+    // Noise-free data: any photon count weighs every ray alike up to its attenuation.
+    auto* icd = spec.mutable_algorithm()->mutable_icd();
+    icd->set_iterations(args.iterations);
+    icd->mutable_weights()->set_flat_field_photons(kPhantomFlatFieldPhotons);
   } else {
     return Fail("phantom: usage",
                 absl::StrCat("--algorithm ", args.algorithm,
-                             ": one of fbp, sirt, sart, os-sart, cgls, art"),
+                             ": one of fbp, sirt, sart, os-sart, cgls, art, icd"),
                 kExitUsage);
   }
   spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
@@ -408,7 +416,8 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
         ->capture_default_str();
     sub->add_option("--algorithm", args->algorithm,
                     "the job's algorithm: fbp, sirt, sart, os-sart (interleaved blocks), cgls or "
-                    "art (on a stored system matrix; fan-2d only)")
+                    "art (on a stored system matrix; fan-2d only) or icd (statistical, PWLS with the "
+                    "q-GGMRF prior; cone only, weights for 1e5 photons per pixel)")
         ->capture_default_str();
     sub->add_option("--iterations", args->iterations, "iterations of an iterative algorithm")
         ->capture_default_str();

@@ -10,6 +10,7 @@
 #include "core/data/dims_check.h"
 #include "core/algorithms/iterative_algorithms.h"
 #include "core/algorithms/radon_fbp.h"
+#include "core/algorithms/statistical_icd.h"
 #include "core/algorithms/stored_matrix_art.h"
 #include "core/geometry/parallel_2d_form.h"
 
@@ -25,6 +26,7 @@ struct NameOf {
   std::string operator()(const OsSartOptions&) const { return "os_sart"; }
   std::string operator()(const CglsOptions&) const { return "cgls"; }
   std::string operator()(const StoredArtOptions&) const { return "art"; }
+  std::string operator()(const IcdAlgorithmOptions&) const { return "icd"; }
 };
 
 class FbpAlgorithm final : public Algorithm {
@@ -160,6 +162,7 @@ AlgorithmRegistry AlgorithmRegistry::WithBuiltins() {
   registry.Register("os_sart", MakeOsSartAlgorithm());
   registry.Register("cgls", MakeCglsAlgorithm());
   registry.Register("art", MakeStoredMatrixArtAlgorithm());
+  registry.Register("icd", MakeStatisticalIcdAlgorithm());
   return registry;
 }
 

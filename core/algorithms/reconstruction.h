@@ -24,6 +24,7 @@
 #include "core/algorithms/parallel_2d_fbp.h"
 #include "core/algorithms/filtered_back_projection.h"
 #include "core/algorithms/iterative_options.h"
+#include "core/algorithms/icd_algorithm_options.h"
 #include "core/algorithms/stored_art_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
@@ -34,7 +35,7 @@
 namespace tomo::core {
 
 using AlgorithmOptions = std::variant<FbpOptions, SirtOptions, SartOptions, OsSartOptions,
-                                      CglsOptions, StoredArtOptions>;
+                                      CglsOptions, StoredArtOptions, IcdAlgorithmOptions>;
 struct ReconstructionRequest {
   Geometry geometry;
   VolumeGeometry volume;

@@ -199,7 +199,7 @@ TEST(JobSpecTest, UnsetAlgorithm) {
   spec.clear_algorithm();
   absl::Status status = Validate(spec);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls, art");
+  EXPECT_EQ(status.message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls, art, icd");
 }
 
 TEST(JobSpecTest, UnknownAlgorithmFromANewerClient) {
@@ -212,7 +212,7 @@ TEST(JobSpecTest, UnknownAlgorithmFromANewerClient) {
   pb::JobSpec parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire));
   ASSERT_TRUE(parsed.has_algorithm());
-  EXPECT_EQ(Validate(parsed).message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls, art");
+  EXPECT_EQ(Validate(parsed).message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls, art, icd");
 }
 
 TEST(JobSpecTest, NanAndInfinityAreRefusedNamingTheField) {
