@@ -176,9 +176,16 @@ absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_r
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(const ServerOptions& options) {
   core::AlgorithmRegistry registry = core::AlgorithmRegistry::WithBuiltins();
   // ART's matrices kept between jobs of the same scan.
-  registry.Register("art", core::MakeStoredMatrixArtAlgorithm(
-                               std::make_shared<MatrixCache>(options.matrix_cache_bytes)));
-  return Start(options, std::move(registry));
+  auto cache = std::make_shared<MatrixCache>(options.matrix_cache_bytes);
+  registry.Register("art", core::MakeStoredMatrixArtAlgorithm(cache));
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<TomodServer> server, Start(options, std::move(registry)));
+  TomodMetrics* metrics = &server->metrics();
+  metrics->registry().AddCollector([metrics, cache] {
+    metrics->matrix_cache_bytes().Set({}, static_cast<double>(cache->kept_bytes()));
+    metrics->matrix_cache_reused().Set({}, static_cast<double>(cache->hits()));
+    metrics->matrix_cache_built().Set({}, static_cast<double>(cache->misses()));
+  });
+  return server;
 }
 
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
