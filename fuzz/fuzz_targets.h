@@ -1,4 +1,5 @@
-// The fuzz entry points of the input parsers, one per parser, each taking arbitrary bytes:
+// The fuzz entry points of the input parsers and of tomod's spec validation, each taking
+// arbitrary bytes:
 // built into libFuzzer binaries by scripts/fuzz (clang -fsanitize=fuzzer,address, with
 // TOMO_LIBFUZZER defined, which adds LLVMFuzzerTestOneInput), and into the gcc-built
 // regression test tests/fuzz/fuzz_regression_test.cc, which replays fuzz/corpus/ through them
@@ -15,5 +16,10 @@ namespace tomo::fuzz {
 int FuzzDicomCtPd(const uint8_t* data, size_t size);
 int FuzzTiff(const uint8_t* data, size_t size);
 int FuzzRawStream(const uint8_t* data, size_t size);
+// The bytes as a tomoserve.v1.JobSpec: validation and admission sizing (server/).
+int FuzzJobSpec(const uint8_t* data, size_t size);
+// The bytes as a Submit stream's length-delimited SubmitRequests, through JobManager's
+// admission and upload (server/).
+int FuzzSubmitStream(const uint8_t* data, size_t size);
 
 }  // namespace tomo::fuzz

@@ -103,6 +103,17 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(
     const std::string& output_dir, const core::RunContext& context,
     const ShareVolumeFn& share_volume) {
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("write results"));
+  // A volume with NaN or infinite voxels is no result, whatever made it (finite inputs
+  // whose sums overflow float32, a numerical fault): the job fails saying so, and nothing
+  // is shared or written.
+  if (const int64_t bad = core::FirstNonFiniteIndex(volume->data(), volume->size()); bad >= 0) {
+    const core::Dims3& d = volume->dims();
+    return absl::OutOfRangeError(absl::StrCat(
+        "result: the reconstructed volume is not finite (voxel z ", bad / (d.d1 * d.d2), ", y ",
+        (bad / d.d2) % d.d1, ", x ", bad % d.d2, " is ", volume->data()[bad],
+        "); the input's values or the parameters overflow float32 arithmetic; no result "
+        "was written"));
+  }
   // Shared before the stage is reported: a client that fetches on that event finds it.
   if (share_volume) share_volume(volume);
   context.Report({1.0, "write results", 0, 0});

@@ -69,7 +69,9 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
 
 // ExecuteJob's last stage, on its own for a volume reconstructed elsewhere (while the
 // upload ran, upload_stream.h): each of job.outputs written into output_dir (created),
-// reported as the "write results" stage; CANCELLED when context says so. share_volume,
+// reported as the "write results" stage; CANCELLED when context says so; OUT_OF_RANGE,
+// naming the first voxel, when the volume holds a NaN or an infinity (nothing is then
+// shared or written: such a job ends FAILED, never SUCCEEDED). share_volume,
 // when set, gets volume first (after the cancellation check, before the stage is
 // reported).
 absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> WriteJobResults(

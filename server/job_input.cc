@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/checked_arithmetic.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/io/dicom_ct_pd_reader.h"
@@ -14,6 +15,7 @@
 #include "core/io/raw_io.h"
 #include "core/io/raw_stream.h"
 #include "core/io/tiff_stack_reader.h"
+#include "server/geometry_ranges.h"
 #include "server/icd_job_spec.h"
 
 namespace tomo::server {
@@ -21,7 +23,6 @@ namespace {
 
 namespace pb = ::tomoserve::v1;
 
-// The spooled input, mapped read-only.
 // The spooled input, mapped; DATA_LOSS when it is not the size the spec says.
 absl::StatusOr<core::MappedFile> MapSpooledInput(const std::string& path,
                                                  uint64_t expected_bytes) {
@@ -42,18 +43,30 @@ struct Part {
   uint64_t size = 0;
 };
 
-std::vector<Part> Parts(const pb::ProjectionInput& input) {
+// The uploaded files' places in the spooled input of mapped_bytes. The spec's validation
+// refused sums past 2^64 and the map's size matched input.size_bytes; checked again here
+// so that no part can ever reach past the mapping, whatever the spec says (DATA_LOSS).
+absl::StatusOr<std::vector<Part>> Parts(const pb::ProjectionInput& input,
+                                        uint64_t mapped_bytes) {
   std::vector<Part> parts;
   if (input.files().empty()) {
     parts.push_back({"input", pb::INPUT_ROLE_PROJECTIONS, 0, input.size_bytes()});
-    return parts;
+  } else {
+    uint64_t offset = 0;
+    for (const pb::InputFile& file : input.files()) {
+      const pb::InputRole role =
+          file.role() == pb::INPUT_ROLE_UNSPECIFIED ? pb::INPUT_ROLE_PROJECTIONS : file.role();
+      parts.push_back({file.name(), role, offset, file.size_bytes()});
+      offset = core::CheckedAdd<uint64_t>(offset, file.size_bytes()).value_or(UINT64_MAX);
+    }
   }
-  uint64_t offset = 0;
-  for (const pb::InputFile& file : input.files()) {
-    const pb::InputRole role =
-        file.role() == pb::INPUT_ROLE_UNSPECIFIED ? pb::INPUT_ROLE_PROJECTIONS : file.role();
-    parts.push_back({file.name(), role, offset, file.size_bytes()});
-    offset += file.size_bytes();
+  for (const Part& part : parts) {
+    const std::optional<uint64_t> end = core::CheckedAdd<uint64_t>(part.offset, part.size);
+    if (!end || *end > mapped_bytes) {
+      return absl::DataLossError(absl::StrCat(
+          "input: ", part.name, " (", part.size, " bytes at offset ", part.offset,
+          ") reaches past the end of the spooled input of ", mapped_bytes, " bytes"));
+    }
   }
   return parts;
 }
@@ -98,17 +111,25 @@ absl::StatusOr<core::Array3D> DecodeRawParts(const core::MappedFile& mapped,
   core::RawStreamLayout layout = RawLayout(input, {frames, rows, columns});
   if (whole_frames) layout.order = core::RawAxisOrder::kViewRowColumn;
   bool adjacent = true;
-  uint64_t total = 0;
+  core::CheckedSum<uint64_t> sum;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0 && parts[i].offset != parts[i - 1].offset + parts[i - 1].size) adjacent = false;
-    total += parts[i].size;
+    sum.Add(parts[i].size);
   }
+  // Parts lie inside one mapping (Parts() checked), so their sum fits memory.
+  const std::optional<size_t> total_or = sum.ok() ? core::CheckedCast<size_t>(sum.value())
+                                                  : std::nullopt;
+  if (!total_or) {
+    return absl::InvalidArgumentError(absl::StrCat("input: ", PartNames(parts),
+                                                   " total more bytes than fit in memory"));
+  }
+  const size_t total = *total_or;
   if (adjacent) {
-    return core::DecodeRawStream(mapped.data() + parts[0].offset, static_cast<size_t>(total),
+    return core::DecodeRawStream(mapped.data() + parts[0].offset, total,
                                  layout, PartNames(parts));
   }
   std::vector<unsigned char> joined;
-  joined.reserve(static_cast<size_t>(total));
+  joined.reserve(total);
   for (const Part& part : parts) {
     joined.insert(joined.end(), mapped.data() + part.offset,
                   mapped.data() + part.offset + part.size);
@@ -145,14 +166,20 @@ absl::StatusOr<core::Array3D> FieldFrame(const core::MappedFile& mapped,
   if (input.encoding() == pb::DATA_ENCODING_TIFF) {
     TOMO_ASSIGN_OR_RETURN(frames, core::DecodeTiffStack(TiffParts(mapped, chosen)));
   } else {
-    uint64_t total = 0;
-    for (const Part& part : chosen) total += part.size;
-    const uint64_t frame_bytes = static_cast<uint64_t>(dims.d1 * dims.d2) *
-                                 static_cast<uint64_t>(core::RawSampleBytes(
-                                     RawLayout(input, dims).sample));
-    TOMO_ASSIGN_OR_RETURN(frames, DecodeRawParts(mapped, chosen, input,
-                                                 static_cast<int64_t>(total / frame_bytes),
-                                                 dims.d1, dims.d2, /*whole_frames=*/true));
+    core::CheckedSum<uint64_t> total;
+    for (const Part& part : chosen) total.Add(part.size);
+    const std::optional<uint64_t> frame_bytes = core::CheckedProduct<uint64_t>(
+        dims.d1, dims.d2, core::RawSampleBytes(RawLayout(input, dims).sample));
+    const std::optional<int64_t> frame_count =
+        total.ok() && frame_bytes && *frame_bytes > 0
+            ? core::CheckedCast<int64_t>(total.value() / *frame_bytes)
+            : std::nullopt;
+    if (!frame_count) {
+      return absl::InvalidArgumentError(absl::StrCat("input: ", what, " ", PartNames(chosen),
+                                                     " is not a countable number of frames"));
+    }
+    TOMO_ASSIGN_OR_RETURN(frames, DecodeRawParts(mapped, chosen, input, *frame_count, dims.d1,
+                                                 dims.d2, /*whole_frames=*/true));
   }
   if (frames.dims().d1 != dims.d1 || frames.dims().d2 != dims.d2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -184,7 +211,7 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
   }
   TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
                         MapSpooledInput(input_path, job.input_bytes));
-  const std::vector<Part> parts = Parts(input);
+  TOMO_ASSIGN_OR_RETURN(const std::vector<Part> parts, Parts(input, mapped.size()));
   const std::vector<Part> projection_parts = WithRole(parts, pb::INPUT_ROLE_PROJECTIONS);
   if (input.encoding() == pb::DATA_ENCODING_DICOM_CT_PD) {
     std::vector<core::DicomBytes> files;
@@ -236,6 +263,8 @@ absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& 
   UsePhotonStatistics(input.photon_statistics, request.algorithm);
   if (!input.geometry.has_value()) return request;
   const core::VectorGeometry& geometry = *input.geometry;
+  // The files' values meet the ranges a spec's would (geometry_ranges.h).
+  TOMO_RETURN_IF_ERROR(CheckVectorGeometryRanges(geometry));
   if (absl::Status fits = geometry.CheckAgainstVolume(job.request.volume); !fits.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("geometry (from the input files): ", fits.message()));
@@ -251,7 +280,7 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
   if (!dicom && !tiff) return absl::OkStatus();
   TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
                         MapSpooledInput(input_path, job.input_bytes));
-  const std::vector<Part> parts = Parts(input);
+  TOMO_ASSIGN_OR_RETURN(const std::vector<Part> parts, Parts(input, mapped.size()));
   if (dicom) {
     std::optional<core::DicomCtPdHeader> first;
     std::string first_name;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,9 +12,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/base/checked_arithmetic.h"
 #include "core/base/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/checksum.h"
+#include "server/crash_log.h"
+#include "server/disk_space.h"
 #include "server/job_execution.h"
 #include "server/job_input.h"
 #include "server/job_id.h"
@@ -137,6 +141,9 @@ absl::Status JobManager::Start() {
     backends_.push_back(std::move(*backend));
   }
   TOMO_RETURN_IF_ERROR(Recover());
+  if (!options_.crash_log_path.empty()) {
+    TOMO_RETURN_IF_ERROR(InstallCrashHandler(options_.crash_log_path));
+  }
   SweepExpiredJobs();
   if (options_.prefetch_bytes > 0) {
     // Inputs read ahead are page-locked for CUDA workers: their copies go straight to the
@@ -171,6 +178,17 @@ absl::Status JobManager::Recover() {
     Log(absl::StrCat("job ", QuoteJobId(id), ": its record in ", store_->path(),
                      " does not parse; it is left there, with its files, for inspection"));
   }
+  CrashHistory crashes;
+  if (!options_.crash_log_path.empty()) {
+    TOMO_ASSIGN_OR_RETURN(crashes, ReadCrashLog(options_.crash_log_path));
+    if (crashes.crashed_since_last_start) {
+      Log(absl::StrCat("tomod stopped on ", crashes.last_crash_signal, " ",
+                       crashes.last_crash_jobs.empty()
+                           ? std::string("outside any job's run")
+                           : absl::StrCat("in the run of job ",
+                                          absl::StrJoin(crashes.last_crash_jobs, ", "))));
+    }
+  }
   size_t uploads_removed = 0, queued = 0, requeued = 0, ended = 0, finished = 0, strays = 0;
   Flushes flushes;  // nobody watches yet
   absl::MutexLock lock(&mu_);
@@ -179,13 +197,13 @@ absl::Status JobManager::Recover() {
     if (!IsValidJobId(id)) {
       // Never used as a path: the id names the job's directory.
       Log(absl::StrCat("job database: dropping a record with the invalid id ", QuoteJobId(id)));
-      TOMO_RETURN_IF_ERROR(store_->Delete(id));
+      TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Delete(id); }));
       continue;
     }
     const pb::JobState state = entry.job.state();
     if (state == pb::JOB_STATE_UPLOADING || state == pb::JOB_STATE_UNSPECIFIED) {
       // Nobody was answered for it: its upload is lost with the connection.
-      TOMO_RETURN_IF_ERROR(store_->Delete(id));
+      TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Delete(id); }));
       spool_.RemoveJobDir(id).IgnoreError();
       ++uploads_removed;
       continue;
@@ -221,11 +239,39 @@ absl::Status JobManager::Recover() {
       } else if (state == pb::JOB_STATE_RUNNING && record.cancel_requested) {
         next.set_state(pb::JOB_STATE_CANCELLED);
         message = "cancelled while running (tomod stopped before the run had ended)";
+      } else if (state == pb::JOB_STATE_RUNNING && crashes.crashed_since_last_start &&
+                 crashes.last_crash_jobs.count(id) == 0) {
+        // A fatal signal in another job's run (or outside any run) stopped this one: not
+        // its fault, so the run is given back.
+        next.set_state(pb::JOB_STATE_QUEUED);
+        next.set_attempts(next.attempts() > 0 ? next.attempts() - 1 : 0);
+        next.clear_device();
+        next.clear_started();
+        next.clear_progress();
+        message = absl::StrCat(
+            "queued again: tomod crashed (", crashes.last_crash_signal, ") ",
+            crashes.last_crash_jobs.empty()
+                ? std::string("outside any job's run")
+                : absl::StrCat("in the run of job ", absl::StrJoin(crashes.last_crash_jobs, ", ")),
+            "; this run does not count as an attempt");
       } else if (state == pb::JOB_STATE_RUNNING && next.attempts() >= options_.max_attempts) {
         next.set_state(pb::JOB_STATE_FAILED);
-        next.set_error(absl::StrCat("ABORTED: tomod stopped during each of the job's ",
-                                    next.attempts(), " runs; --max_attempts is ",
-                                    options_.max_attempts, ", so it is not run again"));
+        const auto crashed = crashes.crashes_by_job.find(id);
+        const uint32_t crashed_runs =
+            crashed == crashes.crashes_by_job.end() ? 0 : static_cast<uint32_t>(crashed->second);
+        if (crashed_runs >= next.attempts()) {
+          next.set_error(absl::StrCat(
+              "INTERNAL: the job crashed tomod's worker process (", crashes.last_crash_signal,
+              ") in each of its ", next.attempts(),
+              " runs; it is failed as poison and not run again (--max_attempts is ",
+              options_.max_attempts, "); its input or parameters trigger a fault in tomod"));
+        } else {
+          next.set_error(absl::StrCat(
+              "ABORTED: tomod stopped during each of the job's ", next.attempts(), " runs",
+              crashed_runs > 0 ? absl::StrCat(" (", crashed_runs, " of them crashes in its run)")
+                               : std::string(),
+              "; --max_attempts is ", options_.max_attempts, ", so it is not run again"));
+        }
         message = absl::StrCat("failed: ", next.error());
       } else if (state == pb::JOB_STATE_RUNNING) {
         next.set_state(pb::JOB_STATE_QUEUED);
@@ -258,11 +304,29 @@ absl::Status JobManager::Recover() {
       keys_[record.job.spec().idempotency_key()] = id;
     }
     record.disk_bytes = spool_.JobDiskBytes(id);
+    if (record.validated != nullptr && !IsTerminal(record.job.state())) {
+      // A job that will run again: its outputs are reserved as at admission.
+      record.reserved_output_bytes = ExpectedOutputBytes(*record.validated).value_or(0);
+      record.disk_bytes += record.reserved_output_bytes;
+      pending_bytes_ += record.reserved_output_bytes;
+    }
     spool_bytes_ += record.disk_bytes;
   }
   client_jobs_.clear();
+  std::set<std::string> unfinished;
   for (const auto& [id, record] : jobs_) {
     CountClientLocked(record.job.client(), pb::JOB_STATE_UNSPECIFIED, record.job.state());
+    if (!IsTerminal(record.job.state())) unfinished.insert(id);
+  }
+  if (!options_.crash_log_path.empty()) {
+    // Crashes of jobs that will run again are remembered; the rest is forgotten. A full
+    // disk must not keep tomod from starting: the old log then stays (its lines counted
+    // again at the next start, which only errs towards failing a crashing job sooner).
+    if (absl::Status rewritten = RewriteCrashLog(options_.crash_log_path, unfinished);
+        !rewritten.ok()) {
+      Log(absl::StrCat("cannot rewrite the crash log: ", rewritten.message()),
+          LogLevel::kWarning);
+    }
   }
   for (const std::string& dir : spool_.ListJobDirs()) {
     if (jobs_.count(dir) == 0 &&
@@ -344,12 +408,16 @@ absl::Status JobManager::CommitLocked(Record& record, pb::Job next, const std::s
   event.set_job_id(next.id());
   event.set_sequence(record.last_event.sequence() + 1);
   if (durability == Durability::kPersist) {
-    TOMO_RETURN_IF_ERROR(store_->Put({next, record.cancel_requested, event.sequence()}));
+    const StoredJob stored{next, record.cancel_requested, event.sequence()};
+    TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Put(stored); }));
   }
   CountClientLocked(next.client(), record.job.state(), next.state());
   MeasureLocked(record, next);
   const pb::JobState from = record.job.state();
   record.job = std::move(next);
+  if (from == pb::JOB_STATE_UPLOADING || IsTerminal(record.job.state())) {
+    ReleaseReservationLocked(record);
+  }
   if (from != record.job.state()) LogStateChange(from, record.job, message);
   event.set_state(record.job.state());
   *event.mutable_progress() = record.job.progress();
@@ -409,10 +477,35 @@ void JobManager::CountClientLocked(const std::string& client, pb::JobState from,
   if (--it->second == 0) client_jobs_.erase(it);
 }
 
+void JobManager::ReleaseReservationLocked(Record& record) {
+  // The input is on disk once the upload ended (committed or not).
+  pending_bytes_ -= std::min(pending_bytes_, record.pending_input_bytes);
+  record.pending_input_bytes = 0;
+  if (!IsTerminal(record.job.state())) return;
+  // The outputs are written (their size added to disk_bytes) or never will be.
+  pending_bytes_ -= std::min(pending_bytes_, record.reserved_output_bytes);
+  spool_bytes_ -= std::min(spool_bytes_, record.reserved_output_bytes);
+  record.disk_bytes -= std::min(record.disk_bytes, record.reserved_output_bytes);
+  record.reserved_output_bytes = 0;
+}
+
+absl::Status JobManager::StoreWithRoom(const std::function<absl::Status()>& change) const {
+  absl::Status status = change();
+  if (absl::IsResourceExhausted(status) && options_.free_emergency_space &&
+      options_.free_emergency_space()) {
+    Log(absl::StrCat("job database write failed for want of space (", status.message(),
+                     "); freed the spool's reserve and tried again"));
+    status = change();
+  }
+  return status;
+}
+
 JobManager::RecordMap::iterator JobManager::EraseLocked(RecordMap::iterator it) {
   Record& record = it->second;
   CountClientLocked(record.job.client(), record.job.state(), pb::JOB_STATE_UNSPECIFIED);
   spool_bytes_ -= std::min(spool_bytes_, record.disk_bytes);
+  pending_bytes_ -= std::min(pending_bytes_,
+                             record.pending_input_bytes + record.reserved_output_bytes);
   const std::string& key = record.job.spec().idempotency_key();
   if (!key.empty()) {
     auto known = keys_.find(key);
@@ -494,6 +587,10 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   TOMO_RETURN_IF_ERROR(CheckFitsSomeDevice(*checked));
   auto validated = std::make_shared<const ValidatedJob>(std::move(*checked));
   const uint64_t input_bytes = validated->input_bytes;
+  // The room the job will take: its input and (a bound of) its outputs.
+  TOMO_ASSIGN_OR_RETURN(const SpoolNeed need, JobSpoolNeed(*validated));
+  const uint64_t need_bytes = need.total_bytes();
+  absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(spool_.root());
   {
     absl::MutexLock lock(&mu_);
     if (!accepting_ || store_ == nullptr || !drain_reason_.empty()) {
@@ -530,18 +627,32 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
           "queue is full: ", length, " jobs queued or uploading, the server's limit is ",
           options_.limits.max_queue_length, " (--max_queue_length)"));
     }
+    const std::string need_text =
+        absl::StrCat(need_bytes, " bytes (input.size_bytes ", input_bytes,
+                     " and at most ", need.output_bytes, " of outputs)");
     if (options_.max_spool_bytes > 0 &&
-        input_bytes > options_.max_spool_bytes - std::min(options_.max_spool_bytes, spool_bytes_)) {
+        need_bytes > options_.max_spool_bytes - std::min(options_.max_spool_bytes, spool_bytes_)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "spool is full: the job's input.size_bytes ", input_bytes,
-          " would bring the spool's job files to ", spool_bytes_ + input_bytes,
-          " bytes, over the server's limit of ", options_.max_spool_bytes,
-          " bytes (--max_spool_bytes); ", spool_bytes_,
-          " bytes are in use (uploads in progress included); delete finished jobs to make "
-          "room"));
+          "spool is full: the job needs ", need_text, ", which would bring the spool's job "
+          "files to ", spool_bytes_ + need_bytes, " bytes, over the server's limit of ",
+          options_.max_spool_bytes, " bytes (--max_spool_bytes); ", spool_bytes_,
+          " bytes are in use or reserved by accepted jobs; delete finished jobs to make room"));
+    }
+    if (!free_bytes.ok()) return free_bytes.status();
+    const uint64_t kept = core::CheckedAdd<uint64_t>(pending_bytes_, options_.min_free_spool_bytes)
+                              .value_or(UINT64_MAX);
+    const uint64_t usable = *free_bytes - std::min(*free_bytes, kept);
+    if (need_bytes > usable) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "spool file system is full: the job needs ", need_text, "; ", spool_.root(),
+          " has ", *free_bytes, " bytes free, of which ", pending_bytes_,
+          " are promised to accepted jobs and ", options_.min_free_spool_bytes,
+          " kept for the job database (--min_free_spool_bytes), leaving ", usable,
+          "; delete finished jobs to make room"));
     }
     ++uploading_;  // holds the place while the directory is made
-    spool_bytes_ += input_bytes;  // and the room
+    spool_bytes_ += need_bytes;  // and the room
+    pending_bytes_ += need_bytes;
   }
   const std::string id = NewJobId();
   absl::Status status = spool_.CreateJobDir(id);
@@ -551,7 +662,8 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   absl::MutexLock lock(&mu_);
   auto give_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     --uploading_;
-    spool_bytes_ -= std::min(spool_bytes_, input_bytes);
+    spool_bytes_ -= std::min(spool_bytes_, need_bytes);
+    pending_bytes_ -= std::min(pending_bytes_, need_bytes);
     spool_.RemoveJobDir(id).IgnoreError();
   };
   if (!file.ok()) {
@@ -560,7 +672,9 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
                         absl::StrCat("cannot store the upload: ", file.status().message()));
   }
   Record& record = jobs_[id];
-  record.disk_bytes = input_bytes;
+  record.disk_bytes = need_bytes;
+  record.pending_input_bytes = input_bytes;
+  record.reserved_output_bytes = need.output_bytes;
   pb::Job job;
   job.set_id(id);
   job.set_state(pb::JOB_STATE_UPLOADING);
@@ -569,7 +683,7 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   SetTimestamp(job.mutable_created(), absl::Now());
   status = CommitLocked(record, std::move(job), "uploading", Durability::kPersist, flushes);
   if (!status.ok()) {
-    jobs_.erase(id);
+    jobs_.erase(id);  // not EraseLocked: give_back returns the reservation
     give_back();
     return absl::Status(status.code(),
                         absl::StrCat("cannot record the upload: ", status.message()));
@@ -641,7 +755,7 @@ void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) 
       }
       if (it->second.feed) it->second.feed->Finish(UploadFeed::End::kAborted);
       // When this fails, the next start-up removes the UPLOADING record.
-      forgotten = store_->Delete(id);
+      forgotten = StoreWithRoom([&] { return store_->Delete(id); });
       EraseLocked(it);
     }
   }
@@ -713,7 +827,8 @@ absl::StatusOr<bool> Upload::Append(std::string data) {
 }
 
 void Upload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
-                         std::function<void(absl::StatusOr<pb::Job>)> done) {
+                         std::function<void(absl::StatusOr<pb::Job>)> done,
+                         std::function<absl::Status()> last_check) {
   if (existing_) return done(*existing_);
   if (done_) {
     return done(absl::FailedPreconditionError(absl::StrCat("upload of job ", id_, " ended")));
@@ -735,21 +850,21 @@ void Upload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
   if (mapped_) {
     // Finish waits for the copies and fsyncs: on a thread of its own, as the ChunkWriter's
     // FinishAsync runs on its writer thread, so that the caller (a gRPC thread) goes on.
-    std::thread([this, crc32, done = std::move(done)] {
+    std::thread([this, crc32, done = std::move(done), last_check = std::move(last_check)] {
       absl::StatusOr<transfer::MappedFileWriter::Summary> copied = mapped_->Finish();
       absl::StatusOr<transfer::ChunkWriter::Summary> written =
           copied.ok() ? absl::StatusOr<transfer::ChunkWriter::Summary>(
                             transfer::ChunkWriter::Summary{copied->bytes, copied->crc32})
                       : copied.status();
-      absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32);
+      absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32, last_check);
       done(std::move(job));  // may destroy this Upload: nothing of it is touched after
     }).detach();
     return;
   }
   writer_->FinishAsync(
-      /*sync=*/true, [this, crc32, done = std::move(done)](
+      /*sync=*/true, [this, crc32, done = std::move(done), last_check = std::move(last_check)](
                          absl::StatusOr<transfer::ChunkWriter::Summary> written) {
-        absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32);
+        absl::StatusOr<pb::Job> job = CommitWritten(std::move(written), crc32, last_check);
         done(std::move(job));  // may destroy this Upload: nothing of it is touched after
       });
 }
@@ -766,7 +881,8 @@ absl::StatusOr<pb::Job> Upload::Commit(uint64_t total_bytes, uint32_t crc32) {
 }
 
 absl::StatusOr<pb::Job> Upload::CommitWritten(
-    absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32) {
+    absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32,
+    const std::function<absl::Status()>& last_check) {
   absl::Status status = written.status();
   if (status.ok() && crc32 != written->crc32) {
     status = absl::InvalidArgumentError(
@@ -781,6 +897,7 @@ absl::StatusOr<pb::Job> Upload::CommitWritten(
   if (status.ok()) status = manager_->CheckInputHeaders(id_);
   if (status.ok()) status = FsyncDirectory(manager_->spool_.JobDir(id_));
   if (status.ok()) status = manager_->spool_.SyncJobsDir();
+  if (status.ok() && last_check) status = last_check();
   if (!status.ok()) {
     Abort(status);
     return status;
@@ -828,7 +945,19 @@ absl::StatusOr<pb::ListJobsResponse> JobManager::ListJobs(
                                                    " is not a token from ListJobs"));
   }
   std::set<int> states;
-  for (int state : request.states()) states.insert(state);
+  for (int i = 0; i < request.states_size(); ++i) {
+    const int state = request.states(i);
+    // A number this tomod does not know (a newer client's state, or garbage) matches no
+    // job; it is refused rather than silently giving an empty list.
+    if (!pb::JobState_IsValid(state) || state == pb::JOB_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "states[", i, "]: ", state, " is not a job state; expected one of ",
+          pb::JobState_Name(pb::JOB_STATE_UPLOADING), " .. ",
+          pb::JobState_Name(pb::JobState_MAX), " (", pb::JOB_STATE_UPLOADING, " .. ",
+          pb::JobState_MAX, ")"));
+    }
+    states.insert(state);
+  }
 
   pb::ListJobsResponse response;
   absl::MutexLock lock(&mu_);
@@ -903,7 +1032,7 @@ absl::Status JobManager::DeleteJob(absl::string_view id) {
     job_id = record->job.id();
     // The record first: a crash before the files are gone leaves a directory without a
     // record, which start-up removes; the other order could leave a record without files.
-    TOMO_RETURN_IF_ERROR(store_->Delete(job_id));
+    TOMO_RETURN_IF_ERROR(StoreWithRoom([&] { return store_->Delete(job_id); }));
     EraseLocked(jobs_.find(job_id));
   }
   absl::Status removed = spool_.RemoveJobDir(job_id);
@@ -926,7 +1055,7 @@ size_t JobManager::SweepExpiredJobs() {
         ++it;
         continue;
       }
-      absl::Status erased = store_->Delete(it->first);
+      absl::Status erased = StoreWithRoom([&] { return store_->Delete(it->first); });
       if (!erased.ok()) {
         Log(absl::StrCat("retention: cannot delete job ", it->first, ": ", StatusText(erased),
                          "; trying again at the next sweep"));
@@ -1170,6 +1299,8 @@ void JobManager::YieldFollowersLocked(bool all) {
 void JobManager::FollowUpload(size_t index, const std::string& id,
                               std::shared_ptr<const ValidatedJob> job,
                               std::shared_ptr<UploadFeed> feed) {
+  // Still UPLOADING (removed at a restart), but a crash here is this job's, not another's.
+  std::optional<ScopedRunMark> mark(std::in_place, id);
   core::RunContext context;
   context.memory_budget_bytes = EffectiveMemoryBudget(
       job->memory_budget_bytes, options_.memory_budget_bytes,
@@ -1218,6 +1349,7 @@ void JobManager::FollowUpload(size_t index, const std::string& id,
                                    "%.3f s feeding the device, %.3f s finishing",
                                    times.waiting_s, times.reading_s, times.feeding_s,
                                    times.finishing_s)));
+  mark.reset();  // RunJob marks its run itself
   if (cancel != nullptr) RunJob(index, id, std::move(job), std::move(cancel), std::move(*volume));
 }
 
@@ -1225,6 +1357,19 @@ void JobManager::RunJob(size_t index, const std::string& id,
                         std::shared_ptr<const ValidatedJob> job,
                         std::shared_ptr<std::atomic<bool>> cancel,
                         std::optional<core::Array3D> volume) {
+  // The record says RUNNING (durably, StartRunLocked); a fatal signal from here on names
+  // this job in the crash log.
+  ScopedRunMark mark(id);
+  if (!options_.crash_on_job_name_for_testing.empty()) {
+    std::string name;
+    {
+      absl::MutexLock lock(&mu_);
+      name = jobs_.at(id).job.spec().name();
+    }
+    if (name == options_.crash_on_job_name_for_testing) {
+      throw std::length_error("a job named to crash tomod (--testing_crash_on_job_name)");
+    }
+  }
   core::RunContext context;
   context.is_cancelled = [cancel] { return cancel->load(std::memory_order_relaxed); };
   context.memory_budget_bytes = EffectiveMemoryBudget(

@@ -37,7 +37,12 @@
 //   QUEUED               queued again, in priority and creation order;
 //   RUNNING              queued again while Job.attempts < max_attempts, else FAILED
 //                        naming the attempts (a job that crashes tomod must not crash it
-//                        forever); CANCELLED when a cancel had been asked for;
+//                        forever); CANCELLED when a cancel had been asked for. When the
+//                        crash log (options.crash_log_path) names the job whose run a
+//                        fatal signal interrupted, only that job is charged the run: it
+//                        ends FAILED as poison once each of its max_attempts runs crashed
+//                        tomod, and the other RUNNING jobs are queued again with their
+//                        attempt given back;
 //   SUCCEEDED, FAILED,   kept as they were, results fetchable;
 //   CANCELLED
 // and removes job directories that have no record (leftovers of a crash).
@@ -51,7 +56,11 @@
 // Retention: with result_ttl > 0, finished jobs are deleted (record, then files) that long
 // after they ended, by a sweep every sweep interval and once at Start(). With
 // max_spool_bytes > 0, an upload that would bring the spool's job files (uploads in
-// progress counted at their full size) over it is refused with RESOURCE_EXHAUSTED.
+// progress counted at their full size, unfinished jobs with the bound of their outputs)
+// over it is refused with RESOURCE_EXHAUSTED; so is one whose input and outputs do not fit
+// the spool file system's free space less what accepted jobs will still write and
+// min_free_spool_bytes. A database write that fails on a full disk is tried again after
+// free_emergency_space (deletes, and the state changes of running jobs, go through).
 //
 // Stopping: Drain() (tomod's SIGTERM) refuses new uploads and lets the running jobs and
 // the uploads in progress end for a while; Shutdown() then stops what still runs and hands
@@ -160,7 +169,17 @@ struct JobManagerOptions {
   // How often the retention sweep runs; zero: result_ttl / 10, within [100 ms, 1 min].
   absl::Duration sweep_interval = absl::ZeroDuration();
   // tomod's --max_spool_bytes: bound on the spool's job files for new uploads; 0: none.
+  // Admission counts each job at its input plus the bound of its outputs (disk_space.h).
   uint64_t max_spool_bytes = 0;
+  // tomod's --min_free_spool_bytes: what admission leaves free on the spool's file system
+  // (for the job database and the crash log) beyond what accepted jobs will still write;
+  // a job that would go below it is RESOURCE_EXHAUSTED naming its need and the free space.
+  uint64_t min_free_spool_bytes = 64ull << 20;
+  // Called (from any thread, maybe with the manager's lock held: it must not call back
+  // into the manager) when a write of the job database failed for want of space; returns
+  // true when it freed some (tomod: its reserve file), and the write is tried once more.
+  // Empty: no retry.
+  std::function<bool()> free_emergency_space;
   // tomod's --prefetch_bytes: while a worker runs a job, the input of the job the queue
   // would hand out next is read into memory (InputPrefetcher, at most one per worker), up
   // to this many bytes over all workers; 0: no reading ahead.
@@ -170,6 +189,14 @@ struct JobManagerOptions {
   // Where state changes, stage durations and requeues are counted; null: nowhere. Not
   // owned; must outlive the manager.
   TomodMetrics* metrics = nullptr;
+  // Where fatal signals record the job whose run they interrupted (crash_log.h; tomod:
+  // <spool>/crashes); empty: no record and no handler. Start() reads it: a job that
+  // crashed the process is charged the run (after max_attempts such runs it ends FAILED as
+  // poison), the other jobs that crash interrupted are queued again without it.
+  std::string crash_log_path;
+  // For tests of that: a job with this JobSpec.name throws from its worker (an uncaught
+  // exception aborts tomod, as the reported std::length_error did); empty: never.
+  std::string crash_on_job_name_for_testing;
   // For tests: called on the worker's thread with the job's id once its volume is shared
   // for early fetch, before the "write results" event and before any output is written.
   std::function<void(const std::string& job_id)> before_writing_results;
@@ -219,7 +246,8 @@ class JobManager {
                                                       absl::string_view client = "");
 
   absl::StatusOr<tomoserve::v1::Job> GetJob(absl::string_view id) const;
-  // Oldest first. INVALID_ARGUMENT for page_size > 1000 or a token not from ListJobs.
+  // Oldest first. INVALID_ARGUMENT for page_size > 1000, a token not from ListJobs or a
+  // state number that is not a JobState (UNSPECIFIED included), naming it.
   absl::StatusOr<tomoserve::v1::ListJobsResponse> ListJobs(
       const tomoserve::v1::ListJobsRequest& request) const;
   // QUEUED: CANCELLED at once. RUNNING: the run is asked to stop and ends CANCELLED; the
@@ -289,8 +317,14 @@ class JobManager {
     bool requeue_on_stop = false;
     // When it last became QUEUED in this process (start of its queue wait).
     absl::Time queued_at = absl::InfinitePast();
-    // The job's share of spool_bytes_: its files, or while UPLOADING the full input size.
+    // The job's share of spool_bytes_: its files, or while UPLOADING the full input size,
+    // plus reserved_output_bytes until the job ends.
     uint64_t disk_bytes = 0;
+    // Admission's bound of the outputs (disk_space.h), reserved from admission until the
+    // job ends (then replaced by the results' real size); part of pending_bytes_ too.
+    uint64_t reserved_output_bytes = 0;
+    // The input's bytes still to come while UPLOADING (part of pending_bytes_).
+    uint64_t pending_input_bytes = 0;
     // Set while a worker follows the upload (and, once committed, holds the job out of
     // the queue for that worker).
     std::shared_ptr<UploadFeed> feed;
@@ -313,6 +347,12 @@ class JobManager {
   absl::StatusOr<tomoserve::v1::Job> CommitUpload(const std::string& id, bool* superseded);
   void AbortUpload(const std::string& id, const absl::Status& reason);
 
+  // A terminal job's output reservation, replaced by its files (ends the job's share of
+  // pending_bytes_); a committed upload's input, now on disk.
+  void ReleaseReservationLocked(Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store's change, retried once after options_.free_emergency_space when it failed
+  // for want of disk space (RESOURCE_EXHAUSTED).
+  absl::Status StoreWithRoom(const std::function<absl::Status()>& change) const;
   // Opens the store and rebuilds jobs_, queue_ and the spool accounting from it.
   absl::Status Recover();
   // The single point where a record changes: writes next to the store (kPersist), then
@@ -393,6 +433,9 @@ class JobManager {
   std::map<std::string, size_t, std::less<>> client_jobs_ ABSL_GUARDED_BY(mu_);
   // Sum of Record::disk_bytes.
   uint64_t spool_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes accepted jobs will still write (Record::pending_input_bytes and
+  // reserved_output_bytes): the free space admission must leave them.
+  uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   JobQueue queue_ ABSL_GUARDED_BY(mu_);
   size_t uploading_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
@@ -444,9 +487,12 @@ class Upload {
   // their CRC-32, naming both values; then, once the file is written, fsync (file and
   // directories) and the job committed QUEUED, done gets the job (or the job an upload
   // with the same idempotency key committed first; this one is then removed), on the
-  // writer's thread. done may destroy this Upload.
+  // writer's thread. done may destroy this Upload. last_check (may be empty) runs on that
+  // thread just before the job becomes QUEUED; an error from it removes the job instead
+  // (the Submit stream saw a message after upload_end).
   void CommitAsync(uint64_t total_bytes, uint32_t crc32,
-                   std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done);
+                   std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done,
+                   std::function<absl::Status()> last_check = {});
   // The same, waiting for the result (for callers that may block: tests, tools).
   absl::StatusOr<tomoserve::v1::Job> Commit(uint64_t total_bytes, uint32_t crc32);
   // Removes the job and its files (no-op after Commit or an earlier abort).
@@ -464,7 +510,8 @@ class Upload {
         existing_(std::move(existing)), done_(true) {}
   // After the file is written and fsynced: checks, directory sync, the commit.
   absl::StatusOr<tomoserve::v1::Job> CommitWritten(
-      absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32);
+      absl::StatusOr<transfer::ChunkWriter::Summary> written, uint32_t crc32,
+      const std::function<absl::Status()>& last_check = {});
 
   JobManager* manager_;
   std::string id_;

@@ -14,11 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "core/base/checked_arithmetic.h"
 #include "core/base/status_macros.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/parallel_2d_form.h"
 #include "core/geometry/vector_geometry.h"
 #include "server/art_job_spec.h"
+#include "server/geometry_ranges.h"
 #include "server/icd_job_spec.h"
 #include "server/radon_job_spec.h"
 
@@ -346,6 +348,8 @@ absl::StatusOr<core::Geometry> ValidateGeometry(const pb::JobSpec& spec,
     // Placed on the slice once the volume is known (ValidateJobSpec).
     TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D parallel,
                           ValidateParallel2D(spec.geometry().parallel_2d(), limits));
+    // Absurd finite values are named before the vectors are built from them.
+    TOMO_RETURN_IF_ERROR(CheckGeometryRanges(spec.geometry()));
     TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry unit_slice,
                           core::VolumeGeometry::Create({1, 1, 1}, {1, 1, 1}, {}));
     return core::ParallelGeometry2DAsVectors(parallel, unit_slice);
@@ -395,8 +399,9 @@ absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v, bool tw
   TOMO_RETURN_IF_ERROR(CheckFinite("volume.center_mm.y", v.center_mm().y()));
   TOMO_RETURN_IF_ERROR(CheckFinite("volume.center_mm.z", v.center_mm().z()));
 
+  // Each side is at most kMaxSide, so the product fits; checked as every request size is.
   const uint64_t voxels =
-      uint64_t{v.size().x()} * uint64_t{v.size().y()} * static_cast<uint64_t>(size_z);
+      core::CheckedProduct<uint64_t>(v.size().x(), v.size().y(), size_z).value_or(UINT64_MAX);
   if (voxels > limits.max_voxels) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "volume.size: ", v.size().x(), " x ", v.size().y(), " x ", size_z, " = ", voxels,
@@ -464,8 +469,18 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
                    "(LogFlag (7039,1009)); leave it unset");
   }
   const core::Dims3 dims = core::ProjectionDims(geometry);
-  const uint64_t frame_bytes = static_cast<uint64_t>(dims.d1 * dims.d2) * value_bytes;
-  const uint64_t expected = static_cast<uint64_t>(dims.d0) * frame_bytes;
+  // The geometry's counts are bounded, so these fit; checked all the same, as every size
+  // formed from a request is.
+  const std::optional<uint64_t> frame_bytes_or =
+      core::CheckedProduct<uint64_t>(dims.d1, dims.d2, value_bytes);
+  const std::optional<uint64_t> expected_or =
+      frame_bytes_or ? core::CheckedMul<uint64_t>(dims.d0, *frame_bytes_or) : std::nullopt;
+  if (!expected_or) {
+    return Invalid("geometry", absl::StrCat(dims.d0, " views x ", dims.d1, " rows x ", dims.d2,
+                                            " detectors x ", value_bytes,
+                                            " bytes does not fit 64 bits"));
+  }
+  const uint64_t frame_bytes = *frame_bytes_or, expected = *expected_or;
   if (input.files().empty()) {
     if (dicom || tiff) {
       return Invalid("input.files", absl::StrCat("empty; ", pb::DataEncoding_Name(encoding),
@@ -478,7 +493,9 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
                                   dims.d2, " detectors x ", value_bytes, " bytes = ", expected));
     }
   } else {
-    uint64_t total = 0, projection_bytes = 0;
+    // Sums of sizes from the request: a sum past 2^64 must be refused, never wrap to a
+    // small total that then matches input.size_bytes.
+    core::CheckedSum<uint64_t> total, projection_bytes;
     bool dark = false, flat = false;
     for (int i = 0; i < input.files_size(); ++i) {
       const pb::InputFile& file = input.files(i);
@@ -493,11 +510,15 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
         return Invalid(absl::StrCat(path, ".size_bytes"),
                        absl::StrCat("0 for ", file.name(), "; every file has bytes"));
       }
-      total += file.size_bytes();
+      if (!total.Add(file.size_bytes())) {
+        return Invalid(absl::StrCat(path, ".size_bytes"),
+                       absl::StrCat(file.size_bytes(), " (", file.name(),
+                                    ") brings the sum of input.files[].size_bytes past 2^64 - 1"));
+      }
       switch (file.role()) {
         case pb::INPUT_ROLE_UNSPECIFIED:
         case pb::INPUT_ROLE_PROJECTIONS:
-          projection_bytes += file.size_bytes();
+          projection_bytes.Add(file.size_bytes());  // at most total, so it fits too
           break;
         case pb::INPUT_ROLE_DARK_FIELD:
         case pb::INPUT_ROLE_FLAT_FIELD:
@@ -520,21 +541,21 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
                             "PROJECTIONS)");
       }
     }
-    if (projection_bytes == 0) {
+    if (projection_bytes.value() == 0) {
       return Invalid("input.files", "no file has the role INPUT_ROLE_PROJECTIONS");
     }
     if (dark && !flat) {
       return Invalid("input.files",
                      "a dark field needs a flat field too (T = (I - dark) / (flat - dark))");
     }
-    if (input.size_bytes() != total) {
+    if (input.size_bytes() != total.value()) {
       return Invalid("input.size_bytes",
                      absl::StrCat(input.size_bytes(), " does not match the sum of "
-                                  "input.files[].size_bytes, ", total));
+                                  "input.files[].size_bytes, ", total.value()));
     }
-    if (value_bytes > 0 && projection_bytes != expected) {
+    if (value_bytes > 0 && projection_bytes.value() != expected) {
       return Invalid("input.files",
-                     absl::StrCat("projection files total ", projection_bytes,
+                     absl::StrCat("projection files total ", projection_bytes.value(),
                                   " bytes; the geometry needs ", dims.d0, " views x ", dims.d1,
                                   dims.d1 == 1 ? " row x " : " rows x ", dims.d2,
                                   " detectors x ", value_bytes, " bytes = ", expected));
@@ -618,7 +639,8 @@ absl::StatusOr<core::IterativeOptions> ValidateIterative(absl::string_view path,
       break;
     case pb::INITIAL_VOLUME_GIVEN: {
       const std::string& bytes = given.initial_volume_float32();
-      const uint64_t expected = static_cast<uint64_t>(volume.voxel_count()) * sizeof(float);
+      const uint64_t expected =
+          core::CheckedMul<uint64_t>(volume.voxel_count(), sizeof(float)).value_or(UINT64_MAX);
       if (bytes.size() != expected) {
         return Invalid(absl::StrCat(path, ".initial_volume_float32"),
                        absl::StrCat(bytes.size(), " bytes do not match the volume: ",
@@ -845,8 +867,11 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
     return OutOfRange("priority", spec.priority(), kMinPriority, kMaxPriority);
   }
   TOMO_ASSIGN_OR_RETURN(core::Geometry geometry, ValidateGeometry(spec, limits));
+  // Finite but absurd lengths, positions and angles (geometry_ranges.h).
+  TOMO_RETURN_IF_ERROR(CheckGeometryRanges(spec.geometry()));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
                         ValidateVolume(spec.volume(), IsTwoDimensional(geometry), limits));
+  TOMO_RETURN_IF_ERROR(CheckVolumeRanges(spec.volume()));
   if (spec.geometry().kind_case() == pb::Geometry::kParallel2D) {
     // A 2D parallel beam is the one-row vector geometry on the volume's slice.
     TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D parallel,

@@ -69,6 +69,17 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "running jobs get this long to finish, then they are stopped and queued again "
           "(durably, not counted as an attempt) to run after the restart. A second signal "
           "ends the wait at once");
+ABSL_FLAG(uint64_t, min_free_spool_bytes, uint64_t{64} << 20,
+          "free bytes kept on the spool's file system (job database, logs) beyond what "
+          "accepted jobs will write; below it new jobs are refused (degraded: health "
+          "NOT_SERVING for tomoserve.v1.Reconstruction.admission) while results are served "
+          "and jobs can be deleted");
+ABSL_FLAG(uint64_t, spool_reserve_bytes, uint64_t{32} << 20,
+          "bytes pre-allocated in <spool>/reserve and given back when the disk is full, so "
+          "that tomod can still start, delete jobs and record their ends; 0: none");
+ABSL_FLAG(std::string, testing_crash_on_job_name, "",
+          "for tests only: a job with this name aborts tomod from its worker, as a fault in "
+          "a reconstruction would (the crash log then names it; see docs/limits.md)");
 ABSL_FLAG(bool, allow_insecure_remote, false,
           "serve plain-text gRPC on a non-loopback --listen address (no TLS yet)");
 
@@ -116,6 +127,9 @@ int main(int argc, char** argv) {
   }
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.crash_on_job_name_for_testing = absl::GetFlag(FLAGS_testing_crash_on_job_name);
+  options.min_free_spool_bytes = absl::GetFlag(FLAGS_min_free_spool_bytes);
+  options.spool_reserve_bytes = absl::GetFlag(FLAGS_spool_reserve_bytes);
   absl::Status status = tomo::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "tomod: %s\n", std::string(status.message()).c_str());

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/base/status_macros.h"
 #include "core/devices/devices.h"
 #include "proto/transfer/chunk_reader.h"
 #include "server/client_identity.h"
@@ -26,6 +27,7 @@
 #include "server/grpc_status.h"
 #include "server/log.h"
 #include "server/upload_reactors.h"
+#include "server/wire_message.h"
 
 #ifndef TOMO_VERSION
 #define TOMO_VERSION "unknown"
@@ -105,12 +107,17 @@ class JobWatchingWriteReactor : public grpc::ServerWriteReactor<Response>, publi
 
 // Sends the job's events in order, the current state first, then ends with the job (OK)
 // or with the watch's closing status.
-class WatchReactor final : public JobWatchingWriteReactor<pb::JobEvent> {
+class WatchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
  public:
   WatchReactor(JobManager& manager, std::string job_id)
       : JobWatchingWriteReactor(manager, std::move(job_id), /*busy=*/false) {
     absl::Status status = manager_.Watch(job_id_, this);
     if (!status.ok()) Finish(ToGrpcStatus(status));
+  }
+  // A watch that ends at once (the request did not parse).
+  explicit WatchReactor(JobManager& manager, const absl::Status& status)
+      : JobWatchingWriteReactor(manager, "", /*busy=*/false) {
+    Finish(ToGrpcStatus(status));
   }
 
   bool Enqueue(const pb::JobEvent& event) override {
@@ -150,14 +157,23 @@ class WatchReactor final : public JobWatchingWriteReactor<pb::JobEvent> {
       }
       if (finish) StopDrivingLocked();
     }
-    if (finish) {
-      Finish(*finish);
-    } else {
-      StartWrite(&in_flight_);
+    if (!finish) {
+      absl::Status serialized = SerializeMessage(in_flight_, &message_);
+      if (serialized.ok()) {
+        StartWrite(&message_);
+        return;
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        StopDrivingLocked();
+      }
+      finish = ToGrpcStatus(serialized);
     }
+    Finish(*finish);
   }
 
-  pb::JobEvent in_flight_;  // owned by the token holder
+  pb::JobEvent in_flight_;      // owned by the token holder
+  grpc::ByteBuffer message_;    // in_flight_'s bytes, being written
   std::deque<pb::JobEvent> pending_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
 };
@@ -479,73 +495,84 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer>
   std::string end_message_ ABSL_GUARDED_BY(mu_);
 };
 
+// A unary call on raw bytes: request parsed (INVALID_ARGUMENT naming its type when it does
+// not parse), handle(request) -> the reply or an error, the reply serialised.
+template <typename Request, typename Response, typename Handle>
+grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* raw_request,
+                                      grpc::ByteBuffer* raw_response, Handle handle) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Request> request = ParseMessage<Request>(*raw_request);
+  absl::StatusOr<Response> response =
+      request.ok() ? handle(*request) : absl::StatusOr<Response>(request.status());
+  absl::Status status = response.status();
+  if (status.ok()) status = SerializeMessage(*response, raw_response);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 }  // namespace
 
-grpc::ServerReadReactor<pb::SubmitRequest>* ReconstructionService::Submit(
-    grpc::CallbackServerContext* context, pb::SubmitResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::Submit(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return NewSubmitReactor(manager_, striped_uploads_, metrics_, context, response);
 }
 
-grpc::ServerReadReactor<pb::SubmitStripeRequest>* ReconstructionService::SubmitStripe(
-    grpc::CallbackServerContext* context, pb::SubmitStripeResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::SubmitStripe(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return NewSubmitStripeReactor(striped_uploads_, metrics_, context, response);
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetJob(grpc::CallbackServerContext* context,
-                                                        const pb::GetJobRequest* request,
-                                                        pb::Job* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<pb::Job> job = manager_.GetJob(request->job_id());
-  if (job.ok()) *response = std::move(*job);
-  reactor->Finish(ToGrpcStatus(job.status()));
-  return reactor;
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return AnswerUnary<pb::GetJobRequest, pb::Job>(
+      context, request, response,
+      [this](const pb::GetJobRequest& r) { return manager_.GetJob(r.job_id()); });
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::ListJobs(grpc::CallbackServerContext* context,
-                                                          const pb::ListJobsRequest* request,
-                                                          pb::ListJobsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<pb::ListJobsResponse> jobs = manager_.ListJobs(*request);
-  if (jobs.ok()) *response = std::move(*jobs);
-  reactor->Finish(ToGrpcStatus(jobs.status()));
-  return reactor;
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return AnswerUnary<pb::ListJobsRequest, pb::ListJobsResponse>(
+      context, request, response,
+      [this](const pb::ListJobsRequest& r) { return manager_.ListJobs(r); });
 }
 
-grpc::ServerWriteReactor<pb::JobEvent>* ReconstructionService::WatchJob(
-    grpc::CallbackServerContext* /*context*/, const pb::WatchJobRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ReconstructionService::WatchJob(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* raw_request) {
+  absl::StatusOr<pb::WatchJobRequest> request = ParseMessage<pb::WatchJobRequest>(*raw_request);
+  if (!request.ok()) return new WatchReactor(manager_, request.status());
   return new WatchReactor(manager_, request->job_id());
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::CancelJob(grpc::CallbackServerContext* context,
-                                                           const pb::CancelJobRequest* request,
-                                                           pb::Job* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<pb::Job> job = manager_.CancelJob(request->job_id());
-  if (job.ok()) *response = std::move(*job);
-  reactor->Finish(ToGrpcStatus(job.status()));
-  return reactor;
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return AnswerUnary<pb::CancelJobRequest, pb::Job>(
+      context, request, response,
+      [this](const pb::CancelJobRequest& r) { return manager_.CancelJob(r.job_id()); });
 }
 
-grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(
-    grpc::CallbackServerContext* context, const pb::DeleteJobRequest* request,
-    pb::DeleteJobResponse* /*response*/) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(manager_.DeleteJob(request->job_id())));
-  return reactor;
+grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return AnswerUnary<pb::DeleteJobRequest, pb::DeleteJobResponse>(
+      context, request, response,
+      [this](const pb::DeleteJobRequest& r) -> absl::StatusOr<pb::DeleteJobResponse> {
+        TOMO_RETURN_IF_ERROR(manager_.DeleteJob(r.job_id()));
+        return pb::DeleteJobResponse();
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ReconstructionService::FetchResult(
     grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* raw_request) {
-  pb::FetchResultRequest request;
-  grpc::ByteBuffer copy(*raw_request);  // Deserialize consumes its buffer (slices are shared)
-  if (grpc::Status parsed =
-          grpc::SerializationTraits<pb::FetchResultRequest>::Deserialize(&copy, &request);
-      !parsed.ok()) {
-    return new FetchReactor(metrics_, request,
-                            absl::InvalidArgumentError(absl::StrCat(
-                                "FetchResultRequest: not a valid message: ",
-                                parsed.error_message())));
+  absl::StatusOr<pb::FetchResultRequest> parsed =
+      ParseMessage<pb::FetchResultRequest>(*raw_request);
+  if (!parsed.ok()) {
+    return new FetchReactor(metrics_, pb::FetchResultRequest(), parsed.status());
   }
+  const pb::FetchResultRequest& request = *parsed;
   if (absl::Status stripe = CheckStripeFields(request); !stripe.ok()) {
     return new FetchReactor(metrics_, request, stripe);  // finishes with it at once
   }
@@ -558,9 +585,16 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ReconstructionService::FetchResult(
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
-    grpc::CallbackServerContext* context, const pb::GetServerInfoRequest* /*request*/,
-    pb::ServerInfo* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return AnswerUnary<pb::GetServerInfoRequest, pb::ServerInfo>(
+      context, request, response,
+      [this](const pb::GetServerInfoRequest&) { return ServerInfo(); });
+}
+
+pb::ServerInfo ReconstructionService::ServerInfo() const {
+  pb::ServerInfo info;
+  pb::ServerInfo* response = &info;
   response->set_version(TOMO_VERSION);
   // Fresh free-memory figures for the devices that have workers.
   const std::vector<core::DeviceInfo> now = core::ListDevices();
@@ -595,8 +629,7 @@ grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
   }
   response->set_spool_used_bytes(manager_.spool_used_bytes());
   response->set_max_upload_streams(kMaxUploadStripes);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return info;
 }
 
 }  // namespace tomo::server

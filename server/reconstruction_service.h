@@ -18,6 +18,8 @@
 //                message's bytes go to gRPC as a slice of the file's mapping or of the
 //                volume in memory, never copied into the message (fetch_message.h).
 //   others       unary, answered at once (ServerUnaryReactor).
+// Every method takes its request as bytes and parses it itself (wire_message.h): a
+// request that does not parse is INVALID_ARGUMENT naming its message type.
 //
 // The service's only state is the registry of striped uploads in progress, for SubmitStripe
 // calls to find; it must not outlive the manager and registry.
@@ -42,9 +44,23 @@ inline constexpr uint64_t kMinFetchStripeBytes = 4 << 10;
 inline constexpr uint64_t kMaxFetchStripeBytes = 8 << 20;
 inline constexpr uint64_t kDefaultFetchStripeBytes = 1 << 20;  // for stripe_bytes 0
 
-// FetchResult is the one raw method: its messages are built in their wire form.
-using ReconstructionServiceBase = tomoserve::v1::Reconstruction::WithRawCallbackMethod_FetchResult<
-    tomoserve::v1::Reconstruction::CallbackService>;
+// Every method is raw (ByteBuffer in and out; wire_message.h): tomod parses each request
+// itself, so that bytes that do not parse are INVALID_ARGUMENT naming the message type on
+// every method; FetchResult also builds its replies in their wire form (fetch_message.h).
+namespace raw_service {
+namespace v1 = ::tomoserve::v1;
+using Base = v1::Reconstruction::WithRawCallbackMethod_Submit<
+    v1::Reconstruction::WithRawCallbackMethod_SubmitStripe<
+        v1::Reconstruction::WithRawCallbackMethod_GetJob<
+            v1::Reconstruction::WithRawCallbackMethod_ListJobs<
+                v1::Reconstruction::WithRawCallbackMethod_WatchJob<
+                    v1::Reconstruction::WithRawCallbackMethod_CancelJob<
+                        v1::Reconstruction::WithRawCallbackMethod_DeleteJob<
+                            v1::Reconstruction::WithRawCallbackMethod_FetchResult<
+                                v1::Reconstruction::WithRawCallbackMethod_GetServerInfo<
+                                    v1::Reconstruction::CallbackService>>>>>>>>>;
+}  // namespace raw_service
+using ReconstructionServiceBase = raw_service::Base;
 
 class ReconstructionService final : public ReconstructionServiceBase {
  public:
@@ -54,34 +70,35 @@ class ReconstructionService final : public ReconstructionServiceBase {
                         TomodMetrics* metrics = nullptr)
       : manager_(manager), registry_(registry), metrics_(metrics) {}
 
-  grpc::ServerReadReactor<tomoserve::v1::SubmitRequest>* Submit(
-      grpc::CallbackServerContext* context, tomoserve::v1::SubmitResponse* response) override;
-  grpc::ServerReadReactor<tomoserve::v1::SubmitStripeRequest>* SubmitStripe(
-      grpc::CallbackServerContext* context,
-      tomoserve::v1::SubmitStripeResponse* response) override;
+  // Requests: the method's request message; replies: its response message (JobEvent for
+  // WatchJob, FetchResultResponse for FetchResult), each as bytes.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Submit(grpc::CallbackServerContext* context,
+                                                    grpc::ByteBuffer* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* SubmitStripe(grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
-                                   const tomoserve::v1::GetJobRequest* request,
-                                   tomoserve::v1::Job* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
-                                     const tomoserve::v1::ListJobsRequest* request,
-                                     tomoserve::v1::ListJobsResponse* response) override;
-  grpc::ServerWriteReactor<tomoserve::v1::JobEvent>* WatchJob(
-      grpc::CallbackServerContext* context,
-      const tomoserve::v1::WatchJobRequest* request) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchJob(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
-                                      const tomoserve::v1::CancelJobRequest* request,
-                                      tomoserve::v1::Job* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
-                                      const tomoserve::v1::DeleteJobRequest* request,
-                                      tomoserve::v1::DeleteJobResponse* response) override;
-  // request: a FetchResultRequest; the messages written: FetchResultResponse.
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* FetchResult(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const tomoserve::v1::GetServerInfoRequest* request,
-                                          tomoserve::v1::ServerInfo* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
  private:
+  tomoserve::v1::ServerInfo ServerInfo() const;
+
   JobManager& manager_;
   const core::AlgorithmRegistry& registry_;
   TomodMetrics* metrics_;

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace tomo::server {
@@ -43,26 +45,43 @@ absl::StatusOr<std::unique_ptr<Spool>> Spool::Open(const std::string& root) {
   fs::create_directories(jobs, error);
   if (error) return FsStatus(error, "create spool directory", jobs.string());
 
+  // The lock is the kernel's flock on the spool directory itself, held through an open
+  // descriptor for the daemon's life: removing or replacing tomod.lock cannot free it (a
+  // lock on that file would be, since a second daemon would lock a new file of the same
+  // name), and the kernel drops it when the process dies, however it dies.
+  int dir_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoStatus(errno, "open", root);
   const std::string lock_path = (fs::path(root) / "tomod.lock").string();
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, "open", lock_path);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(dir_fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
-    ::close(fd);
+    ::close(dir_fd);
     if (err == EWOULDBLOCK) {
+      std::string holder;
+      if (FILE* pid_file = std::fopen(lock_path.c_str(), "re"); pid_file != nullptr) {
+        char line[32] = {};
+        if (std::fgets(line, sizeof(line), pid_file) != nullptr) {
+          holder = absl::StrCat(", pid ", absl::StripAsciiWhitespace(line));
+        }
+        std::fclose(pid_file);
+      }
       return absl::FailedPreconditionError(absl::StrCat(
-          "spool directory ", root, " is in use by another tomod (", lock_path,
-          " is locked); give each daemon its own --spool_dir"));
+          "spool directory ", root, " is in use by another tomod (the directory is locked",
+          holder, "); give each daemon its own --spool_dir"));
     }
-    return ErrnoStatus(err, "lock", lock_path);
+    return ErrnoStatus(err, "lock", root);
   }
-  // The pid, for people looking at the spool; the lock is what counts.
+  // The pid, for people looking at the spool; the lock on the directory is what counts, so
+  // a full disk that refuses these few bytes does not keep tomod from starting.
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   std::string pid = absl::StrCat(::getpid(), "\n");
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-    int err = errno;
+  if (fd >= 0) {
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+      std::fprintf(stderr, "tomod: cannot write the pid to %s: %s\n", lock_path.c_str(),
+                   std::strerror(errno));
+    }
     ::close(fd);
-    return ErrnoStatus(err, "write", lock_path);
   }
+  fd = dir_fd;
   return std::unique_ptr<Spool>(new Spool(fs::absolute(root).lexically_normal().string(), fd));
 }
 

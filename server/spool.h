@@ -1,6 +1,8 @@
 // Spool: tomod's directory of job data, and the small file helpers the daemon needs.
 //
-//   <root>/tomod.lock                 locked (flock) by the daemon that uses the spool
+//   <root>/                           locked (flock on the open directory) by the daemon
+//                                     that uses the spool, for its whole life
+//   <root>/tomod.lock                 that daemon's pid, for people; not the lock
 //   <root>/tomod.db (+ -wal, -shm)    the job records (server/job_store.h)
 //   <root>/jobs/<id>/input.bin        the uploaded projections, fsynced before QUEUED
 //   <root>/jobs/<id>/results.partial/ a run's results while it writes them

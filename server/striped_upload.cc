@@ -238,7 +238,8 @@ uint64_t StripedUpload::StripeBytesReceived(uint32_t index) const {
 }
 
 void StripedUpload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
-                                std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done) {
+                                std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done,
+                                std::function<absl::Status()> last_check) {
   Upload* upload = nullptr;
   absl::Status status;
   {
@@ -267,7 +268,7 @@ void StripedUpload::CommitAsync(uint64_t total_bytes, uint32_t crc32,
   }
   // The Upload checks total_bytes and the CRC-32; the stripes have ended, so nothing else
   // touches it now.
-  upload->CommitAsync(total_bytes, crc32, std::move(done));
+  upload->CommitAsync(total_bytes, crc32, std::move(done), std::move(last_check));
 }
 
 void StripedUpload::Abort(const absl::Status& reason) {

@@ -93,9 +93,10 @@ class StripedUpload {
   // Bytes of the stripe received so far.
   uint64_t StripeBytesReceived(uint32_t index) const;
   // upload_end: INVALID_ARGUMENT when a stripe has not ended (or stripe 0 is incomplete);
-  // else Upload::CommitAsync.
+  // else Upload::CommitAsync (with last_check, see there).
   void CommitAsync(uint64_t total_bytes, uint32_t crc32,
-                   std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done);
+                   std::function<void(absl::StatusOr<tomoserve::v1::Job>)> done,
+                   std::function<absl::Status()> last_check = {});
   // Removes the job and its files; resumes paused streams. No-op after the commit began or an
   // earlier abort.
   void Abort(const absl::Status& reason);

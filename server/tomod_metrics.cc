@@ -90,7 +90,14 @@ TomodMetrics::TomodMetrics()
       watchers_(registry_.AddGauge("tomod_watchers", "WatchJob streams open.")),
       spool_used_bytes_(registry_.AddGauge(
           "tomod_spool_used_bytes",
-          "Bytes of job files in the spool, uploads at their full size (--max_spool_bytes).")),
+          "Bytes of job files in the spool, uploads at their full size and unfinished jobs "
+          "with their outputs reserved (--max_spool_bytes).")),
+      spool_free_bytes_(registry_.AddGauge("tomod_spool_free_bytes",
+                                           "Free bytes of the spool's file system.")),
+      spool_degraded_(registry_.AddGauge(
+          "tomod_spool_degraded",
+          "1 while the spool's free space is below --min_free_spool_bytes: new jobs are "
+          "refused, results are still served and jobs can be deleted.")),
       device_free_(registry_.AddGauge("tomod_device_memory_free_bytes",
                                       "Free memory of each worker's device (0: not reported).",
                                       {"device"})),

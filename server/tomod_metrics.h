@@ -30,6 +30,9 @@
 //   tomod_jobs{state}                           jobs tomod holds, by state
 //   tomod_watchers                              WatchJob streams open
 //   tomod_spool_used_bytes                      what --max_spool_bytes bounds
+//   tomod_spool_free_bytes                      free space of the spool's file system
+//   tomod_spool_degraded                        1 while that is below --min_free_spool_bytes
+//                                               (Submits refused; reads and deletes served)
 //   tomod_device_memory_free_bytes{device}      per worker device, read at each scrape
 //   tomod_device_memory_total_bytes{device}     (0 for the CPU, which reports none)
 //   tomod_device_utilization_ratio{device}      NVML's GPU utilisation (gpu_utilization.h)
@@ -89,6 +92,8 @@ class TomodMetrics {
   Gauge& jobs() { return jobs_; }
   Gauge& watchers() { return watchers_; }
   Gauge& spool_used_bytes() { return spool_used_bytes_; }
+  Gauge& spool_free_bytes() { return spool_free_bytes_; }
+  Gauge& spool_degraded() { return spool_degraded_; }
   Gauge& device_memory_free_bytes() { return device_free_; }
   Gauge& device_memory_total_bytes() { return device_total_; }
   Gauge& device_utilization_ratio() { return device_utilization_; }
@@ -113,6 +118,8 @@ class TomodMetrics {
   Gauge& jobs_;
   Gauge& watchers_;
   Gauge& spool_used_bytes_;
+  Gauge& spool_free_bytes_;
+  Gauge& spool_degraded_;
   Gauge& device_free_;
   Gauge& device_total_;
   Gauge& device_utilization_;

@@ -6,9 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,7 +29,10 @@
 #include "absl/synchronization/notification.h"
 #include "core/algorithms/stored_matrix_art.h"
 #include "core/base/status_macros.h"
+#include "google/protobuf/stubs/logging.h"
 #include "proto/transfer/allocator_tuning.h"
+#include "server/crash_log.h"
+#include "server/disk_space.h"
 #include "server/gpu_utilization.h"
 #include "server/log.h"
 #include "server/matrix_cache.h"
@@ -210,6 +214,25 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   server->options_ = options;
   server->registry_ = std::move(registry);
   TOMO_ASSIGN_OR_RETURN(server->spool_, Spool::Open(options.spool_dir));
+  // Two halves of --spool_reserve_bytes: one given back when a job database write fails
+  // for want of space while tomod runs, the other only at a start on a full disk, so that
+  // the database still opens and recovers after the first half was used up.
+  const std::filesystem::path spool_root(server->spool_->root());
+  server->runtime_reserve_ = std::make_unique<SpoolReserve>(
+      (spool_root / "reserve.runtime").string(), options.spool_reserve_bytes / 2);
+  server->startup_reserve_ = std::make_unique<SpoolReserve>(
+      (spool_root / "reserve.startup").string(),
+      options.spool_reserve_bytes - options.spool_reserve_bytes / 2);
+  if (absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(server->spool_->root());
+      free_bytes.ok() && *free_bytes < options.min_free_spool_bytes) {
+    const bool startup = server->startup_reserve_->Release();
+    const bool runtime = server->runtime_reserve_->Release();
+    if (startup || runtime) {
+      Log(absl::StrCat("spool ", server->spool_->root(), " has ", *free_bytes,
+                       " bytes free, below --min_free_spool_bytes ",
+                       options.min_free_spool_bytes, ": its reserve is given back"));
+    }
+  }
 
   JobManagerOptions manager_options;
   manager_options.limits = options.limits;
@@ -221,6 +244,13 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.reconstruct_while_uploading = options.reconstruct_while_uploading;
   manager_options.devices = std::move(devices);
   manager_options.metrics = server->metrics_.get();
+  manager_options.crash_log_path =
+      (std::filesystem::path(server->spool_->root()) / kCrashLogName).string();
+  manager_options.crash_on_job_name_for_testing = options.crash_on_job_name_for_testing;
+  manager_options.min_free_spool_bytes = options.min_free_spool_bytes;
+  manager_options.free_emergency_space = [reserve = server->runtime_reserve_.get()] {
+    return reserve->Release();
+  };
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
   TOMO_RETURN_IF_ERROR(server->manager_->Start());
@@ -261,6 +291,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
     health->SetServingStatus(true);
     health->SetServingStatus(tomoserve::v1::Reconstruction::service_full_name(), true);
   }
+  server->CheckSpace();
+  server->space_monitor_ = std::thread([s = server.get()] { s->SpaceMonitorLoop(); });
   if (!options.port_file.empty()) {
     absl::Status written =
         WriteFileAtomically(options.port_file, absl::StrCat(server->port_, "\n"));
@@ -282,9 +314,64 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
 
 TomodServer::~TomodServer() { Shutdown(); }
 
+void TomodServer::CheckSpace() {
+  absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(spool_->root());
+  if (!free_bytes.ok()) return;
+  const bool degraded = *free_bytes < options_.min_free_spool_bytes;
+  metrics_->spool_free_bytes().Set({}, static_cast<double>(*free_bytes));
+  metrics_->spool_degraded().Set({}, degraded ? 1 : 0);
+  bool changed = false;
+  {
+    absl::MutexLock lock(&space_mu_);
+    changed = !space_known_ || degraded != degraded_;
+    degraded_ = degraded;
+    space_known_ = true;
+  }
+  if (changed) {
+    grpc::HealthCheckServiceInterface* health =
+        server_ ? server_->GetHealthCheckService() : nullptr;
+    if (health != nullptr) health->SetServingStatus(kAdmissionHealthService, !degraded);
+    if (degraded) {
+      Log(absl::StrCat("spool degraded: ", *free_bytes, " bytes free on ", spool_->root(),
+                       ", below --min_free_spool_bytes ", options_.min_free_spool_bytes,
+                       "; new jobs are refused, results are served and jobs can be deleted (",
+                       kAdmissionHealthService, " NOT_SERVING)"));
+    } else {
+      Log(absl::StrCat("spool has room again: ", *free_bytes, " bytes free on ",
+                       spool_->root(), " (", kAdmissionHealthService, " SERVING)"));
+    }
+  }
+  // The reserve is made again only when it leaves the margin intact.
+  for (SpoolReserve* reserve : {startup_reserve_.get(), runtime_reserve_.get()}) {
+    if (!degraded && !reserve->present() &&
+        *free_bytes >= options_.min_free_spool_bytes + reserve->bytes()) {
+      if (reserve->Restore().ok()) *free_bytes -= std::min(*free_bytes, reserve->bytes());
+    }
+  }
+}
+
+void TomodServer::SpaceMonitorLoop() {
+  absl::MutexLock lock(&space_mu_);
+  while (!stop_space_monitor_) {
+    space_mu_.AwaitWithTimeout(absl::Condition(&stop_space_monitor_),
+                               options_.space_check_interval);
+    if (stop_space_monitor_) break;
+    space_mu_.Unlock();
+    CheckSpace();
+    space_mu_.Lock();
+  }
+}
+
 void TomodServer::Shutdown(absl::string_view reason) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (space_monitor_.joinable()) {
+    {
+      absl::MutexLock lock(&space_mu_);
+      stop_space_monitor_ = true;
+    }
+    space_monitor_.join();
+  }
   if (server_) {
     grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
     if (health != nullptr) health->SetServingStatus(false);
@@ -311,8 +398,21 @@ void TomodServer::CutDrainShort() {
   if (manager_) manager_->CutDrainShort();
 }
 
+namespace {
+
+// protobuf's own messages (e.g. a request string that is not UTF-8, which any client can
+// send) into tomod's log, so that it stays one JSON object a line.
+void ProtobufLogToJson(google::protobuf::LogLevel level, const char* filename, int line,
+                       const std::string& message) {
+  LogEvent(level >= google::protobuf::LOGLEVEL_ERROR ? LogLevel::kWarning : LogLevel::kInfo,
+           "protobuf", "", {{"message", message}, {"source", absl::StrCat(filename, ":", line)}});
+}
+
+}  // namespace
+
 absl::Status RunServer(const ServerOptions& options) {
   transfer::KeepTransferBuffersInTheHeap();
+  google::protobuf::SetLogHandler(&ProtobufLogToJson);
   // Blocked here, before any other thread exists, so that every thread inherits the mask
   // and only sigwait below sees the signals.
   sigset_t signals;

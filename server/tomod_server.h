@@ -30,12 +30,15 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/server.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/algorithms/reconstruction.h"
 #include "core/devices/devices.h"
@@ -45,6 +48,7 @@
 #include "server/reconstruction_service.h"
 #include "server/tomod_metrics.h"
 #include "server/spool.h"
+#include "server/spool_reserve.h"
 
 namespace tomo::server {
 
@@ -84,6 +88,17 @@ struct ServerOptions {
   // --drain_timeout: how long a stop waits for running jobs before it requeues them.
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration shutdown_grace = absl::Seconds(5);
+  // --min_free_spool_bytes: see JobManagerOptions::min_free_spool_bytes. Below it tomod is
+  // degraded: health NOT_SERVING for kAdmissionHealthService, tomod_spool_degraded 1.
+  uint64_t min_free_spool_bytes = 64ull << 20;
+  // --spool_reserve_bytes: pre-allocated space in <spool>/reserve.runtime (half, given back
+  // when a job database write fails for want of space) and <spool>/reserve.startup (half,
+  // given back at a start on a full disk), each made again once there is room; 0: none.
+  uint64_t spool_reserve_bytes = 32ull << 20;
+  // How often the spool's free space is checked (health, metrics, the reserve).
+  absl::Duration space_check_interval = absl::Seconds(1);
+  // --testing_crash_on_job_name: see JobManagerOptions::crash_on_job_name_for_testing.
+  std::string crash_on_job_name_for_testing;
 };
 
 // tomod's --metrics_port by default: next to the ports of Prometheus' own exporters
@@ -105,6 +120,11 @@ absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions&
 // OK when listen is a loopback address or a unix socket, or allow_insecure_remote is set;
 // INVALID_ARGUMENT explaining the choice otherwise, or for an address that cannot be parsed.
 absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_remote);
+
+// The gRPC health service name that is NOT_SERVING while the spool's file system has less
+// than --min_free_spool_bytes free: Submits are then refused, while the service itself
+// (tomoserve.v1.Reconstruction: watches, fetches, deletes) stays SERVING.
+inline constexpr char kAdmissionHealthService[] = "tomoserve.v1.Reconstruction.admission";
 
 class TomodServer {
  public:
@@ -128,9 +148,17 @@ class TomodServer {
   // The metrics port bound (0: metrics off).
   int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
   TomodMetrics& metrics() { return *metrics_; }
+  // Whether the spool's free space was below --min_free_spool_bytes at the last check.
+  bool degraded() const {
+    absl::MutexLock lock(&space_mu_);
+    return degraded_;
+  }
 
  private:
   TomodServer() = default;
+  // Free space -> health, metrics, reserve file; logs a change of the degraded state.
+  void CheckSpace();
+  void SpaceMonitorLoop();
 
   ServerOptions options_;
   core::AlgorithmRegistry registry_;
@@ -142,6 +170,13 @@ class TomodServer {
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   bool shut_down_ = false;
+  std::unique_ptr<SpoolReserve> runtime_reserve_;
+  std::unique_ptr<SpoolReserve> startup_reserve_;
+  std::thread space_monitor_;
+  mutable absl::Mutex space_mu_;
+  bool degraded_ ABSL_GUARDED_BY(space_mu_) = false;
+  bool space_known_ ABSL_GUARDED_BY(space_mu_) = false;
+  bool stop_space_monitor_ ABSL_GUARDED_BY(space_mu_) = false;
 };
 
 // tomod's life: allocator settings, signals blocked (SIGTERM and SIGINT are taken by

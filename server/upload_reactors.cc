@@ -5,11 +5,14 @@
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/status_macros.h"
 #include "server/client_identity.h"
 #include "server/grpc_status.h"
 #include "server/log.h"
+#include "server/wire_message.h"
 
 namespace tomo::server {
 
@@ -17,16 +20,24 @@ namespace pb = ::tomoserve::v1;
 
 namespace {
 
-class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
+class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   SubmitReactor(JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
-                grpc::CallbackServerContext* context, pb::SubmitResponse* response)
+                grpc::CallbackServerContext* context, grpc::ByteBuffer* response)
       : manager_(manager), striped_uploads_(striped), metrics_(metrics), context_(context),
         response_(response) {
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
 
   void OnReadDone(bool ok) override {
+    if (ok && end_received_) {
+      // A message after upload_end: the commit that upload_end started sees this and
+      // refuses the job (AfterUploadEnd), whatever the message was.
+      absl::MutexLock lock(&after_end_mu_);
+      message_after_end_ = true;
+      return;
+    }
+    if (!ok && end_received_) return;  // the client's half-close after upload_end
     if (!ok) {
       // The stream ended (half-close or cancellation) before upload_end.
       absl::Status status;
@@ -42,13 +53,16 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
       Finish(ToGrpcStatus(status));
       return;
     }
-    absl::StatusOr<Next> next = Handle();
+    absl::StatusOr<pb::SubmitRequest> request = ParseMessage<pb::SubmitRequest>(raw_request_);
+    raw_request_.Clear();
+    absl::StatusOr<Next> next =
+        request.ok() ? Handle(std::move(*request)) : absl::StatusOr<Next>(request.status());
     if (!next.ok()) {
       Abort(next.status());
       Finish(ToGrpcStatus(next.status()));
       return;
     }
-    if (*next == Next::kRead) StartRead(&request_);
+    if (*next == Next::kRead) ReadNext();
   }
 
   void OnCancel() override {
@@ -74,9 +88,29 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
     if (striped_) striped_->Abort(reason);
     if (upload_) upload_->Abort(reason);
   }
-  void ReadNext() { StartRead(&request_); }
+  void ReadNext() { StartRead(&raw_request_); }
 
-  absl::StatusOr<Next> Handle() {
+  // Checked by the commit just before the job becomes QUEUED.
+  absl::Status AfterUploadEnd() {
+    absl::MutexLock lock(&after_end_mu_);
+    if (!message_after_end_) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "SubmitRequest: a message after upload_end; upload_end is the stream's last message");
+  }
+
+  void Finish(const grpc::Status& status) {
+    if (status.ok()) {
+      absl::Status serialized = SerializeMessage(response_message_, response_);
+      if (!serialized.ok()) {
+        grpc::ServerReadReactor<grpc::ByteBuffer>::Finish(ToGrpcStatus(serialized));
+        return;
+      }
+    }
+    grpc::ServerReadReactor<grpc::ByteBuffer>::Finish(status);
+  }
+
+  absl::StatusOr<Next> Handle(pb::SubmitRequest request) {
+    request_ = std::move(request);
     if (request_.has_striping() && request_.part_case() != pb::SubmitRequest::kSpec) {
       return absl::InvalidArgumentError(
           "striping: set on a message without the spec; it goes with the spec");
@@ -104,17 +138,23 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
         }
         auto done = [this](absl::StatusOr<pb::Job> job) {
           if (job.ok()) {
-            *response_->mutable_job() = std::move(*job);
+            *response_message_.mutable_job() = std::move(*job);
             Finish(grpc::Status::OK);
           } else {
             Finish(ToGrpcStatus(job.status()));
           }
         };
         const pb::UploadEnd& end = request_.upload_end();
+        end_received_ = true;
+        // One more read: a message after upload_end is refused (AfterUploadEnd), the
+        // client's half-close is fine; the commit does not wait for either.
+        ReadNext();
         if (striped_) {
-          striped_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done));
+          striped_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done),
+                                [this] { return AfterUploadEnd(); });
         } else {
-          upload_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done));
+          upload_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done),
+                               [this] { return AfterUploadEnd(); });
         }
         return Next::kCallback;
       }
@@ -143,7 +183,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
     if ((*upload)->existing_job()) {
       // A retry of a Submit that was committed: answer now rather than take the data
       // again. The client sees its next Write fail and Finish return this reply.
-      *response_->mutable_job() = *(*upload)->existing_job();
+      *response_message_.mutable_job() = *(*upload)->existing_job();
       upload_ = std::move(*upload);
       Finish(grpc::Status::OK);
       return Next::kCallback;
@@ -166,19 +206,25 @@ class SubmitReactor final : public grpc::ServerReadReactor<pb::SubmitRequest> {
   StripedUploadRegistry& striped_uploads_;
   TomodMetrics* metrics_;
   grpc::CallbackServerContext* context_;
-  pb::SubmitResponse* response_;
-  pb::SubmitRequest request_;
+  grpc::ByteBuffer* response_;
+  pb::SubmitResponse response_message_;
+  grpc::ByteBuffer raw_request_;  // the message being read
+  pb::SubmitRequest request_;     // the last message, parsed
+  // Set on the gRPC thread that handled upload_end, before the read that may follow it.
+  bool end_received_ = false;
+  absl::Mutex after_end_mu_;
+  bool message_after_end_ ABSL_GUARDED_BY(after_end_mu_) = false;
   // One of them once the spec is in: a one-stream upload, or stripe 0 of a striped one.
   std::unique_ptr<Upload> upload_;
   std::shared_ptr<StripedUpload> striped_;
 };
 
-class SubmitStripeReactor final : public grpc::ServerReadReactor<pb::SubmitStripeRequest> {
+class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   SubmitStripeReactor(StripedUploadRegistry& striped, TomodMetrics* metrics,
-                      grpc::CallbackServerContext* context, pb::SubmitStripeResponse* response)
+                      grpc::CallbackServerContext* context, grpc::ByteBuffer* response)
       : striped_uploads_(striped), metrics_(metrics), context_(context), response_(response) {
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
 
   void OnReadDone(bool ok) override {
@@ -192,12 +238,18 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<pb::SubmitStrip
         upload_->Abort(status);
       } else {
         status = upload_->EndStripe(index_);
-        response_->set_received_bytes(upload_->StripeBytesReceived(index_));
+        pb::SubmitStripeResponse response;
+        response.set_received_bytes(upload_->StripeBytesReceived(index_));
+        if (status.ok()) status = SerializeMessage(response, response_);
       }
       Finish(ToGrpcStatus(status));
       return;
     }
-    absl::StatusOr<bool> read_now = Handle();
+    absl::StatusOr<pb::SubmitStripeRequest> request =
+        ParseMessage<pb::SubmitStripeRequest>(raw_request_);
+    raw_request_.Clear();
+    if (request.ok()) request_ = std::move(*request);
+    absl::StatusOr<bool> read_now = request.ok() ? Handle() : absl::StatusOr<bool>(request.status());
     if (!read_now.ok()) {
       if (upload_) upload_->Abort(read_now.status());
       Finish(ToGrpcStatus(read_now.status()));
@@ -213,7 +265,7 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<pb::SubmitStrip
   void OnDone() override { delete this; }
 
  private:
-  void ReadNext() { StartRead(&request_); }
+  void ReadNext() { StartRead(&raw_request_); }
   absl::Status CancelledByClient() const {
     return absl::CancelledError(absl::StrCat("the client cancelled stripe ", index_, " of job ",
                                              upload_->job_id(), "'s upload"));
@@ -255,23 +307,24 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<pb::SubmitStrip
   StripedUploadRegistry& striped_uploads_;
   TomodMetrics* metrics_;
   grpc::CallbackServerContext* context_;
-  pb::SubmitStripeResponse* response_;
-  pb::SubmitStripeRequest request_;
+  grpc::ByteBuffer* response_;
+  grpc::ByteBuffer raw_request_;    // the message being read
+  pb::SubmitStripeRequest request_;  // the last message, parsed
   std::shared_ptr<StripedUpload> upload_;  // once open
   uint32_t index_ = 0;
 };
 
 }  // namespace
 
-grpc::ServerReadReactor<pb::SubmitRequest>* NewSubmitReactor(
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitReactor(
     JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
-    grpc::CallbackServerContext* context, pb::SubmitResponse* response) {
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new SubmitReactor(manager, striped, metrics, context, response);
 }
 
-grpc::ServerReadReactor<pb::SubmitStripeRequest>* NewSubmitStripeReactor(
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitStripeReactor(
     StripedUploadRegistry& striped, TomodMetrics* metrics, grpc::CallbackServerContext* context,
-    pb::SubmitStripeResponse* response) {
+    grpc::ByteBuffer* response) {
   return new SubmitStripeReactor(striped, metrics, context, response);
 }
 

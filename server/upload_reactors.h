@@ -26,12 +26,16 @@ namespace tomo::server {
 // The initial-metadata key under which a striped Submit call learns its job's id.
 inline constexpr char kJobIdMetadataKey[] = "tomo-job-id";
 
-// metrics may be null. The reactors delete themselves when their call is done.
-grpc::ServerReadReactor<tomoserve::v1::SubmitRequest>* NewSubmitReactor(
+// metrics may be null. The reactors delete themselves when their call is done. They read
+// each message as bytes and parse it themselves (wire_message.h): a message that does not
+// parse is INVALID_ARGUMENT naming SubmitRequest / SubmitStripeRequest and removes the
+// job; so is any message after upload_end (the call then ends without a job). response
+// receives the SubmitResponse / SubmitStripeResponse bytes.
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitReactor(
     JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
-    grpc::CallbackServerContext* context, tomoserve::v1::SubmitResponse* response);
-grpc::ServerReadReactor<tomoserve::v1::SubmitStripeRequest>* NewSubmitStripeReactor(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response);
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitStripeReactor(
     StripedUploadRegistry& striped, TomodMetrics* metrics, grpc::CallbackServerContext* context,
-    tomoserve::v1::SubmitStripeResponse* response);
+    grpc::ByteBuffer* response);
 
 }  // namespace tomo::server

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/checked_arithmetic.h"
 #include "core/base/parallel_for.h"
 #include "core/data/dims_check.h"
 #include "core/data/finite_values.h"
@@ -45,8 +46,8 @@ int64_t RawSampleBytes(RawSampleType sample) { return sample == RawSampleType::k
 uint64_t RawStreamBytes(const RawStreamLayout& layout) {
   const Dims3& d = layout.dims;
   if (d.d0 < 0 || d.d1 < 0 || d.d2 < 0) return 0;
-  return static_cast<uint64_t>(d.d0) * static_cast<uint64_t>(d.d1) *
-         static_cast<uint64_t>(d.d2) * static_cast<uint64_t>(RawSampleBytes(layout.sample));
+  return CheckedProduct<uint64_t>(d.d0, d.d1, d.d2, RawSampleBytes(layout.sample))
+      .value_or(kRawStreamBytesOverflow);
 }
 
 std::string RawLayoutText(const RawStreamLayout& layout) {
@@ -66,6 +67,11 @@ absl::StatusOr<Array3D> DecodeRawStream(const void* bytes, size_t size_bytes,
         absl::StrCat(source_name, ": dims ", DimsText(dims), " must not be negative"));
   }
   const uint64_t expected = RawStreamBytes(layout);
+  if (expected == kRawStreamBytesOverflow) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_name, ": dims ", DimsText(dims), " x ", RawSampleBytes(layout.sample),
+        " bytes do not fit 64 bits"));
+  }
   if (static_cast<uint64_t>(size_bytes) != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         source_name, ": ", size_bytes, " bytes, expected ", expected, " bytes for ",

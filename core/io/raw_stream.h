@@ -42,14 +42,16 @@ struct RawStreamLayout {
 };
 
 int64_t RawSampleBytes(RawSampleType sample);
-// Bytes the stream must have: views x rows x columns x sample bytes (0 for negative dims).
+// Bytes the stream must have: views x rows x columns x sample bytes (0 for negative dims,
+// kRawStreamBytesOverflow when the product does not fit 64 bits).
+inline constexpr uint64_t kRawStreamBytesOverflow = ~uint64_t{0};
 uint64_t RawStreamBytes(const RawStreamLayout& layout);
 // "uint16 big-endian row-view-column", for messages.
 std::string RawLayoutText(const RawStreamLayout& layout);
 
-// Decodes exactly RawStreamBytes(layout) bytes. INVALID_ARGUMENT on negative dims, a size
-// mismatch (naming both sizes) or a float32 value that is NaN or infinite (naming its
-// view, row and column).
+// Decodes exactly RawStreamBytes(layout) bytes. INVALID_ARGUMENT on negative dims, dims
+// whose size does not fit 64 bits, a size mismatch (naming both sizes) or a float32 value
+// that is NaN or infinite (naming its view, row and column).
 absl::StatusOr<Array3D> DecodeRawStream(const void* bytes, size_t size_bytes,
                                         const RawStreamLayout& layout,
                                         absl::string_view source_name);

@@ -403,11 +403,15 @@ TEST_F(CrashRestartTest, AKnownKeyIsAnsweredBeforeTheData) {
 }
 
 TEST_F(CrashRestartTest, RetentionAndSpoolLimitAreEnforcedAndReported) {
-  const Input small = MakeInput("limits", 64, 90);
+  const Input small = MakeInput("limits", 64, 180);
   ASSERT_FALSE(HasFailure());
   const uint64_t input = small.spec.input().size_bytes();
-  // Room for two inputs and their results, not for three.
-  const uint64_t limit = 2 * input + 2 * 64 * 64 * 4 + input / 2;
+  // Admission reserves a job's input and the bound of its raw result (4 bytes a voxel and
+  // 64 KiB for the sidecar, server/disk_space.h) until it ends: room for two such jobs at
+  // once, and, once they have ended (their real results being smaller than the bound), not
+  // for a third.
+  const uint64_t reserved = input + 64 * 64 * 4 + (64 << 10);
+  const uint64_t limit = 2 * reserved + input / 8;
   ASSERT_EQ(StopDaemon(), 0);
   Restart({"--result_ttl=2s", absl::StrCat("--max_spool_bytes=", limit)});
   client::TomoClient client(address());

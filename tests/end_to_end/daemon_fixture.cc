@@ -75,7 +75,8 @@ void DaemonTest::TearDown() {
   }
 }
 
-void DaemonTest::StartDaemon(const std::vector<std::string>& extra_flags) {
+void DaemonTest::StartDaemon(const std::vector<std::string>& extra_flags,
+                             const std::vector<std::string>& env) {
   const std::string port_file = dir_ + "/port";
   std::error_code ignored;
   fs::remove(port_file, ignored);
@@ -85,7 +86,7 @@ void DaemonTest::StartDaemon(const std::vector<std::string>& extra_flags) {
                                    // parallel and would contend for the default port.
                                    "--metrics_port=0"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-  absl::Status started = tomod_.Start(argv, dir_ + "/tomod.out", tomod_log());
+  absl::Status started = tomod_.Start(argv, dir_ + "/tomod.out", tomod_log(), env);
   ASSERT_TRUE(started.ok()) << started;
   daemon_stopped_ = false;
 
@@ -130,6 +131,16 @@ void DaemonTest::KillDaemon() {
   EXPECT_TRUE(tomod_.Wait(absl::Seconds(30)).has_value()) << "tomod survived SIGKILL";
   std::error_code ignored;
   fs::rename(tomod_log(), absl::StrCat(tomod_log(), ".", kills_++), ignored);
+}
+
+std::optional<int> DaemonTest::WaitForDaemonExit(absl::Duration timeout) {
+  if (daemon_stopped_) return tomod_.Poll();
+  std::optional<int> code = tomod_.Wait(timeout);
+  if (!code.has_value()) return std::nullopt;
+  daemon_stopped_ = true;
+  std::error_code ignored;
+  fs::rename(tomod_log(), absl::StrCat(tomod_log(), ".", kills_++), ignored);
+  return code;
 }
 
 ProcessResult DaemonTest::Tomo(const std::vector<std::string>& args, absl::Duration timeout,

@@ -36,13 +36,19 @@ class DaemonTest : public ::testing::Test {
   void TearDown() override;
 
   // Starts tomod (SetUp does; call again after StopDaemon to restart on the same spool).
-  void StartDaemon(const std::vector<std::string>& extra_flags = {});
+  // env: "NAME=value" entries for tomod's environment (see ChildProcess::Start).
+  void StartDaemon(const std::vector<std::string>& extra_flags = {},
+                   const std::vector<std::string>& env = {});
   // SIGTERM, then waits; returns the exit code (-1 when it did not stop within timeout; it
   // is then killed).
   int StopDaemon(absl::Duration timeout = absl::Seconds(120));
   // SIGKILL, as a crash: tomod cleans nothing up. Waits until it is gone; its log is kept
   // as tomod.log.<n> (n = 0, 1, ...) so that StartDaemon's fresh log does not replace it.
   void KillDaemon();
+  // Waits for tomod to exit on its own (a crash): its exit code (128 + signal for a
+  // signal), or nullopt when it still runs after timeout. Its log is kept as KillDaemon
+  // keeps it.
+  std::optional<int> WaitForDaemonExit(absl::Duration timeout);
 
   // Runs tomo with --server pointing at the daemon, then args.
   ProcessResult Tomo(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,

@@ -4,7 +4,9 @@
 //   - SUCCEEDED: its bytes arrive before the SUCCEEDED event, and the file is the one a
 //     plain fetch after SUCCEEDED gives, with the recorded CRC-32;
 //   - cancelled or failed while it streams: ABORTED naming the job and its state, and no
-//     output file (not even a partial one).
+//     output file (not even a partial one);
+//   - a job whose volume is not finite fails before the volume is shared: no byte of it
+//     is streamed, and no file is left.
 // Each job writes a slow output after the raw one (gzip-compressed NIfTI of a 128^3
 // volume, a good fraction of a second on the CPU) so that the fetch is surely in while the
 // outputs are written; the tests check that it was (bytes before the job's end).
@@ -228,6 +230,35 @@ TEST_F(EarlyFetchTest, JobFailingWhileFetchedLeavesNoFileAndItsError) {
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(fetched->job.state(), v1::JOB_STATE_FAILED);
   EXPECT_THAT(fetched->job.error(), HasSubstr("not finite"));
+  // A volume that is not finite is refused before it is shared (docs/limits.md): the
+  // fetch that waited for it gets no byte of it.
+  EXPECT_FALSE(timeline.BytesBeforeTheEnd()) << "a volume that is not finite was streamed";
+  EXPECT_FALSE(fetched->file.has_value());
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".partial"));
+}
+
+// A job that fails while its outputs are written, after its volume was shared: here the
+// DICOM series, whose writer needs DCMTK's data dictionary, which this tomod cannot load.
+// The fetch streamed the raw volume meanwhile; it ends ABORTED and leaves no file.
+TEST_F(EarlyFetchTest, JobFailingWhileStreamedLeavesNoFileAndItsError) {
+  ASSERT_EQ(StopDaemon(), 0);
+  StartDaemon({"--devices=cpu"}, {"DCMDICTPATH=" + dir() + "/no-such-dicom.dic"});
+  ASSERT_FALSE(HasFatalFailure());
+  spec_.add_outputs(v1::OUTPUT_FORMAT_DICOM_CT_SERIES);
+  spec_.mutable_output_options()->set_water_attenuation_per_mm(0.02);
+
+  client::TomoClient client(server());
+  absl::StatusOr<v1::Job> job = client.Submit(spec_, {sinogram()});
+  ASSERT_TRUE(job.ok()) << job.status();
+  Timeline timeline;
+  const std::string path = dir() + "/failed.raw";
+  absl::StatusOr<client::WatchedFetch> fetched = client.WatchAndFetch(
+      job->id(), "volume.raw", path, [&](const v1::JobEvent& event) { timeline.Event(event); },
+      /*resume=*/true, [&](uint64_t done, uint64_t) { timeline.Bytes(done); });
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(fetched->job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(fetched->job.error(), HasSubstr("data dictionary"));
   EXPECT_TRUE(fetched->started_early);
   EXPECT_TRUE(timeline.BytesBeforeTheEnd()) << "the fetch did not stream while writing";
   EXPECT_FALSE(fetched->file.has_value());

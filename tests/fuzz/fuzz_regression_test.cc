@@ -12,7 +12,9 @@
 #include "core/io/dicom_ct_pd_reader.h"
 #include "core/io/tiff_stack_reader.h"
 #include "fuzz/fuzz_targets.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/job_spec.h"
 
 namespace tomo::fuzz {
 namespace {
@@ -95,6 +97,44 @@ TEST(FuzzRegressionTest, RawStreamSeedsAndMutations) {
   const std::vector<std::string> seeds = Seeds("raw_stream");
   ASSERT_GE(seeds.size(), 8u);
   EXPECT_GT(Replay(seeds, FuzzRawStream), 300);
+}
+
+TEST(FuzzRegressionTest, JobSpecSeedsAndMutations) {
+  const std::vector<std::string> seeds = Seeds("job_spec");
+  ASSERT_GE(seeds.size(), 6u);
+  for (const std::string& seed : seeds) {
+    tomoserve::v1::JobSpec spec;
+    ASSERT_TRUE(spec.ParseFromString(seed));
+    absl::Status valid = server::ValidateJobSpec(spec, server::ServerLimits()).status();
+    EXPECT_TRUE(valid.ok()) << valid << "\n" << spec.DebugString();
+  }
+  EXPECT_GT(Replay(seeds, FuzzJobSpec), 1000);
+}
+
+// Specs whose file sizes sum past 2^64 (they crashed tomod before sizes were checked): now
+// INVALID_ARGUMENT naming the file whose size overflows the sum.
+TEST(FuzzRegressionTest, JobSpecFindingsAreRefused) {
+  const fs::path dir = fs::path(TOMO_FUZZ_CORPUS_DIR).parent_path() / "regressions" / "job_spec";
+  int count = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    tomoserve::v1::JobSpec spec;
+    ASSERT_TRUE(spec.ParseFromString(bytes)) << entry.path();
+    const absl::Status s = server::ValidateJobSpec(spec, server::ServerLimits()).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << entry.path() << ": " << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("past 2^64 - 1")) << entry.path();
+    EXPECT_EQ(FuzzJobSpec(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), 0);
+    ++count;
+  }
+  EXPECT_GE(count, 2);
+}
+
+TEST(FuzzRegressionTest, SubmitStreamSeedsAndMutations) {
+  const std::vector<std::string> seeds = Seeds("submit_stream");
+  ASSERT_GE(seeds.size(), 5u);
+  // Each input ends with no job and no reservation left (the target aborts otherwise).
+  EXPECT_GT(Replay(seeds, FuzzSubmitStream), 500);
 }
 
 }  // namespace

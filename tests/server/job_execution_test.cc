@@ -129,5 +129,27 @@ TEST_F(JobExecutionTest, CancelledContextStops) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/results/volume.raw"));
 }
 
+// Finite projections whose filtered sums overflow float32 make a volume of infinities and
+// NaN: the job fails saying so and writes nothing, never succeeds with it.
+TEST_F(JobExecutionTest, NonFiniteResultIsOutOfRangeAndWritesNothing) {
+  const int64_t values = static_cast<int64_t>(spec_.input().size_bytes() / 4);
+  std::string bytes(static_cast<size_t>(values) * 4, '\0');
+  for (int64_t i = 0; i < values; ++i) {
+    const float value = (i % 2 == 0 ? 1 : -1) * 3e38f;  // finite, near float32's maximum
+    std::memcpy(&bytes[4 * i], &value, 4);
+  }
+  WriteBytes(input_, bytes);
+  bool shared = false;
+  auto results = ExecuteJob(*job_, input_, JobInputStage(), dir_ + "/results", {&backend_},
+                            registry_, {}, [&](std::shared_ptr<const core::Array3D>) {
+                              shared = true;
+                            });
+  EXPECT_EQ(results.status().code(), absl::StatusCode::kOutOfRange) << results.status();
+  EXPECT_THAT(results.status().message(),
+              HasSubstr("result: the reconstructed volume is not finite (voxel z 0, y "));
+  EXPECT_FALSE(shared);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/results/volume.raw"));
+}
+
 }  // namespace
 }  // namespace tomo::server

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "server/disk_space.h"
 #include "server/job_id.h"
 #include "server/job_store.h"
 #include "server/spool.h"
@@ -104,6 +105,15 @@ class RecordingWatcher final : public JobWatcher {
 };
 
 // Float32 bytes with fresh Gaussian noise (sigma 0.05) added to every value.
+// What admission reserves for a job of spec: its input and the bound of its outputs.
+uint64_t ReservedBytes(const pb::JobSpec& spec) {
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  EXPECT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<SpoolNeed> need = job.ok() ? JobSpoolNeed(*job) : job.status();
+  EXPECT_TRUE(need.ok()) << need.status();
+  return need.ok() ? need->total_bytes() : 0;
+}
+
 std::string WithNoise(std::string bytes, std::mt19937_64& random) {
   std::normal_distribution<float> noise(0.0f, 0.05f);
   for (size_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float)) {
@@ -1081,7 +1091,8 @@ TEST_F(JobManagerTest, FinishedJobsExpireAfterTheTtl) {
   EXPECT_FALSE(std::filesystem::exists(spool_->JobDir(done->id())));
   // Only finished jobs expire.
   EXPECT_EQ(manager_->GetJob(waiting->id())->state(), pb::JOB_STATE_QUEUED);
-  EXPECT_EQ(manager_->spool_used_bytes(), waiting->input_bytes());
+  // Its input, and its outputs reserved until it ends.
+  EXPECT_EQ(manager_->spool_used_bytes(), ReservedBytes(waiting->spec()));
 
   RestartManager(nullptr, /*paused=*/true);
   EXPECT_EQ(manager_->GetJob(done->id()).status().code(), absl::StatusCode::kNotFound);
@@ -1094,8 +1105,11 @@ TEST_F(JobManagerTest, SpoolLimitRefusesUploadsNamingLimitAndUsage) {
   std::mt19937_64 random(seed);
   const pb::JobSpec spec = SmallSpec(16 + random() % 32, 8 + random() % 16, 16);
   const uint64_t input = spec.input().size_bytes();
+  // A job takes its input and, until it ends, the bound of its outputs.
+  const uint64_t per_job = ReservedBytes(spec);
+  ASSERT_GT(per_job, input);
   JobManagerOptions options;
-  options.max_spool_bytes = 2 * input + random() % input;
+  options.max_spool_bytes = 2 * per_job + random() % per_job;
   StartManagerWith(options, nullptr, /*paused=*/true);
   const std::string data(input, '\0');
   auto a = Submit(spec, data);
@@ -1103,16 +1117,18 @@ TEST_F(JobManagerTest, SpoolLimitRefusesUploadsNamingLimitAndUsage) {
   // An upload in progress holds its room.
   auto b = manager_->BeginUpload(spec);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(manager_->spool_used_bytes(), 2 * input);
+  EXPECT_EQ(manager_->spool_used_bytes(), 2 * per_job);
   auto refused = manager_->BeginUpload(spec);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(),
               AllOf(HasSubstr("--max_spool_bytes"),
                     HasSubstr(absl::StrCat("limit of ", options.max_spool_bytes, " bytes")),
-                    HasSubstr(absl::StrCat(2 * input, " bytes are in use")),
-                    HasSubstr(absl::StrCat("input.size_bytes ", input))));
+                    HasSubstr(absl::StrCat(2 * per_job, " bytes are in use")),
+                    HasSubstr(absl::StrCat("the job needs ", per_job, " bytes (input.size_bytes ",
+                                           input, " and at most ", per_job - input,
+                                           " of outputs)"))));
   b->reset();  // abandoned: its room is free again
-  EXPECT_EQ(manager_->spool_used_bytes(), input);
+  EXPECT_EQ(manager_->spool_used_bytes(), per_job);
   auto c = Submit(spec, data);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(manager_->BeginUpload(spec).status().code(), absl::StatusCode::kResourceExhausted);
@@ -1120,6 +1136,104 @@ TEST_F(JobManagerTest, SpoolLimitRefusesUploadsNamingLimitAndUsage) {
   ASSERT_TRUE(manager_->CancelJob(a->id()).ok());
   ASSERT_TRUE(manager_->DeleteJob(a->id()).ok());
   EXPECT_TRUE(Submit(spec, data).ok());
+}
+
+// Admission against the spool file system's free space: a job whose input and outputs do
+// not fit the free space less --min_free_spool_bytes is refused before anything is stored,
+// naming its need and the free space.
+TEST_F(JobManagerTest, UploadsThatDoNotFitTheFreeSpaceAreRefusedNamingNeedAndFree) {
+  const pb::JobSpec spec = SmallSpec(24, 12, 16);
+  OpenSpool();
+  // More than is free is to be kept for the database (by a margin other processes writing
+  // to the same file system do not change).
+  const uint64_t free_now = std::filesystem::space(dir_).available;
+  options_.min_free_spool_bytes = free_now + (1ull << 30);
+  StartOnSpool(nullptr, /*paused=*/true);
+  auto refused = manager_->BeginUpload(spec);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              AllOf(HasSubstr(absl::StrCat("spool file system is full: the job needs ",
+                                           ReservedBytes(spec), " bytes")),
+                    HasSubstr("bytes free"), HasSubstr("--min_free_spool_bytes")));
+  EXPECT_EQ(manager_->spool_used_bytes(), 0u);
+  EXPECT_EQ(ListedJobCount(), 0u);
+}
+
+// Crash attribution: the crash log names the job whose run a fatal signal interrupted.
+// That job is charged the run (and failed as poison once each of its runs crashed tomod);
+// the other job running then gets its attempt back; a stop without a crash line charges
+// every interrupted run as before.
+TEST_F(JobManagerTest, CrashLogChargesOnlyTheJobThatCrashedTomod) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  OpenSpool();
+  options_.max_attempts = 2 + static_cast<uint32_t>(random() % 3);
+  options_.crash_log_path = dir_ + "/crashes";
+  const pb::JobSpec spec = SmallSpec(16 + random() % 16, 8 + random() % 8, 16);
+  const std::string data = RandomSinogram(spec, random);
+  std::string poison, retried, bystander;
+  {
+    auto store = JobStore::Open(spool_->DatabasePath());
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto put = [&](uint32_t attempts) {
+      StoredJob record;
+      record.job.set_id(NewJobId());
+      record.job.set_state(pb::JOB_STATE_RUNNING);
+      *record.job.mutable_spec() = spec;
+      record.job.set_input_bytes(data.size());
+      record.job.set_attempts(attempts);
+      record.event_sequence = 2;
+      EXPECT_TRUE((*store)->Put(record).ok());
+      EXPECT_TRUE(spool_->CreateJobDir(record.job.id()).ok());
+      testing::WriteFile(spool_->InputPath(record.job.id()), data);
+      return record.job.id();
+    };
+    poison = put(options_.max_attempts);      // its last run, and every run crashed
+    retried = put(1);                          // crashed once, has attempts left
+    bystander = put(options_.max_attempts);   // interrupted by another job's crash
+  }
+  std::string log;
+  for (uint32_t i = 0; i + 1 < options_.max_attempts; ++i) {
+    absl::StrAppend(&log, poison, " SIGSEGV\n#start\n");
+  }
+  absl::StrAppend(&log, poison, " SIGABRT\n", retried, " SIGABRT\n");
+  testing::WriteFile(options_.crash_log_path, log);
+  StartOnSpool(nullptr, /*paused=*/true);
+
+  const pb::Job failed = *manager_->GetJob(poison);
+  EXPECT_EQ(failed.state(), pb::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.error(),
+              HasSubstr(absl::StrCat("crashed tomod's worker process (SIGABRT) in each of its ",
+                                     options_.max_attempts, " runs; it is failed as poison")));
+  const pb::Job again = *manager_->GetJob(retried);
+  EXPECT_EQ(again.state(), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(again.attempts(), 1u);  // the crash counted
+  const pb::Job spared = *manager_->GetJob(bystander);
+  EXPECT_EQ(spared.state(), pb::JOB_STATE_QUEUED) << spared.error();
+  EXPECT_EQ(spared.attempts(), options_.max_attempts - 1);  // given back
+  // The log keeps the lines of the jobs that run again, then a start mark.
+  const std::string rewritten = testing::ReadFile(options_.crash_log_path);
+  EXPECT_THAT(rewritten, HasSubstr(absl::StrCat(retried, " SIGABRT\n#start\n")));
+  EXPECT_THAT(rewritten, ::testing::Not(HasSubstr(poison)));
+
+  // A stop without a crash line (SIGKILL): every interrupted run counts again.
+  manager_->Shutdown();
+  manager_.reset();
+  {
+    auto store = JobStore::Open(spool_->DatabasePath());
+    ASSERT_TRUE(store.ok());
+    auto record = (*store)->Get(bystander);
+    ASSERT_TRUE(record.ok() && record->has_value());
+    StoredJob running = **record;
+    running.job.set_state(pb::JOB_STATE_RUNNING);
+    running.job.set_attempts(options_.max_attempts);
+    ASSERT_TRUE((*store)->Put(running).ok());
+  }
+  StartOnSpool(nullptr, /*paused=*/true);
+  const pb::Job killed = *manager_->GetJob(bystander);
+  EXPECT_EQ(killed.state(), pb::JOB_STATE_FAILED);
+  EXPECT_THAT(killed.error(), HasSubstr("tomod stopped during each of the job's"));
 }
 
 // Reading ahead (InputPrefetcher): the fixture with the counters the manager reports to,

@@ -634,5 +634,36 @@ TEST(JobSpecInputTest, DicomCtPdTakesItsGeometryFromTheFiles) {
               HasSubstr("input.files: empty; DATA_ENCODING_TIFF needs the list"));
 }
 
+// Sizes from the request whose sum passes 2^64 must be refused, not wrap to a small total
+// that matches input.size_bytes (which crashed tomod in the header check and the worker).
+TEST(JobSpecInputTest, FileSizesSummingPast64BitsAreRefused) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  pb::JobSpec dicom = ValidSpec();
+  dicom.mutable_geometry()->mutable_from_input_files();
+  dicom.mutable_input()->set_encoding(pb::DATA_ENCODING_DICOM_CT_PD);
+  dicom.mutable_input()->set_size_bytes(0);
+  AddFile(dicom, "a.dcm", 1000);
+  AddFile(dicom, "b.dcm", kMax - 499);  // the sum wraps to 500
+  EXPECT_EQ(dicom.input().size_bytes(), 500u);
+  absl::Status status = Validate(dicom);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("input.files[1].size_bytes: 18446744073709551116 (b.dcm) brings the sum "
+                        "of input.files[].size_bytes past 2^64 - 1"));
+
+  // Raw float32, 9 views of one detector (36 bytes), and a flat field of 2^64 - 36 bytes.
+  pb::JobSpec raw = ValidSpec();
+  raw.mutable_geometry()->mutable_parallel_2d()->set_num_detectors(1);
+  raw.mutable_geometry()->mutable_parallel_2d()->mutable_angles()->mutable_uniform()->set_count(9);
+  raw.mutable_input()->set_size_bytes(0);
+  AddFile(raw, "projections.raw", 36);
+  AddFile(raw, "flat.raw", kMax - 35, pb::INPUT_ROLE_FLAT_FIELD);
+  EXPECT_EQ(raw.input().size_bytes(), 0u);
+  status = Validate(raw);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("input.files[1].size_bytes: 18446744073709551580 "
+                                          "(flat.raw) brings the sum"));
+}
+
 }  // namespace
 }  // namespace tomo::server

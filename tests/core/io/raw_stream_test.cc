@@ -129,6 +129,14 @@ TEST(RawStreamTest, RefusesWrongSizesAndNonFiniteFloats) {
                                  RawAxisOrder::kViewRowColumn, {-1, 3, 4}};
   EXPECT_EQ(DecodeRawStream(values.data(), 0, negative, "n").status().code(),
             absl::StatusCode::kInvalidArgument);
+  // Dims whose byte count passes 2^64 (2^62 x 2^2 x 2 x 4 wraps to 0) are refused, never
+  // matched against a wrapped size.
+  const RawStreamLayout huge{RawSampleType::kFloat32, RawByteOrder::kLittleEndian,
+                             RawAxisOrder::kViewRowColumn, {int64_t{1} << 62, 4, 2}};
+  EXPECT_EQ(RawStreamBytes(huge), kRawStreamBytesOverflow);
+  absl::StatusOr<Array3D> wrapped = DecodeRawStream(values.data(), 0, huge, "huge.raw");
+  ASSERT_EQ(wrapped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrapped.status().message(), HasSubstr("do not fit 64 bits"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 // RMS) over these cases; the device's other summation orders and float32 prior add about as
 // much again. Relative differences of the per-iteration cost: kCostTolerance = 2e-5; of the
 // volumes, RMS of the difference over RMS of the CPU volume: kVolumeTolerance = 1e-4.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -140,9 +141,17 @@ TEST_F(IcdCudaTest, BeatsFdkAgainstThePhantomAndGraphsEqualPlainLaunches) {
   auto with_launches = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &fdk, options, 0, plain, {});
   ASSERT_TRUE(with_graphs.ok()) << with_graphs.status();
   ASSERT_TRUE(with_launches.ok()) << with_launches.status();
-  // The same kernels in the same order, with sums in a fixed order: bit for bit.
+  // The same kernels in the same order. Not bit for bit: the initial residual's forward
+  // projection adds the columns of a view with atomics (icd_support_kernels.cu), so its
+  // float sums, and what follows from them, change in the last bits from run to run (seen on
+  // an H100: equal to 6 digits). Within 1e-5 of the largest voxel.
+  float largest = 0;
+  for (int64_t i = 0; i < with_launches->volume.size(); ++i) {
+    largest = std::max(largest, std::abs(with_launches->volume.data()[i]));
+  }
   for (int64_t i = 0; i < with_graphs->volume.size(); ++i) {
-    ASSERT_EQ(with_graphs->volume.data()[i], with_launches->volume.data()[i]) << i;
+    ASSERT_NEAR(with_graphs->volume.data()[i], with_launches->volume.data()[i], 1e-5 * largest)
+        << i;
   }
   const double fdk_error = RmsError(fdk, truth);
   const double icd_error = RmsError(with_graphs->volume, truth);
