@@ -146,6 +146,10 @@ absl::Status CheckGeometryRanges(const pb::Geometry& geometry) {
     }
     case pb::Geometry::kVectors:
       return CheckViewVectors(geometry.vectors());
+    case pb::Geometry::kRadon3D:
+      // Its angles are bounded by the core's checks (radon_job_spec.h).
+      return CheckPixelSize("geometry.radon_3d.sample_spacing_mm",
+                            geometry.radon_3d().sample_spacing_mm());
     case pb::Geometry::kFromInputFiles:
     case pb::Geometry::KIND_NOT_SET:
       break;

@@ -5,7 +5,8 @@
 // 1e300 mm), which would otherwise make a volume of NaN or zeros that ends SUCCEEDED.
 //
 // The ranges (docs/limits.md lists them for users):
-//   pixel and voxel sizes (detector spacings, |u|, |v| of view vectors, voxel sizes)
+//   pixel and voxel sizes (detector spacings, |u|, |v| of view vectors, voxel sizes, the
+//   radon_3d sample spacing)
 //                                   [1e-5, 1e3] mm: 10 nm (nano-CT) to 1 m
 //   source-origin distances         [1e-3, 1e5] mm
 //   origin-detector distances       [-1e5, 1e5] mm (the builders require the detector

@@ -16,6 +16,7 @@
 #include "core/io/raw_stream.h"
 #include "core/io/tiff_stack_reader.h"
 #include "server/geometry_ranges.h"
+#include "server/icd_job_spec.h"
 
 namespace tomo::server {
 namespace {
@@ -259,6 +260,7 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
 absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& job,
                                                             const JobInput& input) {
   core::ReconstructionRequest request = job.request;
+  UsePhotonStatistics(input.photon_statistics, request.algorithm);
   if (!input.geometry.has_value()) return request;
   const core::VectorGeometry& geometry = *input.geometry;
   // The files' values meet the ranges a spec's would (geometry_ranges.h).

@@ -1527,6 +1527,11 @@ void JobManager::OnProgress(const std::string& id, const core::ProgressUpdate& u
   } else {
     progress->clear_relative_residual();
   }
+  if (update.cost >= 0) {
+    progress->set_cost(update.cost);
+  } else {
+    progress->clear_cost();
+  }
   // Not written: after a crash the run starts again from nothing.
   CommitLocked(record, std::move(next), "", Durability::kMemoryOnly, flushes).IgnoreError();
 }

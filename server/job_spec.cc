@@ -19,7 +19,10 @@
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/parallel_2d_form.h"
 #include "core/geometry/vector_geometry.h"
+#include "server/art_job_spec.h"
 #include "server/geometry_ranges.h"
+#include "server/icd_job_spec.h"
+#include "server/radon_job_spec.h"
 
 namespace tomo::server {
 namespace {
@@ -297,7 +300,7 @@ absl::StatusOr<core::VectorGeometry> ValidateVectorGeometry(const pb::Geometry& 
       break;
   }
   return Invalid("geometry", "none set; expected one of parallel_2d, fan_2d, parallel_3d, "
-                             "cone, helical, vectors, from_input_files");
+                             "cone, helical, vectors, from_input_files, radon_3d");
 }
 
 // Projection files listed in input.files (role PROJECTIONS or unspecified).
@@ -354,12 +357,18 @@ absl::StatusOr<core::Geometry> ValidateGeometry(const pb::JobSpec& spec,
   if (spec.geometry().kind_case() == pb::Geometry::kFromInputFiles) {
     return PlaceholderGeometryFromFiles(spec, limits);
   }
+  if (spec.geometry().kind_case() == pb::Geometry::kRadon3D) {
+    TOMO_ASSIGN_OR_RETURN(core::RadonGeometry radon,
+                          ValidateRadon3D(spec.geometry().radon_3d(), limits.max_views));
+    return core::Geometry(std::move(radon));
+  }
   return ValidateVectorGeometry(spec.geometry(), limits);
 }
 
-// One detector row means a 2D problem: one slice.
+// One detector row of rays means a 2D problem: one slice (plane integrals are 3D).
 bool IsTwoDimensional(const core::Geometry& geometry) {
-  return core::ProjectionDims(geometry).d1 == 1;
+  return std::holds_alternative<core::VectorGeometry>(geometry) &&
+         core::ProjectionDims(geometry).d1 == 1;
 }
 
 absl::StatusOr<core::VolumeGeometry> ValidateVolume(const pb::Volume& v, bool two_dimensional,
@@ -578,6 +587,10 @@ Iterations AlgorithmIterations(const pb::Algorithm& algorithm) {
               algorithm.os_sart().iterative().iterations()};
     case pb::Algorithm::kCgls:
       return {"algorithm.cgls.iterations", algorithm.cgls().iterations()};
+    case pb::Algorithm::kArt:
+      return {"algorithm.art.iterations", algorithm.art().iterations()};
+    case pb::Algorithm::kIcd:
+      return {"algorithm.icd.iterations", algorithm.icd().iterations()};
     case pb::Algorithm::kFbp:
     case pb::Algorithm::KIND_NOT_SET:
       return {};
@@ -681,6 +694,7 @@ absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::Vi
 }
 
 absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& algorithm,
+                                                         const pb::JobSpec& spec,
                                                          const core::Geometry& geometry,
                                                          const core::VolumeGeometry& volume) {
   switch (algorithm.kind_case()) {
@@ -720,6 +734,17 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
                                                                  algorithm.cgls(), volume, false));
       return core::AlgorithmOptions(options);
     }
+    case pb::Algorithm::kArt: {
+      TOMO_ASSIGN_OR_RETURN(core::StoredArtOptions options,
+                            ValidateStoredMatrixArt(algorithm.art(), spec.geometry(),
+                                                    core::ProjectionDims(geometry).d0));
+      return core::AlgorithmOptions(options);
+    }
+    case pb::Algorithm::kIcd: {
+      TOMO_ASSIGN_OR_RETURN(core::IcdAlgorithmOptions options,
+                            ValidateStatisticalIcd(algorithm.icd(), spec, volume));
+      return core::AlgorithmOptions(std::move(options));
+    }
     case pb::Algorithm::kFbp: {
       const pb::FbpOptions& fbp = algorithm.fbp();
       core::FbpOptions options;
@@ -757,7 +782,7 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
     case pb::Algorithm::KIND_NOT_SET:
       break;
   }
-  return Invalid("algorithm", "none set; expected one of fbp, sirt, sart, os_sart, cgls");
+  return Invalid("algorithm", "none set; expected one of fbp, sirt, sart, os_sart, cgls, art, icd");
 }
 
 absl::StatusOr<std::vector<pb::OutputFormat>> ValidateOutputs(const pb::JobSpec& spec) {
@@ -859,13 +884,16 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
     absl::Status fits = vectors->CheckAgainstVolume(volume);
     if (!fits.ok()) return WithPath("geometry", fits);
   }
+  const bool radon = spec.geometry().has_radon_3d();
+  if (radon) TOMO_RETURN_IF_ERROR(CheckRadon3DInput(spec.input()));
   TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, from_input, limits));
   const Iterations iterations = AlgorithmIterations(spec.algorithm());
   if (iterations.count > 0) {
     TOMO_RETURN_IF_ERROR(CheckIterations(iterations.field, iterations.count, limits));
   }
   TOMO_ASSIGN_OR_RETURN(core::AlgorithmOptions algorithm,
-                        ValidateAlgorithm(spec.algorithm(), geometry, volume));
+                        ValidateAlgorithm(spec.algorithm(), spec, geometry, volume));
+  if (radon) UseRadonProjector(algorithm);
   if (spec.geometry().has_helical() && std::holds_alternative<core::FbpOptions>(algorithm)) {
     return Invalid("algorithm.fbp",
                    "FBP/FDK needs a circular orbit or parallel rays; geometry.helical needs an "
@@ -874,7 +902,11 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   if (spec.geometry().has_helical()) {
     const bool fbp_start = std::visit(
         [](const auto& options) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(options)>, core::FbpOptions>) {
+          using Options = std::decay_t<decltype(options)>;
+          // ICD's FDK start on a helical orbit is refused by its own validation.
+          if constexpr (std::is_same_v<Options, core::FbpOptions> ||
+                        std::is_same_v<Options, core::StoredArtOptions> ||
+                        std::is_same_v<Options, core::IcdAlgorithmOptions>) {
             return false;
           } else {
             return options.iterative.initial_from_fbp;

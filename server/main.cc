@@ -40,6 +40,9 @@ ABSL_FLAG(uint64_t, memory_budget_bytes, 0,
           "most device memory one job may use, in bytes; 0: the device's free memory. A job "
           "that does not fit is reconstructed in z-slabs that do; a job's "
           "JobSpec.memory_budget_bytes may lower it further");
+ABSL_FLAG(uint64_t, matrix_cache_bytes, 2ull << 30,
+          "host memory for ART's built system matrices, kept (least recently used dropped "
+          "first) so that a later job of the same scan and grid skips the build; 0: keep none");
 ABSL_FLAG(uint32_t, max_attempts, 3,
           "most runs of one job: a job whose run a crash of tomod interrupted runs again at "
           "the next start until it has started this often, then ends FAILED");
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
   options.limits.max_jobs_per_client = absl::GetFlag(FLAGS_max_jobs_per_client);
   options.limits.max_iterations = absl::GetFlag(FLAGS_max_iterations);
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  options.matrix_cache_bytes = absl::GetFlag(FLAGS_matrix_cache_bytes);
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.result_ttl = absl::GetFlag(FLAGS_result_ttl);
   options.max_spool_bytes = absl::GetFlag(FLAGS_max_spool_bytes);

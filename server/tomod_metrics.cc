@@ -108,7 +108,14 @@ TomodMetrics::TomodMetrics()
           "tomod_device_utilization_ratio",
           "Fraction of NVML's last sample period in which each worker's GPU ran a kernel "
           "(absent without NVML).",
-          {"device"})) {
+          {"device"})),
+      matrix_cache_bytes_(registry_.AddGauge(
+          "tomod_matrix_cache_bytes",
+          "Bytes of ART system matrices kept for later jobs (--matrix_cache_bytes).")),
+      matrix_cache_reused_(registry_.AddGauge(
+          "tomod_matrix_cache_reused", "art jobs since start that reused a kept matrix.")),
+      matrix_cache_built_(registry_.AddGauge(
+          "tomod_matrix_cache_built", "art jobs since start that built their matrix.")) {
   // Series that exist from the start, so that rate() sees the first increment.
   submitted_.Add({}, 0);
   for (const char* outcome : {"succeeded", "failed", "cancelled"}) finished_.Add({outcome}, 0);

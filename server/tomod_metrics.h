@@ -36,6 +36,9 @@
 //   tomod_device_memory_free_bytes{device}      per worker device, read at each scrape
 //   tomod_device_memory_total_bytes{device}     (0 for the CPU, which reports none)
 //   tomod_device_utilization_ratio{device}      NVML's GPU utilisation (gpu_utilization.h)
+//   tomod_matrix_cache_bytes                    ART matrices kept (--matrix_cache_bytes)
+//   tomod_matrix_cache_reused                   art jobs that reused a kept matrix, and
+//   tomod_matrix_cache_built                    those that built theirs (since start)
 //
 // Thread-safe. The gauges read at scrape time (queue depth, jobs, watchers, spool,
 // devices) are filled by a collector that the owner adds (TomodServer does).
@@ -94,6 +97,9 @@ class TomodMetrics {
   Gauge& device_memory_free_bytes() { return device_free_; }
   Gauge& device_memory_total_bytes() { return device_total_; }
   Gauge& device_utilization_ratio() { return device_utilization_; }
+  Gauge& matrix_cache_bytes() { return matrix_cache_bytes_; }
+  Gauge& matrix_cache_reused() { return matrix_cache_reused_; }
+  Gauge& matrix_cache_built() { return matrix_cache_built_; }
 
  private:
   MetricRegistry registry_;
@@ -117,6 +123,9 @@ class TomodMetrics {
   Gauge& device_free_;
   Gauge& device_total_;
   Gauge& device_utilization_;
+  Gauge& matrix_cache_bytes_;
+  Gauge& matrix_cache_reused_;
+  Gauge& matrix_cache_built_;
 };
 
 // "queued" for JOB_STATE_QUEUED: a state as metrics and logs name it.

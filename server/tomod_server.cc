@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "core/algorithms/stored_matrix_art.h"
 #include "core/base/status_macros.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/transfer/allocator_tuning.h"
@@ -34,6 +35,7 @@
 #include "server/disk_space.h"
 #include "server/gpu_utilization.h"
 #include "server/log.h"
+#include "server/matrix_cache.h"
 
 #ifndef TOMO_VERSION
 #define TOMO_VERSION "unknown"
@@ -176,7 +178,18 @@ absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_r
 }
 
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(const ServerOptions& options) {
-  return Start(options, core::AlgorithmRegistry::WithBuiltins());
+  core::AlgorithmRegistry registry = core::AlgorithmRegistry::WithBuiltins();
+  // ART's matrices kept between jobs of the same scan.
+  auto cache = std::make_shared<MatrixCache>(options.matrix_cache_bytes);
+  registry.Register("art", core::MakeStoredMatrixArtAlgorithm(cache));
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<TomodServer> server, Start(options, std::move(registry)));
+  TomodMetrics* metrics = &server->metrics();
+  metrics->registry().AddCollector([metrics, cache] {
+    metrics->matrix_cache_bytes().Set({}, static_cast<double>(cache->kept_bytes()));
+    metrics->matrix_cache_reused().Set({}, static_cast<double>(cache->hits()));
+    metrics->matrix_cache_built().Set({}, static_cast<double>(cache->misses()));
+  });
+  return server;
 }
 
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(

@@ -74,6 +74,9 @@ struct ServerOptions {
   uint32_t max_attempts = 3;
   absl::Duration result_ttl = absl::ZeroDuration();
   uint64_t max_spool_bytes = 0;
+  // --matrix_cache_bytes: host memory for built ART system matrices kept for later jobs of
+  // the same scan (matrix_cache.h); 0 keeps none.
+  uint64_t matrix_cache_bytes = 2ull << 30;
   // --prefetch_bytes: see JobManagerOptions::prefetch_bytes (0: no reading ahead).
   uint64_t prefetch_bytes = kDefaultPrefetchBytes;
   // --reconstruct_while_uploading: see JobManagerOptions.

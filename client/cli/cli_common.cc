@@ -168,6 +168,19 @@ std::string DescribeGeometry(const v1::Geometry& g) {
                              g.vectors().rows(), g.vectors().columns());
     case v1::Geometry::kFromInputFiles:
       return "from the input files (DICOM-CT-PD)";
+    case v1::Geometry::kRadon3D: {
+      const v1::Radon3D& r = g.radon_3d();
+      const std::string directions =
+          r.has_uniform_solid_angle()
+              ? absl::StrFormat("%d directions (uniform solid angle)",
+                                r.uniform_solid_angle().count())
+          : r.has_equal_linear_angle()
+              ? absl::StrFormat("%d x %d directions (equal linear angle)",
+                                r.equal_linear_angle().n_phi(), r.equal_linear_angle().n_theta())
+              : absl::StrFormat("%d directions", r.directions_size());
+      return absl::StrFormat("3D Radon, %s, %d samples x %g mm", directions, r.num_samples(),
+                             r.sample_spacing_mm());
+    }
     case v1::Geometry::KIND_NOT_SET:
       break;
   }
@@ -190,6 +203,14 @@ std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
                           algorithm.os_sart().iterative().iterations(), " iterations)");
     case v1::Algorithm::kCgls:
       return absl::StrCat("cgls (", algorithm.cgls().iterations(), " iterations)");
+    case v1::Algorithm::kArt:
+      return absl::StrCat("art on a stored matrix (", algorithm.art().iterations(),
+                          " iterations, ",
+                          v1::MatrixFormat_Name(algorithm.art().matrix_format()), ")");
+    case v1::Algorithm::kIcd:
+      return absl::StrCat("icd (", algorithm.icd().iterations() == 0 ? 4 : algorithm.icd().iterations(),
+                          " iterations, start ",
+                          algorithm.icd().start() == v1::ICD_START_ZERO ? "zero" : "fdk", ")");
     case v1::Algorithm::KIND_NOT_SET:
       return "(not set)";
   }

@@ -251,6 +251,9 @@ int RunWatch(const GlobalOptions& global, const std::string& job_id, bool as_bar
       absl::StrAppend(&line, absl::StrFormat("  iteration %d/%d", event.progress().iteration(),
                                              event.progress().iterations_total()));
     }
+    if (event.progress().has_cost()) {
+      absl::StrAppend(&line, absl::StrFormat("  cost %.6g", event.progress().cost()));
+    }
     if (!event.message().empty()) absl::StrAppend(&line, "  ", OneLine(event.message()));
     std::cout << line << std::endl;
   });

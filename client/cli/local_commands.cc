@@ -48,10 +48,13 @@ struct PhantomArgs {
   int64_t detectors = 0;  // 0: enough to see the whole grid
   double voxel_size_mm = 0.5;
   std::string window = "ram-lak";
-  std::string algorithm = "fbp";  // fbp, sirt, sart, os-sart, cgls
+  std::string algorithm = "fbp";  // fbp, sirt, sart, os-sart, cgls, art, icd
   uint32_t iterations = 20;       // iterative methods
   uint32_t blocks = 10;           // os-sart
 };
+
+// The photons per unattenuated pixel an icd phantom job states for its weights.
+constexpr double kPhantomFlatFieldPhotons = 1e5;
 
 int RunPhantom(const PhantomArgs& args) {
   const std::string what = "phantom";
@@ -83,10 +86,12 @@ int RunPhantom(const PhantomArgs& args) {
     options.geometry = PhantomGeometry::kFan2D;
   } else if (args.geometry == "cone") {
     options.geometry = PhantomGeometry::kCone;
+  } else if (args.geometry == "radon-3d") {
+    options.geometry = PhantomGeometry::kRadon3D;
   } else {
     return Fail("phantom: usage",
                 absl::StrCat("--geometry ", args.geometry,
-                             ": one of parallel-2d, fan-2d, cone, dicom-ct-pd"),
+                             ": one of parallel-2d, fan-2d, cone, radon-3d, dicom-ct-pd"),
                 kExitUsage);
   }
   options.size = args.size;
@@ -135,10 +140,17 @@ int RunPhantom(const PhantomArgs& args) {
     os_sart->set_order(v1::VIEW_ORDER_INTERLEAVED);
   } else if (args.algorithm == "cgls") {
     spec.mutable_algorithm()->mutable_cgls()->set_iterations(args.iterations);
+  } else if (args.algorithm == "art") {
+    spec.mutable_algorithm()->mutable_art()->set_iterations(args.iterations);
+  } else if (args.algorithm == "icd") {
+    // Noise-free data: any photon count weighs every ray alike up to its attenuation.
+    auto* icd = spec.mutable_algorithm()->mutable_icd();
+    icd->set_iterations(args.iterations);
+    icd->mutable_weights()->set_flat_field_photons(kPhantomFlatFieldPhotons);
   } else {
     return Fail("phantom: usage",
                 absl::StrCat("--algorithm ", args.algorithm,
-                             ": one of fbp, sirt, sart, os-sart, cgls"),
+                             ": one of fbp, sirt, sart, os-sart, cgls, art, icd"),
                 kExitUsage);
   }
   spec.add_outputs(v1::OUTPUT_FORMAT_RAW_FLOAT32);
@@ -387,11 +399,13 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
     sub->add_option("--out-dir", args->out_dir, "where the three files go")->required();
     sub->add_option("--geometry", args->geometry,
                     "parallel-2d (views over 180 degrees), fan-2d or cone (views over 360 "
-                    "degrees; cone: a size^3 volume and the 3D phantom), dicom-ct-pd (the 3D "
-                    "phantom as DICOM-CT-PD files in scan/, job.json, truth.raw)")
+                    "degrees; cone: a size^3 volume and the 3D phantom), radon-3d (the 3D "
+                    "phantom's plane integrals along --views uniform directions, for EPR "
+                    "imaging), dicom-ct-pd (the 3D phantom as DICOM-CT-PD files in scan/, "
+                    "job.json, truth.raw)")
         ->capture_default_str();
     sub->add_option("--size", args->size, "grid side in voxels")->capture_default_str();
-    sub->add_option("--views", args->views, "number of views")->capture_default_str();
+    sub->add_option("--views", args->views, "number of views (radon-3d: of directions)")->capture_default_str();
     sub->add_option("--detectors", args->detectors,
                     "detector columns (default: enough to see the whole grid)");
     sub->add_option("--voxel-size", args->voxel_size_mm,
@@ -401,7 +415,9 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                     "FBP window: ram-lak, shepp-logan, cosine, hamming, hann")
         ->capture_default_str();
     sub->add_option("--algorithm", args->algorithm,
-                    "the job's algorithm: fbp, sirt, sart, os-sart (interleaved blocks) or cgls")
+                    "the job's algorithm: fbp, sirt, sart, os-sart (interleaved blocks), cgls or "
+                    "art (on a stored system matrix; fan-2d only) or icd (statistical, PWLS with the "
+                    "q-GGMRF prior; cone only, weights for 1e5 photons per pixel)")
         ->capture_default_str();
     sub->add_option("--iterations", args->iterations, "iterations of an iterative algorithm")
         ->capture_default_str();

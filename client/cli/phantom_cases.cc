@@ -13,6 +13,7 @@
 #include "core/geometry/volume_geometry.h"
 #include "core/phantom/ellipse_phantom.h"
 #include "core/phantom/ellipsoid_phantom.h"
+#include "core/phantom/ellipsoid_radon.h"
 
 namespace tomo::cli {
 namespace {
@@ -173,6 +174,34 @@ absl::StatusOr<PhantomCase> ConeCase(const PhantomCaseOptions& o) {
   return result;
 }
 
+absl::StatusOr<PhantomCase> Radon3DCase(const PhantomCaseOptions& o) {
+  const double side_mm = static_cast<double>(o.size) * o.voxel_size_mm;
+  // Samples one voxel apart over the grid's circumscribed sphere, plus two on each side.
+  const double spacing = o.voxel_size_mm;
+  const int64_t samples = CoveringCount(std::sqrt(0.75) * side_mm, spacing);
+  TOMO_ASSIGN_OR_RETURN(core::RadonGeometry geometry,
+                        core::MakeUniformSolidAngleRadon(o.views, samples, spacing));
+  TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
+                        core::VolumeGeometry::Create({o.size, o.size, o.size},
+                                                     {o.voxel_size_mm, o.voxel_size_mm,
+                                                      o.voxel_size_mm},
+                                                     {}));
+  const core::EllipsoidPhantom phantom = core::EllipsoidPhantom::SheppLogan3D(side_mm / 2.0);
+  PhantomCase result;
+  v1::Radon3D* proto = result.geometry.mutable_radon_3d();
+  proto->mutable_uniform_solid_angle()->set_count(static_cast<uint32_t>(o.views));
+  proto->set_num_samples(static_cast<uint32_t>(samples));
+  proto->set_sample_spacing_mm(spacing);
+  result.volume = VolumeProto(o.size, o.size, o.voxel_size_mm);
+  // Each sample the mean plane integral over its interval, as a detector bin would give.
+  result.projections = core::EllipsoidRadonTransform(phantom, geometry, kSupersampling3D);
+  result.truth = phantom.Rasterize(volume, kSupersampling3D);
+  result.description = absl::StrFormat(
+      "shepp-logan 3D Radon transform %d^3, %d directions (uniform solid angle) of %d samples",
+      o.size, o.views, samples);
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<PhantomCase> MakePhantomCase(const PhantomCaseOptions& options) {
@@ -201,6 +230,8 @@ absl::StatusOr<PhantomCase> MakePhantomCase(const PhantomCaseOptions& options) {
       return Fan2DCase(options);
     case PhantomGeometry::kCone:
       return ConeCase(options);
+    case PhantomGeometry::kRadon3D:
+      return Radon3DCase(options);
   }
   return absl::InvalidArgumentError("geometry: unknown phantom geometry");
 }

@@ -9,6 +9,9 @@
 //   cone         3D Shepp-Logan on an N^3 grid, flat detector, source-origin 3 N voxels,
 //                origin-detector N (as the cone benchmarks), views over 360
 //                degrees, enough rows and columns to see the whole grid.
+//   radon-3d     3D Shepp-Logan on an N^3 grid, its exact plane integrals (EPR imaging's 3D
+//                Radon transform) along `views` directions of the uniform-solid-angle
+//                scheme, samples one voxel apart reaching the grid's corners.
 //
 //   TOMO_ASSIGN_OR_RETURN(PhantomCase c, MakePhantomCase({PhantomGeometry::kCone, 64, 360}));
 #pragma once
@@ -22,7 +25,7 @@
 
 namespace tomo::cli {
 
-enum class PhantomGeometry { kParallel2D, kFan2D, kCone };
+enum class PhantomGeometry { kParallel2D, kFan2D, kCone, kRadon3D };
 
 struct PhantomCaseOptions {
   PhantomGeometry geometry = PhantomGeometry::kParallel2D;
@@ -35,7 +38,7 @@ struct PhantomCaseOptions {
 struct PhantomCase {
   tomoserve::v1::Geometry geometry;
   tomoserve::v1::Volume volume;
-  core::Array3D projections;  // (views, rows, columns)
+  core::Array3D projections;  // (views, rows, columns); radon-3d: (directions, 1, samples)
   core::Array3D truth;        // (z, y, x)
   std::string description;    // e.g. "cone 64^3, 360 views"
 };

@@ -30,11 +30,22 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
                                                const IterativeOptions& options, int64_t blocks,
                                                ViewOrder order, Backend& backend,
                                                const RunContext& context) {
+  return BlockIterative(Geometry(geometry), volume, projections, options, blocks, order,
+                        backend, context);
+}
+
+absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
+                                               const VolumeGeometry& volume,
+                                               const Array3D& projections,
+                                               const IterativeOptions& options, int64_t blocks,
+                                               ViewOrder order, Backend& backend,
+                                               const RunContext& context) {
   TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
                                             /*constrained_method=*/true));
+  const int64_t views = ProjectionDims(geometry).d0;
   TOMO_ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> partition,
-                        PartitionViews(geometry.num_views(), blocks, order));
-  const std::string method = blocks == geometry.num_views() ? "sart" : "os-sart";
+                        PartitionViews(views, blocks, order));
+  const std::string method = blocks == views ? "sart" : "os-sart";
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());
   const uint64_t volume_bytes = static_cast<uint64_t>(volume.voxel_count()) * sizeof(float);
   const uint64_t projection_bytes = static_cast<uint64_t>(projections.size()) * sizeof(float);
@@ -50,6 +61,7 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
       method, static_cast<uint64_t>(volumes) * volume_bytes + 3 * projection_bytes,
       absl::StrCat(volumes, " volumes + 3 projection sets"), context, *ops));
 
+  const WeightGuards guards = WeightGuardsFor(geometry, volume);
   const Dims3 volume_dims = volume.dims();
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume_dims));
   TOMO_ASSIGN_OR_RETURN(auto back, ops->Allocate(volume_dims));
@@ -61,16 +73,15 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
   for (size_t k = 0; k < partition.size(); ++k) {
     TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat(method, " / setup")));
     Block& part = parts[k];
-    TOMO_ASSIGN_OR_RETURN(const VectorGeometry block_geometry,
-                          SubsetGeometry(geometry, partition[k]));
+    TOMO_ASSIGN_OR_RETURN(const Geometry block_geometry, SubsetGeometry(geometry, partition[k]));
     TOMO_ASSIGN_OR_RETURN(part.projector, ops->MakeProjector(block_geometry, volume, options.projector));
-    const Dims3 dims = block_geometry.projection_dims();
+    const Dims3 dims = ProjectionDims(block_geometry);
     TOMO_ASSIGN_OR_RETURN(part.b, ops->Allocate(dims));
     TOMO_ASSIGN_OR_RETURN(part.row_weights, ops->Allocate(dims));
     TOMO_ASSIGN_OR_RETURN(part.residual, ops->Allocate(dims));
     TOMO_RETURN_IF_ERROR(ops->Upload(GatherViews(projections, partition[k]), *part.b));
     TOMO_RETURN_IF_ERROR(ops->AccumulateDot(*part.b, *part.b));
-    TOMO_RETURN_IF_ERROR(MakeRowWeights(*ops, *part.projector, volume, *back, *part.row_weights));
+    TOMO_RETURN_IF_ERROR(MakeRowWeights(*ops, *part.projector, guards, *back, *part.row_weights));
     if (keep_column_sums) {
       TOMO_ASSIGN_OR_RETURN(part.column_sums, ops->Allocate(volume_dims));
       TOMO_RETURN_IF_ERROR(
@@ -97,7 +108,7 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
       // x = P_C(x + lambda (A_k^T R_k residual) / (A_k^T 1))
       TOMO_RETURN_IF_ERROR(ops->Multiply(*part.row_weights, *part.residual));
       TOMO_RETURN_IF_ERROR(part.projector->Back(*part.residual, *back));
-      TOMO_RETURN_IF_ERROR(UpdateVolume(options, *ops, *back, *column_sums, *x));
+      TOMO_RETURN_IF_ERROR(UpdateVolume(options, guards, *ops, *back, *column_sums, *x));
     }
     TOMO_ASSIGN_OR_RETURN(const double residual_norm2, ops->TakeAccumulatedDot());
     TOMO_ASSIGN_OR_RETURN(const bool stop, tracker.Finish(iteration, residual_norm2, *ops, *x));

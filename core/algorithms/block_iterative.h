@@ -35,6 +35,7 @@
 #include "core/algorithms/iterative_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
+#include "core/geometry/geometry.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
@@ -44,6 +45,14 @@ namespace tomo::core {
 // Column weights are kept per block up to this many blocks (each a volume).
 constexpr int64_t kMaxKeptColumnWeights = 8;
 
+// Any geometry kind whose projector model options.projector takes (a RadonGeometry's views
+// are its directions).
+absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
+                                               const VolumeGeometry& volume,
+                                               const Array3D& projections,
+                                               const IterativeOptions& options, int64_t blocks,
+                                               ViewOrder order, Backend& backend,
+                                               const RunContext& context);
 absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
                                                const VolumeGeometry& volume,
                                                const Array3D& projections,

@@ -12,6 +12,12 @@ namespace tomo::core {
 absl::StatusOr<IterativeResult> Cgls(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                      const Array3D& projections, const IterativeOptions& options,
                                      Backend& backend, const RunContext& context) {
+  return Cgls(Geometry(geometry), volume, projections, options, backend, context);
+}
+
+absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     Backend& backend, const RunContext& context) {
   TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
                                             /*constrained_method=*/false));
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());

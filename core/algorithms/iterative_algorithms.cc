@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/algorithms/block_iterative.h"
 #include "core/algorithms/parallel_2d_fbp.h"
+#include "core/algorithms/radon_fbp.h"
 #include "core/algorithms/filtered_back_projection.h"
 #include "core/algorithms/cgls.h"
 #include "core/algorithms/iterative_common.h"
@@ -15,23 +16,9 @@
 namespace tomo::core {
 namespace {
 
-absl::StatusOr<VectorGeometry> VectorGeometryOf(const char* algorithm,
-                                                const ReconstructionRequest& request) {
-  struct Visit {
-    const char* algorithm;
-    absl::StatusOr<VectorGeometry> operator()(const VectorGeometry& geometry) const {
-      return geometry;
-    }
-    absl::StatusOr<VectorGeometry> operator()(const RadonGeometry& geometry) const {
-      return UnsupportedGeometryKind(absl::StrCat("algorithm ", algorithm), Geometry(geometry),
-                                     "vector geometries");
-    }
-  };
-  return std::visit(Visit{algorithm}, request.geometry);
-}
-
 // The options with initial_from_fbp turned into an initial volume: the FBP of a 2D
-// parallel geometry, the FDK (FBP for parallel beams) of a vector geometry, Ram-Lak.
+// parallel geometry, the FDK (FBP for parallel beams) of a vector geometry, Radon FBP of a
+// RadonGeometry; Ram-Lak.
 absl::StatusOr<IterativeOptions> WithFbpStart(const IterativeOptions& options,
                                               const ReconstructionRequest& request,
                                               const Array3D& projections, Backend& backend,
@@ -43,16 +30,25 @@ absl::StatusOr<IterativeOptions> WithFbpStart(const IterativeOptions& options,
   }
   RunContext quiet = context;
   quiet.on_progress = nullptr;  // the iterations report progress; the start is their setup
-  Array3D start;
-  TOMO_ASSIGN_OR_RETURN(const VectorGeometry geometry, VectorGeometryOf("fbp", request));
-  if (std::optional<ParallelGeometry2D> parallel =
-          ExactParallel2DForm(geometry, request.volume)) {
-    TOMO_ASSIGN_OR_RETURN(start, Fbp(*parallel, request.volume, projections, FbpOptions{},
-                                     backend, quiet));
-  } else {
-    TOMO_ASSIGN_OR_RETURN(start, Fdk(geometry, request.volume, projections, FdkOptions{},
-                                     backend, quiet));
-  }
+  struct Visit {
+    const ReconstructionRequest& request;
+    const Array3D& projections;
+    Backend& backend;
+    const RunContext& quiet;
+    absl::StatusOr<Array3D> operator()(const VectorGeometry& geometry) const {
+      if (std::optional<ParallelGeometry2D> parallel =
+              ExactParallel2DForm(geometry, request.volume)) {
+        return Fbp(*parallel, request.volume, projections, FbpOptions{}, backend, quiet);
+      }
+      return Fdk(geometry, request.volume, projections, FdkOptions{}, backend, quiet);
+    }
+    absl::StatusOr<Array3D> operator()(const RadonGeometry& geometry) const {
+      std::unique_ptr<RadonOperators> operators = backend.MakeRadonOperators();
+      return RadonFbp(geometry, request.volume, projections, RadonFbpOptions{}, *operators);
+    }
+  };
+  TOMO_ASSIGN_OR_RETURN(Array3D start,
+                        std::visit(Visit{request, projections, backend, quiet}, request.geometry));
   IterativeOptions result = options;
   result.initial_from_fbp = false;
   result.initial_volume = std::make_shared<const Array3D>(std::move(start));
@@ -74,11 +70,10 @@ class IterativeAlgorithm final : public Algorithm {
                                                      " was given the options of ",
                                                      AlgorithmName(request.algorithm)));
     }
-    TOMO_ASSIGN_OR_RETURN(const VectorGeometry geometry, VectorGeometryOf(name_, request));
     Options started = *options;
     TOMO_ASSIGN_OR_RETURN(started.iterative, WithFbpStart(options->iterative, request,
                                                          projections, backend, context));
-    TOMO_ASSIGN_OR_RETURN(IterativeResult result, method_(started, geometry, request.volume,
+    TOMO_ASSIGN_OR_RETURN(IterativeResult result, method_(started, request.geometry, request.volume,
                                                           projections, backend, context));
     return std::move(result.volume);
   }
@@ -96,7 +91,7 @@ std::unique_ptr<Algorithm> Make(const char* name, Method method) {
 }  // namespace
 
 std::unique_ptr<Algorithm> MakeSirtAlgorithm() {
-  return Make<SirtOptions>("sirt", [](const SirtOptions& o, const VectorGeometry& g,
+  return Make<SirtOptions>("sirt", [](const SirtOptions& o, const Geometry& g,
                                       const VolumeGeometry& v, const Array3D& b, Backend& backend,
                                       const RunContext& c) {
     return Sirt(g, v, b, o.iterative, backend, c);
@@ -104,15 +99,15 @@ std::unique_ptr<Algorithm> MakeSirtAlgorithm() {
 }
 
 std::unique_ptr<Algorithm> MakeSartAlgorithm() {
-  return Make<SartOptions>("sart", [](const SartOptions& o, const VectorGeometry& g,
+  return Make<SartOptions>("sart", [](const SartOptions& o, const Geometry& g,
                                       const VolumeGeometry& v, const Array3D& b, Backend& backend,
                                       const RunContext& c) {
-    return BlockIterative(g, v, b, o.iterative, g.num_views(), o.order, backend, c);
+    return BlockIterative(g, v, b, o.iterative, ProjectionDims(g).d0, o.order, backend, c);
   });
 }
 
 std::unique_ptr<Algorithm> MakeOsSartAlgorithm() {
-  return Make<OsSartOptions>("os_sart", [](const OsSartOptions& o, const VectorGeometry& g,
+  return Make<OsSartOptions>("os_sart", [](const OsSartOptions& o, const Geometry& g,
                                            const VolumeGeometry& v, const Array3D& b,
                                            Backend& backend, const RunContext& c) {
     return BlockIterative(g, v, b, o.iterative, o.blocks, o.order, backend, c);
@@ -120,7 +115,7 @@ std::unique_ptr<Algorithm> MakeOsSartAlgorithm() {
 }
 
 std::unique_ptr<Algorithm> MakeCglsAlgorithm() {
-  return Make<CglsOptions>("cgls", [](const CglsOptions& o, const VectorGeometry& g,
+  return Make<CglsOptions>("cgls", [](const CglsOptions& o, const Geometry& g,
                                       const VolumeGeometry& v, const Array3D& b, Backend& backend,
                                       const RunContext& c) {
     return Cgls(g, v, b, o.iterative, backend, c);

@@ -1,6 +1,8 @@
 // The iterative methods as registry entries (reconstruction.h): "sirt", "sart", "os_sart"
-// and "cgls", each taking its options from ReconstructionRequest::algorithm and any
-// geometry (a ParallelGeometry2D runs as its one-row VectorGeometry, iterative_common.h).
+// and "cgls", each taking its options from ReconstructionRequest::algorithm and a geometry
+// of either kind: a VectorGeometry with a vector projector model, a RadonGeometry with
+// kRadonPlaneIntegral (IterativeOptions::projector; another model is INVALID_ARGUMENT naming
+// the model and the kind). The FBP start of a RadonGeometry is RadonFbp.
 // AlgorithmRegistry::WithBuiltins registers them.
 //
 //   registry.Register("sirt", MakeSirtAlgorithm());

@@ -72,6 +72,32 @@ absl::StatusOr<VectorGeometry> SubsetGeometry(const VectorGeometry& geometry,
                                 geometry.columns(), std::move(vectors));
 }
 
+absl::StatusOr<Geometry> SubsetGeometry(const Geometry& geometry,
+                                        const std::vector<int64_t>& views) {
+  struct Visit {
+    const std::vector<int64_t>& views;
+    absl::StatusOr<Geometry> operator()(const VectorGeometry& vectors) const {
+      TOMO_ASSIGN_OR_RETURN(VectorGeometry subset, SubsetGeometry(vectors, views));
+      return Geometry(std::move(subset));
+    }
+    absl::StatusOr<Geometry> operator()(const RadonGeometry& radon) const {
+      RadonGeometry subset;
+      subset.num_samples = radon.num_samples;
+      subset.sample_spacing_mm = radon.sample_spacing_mm;
+      subset.directions.reserve(views.size());
+      for (int64_t v : views) {
+        if (v < 0 || v >= radon.num_directions()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "direction ", v, " is out of range [0, ", radon.num_directions(), ")"));
+        }
+        subset.directions.push_back(radon.directions[static_cast<size_t>(v)]);
+      }
+      return Geometry(std::move(subset));
+    }
+  };
+  return std::visit(Visit{views}, geometry);
+}
+
 Array3D GatherViews(const Array3D& projections, const std::vector<int64_t>& views) {
   const Dims3 dims = projections.dims();
   const int64_t view_size = dims.d1 * dims.d2;
@@ -91,13 +117,43 @@ uint64_t EffectiveBudget(const RunContext& context, const ResidentOperators& ops
   return budget;
 }
 
-absl::Status CheckIterativeInputs(const VectorGeometry& geometry, const VolumeGeometry& volume,
+absl::Status CheckIterativeInputs(const Geometry& geometry, const VolumeGeometry& volume,
                                   const Array3D& projections, const IterativeOptions& options,
                                   bool constrained_method) {
   TOMO_RETURN_IF_ERROR(ValidateIterativeOptions(options, volume, constrained_method));
-  TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
-                                      geometry.projection_dims(), "(views, rows, columns)"));
-  return geometry.CheckAgainstVolume(volume);
+  struct Visit {
+    const VolumeGeometry& volume;
+    const Array3D& projections;
+    absl::Status operator()(const VectorGeometry& vectors) const {
+      TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
+                                          vectors.projection_dims(), "(views, rows, columns)"));
+      return vectors.CheckAgainstVolume(volume);
+    }
+    absl::Status operator()(const RadonGeometry& radon) const {
+      TOMO_RETURN_IF_ERROR(ValidateRadonGeometry(radon));
+      return CheckDimsMatch("projections", projections.dims(), radon.projection_dims(),
+                            "(directions, 1, samples)");
+    }
+  };
+  return std::visit(Visit{volume, projections}, geometry);
+}
+
+WeightGuards WeightGuardsFor(const Geometry& geometry, const VolumeGeometry& volume) {
+  const Vec3& voxel = volume.voxel_size_mm();
+  struct Visit {
+    const Vec3& voxel;
+    WeightGuards operator()(const VectorGeometry&) const {
+      const double smallest = std::min({voxel.x, voxel.y, voxel.z});
+      return {static_cast<float>(kRowSumEpsilonVoxels * smallest), kColumnSumEpsilon};
+    }
+    WeightGuards operator()(const RadonGeometry& radon) const {
+      // One voxel's whole share of one sample: V / dt (cpu_radon_projector.h).
+      const double share = voxel.x * voxel.y * voxel.z / radon.sample_spacing_mm;
+      return {static_cast<float>(kRowSumEpsilonVoxels * share),
+              static_cast<float>(kColumnSumEpsilon * share)};
+    }
+  };
+  return std::visit(Visit{voxel}, geometry);
 }
 
 absl::Status CheckFitsBudget(const std::string& method, uint64_t bytes, const std::string& what,
@@ -133,13 +189,11 @@ absl::Status LoadInitialVolume(const IterativeOptions& options, bool constrained
 }
 
 absl::Status MakeRowWeights(ResidentOperators& ops, ResidentProjector& projector,
-                            const VolumeGeometry& volume, ResidentArray& volume_scratch,
+                            const WeightGuards& guards, ResidentArray& volume_scratch,
                             ResidentArray& row_weights) {
-  const Vec3& voxel = volume.voxel_size_mm();
-  const double smallest = std::min({voxel.x, voxel.y, voxel.z});
   TOMO_RETURN_IF_ERROR(ops.Fill(1.0f, volume_scratch));
   TOMO_RETURN_IF_ERROR(projector.Forward(volume_scratch, row_weights));
-  return ops.InvertGuarded(static_cast<float>(kRowSumEpsilonVoxels * smallest), row_weights);
+  return ops.InvertGuarded(guards.row, row_weights);
 }
 
 absl::Status MakeColumnSums(ResidentOperators& ops, ResidentProjector& projector,
@@ -148,12 +202,12 @@ absl::Status MakeColumnSums(ResidentOperators& ops, ResidentProjector& projector
   return projector.Back(projection_scratch, column_sums);
 }
 
-absl::Status UpdateVolume(const IterativeOptions& options, ResidentOperators& ops,
-                          const ResidentArray& back, const ResidentArray& column_sums,
-                          ResidentArray& x) {
+absl::Status UpdateVolume(const IterativeOptions& options, const WeightGuards& guards,
+                          ResidentOperators& ops, const ResidentArray& back,
+                          const ResidentArray& column_sums, ResidentArray& x) {
   // Bounds beyond float's range become infinite, which is what they mean.
   return ops.AddScaledQuotient(static_cast<float>(options.relaxation), back, column_sums,
-                               kColumnSumEpsilon, static_cast<float>(options.lower_bound),
+                               guards.column, static_cast<float>(options.lower_bound),
                                static_cast<float>(options.upper_bound), x);
 }
 

@@ -17,6 +17,7 @@
 #include "core/algorithms/iterative_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
+#include "core/geometry/geometry.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
@@ -41,9 +42,13 @@ constexpr float kColumnSumEpsilon = 1e-3f;
 absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionViews(int64_t views, int64_t blocks,
                                                                  ViewOrder order);
 
-// The geometry of the listed views of `geometry`, in that order.
+// The geometry of the listed views of `geometry`, in that order. For a RadonGeometry a view
+// is a direction: the subset holds the listed directions (weights kept) and the same
+// samples.
 absl::StatusOr<VectorGeometry> SubsetGeometry(const VectorGeometry& geometry,
                                               const std::vector<int64_t>& views);
+absl::StatusOr<Geometry> SubsetGeometry(const Geometry& geometry,
+                                        const std::vector<int64_t>& views);
 // The listed views of projections (views, rows, columns), in that order.
 Array3D GatherViews(const Array3D& projections, const std::vector<int64_t>& views);
 
@@ -51,11 +56,24 @@ Array3D GatherViews(const Array3D& projections, const std::vector<int64_t>& view
 uint64_t EffectiveBudget(const RunContext& context, const ResidentOperators& ops);
 
 // The checks every iterative method makes before it allocates anything: its options
-// (ValidateIterativeOptions), the projections' dims against the geometry, and the geometry
-// against the volume (no source inside it). INVALID_ARGUMENT naming the field.
-absl::Status CheckIterativeInputs(const VectorGeometry& geometry, const VolumeGeometry& volume,
+// (ValidateIterativeOptions), the geometry (a RadonGeometry: ValidateRadonGeometry), the
+// projections' dims against it, and a vector geometry against the volume (no source inside
+// it). INVALID_ARGUMENT naming the field.
+absl::Status CheckIterativeInputs(const Geometry& geometry, const VolumeGeometry& volume,
                                   const Array3D& projections, const IterativeOptions& options,
                                   bool constrained_method);
+
+// The guards of the SIRT weights, in the units of the geometry's kind: row (ray or plane)
+// sums and column (voxel) sums at or below them count as zero. A VectorGeometry: a ray
+// crossing less than kRowSumEpsilonVoxels of the smallest voxel side (mm), a voxel seen by
+// less than kColumnSumEpsilon of a view. A RadonGeometry (projector kRadonPlaneIntegral,
+// where one voxel adds at most V / dt to a sample and to its own column sum per direction):
+// those fractions of V / dt.
+struct WeightGuards {
+  float row = 0;
+  float column = 0;
+};
+WeightGuards WeightGuardsFor(const Geometry& geometry, const VolumeGeometry& volume);
 
 // The budget a run must fit: the smallest non-zero of context.memory_budget_bytes and the
 // device's free memory (0: no limit). RESOURCE_EXHAUSTED naming the method, what it needs
@@ -69,20 +87,19 @@ absl::Status LoadInitialVolume(const IterativeOptions& options, bool constrained
 // Clamp x to the options' box when one of its bounds is finite.
 absl::Status ApplyBox(const IterativeOptions& options, ResidentOperators& ops, ResidentArray& x);
 
-// The SIRT weights of one projector. row_weights = 1 / (A 1), guarded by
-// kRowSumEpsilonVoxels times the smallest voxel side, computed with volume_scratch as the
-// ones. column_sums = A^T 1 (projection_scratch as the ones), kept as sums: the update
-// divides by them (ResidentOperators::AddScaledQuotient, guarded by kColumnSumEpsilon).
-// Scratch contents are overwritten.
+// The SIRT weights of one projector. row_weights = 1 / (A 1), guarded by guards.row,
+// computed with volume_scratch as the ones. column_sums = A^T 1 (projection_scratch as the
+// ones), kept as sums: the update divides by them (ResidentOperators::AddScaledQuotient,
+// guarded by guards.column). Scratch contents are overwritten.
 absl::Status MakeRowWeights(ResidentOperators& ops, ResidentProjector& projector,
-                            const VolumeGeometry& volume, ResidentArray& volume_scratch,
+                            const WeightGuards& guards, ResidentArray& volume_scratch,
                             ResidentArray& row_weights);
 absl::Status MakeColumnSums(ResidentOperators& ops, ResidentProjector& projector,
                             ResidentArray& projection_scratch, ResidentArray& column_sums);
 // x = P_C(x + lambda back / column_sums): the update, in one pass.
-absl::Status UpdateVolume(const IterativeOptions& options, ResidentOperators& ops,
-                          const ResidentArray& back, const ResidentArray& column_sums,
-                          ResidentArray& x);
+absl::Status UpdateVolume(const IterativeOptions& options, const WeightGuards& guards,
+                          ResidentOperators& ops, const ResidentArray& back,
+                          const ResidentArray& column_sums, ResidentArray& x);
 
 // Per-iteration bookkeeping of one run.
 class IterationTracker {

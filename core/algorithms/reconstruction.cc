@@ -10,6 +10,8 @@
 #include "core/data/dims_check.h"
 #include "core/algorithms/iterative_algorithms.h"
 #include "core/algorithms/radon_fbp.h"
+#include "core/algorithms/statistical_icd.h"
+#include "core/algorithms/stored_matrix_art.h"
 #include "core/geometry/parallel_2d_form.h"
 
 namespace tomo::core {
@@ -23,6 +25,8 @@ struct NameOf {
   std::string operator()(const SartOptions&) const { return "sart"; }
   std::string operator()(const OsSartOptions&) const { return "os_sart"; }
   std::string operator()(const CglsOptions&) const { return "cgls"; }
+  std::string operator()(const StoredArtOptions&) const { return "art"; }
+  std::string operator()(const IcdAlgorithmOptions&) const { return "icd"; }
 };
 
 class FbpAlgorithm final : public Algorithm {
@@ -157,6 +161,8 @@ AlgorithmRegistry AlgorithmRegistry::WithBuiltins() {
   registry.Register("sart", MakeSartAlgorithm());
   registry.Register("os_sart", MakeOsSartAlgorithm());
   registry.Register("cgls", MakeCglsAlgorithm());
+  registry.Register("art", MakeStoredMatrixArtAlgorithm());
+  registry.Register("icd", MakeStatisticalIcdAlgorithm());
   return registry;
 }
 

@@ -24,6 +24,8 @@
 #include "core/algorithms/parallel_2d_fbp.h"
 #include "core/algorithms/filtered_back_projection.h"
 #include "core/algorithms/iterative_options.h"
+#include "core/algorithms/icd_algorithm_options.h"
+#include "core/algorithms/stored_art_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
 #include "core/geometry/geometry.h"
@@ -32,8 +34,8 @@
 
 namespace tomo::core {
 
-using AlgorithmOptions =
-    std::variant<FbpOptions, SirtOptions, SartOptions, OsSartOptions, CglsOptions>;
+using AlgorithmOptions = std::variant<FbpOptions, SirtOptions, SartOptions, OsSartOptions,
+                                      CglsOptions, StoredArtOptions, IcdAlgorithmOptions>;
 struct ReconstructionRequest {
   Geometry geometry;
   VolumeGeometry volume;

@@ -12,6 +12,12 @@ namespace tomo::core {
 absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                      const Array3D& projections, const IterativeOptions& options,
                                      Backend& backend, const RunContext& context) {
+  return Sirt(Geometry(geometry), volume, projections, options, backend, context);
+}
+
+absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     Backend& backend, const RunContext& context) {
   TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
                                             /*constrained_method=*/true));
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());
@@ -22,6 +28,7 @@ absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const Volum
 
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentProjector> projector,
                         ops->MakeProjector(geometry, volume, options.projector));
+  const WeightGuards guards = WeightGuardsFor(geometry, volume);
   const Dims3 volume_dims = volume.dims();
   const Dims3 projection_dims = projections.dims();
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume_dims));
@@ -32,7 +39,7 @@ absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const Volum
   TOMO_ASSIGN_OR_RETURN(auto residual, ops->Allocate(projection_dims));
 
   TOMO_RETURN_IF_ERROR(ops->Upload(projections, *b));
-  TOMO_RETURN_IF_ERROR(MakeRowWeights(*ops, *projector, volume, *back, *row_weights));
+  TOMO_RETURN_IF_ERROR(MakeRowWeights(*ops, *projector, guards, *back, *row_weights));
   TOMO_RETURN_IF_ERROR(MakeColumnSums(*ops, *projector, *residual, *column_sums));
   TOMO_ASSIGN_OR_RETURN(const double b_norm2, ops->Dot(*b, *b));
   TOMO_RETURN_IF_ERROR(LoadInitialVolume(options, /*constrained=*/true, *ops, *x));
@@ -47,7 +54,7 @@ absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const Volum
     // x = P_C(x + lambda (A^T R residual) / (A^T 1))
     TOMO_RETURN_IF_ERROR(ops->Multiply(*row_weights, *residual));
     TOMO_RETURN_IF_ERROR(projector->Back(*residual, *back));
-    TOMO_RETURN_IF_ERROR(UpdateVolume(options, *ops, *back, *column_sums, *x));
+    TOMO_RETURN_IF_ERROR(UpdateVolume(options, guards, *ops, *back, *column_sums, *x));
     TOMO_ASSIGN_OR_RETURN(const bool stop, tracker.Finish(k, residual_norm2, *ops, *x));
     if (stop) break;
   }

@@ -25,12 +25,19 @@
 #include "core/algorithms/iterative_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
+#include "core/geometry/geometry.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
 
 namespace tomo::core {
 
+// Any geometry kind whose projector model options.projector takes (projector_model.h:
+// kRadonPlaneIntegral for a RadonGeometry); INVALID_ARGUMENT naming the model and the kind
+// otherwise.
+absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     Backend& backend, const RunContext& context);
 absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                      const Array3D& projections, const IterativeOptions& options,
                                      Backend& backend, const RunContext& context);

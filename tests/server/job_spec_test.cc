@@ -184,7 +184,7 @@ TEST(JobSpecTest, UnsetGeometry) {
   spec.clear_geometry();
   EXPECT_EQ(Validate(spec).message(),
             "geometry: none set; expected one of parallel_2d, fan_2d, parallel_3d, cone, "
-            "helical, vectors, from_input_files");
+            "helical, vectors, from_input_files, radon_3d");
 }
 
 TEST(JobSpecTest, UnsetAngles) {
@@ -199,7 +199,7 @@ TEST(JobSpecTest, UnsetAlgorithm) {
   spec.clear_algorithm();
   absl::Status status = Validate(spec);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls");
+  EXPECT_EQ(status.message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls, art, icd");
 }
 
 TEST(JobSpecTest, UnknownAlgorithmFromANewerClient) {
@@ -212,7 +212,7 @@ TEST(JobSpecTest, UnknownAlgorithmFromANewerClient) {
   pb::JobSpec parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire));
   ASSERT_TRUE(parsed.has_algorithm());
-  EXPECT_EQ(Validate(parsed).message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls");
+  EXPECT_EQ(Validate(parsed).message(), "algorithm: none set; expected one of fbp, sirt, sart, os_sart, cgls, art, icd");
 }
 
 TEST(JobSpecTest, NanAndInfinityAreRefusedNamingTheField) {

@@ -33,8 +33,10 @@ TEST(ReconstructionTest, BuiltinsAreNamedByTheirOptions) {
   EXPECT_EQ(AlgorithmName(SartOptions{}), "sart");
   EXPECT_EQ(AlgorithmName(OsSartOptions{}), "os_sart");
   EXPECT_EQ(AlgorithmName(CglsOptions{}), "cgls");
+  EXPECT_EQ(AlgorithmName(StoredArtOptions{}), "art");
+  EXPECT_EQ(AlgorithmName(IcdAlgorithmOptions{}), "icd");
   EXPECT_THAT(AlgorithmRegistry::WithBuiltins().Names(),
-              ElementsAre("cgls", "fbp", "os_sart", "sart", "sirt"));
+              ElementsAre("art", "cgls", "fbp", "icd", "os_sart", "sart", "sirt"));
 }
 
 TEST(ReconstructionTest, UnknownAlgorithmListsTheKnownOnes) {

@@ -156,7 +156,7 @@ TEST(ProjectorModelTest, ModelsRefuseGeometriesTheyCannotTake) {
   EXPECT_THAT(refused.status().message(), HasSubstr("needs a cone beam"));
 }
 
-TEST(ProjectorModelTest, AnAlgorithmRefusesAKindItCannotTake) {
+TEST(ProjectorModelTest, AnIterativeRunRefusesAModelThatCannotTakeTheKind) {
   CpuBackend backend;
   const VolumeGeometry volume = VolumeGeometry::Create({8, 8, 8}, {1, 1, 1}, {}).value();
   const RadonGeometry radon = MakeUniformSolidAngleRadon(16, 12, 1.5).value();
@@ -167,7 +167,7 @@ TEST(ProjectorModelTest, AnAlgorithmRefusesAKindItCannotTake) {
       request, Array3D(ProjectionDims(request.geometry), 1.0f), backend, {});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(result.status().message(),
-              HasSubstr("algorithm sirt cannot take a radon_3d geometry"));
+              HasSubstr("projector: joseph cannot take a radon_3d geometry"));
 }
 
 // ||image - truth|| / ||truth||.

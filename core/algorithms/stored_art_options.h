@@ -1,0 +1,17 @@
+// The options of the "art" registry entry (stored_matrix_art.h): ART on a stored system
+// matrix, and the matrix format to store it in. A plain struct, so that reconstruction.h's
+// AlgorithmOptions can hold it without the algorithm.
+#pragma once
+
+#include "core/system_matrix/art_options.h"
+#include "core/system_matrix/matrix_memory.h"
+
+namespace tomo::core {
+
+struct StoredArtOptions {
+  system_matrix::ArtOptions art;
+  // kAutomatic: the symmetric format when the scan has the eight-fold symmetry, else CSR.
+  system_matrix::MatrixFormat format = system_matrix::MatrixFormat::kAutomatic;
+};
+
+}  // namespace tomo::core

@@ -1,0 +1,124 @@
+#include "core/algorithms/stored_matrix_art.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "core/base/status_macros.h"
+#include "core/data/dims_check.h"
+#if TOMO_HAVE_CUDA
+#include "core/system_matrix/cuda/device_stored_matrix.h"
+#endif
+
+namespace tomo::core {
+namespace {
+
+namespace sm = system_matrix;
+
+class BuildEach final : public StoredMatrixSource {
+ public:
+  absl::StatusOr<Found> Get(const VectorGeometry& geometry, const VolumeGeometry& volume,
+                            sm::MatrixFormat format, uint64_t budget_bytes) override {
+    TOMO_ASSIGN_OR_RETURN(sm::StoredMatrix matrix,
+                          sm::BuildStoredMatrix(geometry, volume, format, budget_bytes));
+    return Found{std::make_shared<const sm::StoredMatrix>(std::move(matrix)), false};
+  }
+};
+
+// The CUDA device of a backend named "cuda:N"; -1 for any other.
+int CudaDeviceOf(const Backend& backend) {
+  absl::string_view name = backend.name();
+  int device = -1;
+  if (absl::ConsumePrefix(&name, "cuda:") && absl::SimpleAtoi(name, &device)) return device;
+  return -1;
+}
+
+absl::StatusOr<sm::ArtResult> RunOnDevice(const sm::StoredMatrix& matrix, const Array3D& projections,
+                                          const sm::ArtOptions& options, Backend& backend,
+                                          const RunContext& context) {
+  const int device = CudaDeviceOf(backend);
+#if TOMO_HAVE_CUDA
+  if (device >= 0) {
+    std::unique_ptr<sm::DeviceStoredMatrix> on_device;
+    if (matrix.symmetric() != nullptr) {
+      TOMO_ASSIGN_OR_RETURN(on_device, sm::UploadSymmetricMatrix(*matrix.symmetric(), device));
+    } else {
+      TOMO_ASSIGN_OR_RETURN(on_device,
+                            sm::UploadCsrMatrix(*matrix.csr(), options.views_per_block, device));
+    }
+    return on_device->RunArt(projections, options, context);
+  }
+#else
+  (void)device;
+#endif
+  return sm::RunStoredArt(matrix, projections, options, context);
+}
+
+class StoredMatrixArt final : public Algorithm {
+ public:
+  explicit StoredMatrixArt(std::shared_ptr<StoredMatrixSource> source)
+      : source_(std::move(source)) {}
+
+  absl::StatusOr<Array3D> Run(const ReconstructionRequest& request, const Array3D& projections,
+                              Backend& backend, const RunContext& context) const override {
+    const auto* options = std::get_if<StoredArtOptions>(&request.algorithm);
+    if (options == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "algorithm: art was given the options of ", AlgorithmName(request.algorithm)));
+    }
+    const auto* geometry = std::get_if<VectorGeometry>(&request.geometry);
+    if (geometry == nullptr) {
+      return UnsupportedGeometryKind("algorithm art", request.geometry, "2D fan beams");
+    }
+    TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
+                                        geometry->projection_dims(), "(views, rows, columns)"));
+    TOMO_RETURN_IF_ERROR(context.CheckCancelled("art / matrix"));
+    const auto start = std::chrono::steady_clock::now();
+    TOMO_ASSIGN_OR_RETURN(StoredMatrixSource::Found found,
+                          source_->Get(*geometry, request.volume, options->format,
+                                       context.memory_budget_bytes));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const sm::StoredMatrix& matrix = *found.matrix;
+    // A kept matrix was built under another job's budget.
+    TOMO_RETURN_IF_ERROR(sm::CheckMatrixFitsBudget(matrix.counted(), context.memory_budget_bytes));
+    TOMO_RETURN_IF_ERROR(sm::ValidateArtOptions(
+        options->art, matrix.format() == sm::MatrixFormat::kSymmetric, geometry->num_views()));
+    ProgressUpdate chosen;
+    chosen.stage = absl::StrFormat(
+        "art: %s format (%s), %d bytes (CSR: %d), %s", sm::MatrixFormatName(matrix.format()),
+        matrix.symmetry(), matrix.bytes(), matrix.counted().csr_bytes,
+        found.reused ? std::string("reused from an earlier job")
+                     : absl::StrFormat("built in %.3f s", seconds));
+    context.Report(chosen);
+    TOMO_ASSIGN_OR_RETURN(sm::ArtResult result,
+                          RunOnDevice(matrix, projections, options->art, backend, context));
+    return std::move(result.image);
+  }
+
+  uint64_t MinimumDeviceBytes(const ReconstructionRequest& request) const override {
+    const auto* options = std::get_if<StoredArtOptions>(&request.algorithm);
+    const auto* geometry = std::get_if<VectorGeometry>(&request.geometry);
+    if (options == nullptr || geometry == nullptr) return 0;
+    absl::StatusOr<sm::MatrixBytes> need =
+        sm::EstimateMatrixBytes(*geometry, request.volume, options->format);
+    return need.ok() ? need->bytes : 0;
+  }
+
+ private:
+  std::shared_ptr<StoredMatrixSource> source_;
+};
+
+}  // namespace
+
+std::shared_ptr<StoredMatrixSource> BuildEveryMatrix() { return std::make_shared<BuildEach>(); }
+
+std::unique_ptr<Algorithm> MakeStoredMatrixArtAlgorithm(std::shared_ptr<StoredMatrixSource> source) {
+  return std::make_unique<StoredMatrixArt>(source ? std::move(source) : BuildEveryMatrix());
+}
+
+}  // namespace tomo::core

@@ -1,0 +1,63 @@
+// MatrixCache: tomod's bounded store of built system matrices for ART (the "art"
+// algorithm, core/algorithms/stored_matrix_art.h), so that a second job of the same scan
+// and grid skips the build. Keyed by everything the matrix depends on: the fan beam's
+// views and detector, the volume's grid and the requested format. Least recently used
+// matrices are dropped when the bytes kept would exceed the capacity (tomod's
+// --matrix_cache_bytes; 0 keeps nothing); a matrix larger than the capacity is built and
+// used but not kept. Jobs running meanwhile keep the matrices they use alive (shared
+// ownership). Thread-safe: builds happen outside the lock (two jobs of one new scan at
+// once may both build it; the second's copy is not kept).
+//
+//   auto cache = std::make_shared<MatrixCache>(4ull << 30);
+//   registry.Register("art", core::MakeStoredMatrixArtAlgorithm(cache));
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/algorithms/stored_matrix_art.h"
+
+namespace tomo::server {
+
+class MatrixCache final : public core::StoredMatrixSource {
+ public:
+  explicit MatrixCache(uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+
+  absl::StatusOr<Found> Get(const core::VectorGeometry& geometry,
+                            const core::VolumeGeometry& volume,
+                            core::system_matrix::MatrixFormat format,
+                            uint64_t budget_bytes) override;
+
+  uint64_t capacity_bytes() const { return capacity_bytes_; }
+  uint64_t kept_bytes() const;
+  int64_t kept_matrices() const;
+  int64_t hits() const;    // Gets answered with a kept matrix
+  int64_t misses() const;  // Gets that built one
+
+ private:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const core::system_matrix::StoredMatrix> matrix;
+  };
+  // The exact bytes of everything the matrix depends on (doubles as their bit patterns).
+  static std::string KeyOf(const core::VectorGeometry& geometry,
+                           const core::VolumeGeometry& volume,
+                           core::system_matrix::MatrixFormat format);
+  void Keep(std::string key, std::shared_ptr<const core::system_matrix::StoredMatrix> matrix)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const uint64_t capacity_bytes_;
+  mutable absl::Mutex mutex_;
+  std::list<Entry> recent_ ABSL_GUARDED_BY(mutex_);  // most recently used first
+  std::map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mutex_);
+  uint64_t kept_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t hits_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace tomo::server
