@@ -42,18 +42,16 @@ std::string MakeTempDir() {
   return std::string(buffer.data());
 }
 
-// The binaries under test: those this build made, or those in $TOMO_E2E_BIN_DIR (for
-// running a built test binary elsewhere, e.g. on the GPU machine with bundled binaries).
-std::string BinaryPath(const char* name, const char* built) {
-  const char* dir = std::getenv("TOMO_E2E_BIN_DIR");
-  return dir && *dir ? absl::StrCat(dir, "/", name) : std::string(built);
-}
-
 std::string Tail(const std::string& text, size_t max_chars = 4000) {
   return text.size() <= max_chars ? text : "..." + text.substr(text.size() - max_chars);
 }
 
 }  // namespace
+
+std::string BinaryPath(const char* name, const char* built) {
+  const char* dir = std::getenv("TOMO_E2E_BIN_DIR");
+  return dir && *dir ? absl::StrCat(dir, "/", name) : std::string(built);
+}
 
 void DaemonTest::SetUp() {
   dir_ = MakeTempDir();

@@ -24,6 +24,10 @@
 
 namespace tomo::testing {
 
+// The binaries under test: those this build made (`built`), or `name` in $TOMO_E2E_BIN_DIR
+// (for running a built test binary elsewhere, with bundled binaries).
+std::string BinaryPath(const char* name, const char* built);
+
 inline constexpr absl::Duration kTomoTimeout = absl::Seconds(300);
 
 // A loopback TCP port that was free a moment ago (for flags that take a port number and
@@ -54,8 +58,7 @@ class DaemonTest : public ::testing::Test {
   ProcessResult Tomo(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,
                      const std::vector<std::string>& env = {});
   // Runs tomo with exactly these args (no --server).
-  ProcessResult TomoRaw(const std::vector<std::string>& args,
-                        absl::Duration timeout = kTomoTimeout,
+  ProcessResult TomoRaw(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,
                         const std::vector<std::string>& env = {});
 
   // Makes a phantom case in dir()/name with `tomo phantom`; returns its directory.

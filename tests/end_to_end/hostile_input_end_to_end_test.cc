@@ -6,6 +6,7 @@
 // holds after tomod.lock is removed; a job that crashes tomod on each run is failed as
 // poison; and on a small tmpfs spool, jobs that do not fit are refused before their data
 // is taken, results stay fetchable, DeleteJob works and tomod restarts on the full disk.
+#include <grpcpp/generic/generic_stub.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -19,8 +20,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/str_cat.h"
 #include "client/job_spec_json.h"
@@ -43,9 +42,8 @@ constexpr uint64_t kMax64 = std::numeric_limits<uint64_t>::max();
 // A call of `method` (any kind) with these bytes as its one request message, through
 // gRPC's generic stub, so that the bytes need not parse on this side. Returns the status
 // and, in *reply, the first message the server sent (if any).
-grpc::Status CallWithBytes(const std::shared_ptr<grpc::Channel>& channel,
-                           const std::string& method, const std::string& bytes,
-                           std::string* reply = nullptr) {
+grpc::Status CallWithBytes(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                           const std::string& bytes, std::string* reply = nullptr) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
@@ -74,7 +72,8 @@ grpc::Status CallWithBytes(const std::shared_ptr<grpc::Channel>& channel,
     std::vector<grpc::Slice> slices;
     (void)response.Dump(&slices);
     reply->clear();
-    for (const grpc::Slice& s : slices) reply->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    for (const grpc::Slice& s : slices)
+      reply->append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
   grpc::Status status;
   call->Finish(&status, reinterpret_cast<void*>(5));
@@ -88,8 +87,8 @@ grpc::Status CallWithBytes(const std::shared_ptr<grpc::Channel>& channel,
 // The gRPC health service's answer for `service`: 1 SERVING, 2 NOT_SERVING, 0 when the
 // call failed (grpc.health.v1.HealthCheckRequest is field 1, the service name).
 int HealthOf(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
-  std::string request = absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())),
-                                     service);
+  std::string request =
+      absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())), service);
   std::string reply;
   grpc::Status status = CallWithBytes(channel, "/grpc.health.v1.Health/Check", request, &reply);
   if (!status.ok() || reply.size() != 2 || reply[0] != 0x08) return 0;
@@ -168,9 +167,9 @@ class HostileInputTest : public DaemonTest {
     const absl::Time deadline = absl::Now() + absl::Seconds(120);
     while (absl::Now() < deadline) {
       absl::StatusOr<v1::Job> job = client_->GetJob(id);
-      if (job.ok() && (job->state() == v1::JOB_STATE_SUCCEEDED ||
-                       job->state() == v1::JOB_STATE_FAILED ||
-                       job->state() == v1::JOB_STATE_CANCELLED)) {
+      if (job.ok() &&
+          (job->state() == v1::JOB_STATE_SUCCEEDED || job->state() == v1::JOB_STATE_FAILED ||
+           job->state() == v1::JOB_STATE_CANCELLED)) {
         return *job;
       }
       absl::SleepFor(absl::Milliseconds(50));
@@ -257,13 +256,17 @@ TEST_F(HostileInputTest, AbsurdFiniteValuesAreRefusedNamingTheField) {
     std::string field;
   };
   const std::vector<Case> cases = {
-      {[](v1::JobSpec& s) { s.mutable_geometry()->mutable_parallel_2d()->set_detector_spacing_mm(1e308); },
+      {[](v1::JobSpec& s) {
+         s.mutable_geometry()->mutable_parallel_2d()->set_detector_spacing_mm(1e308);
+       },
        "geometry.parallel_2d.detector_spacing_mm: 1e+308 is out of range [1e-05, 1000] mm"},
       {[](v1::JobSpec& s) {
          s.mutable_geometry()->mutable_parallel_2d()->set_detector_spacing_mm(5e-324);
        },
        "geometry.parallel_2d.detector_spacing_mm: 4.94066e-324 is out of range"},
-      {[](v1::JobSpec& s) { s.mutable_geometry()->mutable_parallel_2d()->set_detector_offset_mm(1e300); },
+      {[](v1::JobSpec& s) {
+         s.mutable_geometry()->mutable_parallel_2d()->set_detector_offset_mm(1e300);
+       },
        "geometry.parallel_2d.detector_offset_mm: 1e+300 is out of range"},
       {[](v1::JobSpec& s) { s.mutable_volume()->mutable_voxel_size_mm()->set_x(1e300); },
        "volume.voxel_size_mm.x: 1e+300 is out of range [1e-05, 1000] mm"},
@@ -288,7 +291,8 @@ TEST_F(HostileInputTest, AJobWhoseResultIsNotFiniteEndsFailed) {
   std::string data(values * 4, '\0');
   std::mt19937 random(static_cast<uint32_t>(TestSeed()));
   for (size_t i = 0; i < values; ++i) {
-    const float value = (i % 2 == 0 ? 1.0f : -1.0f) * (3.0e38f + static_cast<float>(random() % 1000) * 1e34f);
+    const float value =
+        (i % 2 == 0 ? 1.0f : -1.0f) * (3.0e38f + static_cast<float>(random() % 1000) * 1e34f);
     std::memcpy(&data[4 * i], &value, 4);
   }
   const std::string path = dir() + "/huge.raw";
@@ -305,10 +309,14 @@ TEST_F(HostileInputTest, BytesThatDoNotParseAreInvalidArgumentOnEveryMethod) {
   // Field 1 (length-delimited) with a length that runs past the end.
   const std::string garbage("\x0a\xff\xff\xff\xff\x0f\x01", 7);
   const std::vector<std::pair<std::string, std::string>> methods = {
-      {"Submit", "SubmitRequest"},         {"SubmitStripe", "SubmitStripeRequest"},
-      {"GetJob", "GetJobRequest"},         {"ListJobs", "ListJobsRequest"},
-      {"WatchJob", "WatchJobRequest"},     {"CancelJob", "CancelJobRequest"},
-      {"DeleteJob", "DeleteJobRequest"},   {"FetchResult", "FetchResultRequest"},
+      {"Submit", "SubmitRequest"},
+      {"SubmitStripe", "SubmitStripeRequest"},
+      {"GetJob", "GetJobRequest"},
+      {"ListJobs", "ListJobsRequest"},
+      {"WatchJob", "WatchJobRequest"},
+      {"CancelJob", "CancelJobRequest"},
+      {"DeleteJob", "DeleteJobRequest"},
+      {"FetchResult", "FetchResultRequest"},
       {"GetServerInfo", "GetServerInfoRequest"}};
   for (const auto& [method, message] : methods) {
     grpc::Status status =
@@ -358,8 +366,9 @@ TEST_F(HostileInputTest, TheSpoolLockHoldsAfterTomodLockIsRemoved) {
   fs::remove(spool_dir() + "/tomod.lock");
   ChildProcess second;
   ASSERT_TRUE(second
-                  .Start({TOMOD_BINARY, "--listen=127.0.0.1:0", "--spool_dir=" + spool_dir(),
-                          "--metrics_port=0", "--port_file=" + dir() + "/second.port"},
+                  .Start({BinaryPath("tomod", TOMOD_BINARY), "--listen=127.0.0.1:0",
+                          "--spool_dir=" + spool_dir(), "--metrics_port=0",
+                          "--port_file=" + dir() + "/second.port"},
                          dir() + "/second.out", dir() + "/second.err")
                   .ok());
   std::optional<int> code = second.Wait(absl::Seconds(30));
@@ -371,8 +380,7 @@ TEST_F(HostileInputTest, TheSpoolLockHoldsAfterTomodLockIsRemoved) {
 
 TEST_F(HostileInputTest, AJobThatCrashesTomodOnEachRunIsFailedAsPoison) {
   ASSERT_EQ(StopDaemon(), 0);
-  const std::vector<std::string> flags = {"--testing_crash_on_job_name=poison",
-                                          "--max_attempts=2"};
+  const std::vector<std::string> flags = {"--testing_crash_on_job_name=poison", "--max_attempts=2"};
   Restart(flags);
   v1::JobSpec poison = PhantomSpec("phantom", 32, 24);
   poison.set_name("poison");
@@ -387,7 +395,7 @@ TEST_F(HostileInputTest, AJobThatCrashesTomodOnEachRunIsFailedAsPoison) {
   EXPECT_EQ(*code, 128 + SIGABRT);
   // Run 2 starts as tomod starts (the job is queued again), before it listens.
   ChildProcess second;
-  std::vector<std::string> argv = {TOMOD_BINARY, "--listen=127.0.0.1:0",
+  std::vector<std::string> argv = {BinaryPath("tomod", TOMOD_BINARY), "--listen=127.0.0.1:0",
                                    "--spool_dir=" + spool_dir(), "--metrics_port=0"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   ASSERT_TRUE(second.Start(argv, dir() + "/run2.out", dir() + "/run2.err").ok());
@@ -456,17 +464,16 @@ class FullDiskTest : public HostileInputTest {
     std::ofstream out(path, std::ios::binary | std::ios::app);
     const std::string block(64 << 10, '\0');
     uint64_t written = 0;
-    while (written < limit && out.write(block.data(), static_cast<std::streamsize>(
-                                                          std::min<uint64_t>(block.size(), limit - written)))) {
+    while (written < limit &&
+           out.write(block.data(), static_cast<std::streamsize>(
+                                       std::min<uint64_t>(block.size(), limit - written)))) {
       written += std::min<uint64_t>(block.size(), limit - written);
       out.flush();
       if (!out) break;
     }
   }
 
-  static uint64_t FreeBytes(const std::string& path) {
-    return fs::space(path).available;
-  }
+  static uint64_t FreeBytes(const std::string& path) { return fs::space(path).available; }
 
   bool mounted_ = false;
   int metrics_port_ = 0;
@@ -510,8 +517,7 @@ TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRest
   EXPECT_EQ(HealthOf(channel_, "tomoserve.v1.Reconstruction.admission"), 2);
   EXPECT_EQ(HealthOf(channel_, "tomoserve.v1.Reconstruction"), 1);
   EXPECT_EQ(Degraded(), 1);
-  absl::StatusOr<v1::ResultFile> fetched =
-      client_->Fetch(first->id(), "", dir() + "/volume.raw");
+  absl::StatusOr<v1::ResultFile> fetched = client_->Fetch(first->id(), "", dir() + "/volume.raw");
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(fs::file_size(dir() + "/volume.raw"), 64u * 64u * 4u);
   absl::Status deleted = client_->Delete(second->id());
@@ -529,8 +535,7 @@ TEST_F(FullDiskTest, JobsThatDoNotFitAreRefusedAndTomodServesReadsDeletesAndRest
   // Room again: admission serves, a job runs.
   fs::remove(spool_dir() + "/filler");
   const absl::Time later = absl::Now() + absl::Seconds(10);
-  while (HealthOf(channel_, "tomoserve.v1.Reconstruction.admission") != 1 &&
-         absl::Now() < later) {
+  while (HealthOf(channel_, "tomoserve.v1.Reconstruction.admission") != 1 && absl::Now() < later) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   EXPECT_EQ(Degraded(), 0);
