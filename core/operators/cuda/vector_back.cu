@@ -2,10 +2,12 @@
 // centre is mapped onto each view's detector by the view's linear forms (VectorBpView in
 // vector_kernels.h: a projective map for flat detectors, atan2 for cylindrical ones), the
 // projection is interpolated bilinearly there (zero outside the detector) and the views'
-// values are summed, times the FDK weight (D / U)^2 when asked.
+// values are summed, each times the distance weight D / U to a power (0: plain; 2: FDK and
+// the matched 3D cone model; 1: the matched 2D fan model) and, for powers 0 and 1, the view's
+// scale (matched_back_projection.h; for power 2 the scale is folded into the forms).
 //
 //   voxel X (index units) --a,b,d--> (column, row) = (a/d, b/d) on view v's detector
-//                                    value += P_v(row, column) [ / d^2 for FDK ]
+//                                    value += P_v(row, column) [ / d^power ] [ * scale ]
 //
 // All views in one pass (the volume is written once); with the texture sampler the host
 // passes at most kMaxTextureLayers views per launch and accumulates.
