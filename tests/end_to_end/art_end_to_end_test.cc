@@ -27,18 +27,6 @@ constexpr int kExitInvalid = 5;
 // sweeps: measured RMSE 0.0433 on the CPU (FBP of the same data: 0.0452); bound 15% above.
 constexpr double kArtRmseBound = 0.050;
 
-double ParseRmse(const std::string& out) {
-  for (const std::string& line : SplitLines(out)) {
-    std::vector<std::string> parts = absl::StrSplit(line, ' ');
-    double value = 0;
-    if (parts.size() == 2 && parts[0] == "RMSE" && absl::SimpleAtod(parts[1], &value)) {
-      return value;
-    }
-  }
-  ADD_FAILURE() << "no \"RMSE <value>\" line in:\n" << out;
-  return 1e30;
-}
-
 class ArtEndToEndTest : public DaemonTest {};
 
 TEST_F(ArtEndToEndTest, LocalAndDaemonReconstructTheFanPhantom) {

@@ -35,18 +35,6 @@ constexpr int kExitUnavailable = 6;
 // room for other backends and rounding.
 constexpr double kRmseBound128 = 0.03;
 
-double ParseRmse(const std::string& out) {
-  for (const std::string& line : SplitLines(out)) {
-    std::vector<std::string> parts = absl::StrSplit(line, ' ');
-    double value = 0;
-    if (parts.size() == 2 && parts[0] == "RMSE" && absl::SimpleAtod(parts[1], &value)) {
-      return value;
-    }
-  }
-  ADD_FAILURE() << "no \"RMSE <value>\" line in:\n" << out;
-  return 1e30;
-}
-
 // Waits until the job is in `state` (or any final state when state is UNSPECIFIED).
 absl::StatusOr<v1::Job> WaitForState(client::TomoClient& client, const std::string& id,
                                      v1::JobState state, absl::Duration timeout) {

@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace tomo::testing {
@@ -51,6 +52,18 @@ std::string Tail(const std::string& text, size_t max_chars = 4000) {
 std::string BinaryPath(const char* name, const char* built) {
   const char* dir = std::getenv("TOMO_E2E_BIN_DIR");
   return dir && *dir ? absl::StrCat(dir, "/", name) : std::string(built);
+}
+
+double ParseRmse(const std::string& out) {
+  for (const std::string& line : SplitLines(out)) {
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    double value = 0;
+    if (parts.size() == 2 && parts[0] == "RMSE" && absl::SimpleAtod(parts[1], &value)) {
+      return value;
+    }
+  }
+  ADD_FAILURE() << "no \"RMSE <value>\" line in:\n" << out;
+  return 1e30;
 }
 
 void DaemonTest::SetUp() {

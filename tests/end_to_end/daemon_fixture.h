@@ -28,6 +28,10 @@ namespace tomo::testing {
 // (for running a built test binary elsewhere, with bundled binaries).
 std::string BinaryPath(const char* name, const char* built);
 
+// The value of the "RMSE <value>" line that `tomo compare` prints (a test failure and a huge
+// value when there is none).
+double ParseRmse(const std::string& out);
+
 inline constexpr absl::Duration kTomoTimeout = absl::Seconds(300);
 
 // A loopback TCP port that was free a moment ago (for flags that take a port number and

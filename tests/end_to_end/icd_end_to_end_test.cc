@@ -23,18 +23,6 @@ using ::testing::HasSubstr;
 constexpr double kIcdRmseBound = 0.047;
 constexpr double kFdkRmse = 0.0538;
 
-double ParseRmse(const std::string& out) {
-  for (const std::string& line : SplitLines(out)) {
-    std::vector<std::string> parts = absl::StrSplit(line, ' ');
-    double value = 0;
-    if (parts.size() == 2 && parts[0] == "RMSE" && absl::SimpleAtod(parts[1], &value)) {
-      return value;
-    }
-  }
-  ADD_FAILURE() << "no \"RMSE <value>\" line in:\n" << out;
-  return 1e30;
-}
-
 class IcdEndToEndTest : public DaemonTest {};
 
 TEST_F(IcdEndToEndTest, LocalAndDaemonImproveOnFdk) {

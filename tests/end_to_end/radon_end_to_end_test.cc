@@ -28,18 +28,6 @@ constexpr int kExitInvalid = 5;
 constexpr double kFbpRmseBound = 0.067;
 constexpr double kCglsRmseBound = 0.080;
 
-double ParseRmse(const std::string& out) {
-  for (const std::string& line : SplitLines(out)) {
-    std::vector<std::string> parts = absl::StrSplit(line, ' ');
-    double value = 0;
-    if (parts.size() == 2 && parts[0] == "RMSE" && absl::SimpleAtod(parts[1], &value)) {
-      return value;
-    }
-  }
-  ADD_FAILURE() << "no \"RMSE <value>\" line in:\n" << out;
-  return 1e30;
-}
-
 class RadonEndToEndTest : public DaemonTest {
  protected:
   double Rmse(const std::string& phantom, const std::string& volume) {
