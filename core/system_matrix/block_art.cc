@@ -8,6 +8,21 @@
 
 namespace tomo::core::system_matrix {
 
+bool FinishArtSweep(int64_t sweep, double residual2, double b_norm2, const ArtOptions& options,
+                    const RunContext& context, ArtResult& result) {
+  const double relative = b_norm2 > 0 ? std::sqrt(residual2 / b_norm2) : 0.0;
+  result.relative_residuals.push_back(relative);
+  result.iterations_run = sweep;
+  ProgressUpdate progress;
+  progress.fraction = static_cast<double>(sweep) / static_cast<double>(options.iterations);
+  progress.stage = "art";
+  progress.iteration = static_cast<uint32_t>(sweep);
+  progress.iterations_total = static_cast<uint32_t>(options.iterations);
+  progress.relative_residual = relative;
+  context.Report(progress);
+  return relative < options.stop_relative_residual;
+}
+
 absl::StatusOr<ArtResult> RunBlockArt(const ViewBlocks& blocks, const Array3D& projections,
                                       const ArtOptions& options, bool symmetric_format,
                                       const RunContext& context) {
@@ -63,18 +78,9 @@ absl::StatusOr<ArtResult> RunBlockArt(const ViewBlocks& blocks, const Array3D& p
         for (int64_t j = 0; j < pixels; ++j) x[j] = std::max(x[j], 0.0f);
       }
     }
-    const double relative = b_norm2 > 0 ? std::sqrt(residual2 / b_norm2) : 0.0;
-    result.relative_residuals.push_back(relative);
-    result.iterations_run = it;
-    ProgressUpdate progress;
-    progress.fraction = static_cast<double>(it) / static_cast<double>(options.iterations);
-    progress.stage = "art";
-    progress.iteration = static_cast<uint32_t>(it);
-    progress.iterations_total = static_cast<uint32_t>(options.iterations);
-    progress.relative_residual = relative;
-    context.Report(progress);
+    const bool stop = FinishArtSweep(it, residual2, b_norm2, options, context, result);
     if (options.on_sweep) TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
-    if (relative < options.stop_relative_residual) break;
+    if (stop) break;
   }
   return result;
 }

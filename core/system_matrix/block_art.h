@@ -34,6 +34,13 @@ struct ArtResult {
   std::vector<double> relative_residuals;  // per sweep
 };
 
+// The end of sweep `sweep` (1-based) of any ART (row, block, on the CPU or CUDA), given the
+// squared residual summed over the sweep's rows and ||b||^2: appends the relative residual
+// to result, reports progress (stage "art", iteration k of n, the residual) and returns
+// whether options.stop_relative_residual ends the run.
+bool FinishArtSweep(int64_t sweep, double residual2, double b_norm2, const ArtOptions& options,
+                    const RunContext& context, ArtResult& result);
+
 // projections: (views, 1, columns). symmetric_format says which ValidateArtOptions applies.
 absl::StatusOr<ArtResult> RunBlockArt(const ViewBlocks& blocks, const Array3D& projections,
                                       const ArtOptions& options, bool symmetric_format,

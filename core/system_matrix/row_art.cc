@@ -51,18 +51,9 @@ absl::StatusOr<ArtResult> RunRowArt(const CsrSystemMatrix& a, const Array3D& pro
         if (options.nonnegative) xj = std::max(xj, 0.0f);
       }
     }
-    const double relative = b_norm2 > 0 ? std::sqrt(residual2 / b_norm2) : 0.0;
-    result.relative_residuals.push_back(relative);
-    result.iterations_run = it;
-    ProgressUpdate progress;
-    progress.fraction = static_cast<double>(it) / static_cast<double>(options.iterations);
-    progress.stage = "art";
-    progress.iteration = static_cast<uint32_t>(it);
-    progress.iterations_total = static_cast<uint32_t>(options.iterations);
-    progress.relative_residual = relative;
-    context.Report(progress);
+    const bool stop = FinishArtSweep(it, residual2, b_norm2, options, context, result);
     if (options.on_sweep) TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
-    if (relative < options.stop_relative_residual) break;
+    if (stop) break;
   }
   return result;
 }

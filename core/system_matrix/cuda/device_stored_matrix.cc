@@ -87,17 +87,7 @@ absl::StatusOr<bool> FinishSweep(ArtBuffers& run, int64_t it, const ArtOptions& 
   TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   double residual2 = 0;
   for (const double s : run.host_sums) residual2 += s;
-  const double relative = run.b_norm2 > 0 ? std::sqrt(residual2 / run.b_norm2) : 0.0;
-  result.relative_residuals.push_back(relative);
-  result.iterations_run = it;
-  ProgressUpdate progress;
-  progress.fraction = static_cast<double>(it) / static_cast<double>(options.iterations);
-  progress.stage = "art";
-  progress.iteration = static_cast<uint32_t>(it);
-  progress.iterations_total = static_cast<uint32_t>(options.iterations);
-  progress.relative_residual = relative;
-  context.Report(progress);
-  return relative < options.stop_relative_residual;
+  return FinishArtSweep(it, residual2, run.b_norm2, options, context, result);
 }
 
 absl::Status DownloadImage(ArtBuffers& run, ArtResult& result, cudaStream_t stream) {
@@ -140,6 +130,31 @@ class SweepGraph {
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };
+
+// The sweeps of an ART run: enqueue_sweep() enqueues one sweep's launches on s, recorded once
+// as a CUDA graph and replayed (launched call by call where recording fails: the same work,
+// more launch time); after each, the residual, progress and the stopping rule
+// (FinishSweep); the image downloaded at the end (and after every sweep for on_sweep).
+template <typename EnqueueSweep>
+absl::StatusOr<ArtResult> RunSweeps(ArtBuffers& run, const ArtOptions& options,
+                                    const RunContext& context, EnqueueSweep& enqueue_sweep,
+                                    cudaStream_t s, ArtResult& result) {
+  SweepGraph sweep;
+  const bool recorded = sweep.Record(s, enqueue_sweep).ok();
+  if (!recorded) cudaGetLastError();
+  for (int64_t it = 1; it <= options.iterations; ++it) {
+    TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
+    TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
+    TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
+    if (options.on_sweep) {
+      TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+      TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
+    }
+    if (stop) break;
+  }
+  TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
+  return std::move(result);
+}
 
 class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
@@ -257,22 +272,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       }
       return absl::OkStatus();
     };
-    SweepGraph sweep;
-    // Should recording fail, the sweeps are launched one by one (same work, more launch time).
-    const bool recorded = sweep.Record(s, enqueue_sweep).ok();
-    if (!recorded) cudaGetLastError();
-    for (int64_t it = 1; it <= options.iterations; ++it) {
-      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
-      TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
-      TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
-      if (options.on_sweep) {
-        TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
-        TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
-      }
-      if (stop) break;
-    }
-    TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
-    return result;
+    return RunSweeps(run, options, context, enqueue_sweep, s, result);
   }
 
  private:
@@ -416,22 +416,7 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
       }
       return absl::OkStatus();
     };
-    SweepGraph sweep;
-    // Should recording fail, the sweeps are launched one by one (same work, more launch time).
-    const bool recorded = sweep.Record(s, enqueue_sweep).ok();
-    if (!recorded) cudaGetLastError();
-    for (int64_t it = 1; it <= options.iterations; ++it) {
-      TOMO_RETURN_IF_ERROR(context.CheckCancelled(absl::StrCat("art / iteration ", it)));
-      TOMO_RETURN_IF_ERROR(recorded ? sweep.Launch(s) : enqueue_sweep());
-      TOMO_ASSIGN_OR_RETURN(const bool stop, FinishSweep(run, it, options, context, result, s));
-      if (options.on_sweep) {
-        TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
-        TOMO_RETURN_IF_ERROR(options.on_sweep(it, result.image));
-      }
-      if (stop) break;
-    }
-    TOMO_RETURN_IF_ERROR(DownloadImage(run, result, s));
-    return result;
+    return RunSweeps(run, options, context, enqueue_sweep, s, result);
   }
 
  private:
