@@ -159,54 +159,6 @@ absl::StatusOr<std::unique_ptr<FilterAndBackProjectStream>> Backend::BeginFilter
       *this, geometry, volume_geometry, filter, weights, weighting));
 }
 
-namespace {
-
-// Backend::MakeRadonOperators' default: the backend's FilterRows, and its plane-integral
-// projector's Back (the adjoint, direction scale V / dt) on rows rescaled to the scales
-// asked for.
-class BackendRadonOperators final : public RadonOperators {
- public:
-  explicit BackendRadonOperators(Backend& backend) : backend_(backend) {}
-  absl::Status FilterRows(const RampFilter& filter, Array3D& projections) override {
-    return backend_.FilterRows(filter, projections);
-  }
-  absl::Status BackProject(const RadonGeometry& geometry, const VolumeGeometry& volume_geometry,
-                           const Array3D& projections,
-                           const std::vector<double>& direction_scales,
-                           Array3D& volume) override {
-    TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
-                                        geometry.projection_dims(), "(directions, 1, samples)"));
-    if (static_cast<int64_t>(direction_scales.size()) != geometry.num_directions()) {
-      return absl::InvalidArgumentError(absl::StrCat("direction_scales: ", direction_scales.size(),
-                                                     " values for ", geometry.num_directions(),
-                                                     " directions"));
-    }
-    const Vec3 voxel = volume_geometry.voxel_size_mm();
-    const double adjoint_scale = voxel.x * voxel.y * voxel.z / geometry.sample_spacing_mm;
-    Array3D scaled = projections.Clone();
-    const int64_t samples = geometry.num_samples;
-    for (int64_t i = 0; i < geometry.num_directions(); ++i) {
-      const float factor =
-          static_cast<float>(direction_scales[static_cast<size_t>(i)] / adjoint_scale);
-      float* row = scaled.data() + i * samples;
-      for (int64_t k = 0; k < samples; ++k) row[k] *= factor;
-    }
-    TOMO_ASSIGN_OR_RETURN(
-        std::unique_ptr<Projector> projector,
-        backend_.MakeProjector(geometry, volume_geometry, ProjectorModel::kRadonPlaneIntegral));
-    return projector->Back(scaled, volume);
-  }
-
- private:
-  Backend& backend_;
-};
-
-}  // namespace
-
-std::unique_ptr<RadonOperators> Backend::MakeRadonOperators() {
-  return std::make_unique<BackendRadonOperators>(*this);
-}
-
 absl::StatusOr<std::unique_ptr<ResidentOperators>> Backend::MakeResidentOperators() {
   return std::unique_ptr<ResidentOperators>(std::make_unique<HostResidentOperators>(*this));
 }

@@ -116,10 +116,8 @@ class Backend {
   virtual bool PrefersFilterAndBackProject() const { return false; }
 
   // Radon FBP's filtering and weighted back projection on this backend
-  // (radon_operators.h). The default filters with FilterRows and back projects with the
-  // kRadonPlaneIntegral projector, each direction rescaled; backends override it with
-  // their own.
-  virtual std::unique_ptr<RadonOperators> MakeRadonOperators();
+  // (radon_operators.h).
+  virtual std::unique_ptr<RadonOperators> MakeRadonOperators() = 0;
 
   // The operators on arrays that stay on this backend's device (resident_operators.h), for
   // the iterative methods. The default keeps them in host memory and projects with this
