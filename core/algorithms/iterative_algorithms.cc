@@ -4,14 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/algorithms/block_iterative.h"
-#include "core/algorithms/parallel_2d_fbp.h"
-#include "core/algorithms/radon_fbp.h"
-#include "core/algorithms/filtered_back_projection.h"
 #include "core/algorithms/cgls.h"
+#include "core/algorithms/fbp_for_geometry.h"
 #include "core/algorithms/iterative_common.h"
 #include "core/algorithms/sirt.h"
 #include "core/base/status_macros.h"
-#include "core/geometry/parallel_2d_form.h"
 
 namespace tomo::core {
 namespace {
@@ -30,25 +27,9 @@ absl::StatusOr<IterativeOptions> WithFbpStart(const IterativeOptions& options,
   }
   RunContext quiet = context;
   quiet.on_progress = nullptr;  // the iterations report progress; the start is their setup
-  struct Visit {
-    const ReconstructionRequest& request;
-    const Array3D& projections;
-    Backend& backend;
-    const RunContext& quiet;
-    absl::StatusOr<Array3D> operator()(const VectorGeometry& geometry) const {
-      if (std::optional<ParallelGeometry2D> parallel =
-              ExactParallel2DForm(geometry, request.volume)) {
-        return Fbp(*parallel, request.volume, projections, FbpOptions{}, backend, quiet);
-      }
-      return Fdk(geometry, request.volume, projections, FdkOptions{}, backend, quiet);
-    }
-    absl::StatusOr<Array3D> operator()(const RadonGeometry& geometry) const {
-      std::unique_ptr<RadonOperators> operators = backend.MakeRadonOperators();
-      return RadonFbp(geometry, request.volume, projections, RadonFbpOptions{}, *operators);
-    }
-  };
-  TOMO_ASSIGN_OR_RETURN(Array3D start,
-                        std::visit(Visit{request, projections, backend, quiet}, request.geometry));
+  TOMO_ASSIGN_OR_RETURN(Array3D start, FbpForGeometry(request.geometry, request.volume,
+                                                      projections, FilterOptions{}, backend,
+                                                      quiet));
   IterativeOptions result = options;
   result.initial_from_fbp = false;
   result.initial_volume = std::make_shared<const Array3D>(std::move(start));

@@ -9,7 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/algorithms/iterative_algorithms.h"
-#include "core/algorithms/radon_fbp.h"
+#include "core/algorithms/fbp_for_geometry.h"
 #include "core/algorithms/statistical_icd.h"
 #include "core/algorithms/stored_matrix_art.h"
 #include "core/geometry/parallel_2d_form.h"
@@ -34,32 +34,8 @@ class FbpAlgorithm final : public Algorithm {
   absl::StatusOr<Array3D> Run(const ReconstructionRequest& request, const Array3D& projections,
                               Backend& backend, const RunContext& context) const override {
     TOMO_ASSIGN_OR_RETURN(const FbpOptions* options, OptionsOf(request));
-    struct Visit {
-      const ReconstructionRequest& request;
-      const FbpOptions& options;
-      const Array3D& projections;
-      Backend& backend;
-      const RunContext& context;
-      absl::StatusOr<Array3D> operator()(const VectorGeometry& geometry) const {
-        if (std::optional<ParallelGeometry2D> parallel =
-                ExactParallel2DForm(geometry, request.volume)) {
-          return Fbp(*parallel, request.volume, projections, options, backend, context);
-        }
-        return Fdk(geometry, request.volume, projections, FdkOptions{options.filter}, backend,
-                   context);
-      }
-      absl::StatusOr<Array3D> operator()(const RadonGeometry& geometry) const {
-        TOMO_RETURN_IF_ERROR(context.CheckCancelled("fbp / radon"));
-        std::unique_ptr<RadonOperators> operators = backend.MakeRadonOperators();
-        context.Report({0.0, "filter and back projection"});
-        TOMO_ASSIGN_OR_RETURN(Array3D volume,
-                              RadonFbp(geometry, request.volume, projections,
-                                       RadonFbpOptions{options.filter}, *operators));
-        context.Report({1.0, "filter and back projection"});
-        return volume;
-      }
-    };
-    return std::visit(Visit{request, *options, projections, backend, context}, request.geometry);
+    return FbpForGeometry(request.geometry, request.volume, projections, options->filter,
+                          backend, context);
   }
   absl::StatusOr<Array3D> RunOnBackends(const ReconstructionRequest& request,
                                         const Array3D& projections,
