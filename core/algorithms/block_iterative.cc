@@ -61,7 +61,7 @@ absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
       method, static_cast<uint64_t>(volumes) * volume_bytes + 3 * projection_bytes,
       absl::StrCat(volumes, " volumes + 3 projection sets"), context, *ops));
 
-  const WeightGuards guards = WeightGuardsFor(geometry, volume);
+  const WeightGuards guards = WeightGuardsFor(geometry, volume, options.projector);
   const Dims3 volume_dims = volume.dims();
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume_dims));
   TOMO_ASSIGN_OR_RETURN(auto back, ops->Allocate(volume_dims));

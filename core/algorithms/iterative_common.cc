@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
+#include "core/operators/matched_back_projection.h"
 #include "core/data/dims_check.h"
 #include "core/geometry/geometry_builders.h"
 
@@ -138,13 +139,27 @@ absl::Status CheckIterativeInputs(const Geometry& geometry, const VolumeGeometry
   return std::visit(Visit{volume, projections}, geometry);
 }
 
-WeightGuards WeightGuardsFor(const Geometry& geometry, const VolumeGeometry& volume) {
+WeightGuards WeightGuardsFor(const Geometry& geometry, const VolumeGeometry& volume,
+                             ProjectorModel model) {
   const Vec3& voxel = volume.voxel_size_mm();
   struct Visit {
+    const VolumeGeometry& volume;
     const Vec3& voxel;
-    WeightGuards operator()(const VectorGeometry&) const {
+    ProjectorModel model;
+    WeightGuards operator()(const VectorGeometry& vectors) const {
       const double smallest = std::min({voxel.x, voxel.y, voxel.z});
-      return {static_cast<float>(kRowSumEpsilonVoxels * smallest), kColumnSumEpsilon};
+      // One view's share of a voxel's column sum: 1 for the plain voxel-driven back
+      // projections; V / (A cos a) for the models in mm (matched_back_projection.h), whose
+      // mean over the views sets the scale (at 10 nm voxels a whole scan's sum is below a
+      // fixed 1e-3).
+      double view_share = 1;
+      if (model == ProjectorModel::kJoseph || model == ProjectorModel::kJosephExactTranspose2D) {
+        const std::vector<double> scales = MakeMatchedWeights(vectors, volume).view_scale;
+        view_share = std::accumulate(scales.begin(), scales.end(), 0.0) /
+                     static_cast<double>(std::max<size_t>(1, scales.size()));
+      }
+      return {static_cast<float>(kRowSumEpsilonVoxels * smallest),
+              static_cast<float>(kColumnSumEpsilon * view_share)};
     }
     WeightGuards operator()(const RadonGeometry& radon) const {
       // One voxel's whole share of one sample: V / dt (cpu_radon_projector.h).
@@ -153,7 +168,7 @@ WeightGuards WeightGuardsFor(const Geometry& geometry, const VolumeGeometry& vol
               static_cast<float>(kColumnSumEpsilon * share)};
     }
   };
-  return std::visit(Visit{voxel}, geometry);
+  return std::visit(Visit{volume, voxel, model}, geometry);
 }
 
 absl::Status CheckFitsBudget(const std::string& method, uint64_t bytes, const std::string& what,

@@ -63,17 +63,20 @@ absl::Status CheckIterativeInputs(const Geometry& geometry, const VolumeGeometry
                                   const Array3D& projections, const IterativeOptions& options,
                                   bool constrained_method);
 
-// The guards of the SIRT weights, in the units of the geometry's kind: row (ray or plane)
-// sums and column (voxel) sums at or below them count as zero. A VectorGeometry: a ray
-// crossing less than kRowSumEpsilonVoxels of the smallest voxel side (mm), a voxel seen by
-// less than kColumnSumEpsilon of a view. A RadonGeometry (projector kRadonPlaneIntegral,
-// where one voxel adds at most V / dt to a sample and to its own column sum per direction):
-// those fractions of V / dt.
+// The guards of the SIRT weights, in the units of the geometry's kind and the projector
+// model: row (ray or plane) sums and column (voxel) sums at or below them count as zero. A
+// VectorGeometry: a ray crossing less than kRowSumEpsilonVoxels of the smallest voxel side
+// (mm), a voxel seen by less than kColumnSumEpsilon of a view (a view adding 1 for the
+// plain voxel-driven back projections, about V / A_pixel for kJoseph and the exact 2D pair,
+// matched_back_projection.h). A RadonGeometry (projector kRadonPlaneIntegral, where one
+// voxel adds at most V / dt to a sample and to its own column sum per direction): those
+// fractions of V / dt.
 struct WeightGuards {
   float row = 0;
   float column = 0;
 };
-WeightGuards WeightGuardsFor(const Geometry& geometry, const VolumeGeometry& volume);
+WeightGuards WeightGuardsFor(const Geometry& geometry, const VolumeGeometry& volume,
+                             ProjectorModel model);
 
 // The budget a run must fit: the smallest non-zero of context.memory_budget_bytes and the
 // device's free memory (0: no limit). RESOURCE_EXHAUSTED naming the method, what it needs

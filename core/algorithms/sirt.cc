@@ -28,7 +28,7 @@ absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeome
 
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentProjector> projector,
                         ops->MakeProjector(geometry, volume, options.projector));
-  const WeightGuards guards = WeightGuardsFor(geometry, volume);
+  const WeightGuards guards = WeightGuardsFor(geometry, volume, options.projector);
   const Dims3 volume_dims = volume.dims();
   const Dims3 projection_dims = projections.dims();
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume_dims));
