@@ -18,6 +18,7 @@
 #include "client/cli/cli_common.h"
 #include "client/cli/output_commands.h"
 #include "client/cli/progress_bar.h"
+#include "client/health_check.h"
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
 #include "server/job_execution.h"
@@ -512,6 +513,25 @@ int RunInfo(const GlobalOptions& global, bool json) {
   return kExitOk;
 }
 
+// ----------------------------------------------------------------------------- health
+
+// grpc.health.v1 Check, which tomod answers without a token: what container health checks
+// and probes run. Exit 0 and "SERVING" only when the service serves.
+int RunHealth(const GlobalOptions& global, const std::string& service, double timeout_seconds) {
+  absl::StatusOr<client::ServingStatus> status =
+      client::CheckHealth(client::MakeChannel(global.server, client::ClientOptions()), service,
+                          absl::Seconds(timeout_seconds));
+  const std::string what = service.empty() ? std::string("health")
+                                           : absl::StrCat("health of ", service);
+  if (!status.ok()) return FailRpc(global, what, status.status());
+  if (*status != client::ServingStatus::kServing) {
+    return Fail(what, absl::StrCat(global.server, " is ", client::ServingStatusName(*status)),
+                kExitError);
+  }
+  std::cout << client::ServingStatusName(*status) << std::endl;
+  return kExitOk;
+}
+
 }  // namespace
 
 void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Command>& commands) {
@@ -628,6 +648,22 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
         app.add_subcommand("info", "Show tomod's version, devices, algorithms and limits.");
     sub->add_flag("--json", *json, "print the ServerInfo message as JSON");
     commands.push_back({sub, [g, json] { return RunInfo(*g, *json); }});
+  }
+  {
+    auto service = std::make_shared<std::string>();
+    auto timeout = std::make_shared<double>(5.0);
+    CLI::App* sub = app.add_subcommand(
+        "health", "Ask tomod's gRPC health service (no token needed) whether it serves: "
+                  "prints SERVING and exits 0, else exits 1 (NOT_SERVING, e.g. draining) or "
+                  "6 (unreachable).");
+    sub->add_option("--service", *service,
+                    "a part of tomod instead of the whole server, e.g. "
+                    "tomoserve.v1.Reconstruction.admission (NOT_SERVING while the spool is "
+                    "short of space)");
+    sub->add_option("--timeout", *timeout, "seconds to wait for the answer")
+        ->check(CLI::Range(0.1, 600.0))
+        ->capture_default_str();
+    commands.push_back({sub, [g, service, timeout] { return RunHealth(*g, *service, *timeout); }});
   }
 }
 

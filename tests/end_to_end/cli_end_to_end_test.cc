@@ -532,6 +532,40 @@ TEST_F(CliTest, InfoListsDevicesAlgorithmsAndLimits) {
   EXPECT_THAT(from_env.out, HasSubstr(server()));
 }
 
+// `tomo health` is what container health checks and probes run: SERVING and exit 0 while
+// tomod serves; exit 1 naming NOT_SERVING for a part that does not (admission, when the
+// spool's file system has less free space than --min_free_spool_bytes); NOT_FOUND for a
+// service tomod does not know; unreachable once tomod has stopped.
+TEST_F(CliTest, HealthReportsServingNotServingAndUnreachable) {
+  ProcessResult serving = Tomo({"health"});
+  ASSERT_EQ(serving.exit_code, 0) << serving.Describe();
+  EXPECT_EQ(serving.out, "SERVING\n");
+  ProcessResult reconstruction = Tomo({"health", "--service", "tomoserve.v1.Reconstruction"});
+  EXPECT_EQ(reconstruction.exit_code, 0) << reconstruction.Describe();
+
+  ProcessResult unknown = Tomo({"health", "--service", "no.such.Service"});
+  EXPECT_EQ(unknown.exit_code, kExitNotFound) << unknown.Describe();
+  EXPECT_TRUE(OneErrorLine(unknown));
+
+  // 1 EiB free can be on no disk: tomod starts degraded.
+  ASSERT_EQ(StopDaemon(), 0);
+  StartDaemon({"--devices=cpu", "--min_free_spool_bytes=1152921504606846976"});
+  ProcessResult whole = Tomo({"health"});
+  EXPECT_EQ(whole.exit_code, 0) << whole.Describe();
+  ProcessResult admission =
+      Tomo({"health", "--service", "tomoserve.v1.Reconstruction.admission"});
+  EXPECT_EQ(admission.exit_code, kExitError) << admission.Describe();
+  EXPECT_TRUE(OneErrorLine(admission));
+  EXPECT_THAT(admission.err, HasSubstr("NOT_SERVING"));
+  EXPECT_TRUE(admission.out.empty()) << admission.Describe();
+
+  const std::string address = server();
+  ASSERT_EQ(StopDaemon(), 0);
+  ProcessResult gone = TomoRaw({"--server", address, "health", "--timeout", "2"});
+  EXPECT_EQ(gone.exit_code, kExitUnavailable) << gone.Describe();
+  EXPECT_TRUE(OneErrorLine(gone));
+}
+
 TEST_F(CliTest, UsageAndConnectionErrorsAreOneLine) {
   struct Case {
     std::vector<std::string> args;
