@@ -1,6 +1,6 @@
 // Validation of a tomoserve.v1.JobSpec and its conversion to the core's request: the one
-// place where proto and core meet (DESIGN.md). Used by tomod before it stores any data
-// and by `tomo local`.
+// place where proto and core meet (docs/architecture.md). Used by tomod before it stores
+// any data and by `tomo local`.
 //
 // Every error is INVALID_ARGUMENT with the field's path in the proto, its value and the
 // allowed range, e.g.
