@@ -171,7 +171,7 @@ struct ProcessUsage {
 
 // CPU seconds a process on this machine has used (/proc/PID/stat utime + stime), and the
 // seconds the hypervisor took from this machine's CPUs (/proc/stat steal, all CPUs): a
-// loaned virtual machine whose host is busy runs everything slower, and this says so.
+// virtual machine whose host is busy runs everything slower, and this says so.
 double ProcessCpuSeconds(int pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
@@ -390,7 +390,7 @@ int Main(int argc, char** argv) {
   app.add_option("--fdk-side", fdk_side, "volume side of the large job")
       ->check(CLI::Range(16u, 2048u));
   app.add_option("--large-repeats", large_repeats,
-                 "runs of the large job; the summary gives their medians (one loaned machine "
+                 "runs of the large job; the summary gives their medians (one virtual machine "
                  "varies by tens of percent from run to run)")
       ->check(CLI::Range(1, 100));
   app.add_option("--large-warmups", large_warmups,
