@@ -31,8 +31,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "proto/transfer/chunk_writer.h"
-#include "proto/transfer/crc32.h"
+#include "transfer/chunk_writer.h"
+#include "transfer/crc32.h"
 
 namespace {
 

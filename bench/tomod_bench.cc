@@ -51,7 +51,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "client/tomo_client.h"
-#include "proto/transfer/allocator_tuning.h"
+#include "transfer/allocator_tuning.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::bench {

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "proto/transfer/crc32.h"
+#include "transfer/crc32.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::client {

@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/tomo_client.h"
-#include "proto/transfer/chunk_reader.h"
+#include "transfer/chunk_reader.h"
 
 namespace tomo::client {
 
@@ -29,7 +29,7 @@ namespace v1 = ::tomoserve::v1;
 
 namespace {
 
-// tomod's initial-metadata key with a striped upload's job id (server/upload_reactors.h).
+// tomod's initial-metadata key with a striped upload's job id (server/uploads/upload_reactors.h).
 constexpr char kJobIdMetadataKey[] = "tomo-job-id";
 
 // Reads stripe `index` of the files and calls send(offset, unit) for each whole unit, in

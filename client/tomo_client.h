@@ -81,7 +81,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/transfer/crc32.h"
+#include "transfer/crc32.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::client {
@@ -270,7 +270,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // regular file) or DATA_LOSS naming the path.
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path);
 // Continues a CRC-32: Crc32Update(0, bytes) is the CRC of bytes (the wire contract's,
-// proto/transfer/crc32.h).
+// transfer/crc32.h).
 using transfer::Crc32Update;
 
 // "JOB_STATE_RUNNING" -> "RUNNING"; lower case with lower = true.

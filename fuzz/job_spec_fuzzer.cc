@@ -11,8 +11,8 @@
 #include "absl/strings/match.h"
 #include "google/protobuf/stubs/logging.h"
 #include "fuzz/fuzz_targets.h"
-#include "server/disk_space.h"
-#include "server/job_spec.h"
+#include "runner/disk_space.h"
+#include "runner/job_spec.h"
 
 namespace tomo::fuzz {
 namespace {

@@ -25,8 +25,8 @@
 #include "fuzz/fuzz_targets.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/stubs/logging.h"
-#include "server/job_manager.h"
-#include "server/spool.h"
+#include "server/jobs/job_manager.h"
+#include "server/storage/spool.h"
 
 namespace tomo::fuzz {
 namespace {

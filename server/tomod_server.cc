@@ -30,12 +30,12 @@
 #include "core/algorithms/stored_matrix_art.h"
 #include "core/base/status_macros.h"
 #include "google/protobuf/stubs/logging.h"
-#include "proto/transfer/allocator_tuning.h"
-#include "server/crash_log.h"
-#include "server/disk_space.h"
-#include "server/gpu_utilization.h"
-#include "server/log.h"
-#include "server/matrix_cache.h"
+#include "transfer/allocator_tuning.h"
+#include "server/jobs/crash_log.h"
+#include "runner/disk_space.h"
+#include "server/telemetry/gpu_utilization.h"
+#include "server/telemetry/log.h"
+#include "server/jobs/matrix_cache.h"
 
 #ifndef TOMO_VERSION
 #define TOMO_VERSION "unknown"

@@ -42,13 +42,13 @@
 #include "absl/time/time.h"
 #include "core/algorithms/reconstruction.h"
 #include "core/devices/devices.h"
-#include "server/job_manager.h"
-#include "server/job_spec.h"
-#include "server/metrics_http.h"
-#include "server/reconstruction_service.h"
-#include "server/tomod_metrics.h"
-#include "server/spool.h"
-#include "server/spool_reserve.h"
+#include "server/jobs/job_manager.h"
+#include "runner/job_spec.h"
+#include "server/telemetry/metrics_http.h"
+#include "server/api/reconstruction_service.h"
+#include "server/telemetry/tomod_metrics.h"
+#include "server/storage/spool.h"
+#include "server/storage/spool_reserve.h"
 
 namespace tomo::server {
 

@@ -20,7 +20,7 @@
 #include "client/cli/progress_bar.h"
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
-#include "server/job_execution.h"
+#include "runner/job_execution.h"
 
 namespace tomo::cli {
 namespace {

@@ -29,8 +29,8 @@
 #include "core/geometry/volume_geometry.h"
 #include "core/io/raw_io.h"
 #include "core/phantom/ellipse_phantom.h"
-#include "server/job_execution.h"
-#include "server/job_spec.h"
+#include "runner/job_execution.h"
+#include "runner/job_spec.h"
 
 namespace tomo::cli {
 namespace {

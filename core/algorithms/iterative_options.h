@@ -1,6 +1,6 @@
 // The options and the result the iterative methods share (SIRT, SART, the block-iterative
 // OS-SART and CGLS: sirt.h, block_iterative.h, cgls.h), mapped one-to-one from
-// tomoserve.v1.IterativeOptions by server/job_spec.cc, and their validation.
+// tomoserve.v1.IterativeOptions by runner/job_spec.cc, and their validation.
 //
 // Every method solves A x = b in the least-squares sense for the volume x, starting from
 // initial_volume (zeros when none), for `iterations` iterations or until the relative

@@ -2,7 +2,7 @@
 // (core/system_matrix/stored_matrix.h, docs/system_matrix.md) for a 2D fan beam.
 //
 // A run: the matrix comes from a StoredMatrixSource (built each time by default; tomod
-// keeps a bounded cache, server/matrix_cache.h), whose build counts the bytes first
+// keeps a bounded cache, server/jobs/matrix_cache.h), whose build counts the bytes first
 // (EstimateMatrixBytes) and refuses a matrix above context.memory_budget_bytes,
 // RESOURCE_EXHAUSTED naming the format and the bytes, before building anything (a kept
 // matrix is checked against this job's budget too); MinimumDeviceBytes is the counted

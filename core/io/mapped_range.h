@@ -18,7 +18,7 @@
 //   TOMO_RETURN_IF_ERROR(CopyIntoMappedRange(fd, mapping, 0, offset, bytes, n, path));
 //
 // Header-only (libc and absl::Status): used by core/io/durable_file.cc (tomod's results)
-// and by proto/transfer/mapped_file_writer.cc (the client's downloads), which links no core.
+// and by transfer/mapped_file_writer.cc (the client's downloads), which links no core.
 // Thread-safe: threads may populate and copy disjoint, or even overlapping, ranges at once.
 // Errors name the file: RESOURCE_EXHAUSTED "cannot reserve space for <path> ..." for a full
 // file system (ENOSPC, EDQUOT, EFBIG, and madvise's ENOMEM/EFAULT, which is how a page that

@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
+#include "server/telemetry/log.h"
 
 namespace tomo::server {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
+#include "server/telemetry/log.h"
 
 namespace tomo::server {
 namespace {

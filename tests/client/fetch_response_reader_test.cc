@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "proto/transfer/crc32.h"
+#include "transfer/crc32.h"
 
 namespace tomo::client {
 namespace {

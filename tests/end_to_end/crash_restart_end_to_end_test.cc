@@ -407,7 +407,7 @@ TEST_F(CrashRestartTest, RetentionAndSpoolLimitAreEnforcedAndReported) {
   ASSERT_FALSE(HasFailure());
   const uint64_t input = small.spec.input().size_bytes();
   // Admission reserves a job's input and the bound of its raw result (4 bytes a voxel and
-  // 64 KiB for the sidecar, server/disk_space.h) until it ends: room for two such jobs at
+  // 64 KiB for the sidecar, runner/disk_space.h) until it ends: room for two such jobs at
   // once, and, once they have ended (their real results being smaller than the bound), not
   // for a third.
   const uint64_t reserved = input + 64 * 64 * 4 + (64 << 10);

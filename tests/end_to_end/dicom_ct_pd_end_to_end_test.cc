@@ -5,7 +5,7 @@
 // files refused at Submit (INVALID_ARGUMENT naming the file, no job created, tomod still
 // serving). Also `tomo local` on the same directory.
 //
-// Needs the lead's integration (server/job_input.h: ResolveJobInput/RequestForInput in
+// Needs the lead's integration (runner/job_input.h: ResolveJobInput/RequestForInput in
 // ExecuteJob, CheckJobInputHeaders at Submit); until then it is built but not registered
 // with ctest (tests/end_to_end/CMakeLists.txt).
 #include <cmath>

@@ -3,8 +3,8 @@
 // `tomo fetch --format dicom|nifti`, `tomo preview`), the DICOM slices checked by dciodvfy,
 // and `tomo local --format` writing the same files without a daemon.
 //
-// Not registered with ctest until server/job_execution.cc calls WriteJobOutputs
-// (server/job_outputs.h): until then tomod refuses every format but RAW_FLOAT32.
+// Not registered with ctest until runner/job_execution.cc calls WriteJobOutputs
+// (runner/job_outputs.h): until then tomod refuses every format but RAW_FLOAT32.
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -14,7 +14,7 @@
 #include "fuzz/fuzz_targets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/job_spec.h"
+#include "runner/job_spec.h"
 
 namespace tomo::fuzz {
 namespace {

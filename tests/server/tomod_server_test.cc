@@ -14,7 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "test_jobs.h"
+#include "tests/runner/test_jobs.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::server {

@@ -1,0 +1,322 @@
+#include "runner/job_input.h"
+
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/checked_arithmetic.h"
+#include "core/base/status_macros.h"
+#include "core/data/dims_check.h"
+#include "core/io/dicom_ct_pd_reader.h"
+#include "core/io/mapped_file.h"
+#include "core/io/projection_preprocessing.h"
+#include "core/io/raw_io.h"
+#include "core/io/raw_stream.h"
+#include "core/io/tiff_stack_reader.h"
+#include "runner/geometry_ranges.h"
+#include "runner/icd_job_spec.h"
+
+namespace tomo::server {
+namespace {
+
+namespace pb = ::tomoserve::v1;
+
+// The spooled input, mapped; DATA_LOSS when it is not the size the spec says.
+absl::StatusOr<core::MappedFile> MapSpooledInput(const std::string& path,
+                                                 uint64_t expected_bytes) {
+  TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped, core::MappedFile::Open(path));
+  if (mapped.size() != expected_bytes) {
+    return absl::DataLossError(absl::StrCat(path, ": ", mapped.size(),
+                                            " bytes, the spec's input.size_bytes is ",
+                                            expected_bytes));
+  }
+  return mapped;
+}
+
+// One uploaded file inside the spooled input.
+struct Part {
+  std::string name;
+  pb::InputRole role = pb::INPUT_ROLE_PROJECTIONS;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// The uploaded files' places in the spooled input of mapped_bytes. The spec's validation
+// refused sums past 2^64 and the map's size matched input.size_bytes; checked again here
+// so that no part can ever reach past the mapping, whatever the spec says (DATA_LOSS).
+absl::StatusOr<std::vector<Part>> Parts(const pb::ProjectionInput& input,
+                                        uint64_t mapped_bytes) {
+  std::vector<Part> parts;
+  if (input.files().empty()) {
+    parts.push_back({"input", pb::INPUT_ROLE_PROJECTIONS, 0, input.size_bytes()});
+  } else {
+    uint64_t offset = 0;
+    for (const pb::InputFile& file : input.files()) {
+      const pb::InputRole role =
+          file.role() == pb::INPUT_ROLE_UNSPECIFIED ? pb::INPUT_ROLE_PROJECTIONS : file.role();
+      parts.push_back({file.name(), role, offset, file.size_bytes()});
+      offset = core::CheckedAdd<uint64_t>(offset, file.size_bytes()).value_or(UINT64_MAX);
+    }
+  }
+  for (const Part& part : parts) {
+    const std::optional<uint64_t> end = core::CheckedAdd<uint64_t>(part.offset, part.size);
+    if (!end || *end > mapped_bytes) {
+      return absl::DataLossError(absl::StrCat(
+          "input: ", part.name, " (", part.size, " bytes at offset ", part.offset,
+          ") reaches past the end of the spooled input of ", mapped_bytes, " bytes"));
+    }
+  }
+  return parts;
+}
+
+std::vector<Part> WithRole(const std::vector<Part>& parts, pb::InputRole role) {
+  std::vector<Part> chosen;
+  for (const Part& part : parts) {
+    if (part.role == role) chosen.push_back(part);
+  }
+  return chosen;
+}
+
+core::RawStreamLayout RawLayout(const pb::ProjectionInput& input, core::Dims3 dims) {
+  core::RawStreamLayout layout;
+  const pb::DataEncoding e = input.encoding();
+  layout.sample = (e == pb::DATA_ENCODING_UINT16_LE || e == pb::DATA_ENCODING_UINT16_BE)
+                      ? core::RawSampleType::kUint16
+                      : core::RawSampleType::kFloat32;
+  layout.byte_order = (e == pb::DATA_ENCODING_FLOAT32_BE || e == pb::DATA_ENCODING_UINT16_BE)
+                          ? core::RawByteOrder::kBigEndian
+                          : core::RawByteOrder::kLittleEndian;
+  layout.order = input.order() == pb::AXIS_ORDER_ROW_VIEW_COLUMN
+                     ? core::RawAxisOrder::kRowViewColumn
+                     : core::RawAxisOrder::kViewRowColumn;
+  layout.dims = dims;
+  return layout;
+}
+
+std::string PartNames(const std::vector<Part>& parts) {
+  if (parts.size() == 1) return parts[0].name;
+  return absl::StrCat(parts.front().name, " .. ", parts.back().name, " (", parts.size(),
+                      " files)");
+}
+
+// The raw values of several parts as one stream (copied only when they are not adjacent).
+// whole_frames: dark and flat files hold whole frames one after another, whatever the
+// projections' order.
+absl::StatusOr<core::Array3D> DecodeRawParts(const core::MappedFile& mapped,
+                                             const std::vector<Part>& parts,
+                                             const pb::ProjectionInput& input, int64_t frames,
+                                             int64_t rows, int64_t columns, bool whole_frames) {
+  core::RawStreamLayout layout = RawLayout(input, {frames, rows, columns});
+  if (whole_frames) layout.order = core::RawAxisOrder::kViewRowColumn;
+  bool adjacent = true;
+  core::CheckedSum<uint64_t> sum;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0 && parts[i].offset != parts[i - 1].offset + parts[i - 1].size) adjacent = false;
+    sum.Add(parts[i].size);
+  }
+  // Parts lie inside one mapping (Parts() checked), so their sum fits memory.
+  const std::optional<size_t> total_or = sum.ok() ? core::CheckedCast<size_t>(sum.value())
+                                                  : std::nullopt;
+  if (!total_or) {
+    return absl::InvalidArgumentError(absl::StrCat("input: ", PartNames(parts),
+                                                   " total more bytes than fit in memory"));
+  }
+  const size_t total = *total_or;
+  if (adjacent) {
+    return core::DecodeRawStream(mapped.data() + parts[0].offset, total,
+                                 layout, PartNames(parts));
+  }
+  std::vector<unsigned char> joined;
+  joined.reserve(total);
+  for (const Part& part : parts) {
+    joined.insert(joined.end(), mapped.data() + part.offset,
+                  mapped.data() + part.offset + part.size);
+  }
+  return core::DecodeRawStream(joined.data(), joined.size(), layout, PartNames(parts));
+}
+
+std::vector<core::TiffBytes> TiffParts(const core::MappedFile& mapped,
+                                       const std::vector<Part>& parts) {
+  std::vector<core::TiffBytes> files;
+  for (const Part& part : parts) {
+    files.push_back({part.name, mapped.data() + part.offset, static_cast<size_t>(part.size)});
+  }
+  return files;
+}
+
+absl::Status MatchesGeometry(const core::Dims3& dims, const core::Dims3& expected,
+                             absl::string_view what) {
+  if (dims == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input: ", what, " ", core::DimsText(dims), " (views, rows, columns) do not match the "
+      "geometry's ", core::DimsText(expected)));
+}
+
+// The averaged dark or flat frame of `role`, or an empty array when none was uploaded.
+absl::StatusOr<core::Array3D> FieldFrame(const core::MappedFile& mapped,
+                                         const std::vector<Part>& parts,
+                                         const pb::ProjectionInput& input, pb::InputRole role,
+                                         const core::Dims3& dims) {
+  const std::vector<Part> chosen = WithRole(parts, role);
+  if (chosen.empty()) return core::Array3D();
+  const char* what = role == pb::INPUT_ROLE_DARK_FIELD ? "dark field" : "flat field";
+  core::Array3D frames;
+  if (input.encoding() == pb::DATA_ENCODING_TIFF) {
+    TOMO_ASSIGN_OR_RETURN(frames, core::DecodeTiffStack(TiffParts(mapped, chosen)));
+  } else {
+    core::CheckedSum<uint64_t> total;
+    for (const Part& part : chosen) total.Add(part.size);
+    const std::optional<uint64_t> frame_bytes = core::CheckedProduct<uint64_t>(
+        dims.d1, dims.d2, core::RawSampleBytes(RawLayout(input, dims).sample));
+    const std::optional<int64_t> frame_count =
+        total.ok() && frame_bytes && *frame_bytes > 0
+            ? core::CheckedCast<int64_t>(total.value() / *frame_bytes)
+            : std::nullopt;
+    if (!frame_count) {
+      return absl::InvalidArgumentError(absl::StrCat("input: ", what, " ", PartNames(chosen),
+                                                     " is not a countable number of frames"));
+    }
+    TOMO_ASSIGN_OR_RETURN(frames, DecodeRawParts(mapped, chosen, input, *frame_count, dims.d1,
+                                                 dims.d2, /*whole_frames=*/true));
+  }
+  if (frames.dims().d1 != dims.d1 || frames.dims().d2 != dims.d2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input: ", what, " ", PartNames(chosen), " frames are ", frames.dims().d1, " x ",
+        frames.dims().d2, " (rows x columns), the projections ", dims.d1, " x ", dims.d2));
+  }
+  return core::MeanFrame(frames, what);
+}
+
+}  // namespace
+
+bool InputIsPlainProjections(const ValidatedJob& job) {
+  const pb::ProjectionInput& input = job.input;
+  // UNSPECIFIED means FLOAT32_LE (the proto's default); dark and flat fields come as files.
+  const bool float32_le = input.encoding() == pb::DATA_ENCODING_FLOAT32_LE ||
+                          input.encoding() == pb::DATA_ENCODING_UNSPECIFIED;
+  return float32_le && input.files().empty() && !input.preprocessing().negative_log() &&
+         input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN && !job.geometry_from_input_files;
+}
+
+absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path) {
+  const pb::ProjectionInput& input = job.input;
+  JobInput result;
+  if (InputIsPlainProjections(job)) {
+    // The plain case, line integrals as they are: raw_io's parallel pread path.
+    TOMO_ASSIGN_OR_RETURN(result.projections,
+                          core::ReadRawFloat32(input_path, core::ProjectionDims(job.request.geometry)));
+    return result;
+  }
+  TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
+                        MapSpooledInput(input_path, job.input_bytes));
+  TOMO_ASSIGN_OR_RETURN(const std::vector<Part> parts, Parts(input, mapped.size()));
+  const std::vector<Part> projection_parts = WithRole(parts, pb::INPUT_ROLE_PROJECTIONS);
+  if (input.encoding() == pb::DATA_ENCODING_DICOM_CT_PD) {
+    std::vector<core::DicomBytes> files;
+    for (const Part& part : projection_parts) {
+      files.push_back({part.name, mapped.data() + part.offset, static_cast<size_t>(part.size)});
+    }
+    TOMO_ASSIGN_OR_RETURN(core::DicomCtPdAcquisition scan, core::DecodeDicomCtPd(files));
+    result.projections = std::move(scan.projections);
+    result.photon_statistics = std::move(scan.photon_statistics);
+    result.metadata = std::move(scan.metadata);
+    result.geometry = std::move(scan.geometry);
+    return result;
+  }
+  const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+  if (input.encoding() == pb::DATA_ENCODING_TIFF) {
+    // Page counts and sizes against the geometry before any page is decoded.
+    TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
+    TOMO_ASSIGN_OR_RETURN(result.projections,
+                          core::DecodeTiffStack(TiffParts(mapped, projection_parts)));
+    TOMO_RETURN_IF_ERROR(MatchesGeometry(
+        result.projections.dims(), dims,
+        absl::StrCat("TIFF pages of ", PartNames(projection_parts))));
+  } else {
+    TOMO_ASSIGN_OR_RETURN(result.projections,
+                          DecodeRawParts(mapped, projection_parts, input, dims.d0, dims.d1,
+                                         dims.d2, /*whole_frames=*/false));
+  }
+  TOMO_ASSIGN_OR_RETURN(core::Array3D dark,
+                        FieldFrame(mapped, parts, input, pb::INPUT_ROLE_DARK_FIELD, dims));
+  TOMO_ASSIGN_OR_RETURN(core::Array3D flat,
+                        FieldFrame(mapped, parts, input, pb::INPUT_ROLE_FLAT_FIELD, dims));
+  if (flat.size() > 0) {
+    TOMO_RETURN_IF_ERROR(
+        core::ApplyDarkFlat(result.projections, dark.size() > 0 ? &dark : nullptr, flat));
+  }
+  if (input.preprocessing().negative_log()) {
+    const float floor = input.preprocessing().has_min_transmission()
+                            ? static_cast<float>(input.preprocessing().min_transmission())
+                            : core::kDefaultMinTransmission;
+    TOMO_ASSIGN_OR_RETURN(result.clamped_transmissions,
+                          core::NegativeLog(result.projections, floor));
+  }
+  return result;
+}
+
+absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& job,
+                                                            const JobInput& input) {
+  core::ReconstructionRequest request = job.request;
+  UsePhotonStatistics(input.photon_statistics, request.algorithm);
+  if (!input.geometry.has_value()) return request;
+  const core::VectorGeometry& geometry = *input.geometry;
+  // The files' values meet the ranges a spec's would (geometry_ranges.h).
+  TOMO_RETURN_IF_ERROR(CheckVectorGeometryRanges(geometry));
+  if (absl::Status fits = geometry.CheckAgainstVolume(job.request.volume); !fits.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("geometry (from the input files): ", fits.message()));
+  }
+  request.geometry = geometry;
+  return request;
+}
+
+absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& input_path) {
+  const pb::ProjectionInput& input = job.input;
+  const bool dicom = input.encoding() == pb::DATA_ENCODING_DICOM_CT_PD;
+  const bool tiff = input.encoding() == pb::DATA_ENCODING_TIFF;
+  if (!dicom && !tiff) return absl::OkStatus();
+  TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
+                        MapSpooledInput(input_path, job.input_bytes));
+  TOMO_ASSIGN_OR_RETURN(const std::vector<Part> parts, Parts(input, mapped.size()));
+  if (dicom) {
+    std::optional<core::DicomCtPdHeader> first;
+    std::string first_name;
+    for (const Part& part : WithRole(parts, pb::INPUT_ROLE_PROJECTIONS)) {
+      TOMO_ASSIGN_OR_RETURN(core::DicomCtPdHeader header,
+                            core::ParseDicomCtPdHeader(mapped.data() + part.offset,
+                                                       static_cast<size_t>(part.size), part.name));
+      if (!first.has_value()) {
+        first = header;
+        first_name = part.name;
+      } else {
+        TOMO_RETURN_IF_ERROR(core::CheckSameDicomCtPdDetector(header.detector, part.name,
+                                                              first->detector, first_name));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+  int64_t pages = 0;
+  for (const Part& part : parts) {
+    TOMO_ASSIGN_OR_RETURN(core::TiffStackInfo info,
+                          core::InspectTiff(mapped.data() + part.offset,
+                                            static_cast<size_t>(part.size), part.name));
+    if (info.rows != dims.d1 || info.columns != dims.d2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          part.name, ": pages are ", info.rows, " x ", info.columns,
+          " (rows x columns), the geometry's detector ", dims.d1, " x ", dims.d2));
+    }
+    if (part.role == pb::INPUT_ROLE_PROJECTIONS) pages += info.pages;
+  }
+  if (pages != dims.d0) {
+    return absl::InvalidArgumentError(absl::StrCat("input.files: ", pages,
+                                                   " TIFF projection pages, the geometry has ",
+                                                   dims.d0, " views"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tomo::server

@@ -1,0 +1,99 @@
+#include "server/jobs/matrix_cache.h"
+
+#include <utility>
+
+#include "core/base/status_macros.h"
+
+namespace tomo::server {
+namespace {
+
+namespace sm = ::tomo::core::system_matrix;
+
+void Append(std::string& key, const void* bytes, size_t size) {
+  key.append(static_cast<const char*>(bytes), size);
+}
+void AppendVec(std::string& key, const core::Vec3& v) {
+  Append(key, &v.x, sizeof(v.x));
+  Append(key, &v.y, sizeof(v.y));
+  Append(key, &v.z, sizeof(v.z));
+}
+
+}  // namespace
+
+std::string MatrixCache::KeyOf(const core::VectorGeometry& geometry,
+                               const core::VolumeGeometry& volume, sm::MatrixFormat format) {
+  std::string key;
+  const int64_t header[] = {static_cast<int64_t>(format),
+                            static_cast<int64_t>(geometry.beam()),
+                            static_cast<int64_t>(geometry.detector()),
+                            geometry.rows(),
+                            geometry.columns(),
+                            geometry.num_views(),
+                            volume.size().x,
+                            volume.size().y,
+                            volume.size().z};
+  Append(key, header, sizeof(header));
+  AppendVec(key, volume.voxel_size_mm());
+  AppendVec(key, volume.center_mm());
+  for (const core::ViewVectors& view : geometry.views()) {
+    AppendVec(key, view.source);
+    AppendVec(key, view.detector_center);
+    AppendVec(key, view.u);
+    AppendVec(key, view.v);
+  }
+  return key;
+}
+
+absl::StatusOr<MatrixCache::Found> MatrixCache::Get(const core::VectorGeometry& geometry,
+                                                    const core::VolumeGeometry& volume,
+                                                    sm::MatrixFormat format,
+                                                    uint64_t budget_bytes) {
+  std::string key = KeyOf(geometry, volume, format);
+  {
+    absl::MutexLock lock(&mutex_);
+    if (auto found = index_.find(key); found != index_.end()) {
+      recent_.splice(recent_.begin(), recent_, found->second);
+      ++hits_;
+      return Found{found->second->matrix, true};
+    }
+    ++misses_;
+  }
+  TOMO_ASSIGN_OR_RETURN(sm::StoredMatrix built,
+                        sm::BuildStoredMatrix(geometry, volume, format, budget_bytes));
+  auto matrix = std::make_shared<const sm::StoredMatrix>(std::move(built));
+  absl::MutexLock lock(&mutex_);
+  Keep(std::move(key), matrix);
+  return Found{std::move(matrix), false};
+}
+
+void MatrixCache::Keep(std::string key, std::shared_ptr<const sm::StoredMatrix> matrix) {
+  const uint64_t bytes = matrix->bytes();
+  if (bytes > capacity_bytes_ || index_.count(key) > 0) return;
+  while (kept_bytes_ + bytes > capacity_bytes_ && !recent_.empty()) {
+    kept_bytes_ -= recent_.back().matrix->bytes();
+    index_.erase(recent_.back().key);
+    recent_.pop_back();
+  }
+  recent_.push_front(Entry{key, std::move(matrix)});
+  index_.emplace(std::move(key), recent_.begin());
+  kept_bytes_ += bytes;
+}
+
+uint64_t MatrixCache::kept_bytes() const {
+  absl::MutexLock lock(&mutex_);
+  return kept_bytes_;
+}
+int64_t MatrixCache::kept_matrices() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int64_t>(recent_.size());
+}
+int64_t MatrixCache::hits() const {
+  absl::MutexLock lock(&mutex_);
+  return hits_;
+}
+int64_t MatrixCache::misses() const {
+  absl::MutexLock lock(&mutex_);
+  return misses_;
+}
+
+}  // namespace tomo::server

@@ -1,0 +1,348 @@
+#include "runner/job_input.h"
+
+#include <tiffio.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/io/dicom_ct_pd_writer.h"
+#include "core/phantom/ellipsoid_phantom.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/core/random_seed.h"
+
+namespace tomo::server {
+namespace {
+
+namespace pb = ::tomoserve::v1;
+using ::testing::HasSubstr;
+
+constexpr double kPi = 3.14159265358979323846;
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) /
+          (std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+           name))
+      .string();
+}
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The spool's input file: the uploaded files back to back, and the spec's file list.
+struct Upload {
+  std::vector<std::pair<std::string, std::string>> files;  // name, bytes
+  std::vector<pb::InputRole> roles;
+  void Add(const std::string& name, std::string bytes,
+           pb::InputRole role = pb::INPUT_ROLE_PROJECTIONS) {
+    files.emplace_back(name, std::move(bytes));
+    roles.push_back(role);
+  }
+  void Describe(pb::ProjectionInput& input) const {
+    uint64_t total = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+      pb::InputFile* file = input.add_files();
+      file->set_name(files[i].first);
+      file->set_size_bytes(files[i].second.size());
+      file->set_role(roles[i]);
+      total += files[i].second.size();
+    }
+    input.set_size_bytes(total);
+  }
+  std::string Spool(const std::string& path) const {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    for (const auto& file : files) out << file.second;
+    return path;
+  }
+};
+
+pb::JobSpec ConeSpec(int views, int rows, int columns) {
+  pb::JobSpec spec;
+  pb::ConeBeam* cone = spec.mutable_geometry()->mutable_cone();
+  cone->mutable_detector()->set_rows(rows);
+  cone->mutable_detector()->set_columns(columns);
+  cone->mutable_detector()->set_row_spacing_mm(1);
+  cone->mutable_detector()->set_column_spacing_mm(1);
+  cone->set_source_origin_mm(200);
+  cone->set_origin_detector_mm(100);
+  cone->mutable_angles()->mutable_uniform()->set_count(views);
+  cone->mutable_angles()->mutable_uniform()->set_span_deg(360);
+  spec.mutable_volume()->mutable_size()->set_x(16);
+  spec.mutable_volume()->mutable_size()->set_y(16);
+  spec.mutable_volume()->mutable_size()->set_z(4);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_x(1);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_y(1);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_z(1);
+  spec.mutable_algorithm()->mutable_fbp();
+  return spec;
+}
+
+void PutUint16BigEndian(std::string& bytes, size_t index, uint16_t value) {
+  bytes[2 * index] = static_cast<char>(value >> 8);
+  bytes[2 * index + 1] = static_cast<char>(value & 0xff);
+}
+
+// Counts I = D + (F - D) exp(-p), stored uint16 big-endian row-view-column in two projection
+// files, with a dark file (2 frames) before them and a flat file (1 frame) between them: the
+// resolver must reassemble, correct and take the log.
+TEST(JobInputTest, RawUint16WithDarkFlatAndLogGivesLineIntegrals) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const int views = 6, rows = 3, columns = 5, pixels = rows * columns;
+  std::uniform_real_distribution<double> integral(0.0, 4.0);
+  std::vector<double> truth(views * pixels);
+  for (double& p : truth) p = integral(random);
+  const double dark = 100, flat = 60000;
+  std::string counts(static_cast<size_t>(2 * views * pixels), '\0');
+  for (int v = 0; v < views; ++v) {
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < columns; ++c) {
+        const double p = truth[(v * rows + r) * columns + c];
+        const double reading = dark + (flat - dark) * std::exp(-p);
+        PutUint16BigEndian(counts, (r * views + v) * columns + c,
+                           static_cast<uint16_t>(std::lround(reading)));
+      }
+    }
+  }
+  std::string dark_bytes(static_cast<size_t>(2 * 2 * pixels), '\0');
+  std::string flat_bytes(static_cast<size_t>(2 * pixels), '\0');
+  for (int i = 0; i < pixels; ++i) {
+    PutUint16BigEndian(dark_bytes, i, 90);  // frames 90 and 110 average to 100
+    PutUint16BigEndian(dark_bytes, pixels + i, 110);
+    PutUint16BigEndian(flat_bytes, i, 60000);
+  }
+  const size_t split = counts.size() / 3;
+  Upload upload;
+  upload.Add("dark.raw", dark_bytes, pb::INPUT_ROLE_DARK_FIELD);
+  upload.Add("part1.raw", counts.substr(0, split));
+  upload.Add("flat.raw", flat_bytes, pb::INPUT_ROLE_FLAT_FIELD);
+  upload.Add("part2.raw", counts.substr(split));
+  pb::JobSpec spec = ConeSpec(views, rows, columns);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_UINT16_BE);
+  spec.mutable_input()->set_order(pb::AXIS_ORDER_ROW_VIEW_COLUMN);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  upload.Describe(*spec.mutable_input());
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  EXPECT_TRUE(CheckJobInputHeaders(*job, spool).ok());
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  ASSERT_EQ(input->projections.dims(), (core::Dims3{views, rows, columns}));
+  EXPECT_FALSE(input->geometry.has_value());
+  EXPECT_EQ(input->clamped_transmissions, 0);
+  for (int i = 0; i < views * pixels; ++i) {
+    // Rounding a reading to an integer: 0.5 / (F - D) exp(-p) relative, < 5e-4 at p = 4.
+    ASSERT_NEAR(input->projections.data()[i], truth[i], 5e-4) << i;
+  }
+  // The spool file must be what the spec says.
+  std::filesystem::resize_file(spool, std::filesystem::file_size(spool) - 1);
+  EXPECT_EQ(ResolveJobInput(*job, spool).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// The plain case (float32 little-endian line integrals, no file list): values as they are,
+// and the sizes the spec promised.
+TEST(JobInputTest, PlainFloat32IsReadAsItIs) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> normal(1.0f, 0.5f);
+  std::vector<float> values(4 * 3 * 5);
+  for (float& v : values) v = normal(random);
+  pb::JobSpec spec = ConeSpec(4, 3, 5);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_size_bytes(values.size() * 4);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(InputIsPlainProjections(*job));
+  const std::string spool = TempPath("input.bin");
+  std::ofstream(spool, std::ios::binary)
+      .write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+  EXPECT_TRUE(CheckJobInputHeaders(*job, spool).ok());
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(input->projections.data()[i], values[i]);
+  absl::StatusOr<core::ReconstructionRequest> request = RequestForInput(*job, *input);
+  ASSERT_TRUE(request.ok());
+  EXPECT_EQ(core::ProjectionDims(request->geometry), (core::Dims3{4, 3, 5}));
+  std::filesystem::resize_file(spool, 7);
+  EXPECT_EQ(ResolveJobInput(*job, spool).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Plain float32 in row-view-column order (a sinogram per row) is not the plain case: it is
+// reordered to (views, rows, columns). (It once went through the plain read untouched.)
+TEST(JobInputTest, Float32SinogramsPerRowAreReordered) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> normal(1.0f, 0.5f);
+  constexpr int kViews = 4, kRows = 3, kColumns = 5;
+  std::vector<float> sinograms(kViews * kRows * kColumns);  // (row, view, column)
+  for (float& v : sinograms) v = normal(random);
+  pb::JobSpec spec = ConeSpec(kViews, kRows, kColumns);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_order(pb::AXIS_ORDER_ROW_VIEW_COLUMN);
+  spec.mutable_input()->set_size_bytes(sinograms.size() * 4);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(InputIsPlainProjections(*job));
+  const std::string spool = TempPath("input.bin");
+  std::ofstream(spool, std::ios::binary)
+      .write(reinterpret_cast<const char*>(sinograms.data()),
+             static_cast<std::streamsize>(sinograms.size() * 4));
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  for (int view = 0; view < kViews; ++view) {
+    for (int row = 0; row < kRows; ++row) {
+      for (int column = 0; column < kColumns; ++column) {
+        ASSERT_EQ(input->projections.at(view, row, column),
+                  sinograms[(row * kViews + view) * kColumns + column])
+            << view << " " << row << " " << column;
+      }
+    }
+  }
+}
+
+std::string TiffBytes(const std::string& path, int pages, int rows, int columns, float base) {
+  TIFF* tiff = TIFFOpen(path.c_str(), "w");
+  EXPECT_NE(tiff, nullptr);
+  for (int p = 0; p < pages; ++p) {
+    TIFFSetField(tiff, TIFFTAG_IMAGEWIDTH, static_cast<uint32_t>(columns));
+    TIFFSetField(tiff, TIFFTAG_IMAGELENGTH, static_cast<uint32_t>(rows));
+    TIFFSetField(tiff, TIFFTAG_BITSPERSAMPLE, static_cast<uint16_t>(32));
+    TIFFSetField(tiff, TIFFTAG_SAMPLESPERPIXEL, static_cast<uint16_t>(1));
+    TIFFSetField(tiff, TIFFTAG_SAMPLEFORMAT, static_cast<uint16_t>(SAMPLEFORMAT_IEEEFP));
+    TIFFSetField(tiff, TIFFTAG_PHOTOMETRIC, static_cast<uint16_t>(PHOTOMETRIC_MINISBLACK));
+    std::vector<float> line(static_cast<size_t>(columns));
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < columns; ++c) line[c] = base + p * 100 + r * 10 + c;
+      TIFFWriteScanline(tiff, line.data(), static_cast<uint32_t>(r), 0);
+    }
+    TIFFWriteDirectory(tiff);
+  }
+  TIFFClose(tiff);
+  return Contents(path);
+}
+
+TEST(JobInputTest, TiffStackOfTwoFilesAndPageCountChecks) {
+  Upload upload;
+  upload.Add("a.tif", TiffBytes(TempPath("a.tif"), 2, 3, 4, 0.0f));
+  upload.Add("b.tif", TiffBytes(TempPath("b.tif"), 1, 3, 4, 1000.0f));
+  pb::JobSpec spec = ConeSpec(3, 3, 4);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_TIFF);
+  upload.Describe(*spec.mutable_input());
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  ASSERT_TRUE(CheckJobInputHeaders(*job, spool).ok());
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_EQ(input->projections.at(1, 2, 3), 100 + 20 + 3);
+  EXPECT_EQ(input->projections.at(2, 1, 0), 1000 + 10);
+
+  // One view more in the spec than pages uploaded: refused at Submit and at run time.
+  pb::JobSpec more = ConeSpec(4, 3, 4);
+  more.mutable_input()->set_encoding(pb::DATA_ENCODING_TIFF);
+  upload.Describe(*more.mutable_input());
+  absl::StatusOr<ValidatedJob> more_job = ValidateJobSpec(more, {});
+  ASSERT_TRUE(more_job.ok()) << more_job.status();
+  absl::Status s = CheckJobInputHeaders(*more_job, spool);
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("3 TIFF projection pages, the geometry has 4 views"));
+  s = ResolveJobInput(*more_job, spool).status();
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("3 TIFF projection pages, the geometry has 4 views"));
+}
+
+core::DicomCtPdScan SmallDicomScan() {
+  core::DicomCtPdScan scan;
+  scan.detector.rows = 8;
+  scan.detector.columns = 40;
+  scan.detector.row_spacing_mm = 2.0;
+  scan.detector.column_spacing_mm = 2.0;
+  scan.detector.focal_center_to_detector_mm = 300;
+  scan.detector.central_column = 20.5;
+  scan.detector.central_row = 4.5;
+  for (int i = 0; i < 12; ++i) {
+    core::DicomCtPdView v;
+    v.focal_center_angle_rad = 2 * kPi * i / 12;
+    v.focal_center_radius_mm = 150;
+    scan.views.push_back(v);
+  }
+  scan.water_attenuation_per_mm = 0.019;
+  scan.incident_photons = 1e5;
+  scan.patient_study = {{0x0010, 0x0020, "P-7"}};
+  return scan;
+}
+
+TEST(JobInputTest, DicomCtPdFilesGiveGeometryValuesAndMetadata) {
+  const core::DicomCtPdScan scan = SmallDicomScan();
+  const core::EllipsoidPhantom phantom = core::EllipsoidPhantom::SheppLogan3D(30);
+  const std::string dir = TempPath("scan");
+  std::filesystem::remove_all(dir);
+  absl::StatusOr<std::vector<std::string>> paths =
+      core::WriteDicomCtPdPhantomScan(dir, scan, phantom, 1);
+  ASSERT_TRUE(paths.ok()) << paths.status();
+  Upload upload;
+  for (const std::string& path : *paths) {
+    upload.Add(std::filesystem::path(path).filename().string(), Contents(path));
+  }
+  pb::JobSpec spec = ConeSpec(1, 1, 1);
+  spec.mutable_geometry()->mutable_from_input_files();
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_DICOM_CT_PD);
+  upload.Describe(*spec.mutable_input());
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  ASSERT_TRUE(CheckJobInputHeaders(*job, spool).ok());
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  ASSERT_TRUE(input->geometry.has_value());
+  EXPECT_EQ(input->geometry->num_views(), 12);
+  EXPECT_EQ(input->geometry->detector(), core::DetectorShape::kCylindrical);
+  ASSERT_EQ(input->projections.dims(), (core::Dims3{12, 8, 40}));
+  const core::Array3D truth =
+      phantom.Project(core::MakeDicomCtPdGeometry(scan.detector, scan.views).value(), 1);
+  for (int64_t i = 0; i < truth.size(); ++i) {
+    ASSERT_NEAR(input->projections.data()[i], truth.data()[i], 1e-3) << i;
+  }
+  EXPECT_EQ(input->photon_statistics.dims(), (core::Dims3{12, 1, 40}));
+  ASSERT_TRUE(input->metadata.water_attenuation_per_mm.has_value());
+  EXPECT_DOUBLE_EQ(*input->metadata.water_attenuation_per_mm, 0.019);
+  ASSERT_EQ(input->metadata.patient_study.size(), 1u);
+  EXPECT_EQ(input->metadata.patient_study[0].value, "P-7");
+  absl::StatusOr<core::ReconstructionRequest> request = RequestForInput(*job, *input);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(core::ProjectionDims(request->geometry), (core::Dims3{12, 8, 40}));
+
+  // A volume that reaches the source is refused once the geometry is known.
+  ValidatedJob huge = *std::move(job);
+  huge.request.volume = core::VolumeGeometry::Create({400, 400, 4}, {1, 1, 1}, {}).value();
+  EXPECT_THAT(RequestForInput(huge, *input).status().message(),
+              HasSubstr("geometry (from the input files)"));
+
+  // A file broken in the middle of the upload: the Submit-time check names it.
+  Upload broken = upload;
+  std::string& victim = broken.files[5].second;
+  victim.resize(200);  // the header cut short
+  pb::JobSpec broken_spec = spec;
+  broken_spec.mutable_input()->clear_files();
+  broken.Describe(*broken_spec.mutable_input());
+  absl::StatusOr<ValidatedJob> broken_job = ValidateJobSpec(broken_spec, {});
+  ASSERT_TRUE(broken_job.ok()) << broken_job.status();
+  const std::string broken_spool = broken.Spool(TempPath("broken.bin"));
+  absl::Status s = CheckJobInputHeaders(*broken_job, broken_spool);
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("proj_000005.dcm"));
+}
+
+}  // namespace
+}  // namespace tomo::server
