@@ -17,7 +17,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOMO_BUILD_TESTS=O
  && cmake --build build --target tomod tomo -j "$(nproc)"
 # Gather the shared libraries the binaries need that the runtime image lacks (gRPC,
 # protobuf, Abseil, FFTW, SQLite (libsqlite3.so.0, the runtime of libsqlite3-dev),
-# civetweb (libcivetweb.so.1, the metrics endpoint's HTTP server), ...);
+# libmicrohttpd (libmicrohttpd.so.12, the metrics endpoint's HTTP server), ...);
 # glibc, libstdc++ and the CUDA libraries are there already.
 RUN mkdir -p /opt/tomoserve/bin /opt/tomoserve/lib \
  && cp build/bin/tomod build/bin/tomo /opt/tomoserve/bin/ \
