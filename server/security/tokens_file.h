@@ -2,11 +2,9 @@
 // read again on demand (tomod: on SIGHUP), so that tokens are added and revoked without a
 // restart.
 //
-// The file must belong to a user who may read it alone or with a group: a file that other
-// users may read or write, or that its group may write, is refused (FAILED_PRECONDITION
-// naming the path, its mode and the fix, chmod 600 or 640), as ssh refuses a private key
-// others can read. A group may read it so that a deployment can hand the file to tomod
-// through a group (a Kubernetes secret with defaultMode 0440 and fsGroup).
+// The file is read as a secret (secret_file.h): one that other users may read or write,
+// or that its group may write, is refused (FAILED_PRECONDITION naming the path, its mode
+// and the fix, chmod 600 or 640).
 //
 // Reload() reads the file again: when it cannot be read or parsed, or its mode is refused,
 // the table in force stays (calls keep being answered as before) and the reason is logged
