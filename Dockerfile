@@ -42,9 +42,9 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOMO_BUILD_TESTS=
       ${TOMO_CMAKE_FLAGS} \
  && cmake --build /build --target tomod tomo -j "${BUILD_JOBS:-$(nproc)}"
 # The binaries and the shared libraries they need that the runtime image lacks (gRPC,
-# protobuf, Abseil, FFTW, SQLite, civetweb, DCMTK, ...). glibc, libstdc++ and libgcc are
-# in both runtime images, the CUDA libraries in NVIDIA's; libcuda and NVML come from the
-# host's driver through the NVIDIA Container Toolkit.
+# protobuf, Abseil, FFTW, SQLite, libmicrohttpd, OpenSSL, DCMTK, ...). glibc, libstdc++
+# and libgcc are in both runtime images, the CUDA libraries in NVIDIA's; libcuda and NVML
+# come from the host's driver through the NVIDIA Container Toolkit.
 RUN mkdir -p /opt/tomoserve/bin /opt/tomoserve/lib \
  && cp /build/bin/tomod /build/bin/tomo /opt/tomoserve/bin/ \
  && strip /opt/tomoserve/bin/* \

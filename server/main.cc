@@ -30,9 +30,30 @@ ABSL_FLAG(uint32_t, max_queue_length, 1000,
           "most jobs queued or uploading at once; more are refused with RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint32_t, max_jobs_per_client, 250,
           "most unfinished jobs (uploading, queued or running) one client may have; more are "
-          "refused with RESOURCE_EXHAUSTED. A client is the authenticated identity of the "
-          "connection, else the host of its address. The default, a quarter of "
-          "--max_queue_length's default, keeps one client from filling the queue; 0: no limit");
+          "refused with RESOURCE_EXHAUSTED. A client is the tenant of an authenticated call "
+          "(token or client certificate), else the host of its address (without "
+          "authentication, a client that changes address escapes it). The default, a quarter "
+          "of --max_queue_length's default, keeps one client from filling the queue; 0: no "
+          "limit");
+ABSL_FLAG(uint32_t, tenant_max_unfinished_jobs, 0,
+          "most unfinished jobs (uploading, queued or running) one tenant may have; more are "
+          "refused with RESOURCE_EXHAUSTED naming the quota; 0: no limit");
+ABSL_FLAG(uint64_t, tenant_max_spool_bytes, 0,
+          "most spool bytes one tenant's jobs may hold or reserve (inputs, results, uploads "
+          "at their full size, outputs' bound until a job ends); a job that would go over is "
+          "refused with RESOURCE_EXHAUSTED naming the quota; 0: no limit");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM server certificate (chain) for TLS; with --tls_key_file, tomod speaks TLS only "
+          "(see docs/security.md; scripts/dev-certs makes development ones)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA certificate(s): when set, every client must present a certificate signed by "
+          "it (mutual TLS); its subject CN names the caller's tenant when no token is sent");
+ABSL_FLAG(std::string, tokens_file, "",
+          "file of bearer tokens, one 'TOKEN TENANT ROLE' a line (role user or admin; '#' "
+          "comments), readable by its owner (and group) only; when set, every RPC but health "
+          "needs 'authorization: Bearer <token>' metadata. Read again on SIGHUP (a bad file "
+          "keeps the tokens in force)");
 ABSL_FLAG(uint32_t, max_iterations, 1000,
           "most iterations an iterative algorithm may be asked for; more are refused with "
           "RESOURCE_EXHAUSTED (FBP/FDK have none)");
@@ -62,8 +83,13 @@ ABSL_FLAG(std::string, reconstruct_while_uploading, "devices",
           "are uploaded, by an idle worker: devices (GPU workers), all (the CPU worker too; "
           "no gain there) or never");
 ABSL_FLAG(int32_t, metrics_port, tomo::server::kDefaultMetricsPort,
-          "serve Prometheus metrics at http://<--listen's host>:<port>/metrics (127.0.0.1 for "
-          "a unix socket); 0: off");
+          "serve Prometheus metrics at http://<--metrics_host>:<port>/metrics; 0: off");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1",
+          "address the metrics endpoint binds (IPv4, IPv6 or localhost); plain HTTP, so a "
+          "non-loopback one needs --allow_insecure_remote");
+ABSL_FLAG(std::string, metrics_token_file, "",
+          "file holding a token that scrapes must send as 'Authorization: Bearer <token>' "
+          "(readable by its owner and group only); empty: none");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM/SIGINT: health turns NOT_SERVING and new jobs are refused at once; "
           "running jobs get this long to finish, then they are stopped and queued again "
@@ -81,7 +107,8 @@ ABSL_FLAG(std::string, testing_crash_on_job_name, "",
           "for tests only: a job with this name aborts tomod from its worker, as a fault in "
           "a reconstruction would (the crash log then names it; see docs/limits.md)");
 ABSL_FLAG(bool, allow_insecure_remote, false,
-          "serve plain-text gRPC on a non-loopback --listen address (no TLS yet)");
+          "serve plain-text gRPC on a non-loopback --listen address without TLS, and the "
+          "metrics on a non-loopback --metrics_host");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -99,6 +126,12 @@ int main(int argc, char** argv) {
   options.device_ids = absl::GetFlag(FLAGS_devices);
   options.cpu_worker = absl::GetFlag(FLAGS_cpu_worker);
   options.allow_insecure_remote = absl::GetFlag(FLAGS_allow_insecure_remote);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  options.tenant_max_unfinished_jobs = absl::GetFlag(FLAGS_tenant_max_unfinished_jobs);
+  options.tenant_max_spool_bytes = absl::GetFlag(FLAGS_tenant_max_spool_bytes);
   options.limits.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   options.limits.max_voxels = absl::GetFlag(FLAGS_max_voxels);
   options.limits.max_views = absl::GetFlag(FLAGS_max_views);
@@ -127,6 +160,8 @@ int main(int argc, char** argv) {
   }
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  options.metrics_token_file = absl::GetFlag(FLAGS_metrics_token_file);
   options.crash_on_job_name_for_testing = absl::GetFlag(FLAGS_testing_crash_on_job_name);
   options.min_free_spool_bytes = absl::GetFlag(FLAGS_min_free_spool_bytes);
   options.spool_reserve_bytes = absl::GetFlag(FLAGS_spool_reserve_bytes);

@@ -34,6 +34,8 @@
 #include "server/jobs/crash_log.h"
 #include "runner/disk_space.h"
 #include "server/telemetry/gpu_utilization.h"
+#include "server/security/secret_file.h"
+#include "server/security/token_table.h"
 #include "server/telemetry/log.h"
 #include "server/jobs/matrix_cache.h"
 
@@ -47,6 +49,8 @@ namespace {
 bool IsUnixAddress(absl::string_view listen) {
   return absl::StartsWith(listen, "unix:") || absl::StartsWith(listen, "unix-abstract:");
 }
+
+}  // namespace
 
 bool IsLoopbackHost(std::string host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -63,6 +67,28 @@ bool IsLoopbackHost(std::string host) {
     if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
   }
   return false;
+}
+
+namespace {
+
+// The token of --metrics_token_file: the file's text without surrounding white space, read
+// as a secret (secret_file.h), kMinTokenBytes or more printable characters.
+absl::StatusOr<std::string> ReadMetricsToken(const std::string& path) {
+  TOMO_ASSIGN_OR_RETURN(std::string text, ReadSecretFile("--metrics_token_file", path));
+  const std::string token(absl::StripAsciiWhitespace(text));
+  if (token.size() < kMinTokenBytes || token.size() > kMaxTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_token_file=", path, ": the token's length ", token.size(),
+        " is out of range [", kMinTokenBytes, ", ", kMaxTokenBytes, "]"));
+  }
+  for (char c : token) {
+    if (c < '!' || c > '~') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics_token_file=", path,
+          ": the token has a character that is not printable ASCII (or a space)"));
+    }
+  }
+  return token;
 }
 
 absl::Status CheckLimits(const ServerLimits& limits) {
@@ -120,15 +146,6 @@ void AddScrapeCollector(TomodMetrics& metrics, const JobManager& manager,
 
 }  // namespace
 
-std::string MetricsHost(const std::string& listen) {
-  if (IsUnixAddress(listen)) return "127.0.0.1";
-  const size_t colon = listen.rfind(':');
-  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
-  if (host.empty()) return "0.0.0.0";
-  if (absl::AsciiStrToLower(host) == "localhost") return "127.0.0.1";
-  return host;
-}
-
 absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions& options) {
   if (!options.device_ids.empty()) {
     const std::vector<core::DeviceInfo> present = core::ListDevices();
@@ -158,7 +175,7 @@ absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions&
   return devices;
 }
 
-absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_remote) {
+absl::Status CheckListenAddress(const std::string& listen, bool tls, bool allow_insecure_remote) {
   if (listen.empty()) return absl::InvalidArgumentError("--listen: must not be empty");
   if (IsUnixAddress(listen)) return absl::OkStatus();
   const size_t colon = listen.rfind(':');
@@ -169,12 +186,13 @@ absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_r
         "--listen=", listen, ": expected host:port (port 0 picks a free one) or unix:path"));
   }
   const std::string host = listen.substr(0, colon);
-  if (IsLoopbackHost(host) || allow_insecure_remote) return absl::OkStatus();
+  if (tls || IsLoopbackHost(host) || allow_insecure_remote) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "--listen=", listen, ": ", host.empty() ? "all interfaces" : host,
-      " is not a loopback address, and tomod serves plain-text gRPC (no TLS yet) only on "
-      "loopback (127.0.0.0/8, ::1, localhost) or unix sockets; pass "
-      "--allow_insecure_remote to serve without encryption on this address anyway"));
+      " is not a loopback address, and tomod serves plain-text gRPC only on loopback "
+      "(127.0.0.0/8, ::1, localhost) or unix sockets; pass --tls_cert_file and "
+      "--tls_key_file to serve TLS (docs/security.md), or --allow_insecure_remote to serve "
+      "without encryption on this address anyway"));
 }
 
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(const ServerOptions& options) {
@@ -194,7 +212,28 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(const ServerOpti
 
 absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
     const ServerOptions& options, core::AlgorithmRegistry registry) {
-  TOMO_RETURN_IF_ERROR(CheckListenAddress(options.listen, options.allow_insecure_remote));
+  TOMO_RETURN_IF_ERROR(
+      CheckListenAddress(options.listen, options.tls.tls(), options.allow_insecure_remote));
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.tls() || options.tls.mutual()) {
+    TOMO_ASSIGN_OR_RETURN(credentials, MakeServerCredentials(options.tls));
+  }
+  if (options.metrics_port != 0 && !IsLoopbackHost(options.metrics_host) &&
+      !options.allow_insecure_remote) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_host=", options.metrics_host,
+        " is not a loopback address, and the metrics are served over plain HTTP; pass "
+        "--allow_insecure_remote to serve them there anyway (with --metrics_token_file, "
+        "scrapes must send a token), or keep the default 127.0.0.1"));
+  }
+  std::string metrics_token;
+  if (!options.metrics_token_file.empty()) {
+    TOMO_ASSIGN_OR_RETURN(metrics_token, ReadMetricsToken(options.metrics_token_file));
+  }
+  std::unique_ptr<TokensFile> tokens;
+  if (!options.tokens_file.empty()) {
+    TOMO_ASSIGN_OR_RETURN(tokens, TokensFile::Open(options.tokens_file));
+  }
   TOMO_RETURN_IF_ERROR(CheckLimits(options.limits));
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError("--max_attempts: 0 is out of range [1, 2^32)");
@@ -213,6 +252,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   std::unique_ptr<TomodServer> server(new TomodServer);
   server->options_ = options;
   server->registry_ = std::move(registry);
+  server->tokens_ = std::move(tokens);
   TOMO_ASSIGN_OR_RETURN(server->spool_, Spool::Open(options.spool_dir));
   // Two halves of --spool_reserve_bytes: one given back when a job database write fails
   // for want of space while tomod runs, the other only at a start on a full disk, so that
@@ -240,6 +280,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.max_attempts = options.max_attempts;
   manager_options.result_ttl = options.result_ttl;
   manager_options.max_spool_bytes = options.max_spool_bytes;
+  manager_options.tenant_max_unfinished_jobs = options.tenant_max_unfinished_jobs;
+  manager_options.tenant_max_spool_bytes = options.tenant_max_spool_bytes;
   manager_options.prefetch_bytes = options.prefetch_bytes;
   manager_options.reconstruct_while_uploading = options.reconstruct_while_uploading;
   manager_options.devices = std::move(devices);
@@ -254,13 +296,18 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
   TOMO_RETURN_IF_ERROR(server->manager_->Start());
-  server->service_ = std::make_unique<ReconstructionService>(*server->manager_, server->registry_,
-                                                             server->metrics_.get());
+  const Authenticator authenticator(server->tokens_.get(), options.tls.mutual());
+  server->service_ = std::make_unique<ReconstructionService>(
+      *server->manager_, server->registry_, server->metrics_.get(), authenticator);
   AddScrapeCollector(*server->metrics_, *server->manager_,
                      std::shared_ptr<const GpuUtilization>(GpuUtilization::Open()));
   if (options.metrics_port != 0) {
-    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
-        MetricsHost(options.listen), options.metrics_port, server->metrics_->registry());
+    MetricsHttpOptions metrics_options;
+    metrics_options.host = options.metrics_host;
+    metrics_options.port = options.metrics_port;
+    metrics_options.bearer_token = metrics_token;
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+        MetricsHttpServer::Start(metrics_options, server->metrics_->registry());
     if (!http.ok()) {
       server->Shutdown();
       return http.status();
@@ -269,10 +316,11 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection cannot ask for a token: it is served only where every caller may call.
+  if (!authenticator.enabled()) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int selected_port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &selected_port);
+  builder.AddListeningPort(options.listen, credentials, &selected_port);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
@@ -304,9 +352,19 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   }
   Log(absl::StrCat("listening on ", options.listen,
                    server->port_ != 0 ? absl::StrCat(" (port ", server->port_, ")") : "",
+                   options.tls.mutual() ? ", mutual TLS"
+                                        : (options.tls.tls() ? ", TLS" : ", plain text"),
+                   server->tokens_ ? absl::StrCat(", ", server->tokens_->size(), " tokens")
+                                   : (options.tls.mutual() ? ", tenants from client certificates"
+                                                           : ", no authentication"),
                    server->metrics_http_
-                       ? absl::StrCat(", metrics on http://", MetricsHost(options.listen), ":",
-                                      server->metrics_http_->port(), "/metrics")
+                       ? absl::StrCat(", metrics on http://",
+                                      absl::StrContains(options.metrics_host, ':') &&
+                                              options.metrics_host.front() != '['
+                                          ? absl::StrCat("[", options.metrics_host, "]")
+                                          : options.metrics_host,
+                                      ":", server->metrics_http_->port(), "/metrics",
+                                      metrics_token.empty() ? "" : " (token needed)")
                        : ", metrics off",
                    ", spool ", server->spool_->root(), ", version ", TOMO_VERSION));
   return server;
@@ -398,6 +456,14 @@ void TomodServer::CutDrainShort() {
   if (manager_) manager_->CutDrainShort();
 }
 
+absl::Status TomodServer::ReloadTokens() {
+  if (tokens_ == nullptr) {
+    Log("SIGHUP: no --tokens_file to reload");
+    return absl::OkStatus();
+  }
+  return tokens_->Reload();
+}
+
 namespace {
 
 // protobuf's own messages (e.g. a request string that is not UTF-8, which any client can
@@ -419,6 +485,7 @@ absl::Status RunServer(const ServerOptions& options) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -430,10 +497,14 @@ absl::Status RunServer(const ServerOptions& options) {
   std::atomic<bool> stopped{false};
   std::atomic<int> received{0};
   std::thread waiter([&] {
-    for (int count = 0;; ++count) {
+    for (int count = 0;;) {
       int signal_number = 0;
       if (sigwait(&signals, &signal_number) != 0 || stopped.load()) return;
-      if (count == 0) {
+      if (signal_number == SIGHUP) {
+        server->ReloadTokens().IgnoreError();  // logged; the table in force stays
+        continue;
+      }
+      if (count++ == 0) {
         received = signal_number;
         stop.Notify();
       } else {

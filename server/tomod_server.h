@@ -2,8 +2,15 @@
 // reflection, over a JobManager and a Spool; the Prometheus endpoint (metrics_http.h,
 // tomod_metrics.h) when metrics_port is set; and RunServer(), the daemon's whole life.
 //
-// Plain-text gRPC is served only on loopback addresses (127.0.0.0/8, ::1, localhost) and
-// unix sockets unless allow_insecure_remote is set; TLS arrives in a later issue.
+// Security (docs/security.md): with tls.cert_file and tls.key_file the server speaks TLS,
+// with tls.client_ca_file mutual TLS; plain-text gRPC is served only on loopback addresses
+// (127.0.0.0/8, ::1, localhost) and unix sockets unless allow_insecure_remote is set. With
+// tokens_file, every RPC but the health service's needs a bearer token (ReloadTokens reads
+// the file again; RunServer calls it on SIGHUP); tokens and client certificates name the
+// tenant, which owns the jobs it submits (security/authenticator.h). Reflection is served
+// only without authentication. The metrics endpoint binds metrics_host (loopback by
+// default), plain HTTP, so another host needs allow_insecure_remote too; metrics_token_file
+// makes scrapes send a token.
 //
 // Shutdown (SIGTERM/SIGINT in RunServer, or Shutdown()) drains: health NOT_SERVING at
 // once; new Submits refused with UNAVAILABLE naming the reason (uploads in progress may
@@ -43,6 +50,8 @@
 #include "core/algorithms/reconstruction.h"
 #include "core/devices/devices.h"
 #include "server/jobs/job_manager.h"
+#include "server/security/tls_credentials.h"
+#include "server/security/tokens_file.h"
 #include "runner/job_spec.h"
 #include "server/telemetry/metrics_http.h"
 #include "server/api/reconstruction_service.h"
@@ -60,6 +69,13 @@ struct ServerOptions {
   // Adds the CPU as one more device when there are GPUs (without GPUs it is always used).
   bool cpu_worker = false;
   bool allow_insecure_remote = false;
+  // --tls_cert_file, --tls_key_file, --tls_client_ca_file (tls_credentials.h).
+  ServerTlsFiles tls;
+  // --tokens_file: bearer tokens -> tenant and role (tokens_file.h); empty: none.
+  std::string tokens_file;
+  // --tenant_max_unfinished_jobs, --tenant_max_spool_bytes: see JobManagerOptions.
+  uint32_t tenant_max_unfinished_jobs = 0;
+  uint64_t tenant_max_spool_bytes = 0;
   ServerLimits limits;
   // Ids of the devices to run jobs on ("cuda:0", "cpu"), one worker each; empty: see
   // devices.
@@ -82,9 +98,14 @@ struct ServerOptions {
   // --reconstruct_while_uploading: see JobManagerOptions.
   WhileUploading reconstruct_while_uploading = WhileUploading::kOnDevices;
   int max_message_bytes = 16 << 20;
-  // --metrics_port: Prometheus metrics at http://<listen host>:<port>/metrics; 0: off
+  // --metrics_port: Prometheus metrics at http://<metrics_host>:<port>/metrics; 0: off
   // (the flag's default is kDefaultMetricsPort; tests leave it off).
   int metrics_port = 0;
+  // --metrics_host: the address the metrics endpoint binds (an IP address or localhost).
+  std::string metrics_host = "127.0.0.1";
+  // --metrics_token_file: a file holding the token scrapes must send (mode checked as the
+  // tokens file's); empty: none.
+  std::string metrics_token_file;
   // --drain_timeout: how long a stop waits for running jobs before it requeues them.
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration shutdown_grace = absl::Seconds(5);
@@ -105,9 +126,6 @@ struct ServerOptions {
 // (9100 node, 9400 DCGM GPU), not taken by a common one.
 inline constexpr int kDefaultMetricsPort = 9473;
 
-// The host the metrics endpoint binds for a --listen address: the same host (loopback by
-// default), 127.0.0.1 for a unix socket or "localhost".
-std::string MetricsHost(const std::string& listen);
 
 // Beyond drain_timeout + shutdown_grace, how long RunServer waits for runs to notice their
 // cancellation before it exits regardless (systemd's default stop timeout is 90 s).
@@ -117,9 +135,12 @@ inline constexpr absl::Duration kStopMargin = absl::Seconds(20);
 // naming the id and the devices present for an id that is not one of them, or is repeated.
 absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions& options);
 
-// OK when listen is a loopback address or a unix socket, or allow_insecure_remote is set;
-// INVALID_ARGUMENT explaining the choice otherwise, or for an address that cannot be parsed.
-absl::Status CheckListenAddress(const std::string& listen, bool allow_insecure_remote);
+// OK when listen is a loopback address or a unix socket, or tls is set, or
+// allow_insecure_remote is; INVALID_ARGUMENT explaining the choice otherwise, or for an
+// address that cannot be parsed.
+absl::Status CheckListenAddress(const std::string& listen, bool tls, bool allow_insecure_remote);
+// Whether host (an address, brackets allowed, or localhost) is a loopback address.
+bool IsLoopbackHost(std::string host);
 
 // The gRPC health service name that is NOT_SERVING while the spool's file system has less
 // than --min_free_spool_bytes free: Submits are then refused, while the service itself
@@ -145,6 +166,9 @@ class TomodServer {
   void Shutdown(absl::string_view reason = "tomod is shutting down");
   // Ends a Shutdown's wait for running jobs now (they are requeued). Thread-safe.
   void CutDrainShort();
+  // Reads --tokens_file again (TokensFile::Reload: a bad file keeps the table in force,
+  // logged); OK without a tokens file. Thread-safe.
+  absl::Status ReloadTokens();
   // The metrics port bound (0: metrics off).
   int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
   TomodMetrics& metrics() { return *metrics_; }
@@ -163,6 +187,7 @@ class TomodServer {
   ServerOptions options_;
   core::AlgorithmRegistry registry_;
   std::unique_ptr<TomodMetrics> metrics_ = std::make_unique<TomodMetrics>();
+  std::unique_ptr<TokensFile> tokens_;  // null without --tokens_file
   std::unique_ptr<Spool> spool_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<ReconstructionService> service_;
@@ -179,8 +204,9 @@ class TomodServer {
   bool stop_space_monitor_ ABSL_GUARDED_BY(space_mu_) = false;
 };
 
-// tomod's life: allocator settings, signals blocked (SIGTERM and SIGINT are taken by
-// sigwait on a dedicated thread), TomodServer::Start, wait for a signal, Shutdown. Returns
+// tomod's life: allocator settings, signals blocked (SIGTERM, SIGINT and SIGHUP are taken
+// by sigwait on a dedicated thread), TomodServer::Start, wait for a signal (SIGHUP reloads
+// the tokens file and goes on), Shutdown. Returns
 // OK after a clean shutdown, or the start-up error.
 absl::Status RunServer(const ServerOptions& options);
 

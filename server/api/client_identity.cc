@@ -41,4 +41,8 @@ std::string ClientIdentity(const grpc::CallbackServerContext& context) {
   return ClientFromPeer(context.peer());
 }
 
+std::string ClientIdentity(const grpc::CallbackServerContext& context, const Principal& caller) {
+  return caller.tenant.empty() ? ClientIdentity(context) : caller.tenant;
+}
+
 }  // namespace tomo::server

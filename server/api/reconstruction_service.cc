@@ -25,6 +25,7 @@
 #include "server/api/client_identity.h"
 #include "server/uploads/fetch_message.h"
 #include "server/api/grpc_status.h"
+#include "server/jobs/job_id.h"
 #include "server/telemetry/log.h"
 #include "server/uploads/upload_reactors.h"
 #include "server/api/wire_message.h"
@@ -495,54 +496,96 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer>
   std::string end_message_ ABSL_GUARDED_BY(mu_);
 };
 
-// A unary call on raw bytes: request parsed (INVALID_ARGUMENT naming its type when it does
-// not parse), handle(request) -> the reply or an error, the reply serialised.
+// A unary call on raw bytes: the caller authenticated (UNAUTHENTICATED), the request
+// parsed (INVALID_ARGUMENT naming its type when it does not parse), handle(caller,
+// request) -> the reply or an error, the reply serialised.
 template <typename Request, typename Response, typename Handle>
-grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* AnswerUnary(const Authenticator& authenticator,
+                                      grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* raw_request,
                                       grpc::ByteBuffer* raw_response, Handle handle) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Principal> caller = authenticator.Authenticate(*context);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
   absl::StatusOr<Request> request = ParseMessage<Request>(*raw_request);
   absl::StatusOr<Response> response =
-      request.ok() ? handle(*request) : absl::StatusOr<Response>(request.status());
+      request.ok() ? handle(*caller, *request) : absl::StatusOr<Response>(request.status());
   absl::Status status = response.status();
   if (status.ok()) status = SerializeMessage(*response, raw_response);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
+// A client-streaming call refused before its first read (an unauthenticated Submit).
+class RefusedReadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  explicit RefusedReadReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
+
+absl::Status ReconstructionService::CheckSees(const Principal& caller,
+                                              absl::string_view job_id) const {
+  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  absl::StatusOr<pb::Job> job = manager_.GetJob(job_id);
+  if (!job.ok()) return job.status();
+  if (!caller.SeesTenant(job->tenant())) {
+    // Exactly what an unknown id gets: another tenant's job ids are not revealed.
+    return absl::NotFoundError(absl::StrCat("job ", QuoteJobId(job_id), " not found"));
+  }
+  return absl::OkStatus();
+}
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::Submit(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return NewSubmitReactor(manager_, striped_uploads_, metrics_, context, response);
+  absl::StatusOr<Principal> caller = authenticator_.Authenticate(*context);
+  if (!caller.ok()) return new RefusedReadReactor(caller.status());
+  return NewSubmitReactor(manager_, striped_uploads_, metrics_, context, response, *caller);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::SubmitStripe(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return NewSubmitStripeReactor(striped_uploads_, metrics_, context, response);
+  absl::StatusOr<Principal> caller = authenticator_.Authenticate(*context);
+  if (!caller.ok()) return new RefusedReadReactor(caller.status());
+  return NewSubmitStripeReactor(striped_uploads_, metrics_, context, response, *caller);
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetJob(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
   return AnswerUnary<pb::GetJobRequest, pb::Job>(
-      context, request, response,
-      [this](const pb::GetJobRequest& r) { return manager_.GetJob(r.job_id()); });
+      authenticator_, context, request, response,
+      [this](const Principal& caller, const pb::GetJobRequest& r) -> absl::StatusOr<pb::Job> {
+        TOMO_RETURN_IF_ERROR(CheckSees(caller, r.job_id()));
+        return manager_.GetJob(r.job_id());
+      });
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::ListJobs(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
   return AnswerUnary<pb::ListJobsRequest, pb::ListJobsResponse>(
-      context, request, response,
-      [this](const pb::ListJobsRequest& r) { return manager_.ListJobs(r); });
+      authenticator_, context, request, response,
+      [this](const Principal& caller, const pb::ListJobsRequest& r) {
+        return manager_.ListJobs(r, caller.role == Role::kAdmin
+                                        ? std::nullopt
+                                        : std::optional<std::string>(caller.tenant));
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ReconstructionService::WatchJob(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* raw_request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
+  absl::StatusOr<Principal> caller = authenticator_.Authenticate(*context);
+  if (!caller.ok()) return new WatchReactor(manager_, caller.status());
   absl::StatusOr<pb::WatchJobRequest> request = ParseMessage<pb::WatchJobRequest>(*raw_request);
   if (!request.ok()) return new WatchReactor(manager_, request.status());
+  if (absl::Status sees = CheckSees(*caller, request->job_id()); !sees.ok()) {
+    return new WatchReactor(manager_, sees);
+  }
   return new WatchReactor(manager_, request->job_id());
 }
 
@@ -550,23 +593,30 @@ grpc::ServerUnaryReactor* ReconstructionService::CancelJob(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
   return AnswerUnary<pb::CancelJobRequest, pb::Job>(
-      context, request, response,
-      [this](const pb::CancelJobRequest& r) { return manager_.CancelJob(r.job_id()); });
+      authenticator_, context, request, response,
+      [this](const Principal& caller, const pb::CancelJobRequest& r) -> absl::StatusOr<pb::Job> {
+        TOMO_RETURN_IF_ERROR(CheckSees(caller, r.job_id()));
+        return manager_.CancelJob(r.job_id());
+      });
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::DeleteJob(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
   return AnswerUnary<pb::DeleteJobRequest, pb::DeleteJobResponse>(
-      context, request, response,
-      [this](const pb::DeleteJobRequest& r) -> absl::StatusOr<pb::DeleteJobResponse> {
+      authenticator_, context, request, response,
+      [this](const Principal& caller,
+             const pb::DeleteJobRequest& r) -> absl::StatusOr<pb::DeleteJobResponse> {
+        TOMO_RETURN_IF_ERROR(CheckSees(caller, r.job_id()));
         TOMO_RETURN_IF_ERROR(manager_.DeleteJob(r.job_id()));
         return pb::DeleteJobResponse();
       });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ReconstructionService::FetchResult(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* raw_request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
+  absl::StatusOr<Principal> caller = authenticator_.Authenticate(*context);
+  if (!caller.ok()) return new FetchReactor(metrics_, pb::FetchResultRequest(), caller.status());
   absl::StatusOr<pb::FetchResultRequest> parsed =
       ParseMessage<pb::FetchResultRequest>(*raw_request);
   if (!parsed.ok()) {
@@ -575,6 +625,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ReconstructionService::FetchResult(
   const pb::FetchResultRequest& request = *parsed;
   if (absl::Status stripe = CheckStripeFields(request); !stripe.ok()) {
     return new FetchReactor(metrics_, request, stripe);  // finishes with it at once
+  }
+  if (absl::Status sees = CheckSees(*caller, request.job_id()); !sees.ok()) {
+    return new FetchReactor(metrics_, request, sees);
   }
   absl::StatusOr<JobManager::ResultLocation> result =
       manager_.FindResult(request.job_id(), request.name());
@@ -588,8 +641,8 @@ grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return AnswerUnary<pb::GetServerInfoRequest, pb::ServerInfo>(
-      context, request, response,
-      [this](const pb::GetServerInfoRequest&) { return ServerInfo(); });
+      authenticator_, context, request, response,
+      [this](const Principal&, const pb::GetServerInfoRequest&) { return ServerInfo(); });
 }
 
 pb::ServerInfo ReconstructionService::ServerInfo() const {
@@ -622,6 +675,8 @@ pb::ServerInfo ReconstructionService::ServerInfo() const {
   out->set_max_jobs_per_client(limits.max_jobs_per_client);
   out->set_max_iterations(limits.max_iterations);
   out->set_memory_budget_bytes(options.memory_budget_bytes);
+  out->set_tenant_max_unfinished_jobs(options.tenant_max_unfinished_jobs);
+  out->set_tenant_max_spool_bytes(options.tenant_max_spool_bytes);
   if (options.result_ttl > absl::ZeroDuration()) {
     const int64_t nanos = absl::ToInt64Nanoseconds(options.result_ttl);
     out->mutable_result_ttl()->set_seconds(nanos / 1000000000);

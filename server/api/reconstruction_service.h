@@ -21,6 +21,12 @@
 // Every method takes its request as bytes and parses it itself (wire_message.h): a
 // request that does not parse is INVALID_ARGUMENT naming its message type.
 //
+// Every method first authenticates its caller (security/authenticator.h): UNAUTHENTICATED
+// when tomod has tokens or client certificates and the call is not one of them. A caller
+// that is not an admin sees only its tenant's jobs: GetJob, WatchJob, FetchResult,
+// CancelJob and DeleteJob of another tenant's job are NOT_FOUND exactly as an unknown id,
+// and ListJobs leaves them out; Submit makes the job the caller's tenant's.
+//
 // The service's only state is the registry of striped uploads in progress, for SubmitStripe
 // calls to find; it must not outlive the manager and registry.
 //
@@ -30,6 +36,7 @@
 
 #include "core/algorithms/reconstruction.h"
 #include "server/jobs/job_manager.h"
+#include "server/security/authenticator.h"
 #include "server/uploads/striped_upload.h"
 #include "server/telemetry/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
@@ -66,9 +73,12 @@ class ReconstructionService final : public ReconstructionServiceBase {
  public:
   // metrics: where upload/fetch bytes, fetch durations and refused Submits are counted;
   // null: nowhere.
+  // authenticator: who each call comes from (security/authenticator.h); the default one
+  // authenticates nobody and every call is the default tenant, as admin.
   ReconstructionService(JobManager& manager, const core::AlgorithmRegistry& registry,
-                        TomodMetrics* metrics = nullptr)
-      : manager_(manager), registry_(registry), metrics_(metrics) {}
+                        TomodMetrics* metrics = nullptr, Authenticator authenticator = {})
+      : manager_(manager), registry_(registry), metrics_(metrics),
+        authenticator_(authenticator) {}
 
   // Requests: the method's request message; replies: its response message (JobEvent for
   // WatchJob, FetchResultResponse for FetchResult), each as bytes.
@@ -98,10 +108,14 @@ class ReconstructionService final : public ReconstructionServiceBase {
 
  private:
   tomoserve::v1::ServerInfo ServerInfo() const;
+  // OK when caller may see job_id (its tenant's, or an admin); NOT_FOUND with the message
+  // an unknown id gets otherwise, and for an unknown id.
+  absl::Status CheckSees(const Principal& caller, absl::string_view job_id) const;
 
   JobManager& manager_;
   const core::AlgorithmRegistry& registry_;
   TomodMetrics* metrics_;
+  const Authenticator authenticator_;
   StripedUploadRegistry striped_uploads_;
 };
 

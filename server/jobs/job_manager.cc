@@ -21,6 +21,7 @@
 #include "runner/job_execution.h"
 #include "runner/job_input.h"
 #include "server/jobs/job_id.h"
+#include "server/security/tenant_keys.h"
 #include "server/telemetry/log.h"
 
 namespace tomo::server {
@@ -28,6 +29,11 @@ namespace tomo::server {
 namespace pb = ::tomoserve::v1;
 
 namespace {
+
+// The key the job table and the store index the job's idempotency key by (empty: none).
+std::string ScopedKey(const pb::Job& job) {
+  return ScopedIdempotencyKey(job.tenant(), job.spec().idempotency_key());
+}
 
 constexpr uint32_t kDefaultPageSize = 100;
 constexpr uint32_t kMaxPageSize = 1000;
@@ -300,9 +306,7 @@ absl::Status JobManager::Recover() {
     } else {
       ++finished;
     }
-    if (!record.job.spec().idempotency_key().empty()) {
-      keys_[record.job.spec().idempotency_key()] = id;
-    }
+    if (!record.job.spec().idempotency_key().empty()) keys_[ScopedKey(record.job)] = id;
     record.disk_bytes = spool_.JobDiskBytes(id);
     if (record.validated != nullptr && !IsTerminal(record.job.state())) {
       // A job that will run again: its outputs are reserved as at admission.
@@ -506,7 +510,7 @@ JobManager::RecordMap::iterator JobManager::EraseLocked(RecordMap::iterator it) 
   spool_bytes_ -= std::min(spool_bytes_, record.disk_bytes);
   pending_bytes_ -= std::min(pending_bytes_,
                              record.pending_input_bytes + record.reserved_output_bytes);
-  const std::string& key = record.job.spec().idempotency_key();
+  const std::string key = ScopedKey(record.job);
   if (!key.empty()) {
     auto known = keys_.find(key);
     if (known != keys_.end() && known->second == it->first) keys_.erase(known);
@@ -580,8 +584,39 @@ absl::Status JobManager::CheckFitsSomeDevice(const ValidatedJob& job) const {
       job.memory_budget_bytes, "; 0: unset)"));
 }
 
+absl::Status JobManager::CheckTenantQuotasLocked(absl::string_view tenant,
+                                                 uint64_t need_bytes) const {
+  const uint32_t max_jobs = options_.tenant_max_unfinished_jobs;
+  const uint64_t max_bytes = options_.tenant_max_spool_bytes;
+  if (max_jobs == 0 && max_bytes == 0) return absl::OkStatus();
+  size_t unfinished = 0;
+  uint64_t bytes = 0;
+  for (const auto& [id, record] : jobs_) {
+    if (record.job.tenant() != tenant) continue;
+    if (!IsTerminal(record.job.state())) ++unfinished;
+    bytes += record.disk_bytes;
+  }
+  const std::string who = tenant.empty() ? std::string("the default tenant")
+                                         : absl::StrCat("tenant ", tenant);
+  if (max_jobs > 0 && unfinished >= max_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "quota tenant_max_unfinished_jobs: ", who, " has ", unfinished,
+        " unfinished jobs (uploading, queued or running), the limit is ", max_jobs,
+        " (--tenant_max_unfinished_jobs); wait for one to end or cancel one"));
+  }
+  if (max_bytes > 0 && need_bytes > max_bytes - std::min(max_bytes, bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "quota tenant_max_spool_bytes: ", who, "'s jobs hold or reserve ", bytes,
+        " spool bytes and this job needs ", need_bytes, " (its input and the bound of its "
+        "outputs), ", bytes + need_bytes, " in all, over the limit of ", max_bytes,
+        " (--tenant_max_spool_bytes); delete finished jobs to make room"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpec& spec,
-                                                                absl::string_view client) {
+                                                                absl::string_view client,
+                                                                absl::string_view tenant) {
   absl::StatusOr<ValidatedJob> checked = ValidateJobSpec(spec, options_.limits);
   if (!checked.ok()) return checked.status();
   TOMO_RETURN_IF_ERROR(CheckFitsSomeDevice(*checked));
@@ -600,7 +635,7 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
           "idempotency_key), or to another tomod"));
     }
     if (!spec.idempotency_key().empty()) {
-      auto known = keys_.find(spec.idempotency_key());
+      auto known = keys_.find(ScopedIdempotencyKey(tenant, spec.idempotency_key()));
       if (known != keys_.end()) {
         const pb::Job& job = jobs_.at(known->second).job;
         if (!SameSubmission(job.spec(), spec)) return KeyReusedError(job);
@@ -621,6 +656,7 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
             "one"));
       }
     }
+    TOMO_RETURN_IF_ERROR(CheckTenantQuotasLocked(tenant, need_bytes));
     const size_t length = queue_.size() + uploading_;
     if (length >= options_.limits.max_queue_length) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -679,6 +715,7 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   job.set_id(id);
   job.set_state(pb::JOB_STATE_UPLOADING);
   job.set_client(std::string(client));
+  job.set_tenant(std::string(tenant));
   *job.mutable_spec() = spec;
   SetTimestamp(job.mutable_created(), absl::Now());
   status = CommitLocked(record, std::move(job), "uploading", Durability::kPersist, flushes);
@@ -699,7 +736,7 @@ absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id, bool* su
   absl::MutexLock lock(&mu_);
   if (!accepting_) return absl::UnavailableError("tomod is shutting down; not accepting jobs");
   TOMO_ASSIGN_OR_RETURN(Record * record, FindLocked(id));
-  const std::string key = record->job.spec().idempotency_key();
+  const std::string key = ScopedKey(record->job);
   if (!key.empty()) {
     auto known = keys_.find(key);
     if (known != keys_.end()) {
@@ -932,7 +969,7 @@ absl::StatusOr<pb::Job> JobManager::GetJob(absl::string_view id) const {
 }
 
 absl::StatusOr<pb::ListJobsResponse> JobManager::ListJobs(
-    const pb::ListJobsRequest& request) const {
+    const pb::ListJobsRequest& request, const std::optional<std::string>& only_tenant) const {
   if (request.page_size() > kMaxPageSize) {
     return absl::InvalidArgumentError(absl::StrCat("page_size: ", request.page_size(),
                                                    " is out of range [0, ", kMaxPageSize,
@@ -966,6 +1003,7 @@ absl::StatusOr<pb::ListJobsResponse> JobManager::ListJobs(
   for (; it != jobs_.end(); ++it) {
     const pb::Job& job = it->second.job;
     if (!states.empty() && states.count(job.state()) == 0) continue;
+    if (only_tenant && job.tenant() != *only_tenant) continue;
     const size_t job_bytes = job.ByteSizeLong();
     // A page also ends before it outgrows kMaxListBytes (specs with long angle lists).
     if (static_cast<uint32_t>(response.jobs_size()) == page_size ||

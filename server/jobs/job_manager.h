@@ -47,7 +47,12 @@
 //   CANCELLED
 // and removes job directories that have no record (leftovers of a crash).
 //
-// Idempotency: a spec with an idempotency_key that a committed job has (also one committed
+// Tenants: a job belongs to BeginUpload's tenant (Job.tenant, persisted in the record);
+// idempotency keys are unique within a tenant (another tenant's key is another key), and
+// per-tenant quotas bound a tenant's unfinished jobs and spool bytes. Who may see which
+// job is the service's business (security/principal.h); ListJobs can list one tenant's.
+//
+// Idempotency: a spec with an idempotency_key that a committed job (of the same tenant) has (also one committed
 // before a restart) creates nothing: BeginUpload returns an Upload that is already done
 // (Upload::existing_job()); a different spec with that key is ALREADY_EXISTS. Two uploads
 // with one key may run at once: the first to commit wins, the other is removed and answers
@@ -168,6 +173,11 @@ struct JobManagerOptions {
   absl::Duration result_ttl = absl::ZeroDuration();
   // How often the retention sweep runs; zero: result_ttl / 10, within [100 ms, 1 min].
   absl::Duration sweep_interval = absl::ZeroDuration();
+  // tomod's --tenant_max_unfinished_jobs and --tenant_max_spool_bytes: per tenant
+  // (Job.tenant), most jobs uploading, queued or running, and most spool bytes its jobs
+  // hold or reserve (Record::disk_bytes, as max_spool_bytes counts); 0: no limit.
+  uint32_t tenant_max_unfinished_jobs = 0;
+  uint64_t tenant_max_spool_bytes = 0;
   // tomod's --max_spool_bytes: bound on the spool's job files for new uploads; 0: none.
   // Admission counts each job at its input plus the bound of its outputs (disk_space.h).
   uint64_t max_spool_bytes = 0;
@@ -241,15 +251,21 @@ class JobManager {
   // and the spool's size (RESOURCE_EXHAUSTED naming --max_spool_bytes and the usage) and
   // creates the job UPLOADING.
   // client (Job.client; empty: not counted) is checked against limits.max_jobs_per_client
-  // (RESOURCE_EXHAUSTED naming --max_jobs_per_client, the client and its count).
+  // (RESOURCE_EXHAUSTED naming --max_jobs_per_client, the client and its count). tenant
+  // (Job.tenant; empty: the default tenant) owns the job: its idempotency key is looked up
+  // within the tenant, and the tenant quotas apply (RESOURCE_EXHAUSTED naming the quota,
+  // the tenant's usage and the limit).
   absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(const tomoserve::v1::JobSpec& spec,
-                                                      absl::string_view client = "");
+                                                      absl::string_view client = "",
+                                                      absl::string_view tenant = "");
 
   absl::StatusOr<tomoserve::v1::Job> GetJob(absl::string_view id) const;
   // Oldest first. INVALID_ARGUMENT for page_size > 1000, a token not from ListJobs or a
   // state number that is not a JobState (UNSPECIFIED included), naming it.
+  // only_tenant: the jobs of that tenant alone (Job.tenant); nullopt: every job.
   absl::StatusOr<tomoserve::v1::ListJobsResponse> ListJobs(
-      const tomoserve::v1::ListJobsRequest& request) const;
+      const tomoserve::v1::ListJobsRequest& request,
+      const std::optional<std::string>& only_tenant = std::nullopt) const;
   // QUEUED: CANCELLED at once. RUNNING: the run is asked to stop and ends CANCELLED; the
   // job is returned still RUNNING. CANCELLED: returned as is. UPLOADING, SUCCEEDED,
   // FAILED: FAILED_PRECONDITION.
@@ -369,6 +385,10 @@ class JobManager {
   // Stage durations and state counts of a change from record.job to next, into metrics.
   void MeasureLocked(Record& record, const tomoserve::v1::Job& next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED when a job of need_bytes would take tenant over
+  // tenant_max_unfinished_jobs or tenant_max_spool_bytes (counted over jobs_).
+  absl::Status CheckTenantQuotasLocked(absl::string_view tenant, uint64_t need_bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps client_jobs_ as a job of that client changes from one state to another.
   void CountClientLocked(const std::string& client, tomoserve::v1::JobState from,
                          tomoserve::v1::JobState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -426,7 +446,7 @@ class JobManager {
   mutable absl::Mutex mu_;
   // Ordered by id, that is by creation time.
   RecordMap jobs_ ABSL_GUARDED_BY(mu_);
-  // Idempotency key -> id of the committed job that has it.
+  // Scoped idempotency key (tenant_keys.h) -> id of the committed job that has it.
   std::map<std::string, std::string, std::less<>> keys_ ABSL_GUARDED_BY(mu_);
   // Client -> its jobs UPLOADING, QUEUED or RUNNING (what --max_jobs_per_client bounds);
   // kept by CommitLocked and EraseLocked, recounted by Recover.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "server/security/tenant_keys.h"
 
 namespace tomo::server {
 namespace {
@@ -74,7 +75,7 @@ absl::Status JobStore::Put(const StoredJob& record) {
   if (key.empty() || job.state() == pb::JOB_STATE_UPLOADING) {
     TOMO_RETURN_IF_ERROR(put.BindNull(3));
   } else {
-    TOMO_RETURN_IF_ERROR(put.BindText(3, key));
+    TOMO_RETURN_IF_ERROR(put.BindText(3, ScopedIdempotencyKey(job.tenant(), key)));
   }
   if (job.has_finished()) {
     TOMO_RETURN_IF_ERROR(

@@ -5,7 +5,8 @@
 // One table, one row per job:
 //   jobs(id TEXT PRIMARY KEY,             the job id (server/jobs/job_id.h)
 //        state INTEGER,                   tomoserve.v1.JobState, for queries
-//        idempotency_key TEXT UNIQUE,     JobSpec.idempotency_key once the job is committed
+//        idempotency_key TEXT UNIQUE,     JobSpec.idempotency_key scoped to Job.tenant
+//                                         (security/tenant_keys.h) once the job is committed
 //                                         (NULL while UPLOADING or when the spec has none)
 //        finished_unix_nanos INTEGER,     Job.finished (NULL until the job ends)
 //        cancel_requested INTEGER,        1 once a cancel of the RUNNING job was asked for
@@ -75,7 +76,7 @@ class JobStore {
   absl::StatusOr<std::vector<StoredJob>> LoadAll(
       std::vector<std::string>* unreadable = nullptr) const;
   absl::StatusOr<std::optional<StoredJob>> Get(absl::string_view id) const;
-  // The id of the committed job with this idempotency key.
+  // The id of the committed job with this scoped idempotency key (tenant_keys.h).
   absl::StatusOr<std::optional<std::string>> FindByIdempotencyKey(absl::string_view key) const;
 
   const std::string& path() const { return path_; }

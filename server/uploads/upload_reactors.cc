@@ -23,9 +23,10 @@ namespace {
 class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   SubmitReactor(JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
-                grpc::CallbackServerContext* context, grpc::ByteBuffer* response)
+                grpc::CallbackServerContext* context, grpc::ByteBuffer* response,
+                const Principal& caller)
       : manager_(manager), striped_uploads_(striped), metrics_(metrics), context_(context),
-        response_(response) {
+        response_(response), caller_(caller) {
     StartRead(&raw_request_);
   }
 
@@ -172,8 +173,9 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     TOMO_ASSIGN_OR_RETURN(const UploadStripes stripes,
                           ValidateUploadStriping(request_.striping()));
-    const std::string client = ClientIdentity(*context_);
-    absl::StatusOr<std::unique_ptr<Upload>> upload = manager_.BeginUpload(request_.spec(), client);
+    const std::string client = ClientIdentity(*context_, caller_);
+    absl::StatusOr<std::unique_ptr<Upload>> upload =
+        manager_.BeginUpload(request_.spec(), client, caller_.tenant);
     if (!upload.ok()) {
       if (metrics_ != nullptr) {
         metrics_->SubmitRefused(absl::StatusCodeToString(upload.status().code()));
@@ -206,6 +208,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   StripedUploadRegistry& striped_uploads_;
   TomodMetrics* metrics_;
   grpc::CallbackServerContext* context_;
+  const Principal caller_;
   grpc::ByteBuffer* response_;
   pb::SubmitResponse response_message_;
   grpc::ByteBuffer raw_request_;  // the message being read
@@ -222,8 +225,10 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   SubmitStripeReactor(StripedUploadRegistry& striped, TomodMetrics* metrics,
-                      grpc::CallbackServerContext* context, grpc::ByteBuffer* response)
-      : striped_uploads_(striped), metrics_(metrics), context_(context), response_(response) {
+                      grpc::CallbackServerContext* context, grpc::ByteBuffer* response,
+                      const Principal& caller)
+      : striped_uploads_(striped), metrics_(metrics), context_(context), response_(response),
+        caller_(caller) {
     StartRead(&raw_request_);
   }
 
@@ -280,7 +285,7 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
         }
         TOMO_ASSIGN_OR_RETURN(
             std::shared_ptr<StripedUpload> upload,
-            striped_uploads_.Find(request_.open().job_id(), ClientIdentity(*context_)));
+            striped_uploads_.Find(request_.open().job_id(), ClientIdentity(*context_, caller_)));
         // Not set before the stripe is ours: a bad open must not abort someone's upload.
         TOMO_RETURN_IF_ERROR(upload->Open(request_.open().stripe_index()));
         index_ = request_.open().stripe_index();
@@ -308,6 +313,7 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   TomodMetrics* metrics_;
   grpc::CallbackServerContext* context_;
   grpc::ByteBuffer* response_;
+  const Principal caller_;
   grpc::ByteBuffer raw_request_;    // the message being read
   pb::SubmitStripeRequest request_;  // the last message, parsed
   std::shared_ptr<StripedUpload> upload_;  // once open
@@ -318,14 +324,14 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitReactor(
     JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
-    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return new SubmitReactor(manager, striped, metrics, context, response);
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response, const Principal& caller) {
+  return new SubmitReactor(manager, striped, metrics, context, response, caller);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitStripeReactor(
     StripedUploadRegistry& striped, TomodMetrics* metrics, grpc::CallbackServerContext* context,
-    grpc::ByteBuffer* response) {
-  return new SubmitStripeReactor(striped, metrics, context, response);
+    grpc::ByteBuffer* response, const Principal& caller) {
+  return new SubmitStripeReactor(striped, metrics, context, response, caller);
 }
 
 }  // namespace tomo::server

@@ -17,24 +17,35 @@
 
 namespace tomo::testing {
 
-absl::StatusOr<HttpResponse> HttpGet(const std::string& ipv4, int port, const std::string& path,
-                                     const std::string& method) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+absl::StatusOr<HttpResponse> HttpGet(const std::string& host, int port, const std::string& path,
+                                     const std::string& method,
+                                     const std::string& extra_headers) {
+  sockaddr_in v4{};
+  sockaddr_in6 v6{};
+  const bool ipv6 = ::inet_pton(AF_INET, host.c_str(), &v4.sin_addr) != 1;
+  if (ipv6 && ::inet_pton(AF_INET6, host.c_str(), &v6.sin6_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(host, " is not an IP address"));
+  }
+  v4.sin_family = AF_INET;
+  v4.sin_port = htons(static_cast<uint16_t>(port));
+  v6.sin6_family = AF_INET6;
+  v6.sin6_port = htons(static_cast<uint16_t>(port));
+  const int fd = ::socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   timeval timeout{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  ::inet_pton(AF_INET, ipv4.c_str(), &address.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+  const int connected =
+      ipv6 ? ::connect(fd, reinterpret_cast<sockaddr*>(&v6), sizeof(v6))
+           : ::connect(fd, reinterpret_cast<sockaddr*>(&v4), sizeof(v4));
+  if (connected != 0) {
     const int error = errno;
     ::close(fd);
     return absl::UnavailableError(
-        absl::StrCat("connect to ", ipv4, ":", port, ": ", std::strerror(error)));
+        absl::StrCat("connect to ", host, ":", port, ": ", std::strerror(error)));
   }
   const std::string request =
-      absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: ", ipv4, "\r\n\r\n");
+      absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: ", ipv6 ? absl::StrCat("[", host, "]") : host,
+                   "\r\n", extra_headers, "\r\n");
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string raw;
   char buffer[65536];

@@ -64,21 +64,25 @@ std::string HealthCheck(int port) {
   return bytes;
 }
 
-TEST(CheckListenAddressTest, LoopbackOnlyUnlessAllowed) {
-  EXPECT_TRUE(CheckListenAddress("127.0.0.1:50051", false).ok());
-  EXPECT_TRUE(CheckListenAddress("127.1.2.3:0", false).ok());
-  EXPECT_TRUE(CheckListenAddress("localhost:50051", false).ok());
-  EXPECT_TRUE(CheckListenAddress("[::1]:50051", false).ok());
-  EXPECT_TRUE(CheckListenAddress("unix:/tmp/tomod.sock", false).ok());
-  absl::Status status = CheckListenAddress("0.0.0.0:50051", false);
+TEST(CheckListenAddressTest, LoopbackOnlyUnlessTlsOrAllowed) {
+  // (listen, tls, allow_insecure_remote)
+  EXPECT_TRUE(CheckListenAddress("127.0.0.1:50051", false, false).ok());
+  EXPECT_TRUE(CheckListenAddress("127.1.2.3:0", false, false).ok());
+  EXPECT_TRUE(CheckListenAddress("localhost:50051", false, false).ok());
+  EXPECT_TRUE(CheckListenAddress("[::1]:50051", false, false).ok());
+  EXPECT_TRUE(CheckListenAddress("unix:/tmp/tomod.sock", false, false).ok());
+  absl::Status status = CheckListenAddress("0.0.0.0:50051", false, false);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("--allow_insecure_remote"));
-  EXPECT_FALSE(CheckListenAddress("[::]:50051", false).ok());
-  EXPECT_FALSE(CheckListenAddress("10.1.2.3:50051", false).ok());
-  EXPECT_FALSE(CheckListenAddress(":50051", false).ok());
-  EXPECT_TRUE(CheckListenAddress("0.0.0.0:50051", true).ok());
-  EXPECT_FALSE(CheckListenAddress("127.0.0.1", false).ok());
-  EXPECT_FALSE(CheckListenAddress("127.0.0.1:99999", false).ok());
+  EXPECT_THAT(status.message(), HasSubstr("--tls_cert_file"));
+  EXPECT_FALSE(CheckListenAddress("[::]:50051", false, false).ok());
+  EXPECT_FALSE(CheckListenAddress("10.1.2.3:50051", false, false).ok());
+  EXPECT_FALSE(CheckListenAddress(":50051", false, false).ok());
+  EXPECT_TRUE(CheckListenAddress("0.0.0.0:50051", false, true).ok());
+  EXPECT_TRUE(CheckListenAddress("0.0.0.0:50051", true, false).ok());
+  EXPECT_TRUE(CheckListenAddress("[::]:50051", true, false).ok());
+  EXPECT_FALSE(CheckListenAddress("127.0.0.1", true, false).ok());
+  EXPECT_FALSE(CheckListenAddress("127.0.0.1:99999", false, false).ok());
 }
 
 TEST(SelectDevicesTest, ExplicitDevicesWin) {
