@@ -83,7 +83,9 @@ WORKDIR /var/lib/tomoserve
 # The spool: uploads, results and the job records (SQLite). Mount a volume here; a
 # container started again on it finds its jobs (queued ones stay queued).
 VOLUME /var/lib/tomoserve/spool
-# 50051: gRPC (TLS). 9473: Prometheus metrics (/metrics, plain HTTP).
+# 50051: gRPC (TLS). 9473: Prometheus metrics (/metrics, plain HTTP), on the container's
+# loopback unless the flags add --metrics_host=0.0.0.0 --allow_insecure_remote and a
+# --metrics_token_file (deploy/compose/compose.yaml).
 EXPOSE 50051 9473
 # SIGTERM drains: health turns NOT_SERVING, running jobs get --drain_timeout (30 s) to
 # finish, then go back to the queue for the next start. Give the runtime longer than that

@@ -37,6 +37,9 @@ DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0
 PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9_]*)(?==|\s|$|\"|')")
 SPOOL = "/var/lib/tomoserve/spool"
+# The flags that name files which the secrets hold.
+SECRET_FLAGS = ("tls_cert_file", "tls_key_file", "tls_client_ca_file", "tokens_file",
+                "metrics_token_file")
 # What each kind needs beyond apiVersion, kind and metadata.name (dotted paths).
 REQUIRED = {
     "Deployment": ["spec.selector.matchLabels", "spec.template.metadata.labels",
@@ -240,7 +243,8 @@ class Checker:
                                              f"mounted at {directory}")
                     else:
                         text = by_kind["ConfigMap"][config]["data"][key]
-                        words += [w for w in text.split() if not w.startswith("#")]
+                        words += [w for line in text.splitlines()
+                                  if not line.strip().startswith("#") for w in line.split()]
                 self.check_flags(cwhere, words)
                 values = flag_values(words)
                 listen = port_of(values.get("listen", ""))
@@ -253,8 +257,7 @@ class Checker:
                 if not grace > drain:
                     self.problem(cwhere, f"terminationGracePeriodSeconds {grace} is not above "
                                          f"the drain timeout {drain:g} s")
-                for key in ("tls_cert_file", "tls_key_file", "tls_client_ca_file",
-                            "tokens_file"):
+                for key in SECRET_FLAGS:
                     path = values.get(key)
                     if not path:
                         continue
@@ -349,7 +352,7 @@ class Checker:
                 self.problem(where, f"secret {source} is not defined")
             targets[secret.get("target") if isinstance(secret, dict) else
                     f"/run/secrets/{secret}"] = source
-        for key in ("tls_cert_file", "tls_key_file", "tls_client_ca_file", "tokens_file"):
+        for key in SECRET_FLAGS:
             if values.get(key) and values[key] not in targets:
                 self.problem(where, f"--{key}={values[key]} is no secret's target")
         grace = seconds(tomod.get("stop_grace_period", "10s"))
@@ -365,8 +368,22 @@ class Checker:
                    for c in job.get("static_configs", []) for t in c.get("targets", [])]
         if f"tomod:{metrics}" not in scraped:
             self.problem("prometheus.yml", f"does not scrape tomod:{metrics} (--metrics_port)")
-        if "prometheus" not in services:
+        if values.get("metrics_host", self.flags.get("metrics_host", "127.0.0.1")) in \
+                ("127.0.0.1", "localhost", "::1"):
+            self.problem(where, "the metrics stay on tomod's loopback (--metrics_host): "
+                                "Prometheus cannot reach them")
+        prometheus_service = services.get("prometheus")
+        if not prometheus_service:
             self.problem(where, "no prometheus service")
+        elif values.get("metrics_token_file"):
+            files = [dig(job, "authorization.credentials_file")
+                     for job in prometheus.get("scrape_configs", [])]
+            mounted = [s.get("target") for s in prometheus_service.get("secrets", [])
+                       if isinstance(s, dict)]
+            if not any(f in mounted for f in files if f):
+                self.problem("prometheus.yml", "tomod wants a metrics token "
+                                               "(--metrics_token_file); no scrape sends one "
+                                               "from a mounted secret")
 
     # ------------------------------------------------------------------ systemd
     def check_systemd(self, unit_text, env_text, unit_path):
@@ -493,13 +510,16 @@ def mutations():
         ("root", lambda d: deployment(d)["securityContext"].pop("runAsNonRoot"),
          "runAsNonRoot"),
         ("missing secret key", lambda d: d["kubernetes"]["kustomization.yaml"][0]
-         ["secretGenerator"][0]["files"].pop(), "no Secret key tokens"),
+         ["secretGenerator"][0]["files"].remove("tokens=secrets/tokens"),
+         "no Secret key tokens mounted"),
         ("bad name", lambda d: d["kubernetes"]["service.yaml"][0]["metadata"]
          .update(name="Tomod_Service"), "not a DNS-1123 name"),
         ("compose grace", lambda d: d["compose"]["services"]["tomod"]
          .update(stop_grace_period="10s"), "stop_grace_period 10 s"),
         ("compose scrape", lambda d: d["prometheus"]["scrape_configs"][0]["static_configs"][0]
          .update(targets=["tomod:9090"]), "does not scrape tomod:9473"),
+        ("scrape without the token", lambda d: d["prometheus"]["scrape_configs"][0]
+         .pop("authorization"), "no scrape sends one"),
         ("systemd stop", lambda d: d.update(unit=d["unit"].replace("TimeoutStopSec=90",
                                                                     "TimeoutStopSec=20")),
          "TimeoutStopSec 20"),
