@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "client/channel_security.h"
 #include "client/fetch_response_reader.h"
 #include "core/io/mapped_range.h"
 #include "transfer/chunk_reader.h"
@@ -134,6 +135,10 @@ std::shared_ptr<grpc::Channel> MakeChannelNumbered(const std::string& target,
   if (channel_id > 0) args.SetInt("grpc.channel_id", channel_id);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  if (!options.bearer_token.empty()) {
+    return grpc::experimental::CreateCustomChannelWithInterceptors(
+        target, credentials, args, BearerTokenInterceptors(options.bearer_token));
+  }
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 

@@ -41,9 +41,13 @@
 //            writing of the file: the job's end and the verified file.
 //   ListJobs follows next_page_token until the last page.
 //
-// Channel: insecure credentials unless ClientOptions::credentials is set (TLS comes
-// later), max send/receive message size set explicitly (16 MiB by default). Unary calls
-// carry a deadline (ClientOptions::unary_timeout); streams do not.
+// Channel: insecure credentials unless ClientOptions::credentials is set (TLS and mutual
+// TLS: channel_security.h), every call with ClientOptions::bearer_token when set (the
+// striped transfers' extra channels too), max send/receive message size set explicitly
+// (16 MiB by default). Unary calls carry a deadline (ClientOptions::unary_timeout); streams
+// do not. A TomoClient made from a channel uses that channel as it is (its own
+// credentials and interceptors); ClientOptions::bearer_token then applies to the extra
+// channels only, which it does not make.
 //
 // Errors: a failed RPC's grpc::Status becomes an absl::Status with the same code and
 // message (UNAVAILABLE: tomod cannot be reached; NOT_FOUND: unknown job or result;
@@ -92,8 +96,12 @@ struct ClientOptions {
   int max_message_bytes = 16 << 20;
   // Deadline of each unary call (GetJob, ListJobs pages, Cancel, Delete, GetServerInfo).
   absl::Duration unary_timeout = absl::Seconds(60);
-  // Null: insecure channel credentials.
+  // Null: insecure channel credentials (plain text: tomod on loopback). TLS:
+  // MakeChannelCredentials (channel_security.h).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Non-empty: every call carries `authorization: Bearer <token>` metadata (tomod's
+  // --tokens_file). Over plain text only to a loopback tomod, as the credentials allow.
+  std::string bearer_token;
   // Fetch as this many striped streams, each on its own connection, [0, 16]. 0 (the
   // default) is automatic: kAutomaticTransferStreams when the file goes to tmpfs, where the
   // mapped writer takes the data faster than one stream brings it (2.6-3.0 against 2.3

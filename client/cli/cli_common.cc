@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,10 +13,12 @@
 #include <vector>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "client/channel_security.h"
 
 #ifndef TOMO_VERSION
 #define TOMO_VERSION "unknown"
@@ -308,6 +311,36 @@ absl::Status PrepareInputFiles(std::vector<std::string>* data_paths, v1::JobSpec
   return MatchDataSize(*data_paths, spec);
 }
 
+namespace {
+
+// global.connection from the TLS options and the token (TOMO_TOKEN, else --token-file).
+absl::Status SetUpConnection(GlobalOptions& global) {
+  if (global.tls || !global.tls_ca.empty() || !global.tls_cert.empty() ||
+      !global.tls_key.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        client::MakeChannelCredentials({global.tls_ca, global.tls_cert, global.tls_key});
+    if (!credentials.ok()) return credentials.status();
+    global.connection.credentials = *credentials;
+  }
+  if (const char* token = std::getenv("TOMO_TOKEN"); token != nullptr && *token != '\0') {
+    global.connection.bearer_token = std::string(absl::StripAsciiWhitespace(token));
+  } else if (!global.token_file.empty()) {
+    absl::StatusOr<std::string> token = client::ReadTokenFile(global.token_file);
+    if (!token.ok()) return token.status();
+    global.connection.bearer_token = *token;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+client::ClientOptions ClientOptionsFor(const GlobalOptions& global,
+                                       client::ClientOptions options) {
+  options.credentials = global.connection.credentials;
+  options.bearer_token = global.connection.bearer_token;
+  return options;
+}
+
 int RunCli(int argc, char** argv) {
   CLI::App app{"tomo: the tomoserve client. Submits tomography jobs to tomod, watches and "
                "fetches them, or runs them here (tomo local).",
@@ -322,6 +355,22 @@ int RunCli(int argc, char** argv) {
       ->envname("TOMO_SERVER")
       ->capture_default_str();
   app.add_flag("-q,--quiet", global.quiet, "no progress bars");
+  app.add_flag("--tls", global.tls,
+               "speak TLS to tomod, checking its certificate against the system's trusted "
+               "roots (implied by --tls-ca and --tls-cert)")
+      ->envname("TOMO_TLS");
+  app.add_option("--tls-ca", global.tls_ca,
+                 "PEM CA certificate that tomod's certificate must chain to (TLS)")
+      ->envname("TOMO_TLS_CA");
+  app.add_option("--tls-cert", global.tls_cert,
+                 "PEM client certificate for mutual TLS (with --tls-key)")
+      ->envname("TOMO_TLS_CERT");
+  app.add_option("--tls-key", global.tls_key, "PEM private key of --tls-cert")
+      ->envname("TOMO_TLS_KEY");
+  app.add_option("--token-file", global.token_file,
+                 "file holding the bearer token tomod asks for (TOMO_TOKEN, the token itself, "
+                 "wins over it)")
+      ->envname("TOMO_TOKEN_FILE");
 
   std::vector<Command> commands;
   AddJobCommands(app, global, commands);
@@ -343,7 +392,8 @@ int RunCli(int argc, char** argv) {
       // CLI11 reports an unknown command as a missing one: name it.
       for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
-        if (arg == "--server") {
+        if (arg == "--server" || arg == "--tls-ca" || arg == "--tls-cert" ||
+            arg == "--tls-key" || arg == "--token-file") {
           ++i;
           continue;
         }
@@ -361,6 +411,9 @@ int RunCli(int argc, char** argv) {
                                         : absl::StrCat("see tomo ", where, " --help");
     return Fail(where == "usage" ? "usage" : absl::StrCat(where, ": usage"),
                 absl::StrCat(e.what(), " (", hint, ")"), kExitUsage);
+  }
+  if (absl::Status connection = SetUpConnection(global); !connection.ok()) {
+    return Fail("connection", connection);
   }
   for (const Command& command : commands) {
     if (command.app->parsed()) return command.run();

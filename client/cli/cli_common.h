@@ -19,6 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "client/tomo_client.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
@@ -38,12 +39,25 @@ inline constexpr char kExitCodesHelp[] =
     "Exit codes: 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 not found,\n"
     "5 refused as invalid (spec or data), 6 tomod unreachable. On failure exactly one line\n"
     "\"tomo: <what failed>: <message>\" goes to stderr.\n"
-    "Environment: TOMO_SERVER is the default of --server (else 127.0.0.1:50051).";
+    "Environment: TOMO_SERVER is the default of --server (else 127.0.0.1:50051);\n"
+    "TOMO_TLS_CA, TOMO_TLS_CERT, TOMO_TLS_KEY of --tls-ca, --tls-cert, --tls-key;\n"
+    "TOMO_TOKEN is the bearer token (else the file of --token-file or TOMO_TOKEN_FILE).";
 
 struct GlobalOptions {
   std::string server = "127.0.0.1:50051";
   bool quiet = false;  // no progress bars
+  // TLS (--tls-ca alone: TLS checking the server against that CA; the system's roots with
+  // --tls; --tls-cert and --tls-key: mutual TLS) and the bearer token's file.
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key;
+  std::string token_file;
+  // Filled from the above (and TOMO_TOKEN) once the command line is parsed.
+  client::ClientOptions connection;
 };
+
+// options with the connection's credentials and bearer token (global.connection).
+client::ClientOptions ClientOptionsFor(const GlobalOptions& global,
+                                       client::ClientOptions options = {});
 
 // A subcommand and what runs when the command line chose it; run returns the exit code.
 struct Command {

@@ -180,7 +180,9 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     return Fail("submit", sized);
   }
 
-  TomoClient client(global.server, DownloadOptions(args.download_streams, args.upload_streams));
+  TomoClient client(global.server,
+                    ClientOptionsFor(global, DownloadOptions(args.download_streams,
+                                                             args.upload_streams)));
   ProgressBar bar(ProgressWanted(global));
   absl::StatusOr<v1::Job> job;
   // A connection lost mid-upload (tomod restarting, say) is retried a few times: the key
@@ -236,7 +238,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
 // ----------------------------------------------------------------------------- watch
 
 int RunWatch(const GlobalOptions& global, const std::string& job_id, bool as_bar) {
-  TomoClient client(global.server);
+  TomoClient client(global.server, ClientOptionsFor(global));
   const std::string what = absl::StrCat("watch ", job_id);
   if (as_bar) {
     ProgressBar bar(!global.quiet);
@@ -302,7 +304,7 @@ void PrintJob(const v1::Job& job) {
 }
 
 int RunStatus(const GlobalOptions& global, const std::string& job_id, bool json) {
-  TomoClient client(global.server);
+  TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
   if (!job.ok()) return FailRpc(global, absl::StrCat("status ", job_id), job.status());
   if (json) {
@@ -325,7 +327,7 @@ int RunList(const GlobalOptions& global, const std::vector<std::string>& state_n
       states.push_back(*state);
     }
   }
-  TomoClient client(global.server);
+  TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs(states);
   if (!jobs.ok()) return FailRpc(global, "list", jobs.status());
   if (json) {
@@ -354,7 +356,7 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
              const std::string& format_name, const std::string& out, bool no_resume,
              int download_streams) {
   const std::string what = absl::StrCat("fetch ", job_id);
-  TomoClient client(global.server, DownloadOptions(download_streams));
+  TomoClient client(global.server, ClientOptionsFor(global, DownloadOptions(download_streams)));
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
   if (!job.ok()) return FailRpc(global, what, job.status());
   std::vector<std::string> names = ResultNames(*job);
@@ -442,7 +444,7 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
 // ----------------------------------------------------------------------------- cancel, delete
 
 int RunCancel(const GlobalOptions& global, const std::string& job_id) {
-  TomoClient client(global.server);
+  TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::Job> job = client.Cancel(job_id);
   if (!job.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), job.status());
   std::cout << job->id() << " " << client::JobStateName(job->state()) << std::endl;
@@ -450,7 +452,7 @@ int RunCancel(const GlobalOptions& global, const std::string& job_id) {
 }
 
 int RunDelete(const GlobalOptions& global, const std::string& job_id) {
-  TomoClient client(global.server);
+  TomoClient client(global.server, ClientOptionsFor(global));
   absl::Status deleted = client.Delete(job_id);
   if (!deleted.ok()) return FailRpc(global, absl::StrCat("delete ", job_id), deleted);
   std::cout << job_id << " deleted" << std::endl;
@@ -460,7 +462,7 @@ int RunDelete(const GlobalOptions& global, const std::string& job_id) {
 // ----------------------------------------------------------------------------- info
 
 int RunInfo(const GlobalOptions& global, bool json) {
-  TomoClient client(global.server);
+  TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
   if (!info.ok()) return FailRpc(global, "info", info.status());
   if (json) {

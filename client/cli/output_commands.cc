@@ -136,7 +136,7 @@ int RunPreview(const GlobalOptions& global, const PreviewArgs& args) {
   }
   // A job id.
   const std::string what = absl::StrCat("preview ", args.target);
-  client::TomoClient client(global.server);
+  client::TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::Job> job = client.GetJob(args.target);
   if (!job.ok()) return Fail(what, job.status());
   const fs::path out = args.out.empty() ? fs::path(".") / args.target : fs::path(args.out);

@@ -58,6 +58,9 @@ class DaemonTest : public ::testing::Test {
   // keeps it.
   std::optional<int> WaitForDaemonExit(absl::Duration timeout);
 
+  // Sends tomod a signal (e.g. SIGHUP) and returns at once.
+  void SignalDaemon(int signal_number) { tomod_.Signal(signal_number); }
+
   // Runs tomo with --server pointing at the daemon, then args.
   ProcessResult Tomo(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,
                      const std::vector<std::string>& env = {});
