@@ -521,10 +521,10 @@ int RunInfo(const GlobalOptions& global, bool json) {
 // and probes run. Exit 0 and "SERVING" only when the service serves.
 int RunHealth(const GlobalOptions& global, const std::string& service, double timeout_seconds) {
   absl::StatusOr<client::ServingStatus> status =
-      client::CheckHealth(client::MakeChannel(global.server, client::ClientOptions()), service,
+      client::CheckHealth(client::MakeChannel(global.server, ClientOptionsFor(global)), service,
                           absl::Seconds(timeout_seconds));
-  const std::string what = service.empty() ? std::string("health")
-                                           : absl::StrCat("health of ", service);
+  const std::string what =
+      service.empty() ? std::string("health") : absl::StrCat("health of ", service);
   if (!status.ok()) return FailRpc(global, what, status.status());
   if (*status != client::ServingStatus::kServing) {
     return Fail(what, absl::StrCat(global.server, " is ", client::ServingStatusName(*status)),
@@ -655,9 +655,10 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     auto service = std::make_shared<std::string>();
     auto timeout = std::make_shared<double>(5.0);
     CLI::App* sub = app.add_subcommand(
-        "health", "Ask tomod's gRPC health service (no token needed) whether it serves: "
-                  "prints SERVING and exits 0, else exits 1 (NOT_SERVING, e.g. draining) or "
-                  "6 (unreachable).");
+        "health",
+        "Ask tomod's gRPC health service (no token needed) whether it serves: "
+        "prints SERVING and exits 0, else exits 1 (NOT_SERVING, e.g. draining) or "
+        "6 (unreachable).");
     sub->add_option("--service", *service,
                     "a part of tomod instead of the whole server, e.g. "
                     "tomoserve.v1.Reconstruction.admission (NOT_SERVING while the spool is "

@@ -1,6 +1,9 @@
 // The real tomod and the real tomo binary over loopback: the commands a user types, their
 // output, their exit codes and their one-line errors.
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/end_to_end/daemon_fixture.h"
+#include "tests/server/security/test_certificates.h"
 
 namespace tomo::testing {
 namespace {
@@ -564,6 +568,43 @@ TEST_F(CliTest, HealthReportsServingNotServingAndUnreachable) {
   ProcessResult gone = TomoRaw({"--server", address, "health", "--timeout", "2"});
   EXPECT_EQ(gone.exit_code, kExitUnavailable) << gone.Describe();
   EXPECT_TRUE(OneErrorLine(gone));
+}
+
+// The container's health check over TLS: the CA suffices, no token is needed (tomod has
+// tokens on); a plain-text check of the TLS port fails. Under mutual TLS the check needs a
+// client certificate too.
+TEST_F(CliTest, HealthOverTlsNeedsTheCaButNoToken) {
+  ASSERT_EQ(StopDaemon(), 0);
+  const std::string certs = dir() + "/certs";
+  absl::Status made = MakeDevCertificates(certs);
+  ASSERT_TRUE(made.ok()) << made;
+  std::mt19937_64 random(std::random_device{}());
+  const std::string tokens = dir() + "/tokens";
+  WriteBytes(tokens, absl::StrCat(absl::Hex(random(), absl::kZeroPad16), " lab user\n"));
+  ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
+  const std::vector<std::string> tls = {
+      "--devices=cpu", "--tls_cert_file=" + certs + "/server.crt",
+      "--tls_key_file=" + certs + "/server.key", "--tokens_file=" + tokens};
+  StartDaemon(tls);
+  ProcessResult serving = Tomo({"--tls-ca", certs + "/ca.crt", "health"});
+  EXPECT_EQ(serving.exit_code, 0) << serving.Describe();
+  EXPECT_EQ(serving.out, "SERVING\n");
+  ProcessResult plain = Tomo({"health", "--timeout", "3"});
+  EXPECT_EQ(plain.exit_code, kExitUnavailable) << plain.Describe();
+  EXPECT_TRUE(OneErrorLine(plain));
+
+  ASSERT_EQ(StopDaemon(), 0);
+  std::vector<std::string> mutual = tls;
+  mutual.push_back("--tls_client_ca_file=" + certs + "/ca.crt");
+  StartDaemon(mutual);
+  ProcessResult no_client_certificate =
+      Tomo({"--tls-ca", certs + "/ca.crt", "health", "--timeout", "3"});
+  EXPECT_EQ(no_client_certificate.exit_code, kExitUnavailable)
+      << no_client_certificate.Describe();
+  ProcessResult with_client_certificate =
+      Tomo({"--tls-ca", certs + "/ca.crt", "--tls-cert", certs + "/client.crt", "--tls-key",
+            certs + "/client.key", "health"});
+  EXPECT_EQ(with_client_certificate.exit_code, 0) << with_client_certificate.Describe();
 }
 
 TEST_F(CliTest, UsageAndConnectionErrorsAreOneLine) {
