@@ -62,9 +62,10 @@ FROM ${DEBIAN_IMAGE} AS runtime-cpu
 
 FROM runtime-${VARIANT} AS runtime
 COPY --from=build /opt/tomoserve /opt/tomoserve
-# A fixed numeric user, so that Kubernetes' runAsNonRoot can check it and volumes can be
-# prepared for it (chown 10001).
-RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/tomoserve --no-create-home \
+# A fixed numeric user and group, so that Kubernetes' runAsNonRoot can check it and
+# volumes and secrets can be prepared for it (chown 10001:10001).
+RUN groupadd --system --gid 10001 tomod \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/tomoserve --no-create-home \
       --shell /usr/sbin/nologin tomod \
  && mkdir -p /var/lib/tomoserve/spool /run/secrets/tomoserve \
  && chown -R 10001:10001 /var/lib/tomoserve \
@@ -74,8 +75,10 @@ RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/tomoserve --no
 # `docker exec ... tomo info`) uses: the daemon of this container over TLS, the server
 # certificate checked against the CA mounted beside it (the certificate must name
 # localhost). A plain-text container sets TOMO_TLS_CA= (empty).
+# LD_LIBRARY_PATH keeps the CUDA image's own (where older NVIDIA Container Toolkits mount
+# the driver's libraries).
 ENV PATH=/opt/tomoserve/bin:$PATH \
-    LD_LIBRARY_PATH=/opt/tomoserve/lib \
+    LD_LIBRARY_PATH=/opt/tomoserve/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}} \
     TOMO_SERVER=localhost:50051 \
     TOMO_TLS_CA=/run/secrets/tomoserve/ca.crt
 USER 10001:10001
