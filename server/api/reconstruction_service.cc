@@ -24,7 +24,7 @@
 #include "transfer/chunk_reader.h"
 #include "server/api/client_identity.h"
 #include "server/uploads/fetch_message.h"
-#include "server/api/grpc_status.h"
+#include "transfer/grpc_status.h"
 #include "server/telemetry/log.h"
 #include "server/uploads/upload_reactors.h"
 #include "server/api/wire_message.h"
@@ -112,12 +112,12 @@ class WatchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
   WatchReactor(JobManager& manager, std::string job_id)
       : JobWatchingWriteReactor(manager, std::move(job_id), /*busy=*/false) {
     absl::Status status = manager_.Watch(job_id_, this);
-    if (!status.ok()) Finish(ToGrpcStatus(status));
+    if (!status.ok()) Finish(transfer::ToGrpcStatus(status));
   }
   // A watch that ends at once (the request did not parse).
   explicit WatchReactor(JobManager& manager, const absl::Status& status)
       : JobWatchingWriteReactor(manager, "", /*busy=*/false) {
-    Finish(ToGrpcStatus(status));
+    Finish(transfer::ToGrpcStatus(status));
   }
 
   bool Enqueue(const pb::JobEvent& event) override {
@@ -134,7 +134,7 @@ class WatchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
   bool Close(const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
     if (final_status_) return false;
-    final_status_ = ToGrpcStatus(status);
+    final_status_ = transfer::ToGrpcStatus(status);
     return TakeTokenLocked();
   }
 
@@ -167,7 +167,7 @@ class WatchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
         absl::MutexLock lock(&mu_);
         StopDrivingLocked();
       }
-      finish = ToGrpcStatus(serialized);
+      finish = transfer::ToGrpcStatus(serialized);
     }
     Finish(*finish);
   }
@@ -222,7 +222,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                absl::StatusOr<JobManager::ResultLocation> result)
       : metrics_(metrics) {
     if (!result.ok()) {
-      Finish(ToGrpcStatus(result.status()));
+      Finish(transfer::ToGrpcStatus(result.status()));
       return;
     }
     file_ = result->file;
@@ -363,7 +363,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer>
     // Enqueue gets the job's latest event at once: it may have ended already.
     absl::Status watched = manager_.Watch(job_id_, this);
     if (!watched.ok()) {
-      FinishOnce(ToGrpcStatus(watched));
+      FinishOnce(transfer::ToGrpcStatus(watched));
       return;
     }
     Drive();
@@ -422,7 +422,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer>
   void SendLast() {
     absl::StatusOr<JobManager::ResultLocation> result = manager_.FindResult(job_id_, name_);
     if (!result.ok()) {
-      FinishOnce(ToGrpcStatus(result.status()));
+      FinishOnce(transfer::ToGrpcStatus(result.status()));
       return;
     }
     if (result->file.size_bytes() != size_) {
@@ -507,7 +507,7 @@ grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context,
       request.ok() ? handle(*request) : absl::StatusOr<Response>(request.status());
   absl::Status status = response.status();
   if (status.ok()) status = SerializeMessage(*response, raw_response);
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(transfer::ToGrpcStatus(status));
   return reactor;
 }
 
