@@ -38,7 +38,7 @@ RUN useradd --system --create-home --home-dir /var/lib/tomoserve tomod \
  && ldd /opt/tomoserve/bin/tomod | (! grep 'not found')
 USER tomod
 VOLUME /var/lib/tomoserve
-# 50051: gRPC. 9473: Prometheus metrics (/metrics), on the same host as --listen.
+# 50051: gRPC. 9473: Prometheus metrics (/metrics), on --metrics_host.
 EXPOSE 50051 9473
 # SIGTERM drains: running jobs get --drain_timeout (30 s) to finish, then go back to the
 # queue for the next start. Give `docker stop` more than that (docker run --stop-timeout 45),
@@ -48,4 +48,4 @@ STOPSIGNAL SIGTERM
 # Listening beyond loopback in plain text must be asked for explicitly: the container's
 # network namespace is the boundary here; put TLS in front or keep the port private.
 ENTRYPOINT ["tomod", "--spool_dir", "/var/lib/tomoserve/spool"]
-CMD ["--listen", "0.0.0.0:50051", "--allow_insecure_remote"]
+CMD ["--listen", "0.0.0.0:50051", "--metrics_host", "0.0.0.0", "--allow_insecure_remote"]
