@@ -328,6 +328,25 @@ TEST_F(SecurityTest, AMissingOrWrongTokenIsUnauthenticatedAndHealthNeedsNone) {
   EXPECT_THAT(ReadFileOrEmpty(tomod_log()), HasSubstr("\"event\":\"unauthenticated\""));
 }
 
+// Tokens need no TLS on loopback: the metadata goes on a plain-text channel too.
+TEST_F(SecurityTest, TokensWorkOverPlainTextOnLoopback) {
+  ASSERT_EQ(StopDaemon(), 0);
+  StartDaemon({"--devices=cpu", "--tokens_file=" + tokens_file()});
+  client::ClientOptions plain;
+  plain.bearer_token = lab_a_;
+  auto [spec, data] = SmallJob();
+  absl::StatusOr<v1::Job> job = client::TomoClient(server(), plain).Submit(spec, {data});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->tenant(), "lab-a");
+  plain.bearer_token.clear();
+  EXPECT_EQ(client::TomoClient(server(), plain).ListJobs().status().code(),
+            absl::StatusCode::kUnauthenticated);
+  ProcessResult r = Tomo({"status", job->id()}, kTomoTimeout, {"TOMO_TOKEN=" + lab_a_});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  r = Tomo({"status", job->id()}, kTomoTimeout, {"TOMO_TOKEN=" + lab_b_});
+  EXPECT_EQ(r.exit_code, 4) << r.Describe();
+}
+
 TEST_F(SecurityTest, SighupReloadsTheTokensAndABadFileKeepsThemInForce) {
   ASSERT_TRUE(Client(lab_b_).ListJobs().ok());
   // Revoke lab-b, add the spare token for lab-b.
