@@ -23,6 +23,11 @@
 //       [--large] [--large-repeats 3] [--large-warmups 1] [--fetch-repeats 1]
 //       [--download-streams 0] [--upload-streams 0] [--many] [--fdk-side 512] [--clients 20]
 //       [--jobs 50] [--server-pid PID] [--json out.json]
+//       [--tls-ca CA] [--tls-cert CERT --tls-key KEY] [--token-file FILE]
+// With --tls-ca the client speaks TLS (mutual TLS with --tls-cert and --tls-key); with
+// --token-file every call carries the bearer token (tomod's --tls_* and --tokens_file):
+// scripts/device-tls-bench runs the large upload and the many clients that way beside
+// plain text.
 // Data files and downloads go to --work-dir (put it on tmpfs so that the client's own disk
 // does not limit what is measured).
 #include <fcntl.h>
@@ -50,6 +55,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "client/channel_security.h"
 #include "client/tomo_client.h"
 #include "transfer/allocator_tuning.h"
 #include "tomoserve/v1/tomoserve.pb.h"
@@ -415,12 +421,38 @@ int Main(int argc, char** argv) {
   app.add_option("--clients", clients, "client threads")->check(CLI::Range(1, 1000));
   app.add_option("--jobs", jobs, "jobs per client")->check(CLI::Range(1, 100000));
   app.add_option("--json", json_path, "write the results as JSON here");
+  std::string tls_ca, tls_cert, tls_key, token_file;
+  app.add_option("--tls-ca", tls_ca, "speak TLS, trusting this PEM CA for tomod's certificate");
+  app.add_option("--tls-cert", tls_cert, "PEM client certificate (mutual TLS)");
+  app.add_option("--tls-key", tls_key, "PEM key of --tls-cert");
+  app.add_option("--token-file", token_file, "a file holding the bearer token to send");
   CLI11_PARSE(app, argc, argv);
   std::error_code error;
   fs::create_directories(work_dir, error);
   client::ClientOptions client_options;
   client_options.download_streams = download_streams;
   client_options.upload_streams = upload_streams;
+  if (!tls_ca.empty() || !tls_cert.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        client::MakeChannelCredentials({tls_ca, tls_cert, tls_key});
+    if (!credentials.ok()) {
+      std::fprintf(stderr, "tomod-bench: %s\n", credentials.status().ToString().c_str());
+      return 2;
+    }
+    client_options.credentials = *credentials;
+  }
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = client::ReadTokenFile(token_file);
+    if (!token.ok()) {
+      std::fprintf(stderr, "tomod-bench: %s\n", token.status().ToString().c_str());
+      return 2;
+    }
+    client_options.bearer_token = *token;
+  }
+  std::printf("connection: %s%s\n",
+              client_options.credentials ? (tls_cert.empty() ? "TLS" : "mutual TLS")
+                                         : "plain text",
+              client_options.bearer_token.empty() ? "" : ", bearer token");
   client::TomoClient client(server, client_options);
   std::string json = "{";
   if (large) {

@@ -73,14 +73,6 @@ std::string DisplayPaths(const std::vector<std::string>& paths) {
 
 }  // namespace
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  // grpc::StatusCode and absl::StatusCode share their numeric values (both are the
-  // canonical google.rpc.Code).
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
-
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path) {
   // Read ahead and checksummed in chunks on the reader's threads, then combined in order.
   absl::StatusOr<std::unique_ptr<transfer::ChunkReader>> reader =

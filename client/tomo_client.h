@@ -86,6 +86,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "transfer/crc32.h"
+#include "transfer/grpc_status.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
 
 namespace tomo::client {
@@ -271,8 +272,8 @@ absl::StatusOr<tomoserve::v1::Job> FinishEndedSubmit(
     grpc::ClientWriter<tomoserve::v1::SubmitRequest>& writer,
     const tomoserve::v1::SubmitResponse& response);
 
-// grpc::Status -> absl::Status with the same code (the numeric values agree) and message.
-absl::Status FromGrpcStatus(const grpc::Status& status);
+// grpc::Status -> absl::Status with the same code and message (transfer/grpc_status.h).
+using transfer::FromGrpcStatus;
 
 // zlib CRC-32 (IEEE) of a whole file. NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (not a
 // regular file) or DATA_LOSS naming the path.

@@ -487,7 +487,8 @@ int RunInfo(const GlobalOptions& global, bool json) {
   // One limit a line, named as tomod's flag that sets it, so that a refusal's message
   // ("... (--max_voxels)") can be looked up here.
   auto limit = [&row](const char* flag, const std::string& value) {
-    row("limits", absl::StrCat(absl::StrFormat("%-22s", flag), value));
+    const std::string name = absl::StrFormat("%-22s", flag);
+    row("limits", absl::StrCat(name, name.back() == ' ' ? "" : " ", value));
   };
   auto or_none = [](uint64_t value, const std::string& text) {
     return value == 0 ? std::string("none") : text;
@@ -499,6 +500,11 @@ int RunInfo(const GlobalOptions& global, bool json) {
   limit("--max_queue_length", absl::StrCat(limits.max_queue_length()));
   limit("--max_jobs_per_client",
         or_none(limits.max_jobs_per_client(), absl::StrCat(limits.max_jobs_per_client())));
+  limit("--tenant_max_unfinished_jobs",
+        or_none(limits.tenant_max_unfinished_jobs(),
+                absl::StrCat(limits.tenant_max_unfinished_jobs())));
+  limit("--tenant_max_spool_bytes",
+        or_none(limits.tenant_max_spool_bytes(), HumanBytes(limits.tenant_max_spool_bytes())));
   limit("--max_spool_bytes",
         or_none(limits.max_spool_bytes(),
                 absl::StrCat(HumanBytes(limits.max_spool_bytes()), " (",

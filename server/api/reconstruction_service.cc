@@ -24,8 +24,8 @@
 #include "transfer/chunk_reader.h"
 #include "server/api/client_identity.h"
 #include "server/uploads/fetch_message.h"
-#include "server/api/grpc_status.h"
 #include "server/jobs/job_id.h"
+#include "transfer/grpc_status.h"
 #include "server/telemetry/log.h"
 #include "server/uploads/upload_reactors.h"
 #include "server/api/wire_message.h"
@@ -113,12 +113,12 @@ class WatchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
   WatchReactor(JobManager& manager, std::string job_id)
       : JobWatchingWriteReactor(manager, std::move(job_id), /*busy=*/false) {
     absl::Status status = manager_.Watch(job_id_, this);
-    if (!status.ok()) Finish(ToGrpcStatus(status));
+    if (!status.ok()) Finish(transfer::ToGrpcStatus(status));
   }
   // A watch that ends at once (the request did not parse).
   explicit WatchReactor(JobManager& manager, const absl::Status& status)
       : JobWatchingWriteReactor(manager, "", /*busy=*/false) {
-    Finish(ToGrpcStatus(status));
+    Finish(transfer::ToGrpcStatus(status));
   }
 
   bool Enqueue(const pb::JobEvent& event) override {
@@ -135,7 +135,7 @@ class WatchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
   bool Close(const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
     if (final_status_) return false;
-    final_status_ = ToGrpcStatus(status);
+    final_status_ = transfer::ToGrpcStatus(status);
     return TakeTokenLocked();
   }
 
@@ -168,7 +168,7 @@ class WatchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer> {
         absl::MutexLock lock(&mu_);
         StopDrivingLocked();
       }
-      finish = ToGrpcStatus(serialized);
+      finish = transfer::ToGrpcStatus(serialized);
     }
     Finish(*finish);
   }
@@ -223,7 +223,7 @@ class FetchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                absl::StatusOr<JobManager::ResultLocation> result)
       : metrics_(metrics) {
     if (!result.ok()) {
-      Finish(ToGrpcStatus(result.status()));
+      Finish(transfer::ToGrpcStatus(result.status()));
       return;
     }
     file_ = result->file;
@@ -364,7 +364,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer>
     // Enqueue gets the job's latest event at once: it may have ended already.
     absl::Status watched = manager_.Watch(job_id_, this);
     if (!watched.ok()) {
-      FinishOnce(ToGrpcStatus(watched));
+      FinishOnce(transfer::ToGrpcStatus(watched));
       return;
     }
     Drive();
@@ -423,7 +423,7 @@ class EarlyFetchReactor final : public JobWatchingWriteReactor<grpc::ByteBuffer>
   void SendLast() {
     absl::StatusOr<JobManager::ResultLocation> result = manager_.FindResult(job_id_, name_);
     if (!result.ok()) {
-      FinishOnce(ToGrpcStatus(result.status()));
+      FinishOnce(transfer::ToGrpcStatus(result.status()));
       return;
     }
     if (result->file.size_bytes() != size_) {
@@ -507,7 +507,7 @@ grpc::ServerUnaryReactor* AnswerUnary(const Authenticator& authenticator,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<Principal> caller = authenticator.Authenticate(*context);
   if (!caller.ok()) {
-    reactor->Finish(ToGrpcStatus(caller.status()));
+    reactor->Finish(transfer::ToGrpcStatus(caller.status()));
     return reactor;
   }
   absl::StatusOr<Request> request = ParseMessage<Request>(*raw_request);
@@ -515,14 +515,14 @@ grpc::ServerUnaryReactor* AnswerUnary(const Authenticator& authenticator,
       request.ok() ? handle(*caller, *request) : absl::StatusOr<Response>(request.status());
   absl::Status status = response.status();
   if (status.ok()) status = SerializeMessage(*response, raw_response);
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(transfer::ToGrpcStatus(status));
   return reactor;
 }
 
 // A client-streaming call refused before its first read (an unauthenticated Submit).
 class RefusedReadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  explicit RefusedReadReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  explicit RefusedReadReactor(const absl::Status& status) { Finish(transfer::ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
 };
 

@@ -8,7 +8,7 @@
 // Header-only; thread-compatible (no state).
 //
 //   absl::StatusOr<pb::GetJobRequest> request = ParseMessage<pb::GetJobRequest>(*raw);
-//   if (!request.ok()) return reactor->Finish(ToGrpcStatus(request.status()));
+//   if (!request.ok()) return reactor->Finish(transfer::ToGrpcStatus(request.status()));
 //   TOMO_RETURN_IF_ERROR(SerializeMessage(job, raw_response));
 #pragma once
 

@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/base/status_macros.h"
 #include "server/api/client_identity.h"
-#include "server/api/grpc_status.h"
+#include "transfer/grpc_status.h"
 #include "server/telemetry/log.h"
 #include "server/api/wire_message.h"
 
@@ -51,7 +51,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
             striped_ ? " of stripe 0" : "", " without upload_end; the job is removed"));
         Abort(context_->IsCancelled() ? absl::CancelledError("the client cancelled") : status);
       }
-      Finish(ToGrpcStatus(status));
+      Finish(transfer::ToGrpcStatus(status));
       return;
     }
     absl::StatusOr<pb::SubmitRequest> request = ParseMessage<pb::SubmitRequest>(raw_request_);
@@ -60,7 +60,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         request.ok() ? Handle(std::move(*request)) : absl::StatusOr<Next>(request.status());
     if (!next.ok()) {
       Abort(next.status());
-      Finish(ToGrpcStatus(next.status()));
+      Finish(transfer::ToGrpcStatus(next.status()));
       return;
     }
     if (*next == Next::kRead) ReadNext();
@@ -103,7 +103,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (status.ok()) {
       absl::Status serialized = SerializeMessage(response_message_, response_);
       if (!serialized.ok()) {
-        grpc::ServerReadReactor<grpc::ByteBuffer>::Finish(ToGrpcStatus(serialized));
+        grpc::ServerReadReactor<grpc::ByteBuffer>::Finish(transfer::ToGrpcStatus(serialized));
         return;
       }
     }
@@ -142,7 +142,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
             *response_message_.mutable_job() = std::move(*job);
             Finish(grpc::Status::OK);
           } else {
-            Finish(ToGrpcStatus(job.status()));
+            Finish(transfer::ToGrpcStatus(job.status()));
           }
         };
         const pb::UploadEnd& end = request_.upload_end();
@@ -247,7 +247,7 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
         response.set_received_bytes(upload_->StripeBytesReceived(index_));
         if (status.ok()) status = SerializeMessage(response, response_);
       }
-      Finish(ToGrpcStatus(status));
+      Finish(transfer::ToGrpcStatus(status));
       return;
     }
     absl::StatusOr<pb::SubmitStripeRequest> request =
@@ -257,7 +257,7 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
     absl::StatusOr<bool> read_now = request.ok() ? Handle() : absl::StatusOr<bool>(request.status());
     if (!read_now.ok()) {
       if (upload_) upload_->Abort(read_now.status());
-      Finish(ToGrpcStatus(read_now.status()));
+      Finish(transfer::ToGrpcStatus(read_now.status()));
       return;
     }
     if (*read_now) ReadNext();

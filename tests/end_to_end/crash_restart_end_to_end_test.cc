@@ -7,6 +7,8 @@
 // The inputs are fresh random sinograms each run (seed printed; TOMO_TEST_SEED replays
 // the data, not the kill timing). tomod runs on the CPU so that its bytes can be compared
 // with `tomo local --device cpu`.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -19,12 +21,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/channel_security.h"
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/random_seed.h"
 #include "tests/end_to_end/daemon_fixture.h"
+#include "tests/server/security/test_certificates.h"
 
 namespace tomo::testing {
 namespace {
@@ -55,12 +59,21 @@ class CrashRestartTest : public DaemonTest {
     seed_ = TestSeed();
     random_.seed(seed_);
     ASSERT_EQ(StopDaemon(), 0);
+    SetUpSecurity();
+    if (HasFatalFailure()) return;
     Restart();
   }
+
+  // For the variant with TLS and tokens: sets security_flags_ and client_options_.
+  virtual void SetUpSecurity() {}
+
+  // The body of SigkillWhileSubmittingRunningAndFetchingLosesNothing (and its variant).
+  void SubmitRunAndFetchThroughKills();
 
   // tomod on the CPU (whose bytes `tomo local --device cpu` reproduces) on the same spool.
   void Restart(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> flags = {"--devices=cpu"};
+    flags.insert(flags.end(), security_flags_.begin(), security_flags_.end());
     flags.insert(flags.end(), extra.begin(), extra.end());
     StartDaemon(flags);
     absl::MutexLock lock(&mu_);
@@ -101,7 +114,7 @@ class CrashRestartTest : public DaemonTest {
                                                   absl::Duration timeout = absl::Seconds(60)) {
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
-      client::TomoClient client(address());
+      client::TomoClient client(address(), client_options_);
       absl::StatusOr<v1::Job> job = client.Submit(spec, {data_path});
       if (job.ok() || !IsCrashError(job.status()) || absl::Now() > deadline) return job;
       ++submit_retries_;
@@ -114,7 +127,7 @@ class CrashRestartTest : public DaemonTest {
                                          absl::Duration timeout = absl::Seconds(60)) {
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
-      absl::StatusOr<v1::Job> job = client::TomoClient(address()).GetJob(id);
+      absl::StatusOr<v1::Job> job = client::TomoClient(address(), client_options_).GetJob(id);
       if (job.ok() && client::IsFinal(job->state())) return job;
       if (!job.ok() && !IsCrashError(job.status())) return job;
       if (absl::Now() > deadline) {
@@ -126,6 +139,9 @@ class CrashRestartTest : public DaemonTest {
     }
   }
 
+  // tomod's TLS and token flags, and the clients' credentials and token (none by default).
+  std::vector<std::string> security_flags_;
+  client::ClientOptions client_options_;
   uint64_t seed_ = 0;
   std::mt19937_64 random_;
   std::atomic<int> submit_retries_{0};
@@ -134,6 +150,55 @@ class CrashRestartTest : public DaemonTest {
 };
 
 TEST_F(CrashRestartTest, SigkillWhileSubmittingRunningAndFetchingLosesNothing) {
+  SubmitRunAndFetchThroughKills();
+}
+
+// The same with TLS and bearer tokens on (two tenants' clients share the work): the crash
+// and restart lose nothing, and each job stays its tenant's.
+class SecureCrashRestartTest : public CrashRestartTest {
+ protected:
+  void SetUpSecurity() override {
+    const std::string certs = dir() + "/certs";
+    absl::Status made = MakeDevCertificates(certs);
+    ASSERT_TRUE(made.ok()) << made;
+    std::mt19937_64 random(std::random_device{}());
+    std::uniform_int_distribution<int> hex(0, 15);
+    for (int i = 0; i < 40; ++i) token_ += "0123456789abcdef"[hex(random)];
+    const std::string tokens = dir() + "/tokens";
+    WriteBytes(tokens, absl::StrCat(token_, " lab-a user\n"));
+    ASSERT_EQ(chmod(tokens.c_str(), 0600), 0);
+    security_flags_ = {"--tls_cert_file=" + certs + "/server.crt",
+                       "--tls_key_file=" + certs + "/server.key", "--tokens_file=" + tokens};
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        client::MakeChannelCredentials({certs + "/ca.crt", "", ""});
+    ASSERT_TRUE(credentials.ok()) << credentials.status();
+    client_options_.credentials = *credentials;
+    client_options_.bearer_token = token_;
+  }
+  void TearDown() override {
+    std::string logs;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(dir(), error)) {
+      if (entry.path().filename().string().rfind("tomod.log", 0) == 0) {
+        logs += ReadFileOrEmpty(entry.path().string());
+      }
+    }
+    EXPECT_THAT(logs, ::testing::Not(HasSubstr(token_))) << "the token is in tomod's log";
+    CrashRestartTest::TearDown();
+  }
+  std::string token_;
+};
+
+TEST_F(SecureCrashRestartTest, SigkillWithTlsAndTokensLosesNothing) {
+  SubmitRunAndFetchThroughKills();
+  // Without the token, nothing is seen.
+  client::ClientOptions no_token = client_options_;
+  no_token.bearer_token.clear();
+  EXPECT_EQ(client::TomoClient(address(), no_token).ListJobs().status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+void CrashRestartTest::SubmitRunAndFetchThroughKills() {
   SCOPED_TRACE(SeedTrace(seed_));
   const std::vector<Input> inputs = {MakeInput("small", 64, 90), MakeInput("medium", 320, 480)};
   ASSERT_FALSE(HasFailure());
@@ -193,7 +258,7 @@ TEST_F(CrashRestartTest, SigkillWhileSubmittingRunningAndFetchingLosesNothing) {
         absl::MutexLock lock(&acked_mu);
         snapshot = acked;
       }
-      client::TomoClient client(address());
+      client::TomoClient client(address(), client_options_);
       for (const Acknowledged& job : snapshot) {
         if (stop_fetching.load()) break;
         const std::string out = absl::StrCat(dir(), "/fetched-", job.id);
@@ -224,7 +289,7 @@ TEST_F(CrashRestartTest, SigkillWhileSubmittingRunningAndFetchingLosesNothing) {
     ++kills;
     Restart();
     if (HasFatalFailure()) break;
-    absl::StatusOr<std::vector<v1::Job>> jobs = client::TomoClient(address()).ListJobs();
+    absl::StatusOr<std::vector<v1::Job>> jobs = client::TomoClient(address(), client_options_).ListJobs();
     if (!jobs.ok()) continue;
     unfinished = false;
     for (const v1::Job& job : *jobs) {
@@ -237,7 +302,7 @@ TEST_F(CrashRestartTest, SigkillWhileSubmittingRunningAndFetchingLosesNothing) {
   ASSERT_FALSE(HasFatalFailure());
 
   // Every acknowledged job ends, with the reference bytes or a reason.
-  client::TomoClient client(address());
+  client::TomoClient client(address(), client_options_);
   std::set<std::string> ids;
   int succeeded = 0, failed = 0;
   for (const Acknowledged& job : acked) {
@@ -316,7 +381,7 @@ TEST_F(CrashRestartTest, InterruptedRunsAreRetriedThenFailWithTheReason) {
   auto wait_running = [&](uint32_t attempts) {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     for (;;) {
-      absl::StatusOr<v1::Job> now = client::TomoClient(address()).GetJob(job->id());
+      absl::StatusOr<v1::Job> now = client::TomoClient(address(), client_options_).GetJob(job->id());
       ASSERT_TRUE(now.ok()) << now.status();
       if (now->state() == v1::JOB_STATE_RUNNING) {
         EXPECT_EQ(now->attempts(), attempts);
@@ -333,7 +398,7 @@ TEST_F(CrashRestartTest, InterruptedRunsAreRetriedThenFailWithTheReason) {
   wait_running(2);
   KillDaemon();
   Restart({"--max_attempts=2"});
-  absl::StatusOr<v1::Job> ended = client::TomoClient(address()).GetJob(job->id());
+  absl::StatusOr<v1::Job> ended = client::TomoClient(address(), client_options_).GetJob(job->id());
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_EQ(ended->state(), v1::JOB_STATE_FAILED);
   EXPECT_EQ(ended->attempts(), 2u);
@@ -396,7 +461,7 @@ TEST_F(CrashRestartTest, AKnownKeyIsAnsweredBeforeTheData) {
   EXPECT_EQ(response.job().id(), job->id());
   // A different spec under the same key is refused, naming the key and the job.
   spec.set_priority(spec.priority() + 1);
-  absl::StatusOr<v1::Job> reused = client::TomoClient(address()).Submit(spec, {small.data_path});
+  absl::StatusOr<v1::Job> reused = client::TomoClient(address(), client_options_).Submit(spec, {small.data_path});
   EXPECT_EQ(reused.status().code(), absl::StatusCode::kAlreadyExists) << reused.status();
   EXPECT_THAT(reused.status().message(),
               AllOf(HasSubstr(spec.idempotency_key()), HasSubstr(job->id())));
@@ -414,7 +479,7 @@ TEST_F(CrashRestartTest, RetentionAndSpoolLimitAreEnforcedAndReported) {
   const uint64_t limit = 2 * reserved + input / 8;
   ASSERT_EQ(StopDaemon(), 0);
   Restart({"--result_ttl=2s", absl::StrCat("--max_spool_bytes=", limit)});
-  client::TomoClient client(address());
+  client::TomoClient client(address(), client_options_);
   absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->limits().max_spool_bytes(), limit);

@@ -1,8 +1,8 @@
-#include "server/api/grpc_status.h"
+#include "transfer/grpc_status.h"
 
 #include <string>
 
-namespace tomo::server {
+namespace tomo::transfer {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -16,4 +16,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
-}  // namespace tomo::server
+}  // namespace tomo::transfer
