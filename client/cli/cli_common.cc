@@ -16,10 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-
-#ifndef TOMO_VERSION
-#define TOMO_VERSION "unknown"
-#endif
+#include "core/base/build_info.h"
 
 namespace tomo::cli {
 namespace {
@@ -312,7 +309,7 @@ int RunCli(int argc, char** argv) {
   CLI::App app{"tomo: the tomoserve client. Submits tomography jobs to tomod, watches and "
                "fetches them, or runs them here (tomo local).",
                "tomo"};
-  app.set_version_flag("--version", std::string("tomo ") + TOMO_VERSION);
+  app.set_version_flag("--version", "tomo " + core::BuildDescription());
   app.footer(kExitCodesHelp);
   app.require_subcommand(1);
   app.fallthrough();
