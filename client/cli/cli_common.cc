@@ -323,6 +323,7 @@ int RunCli(int argc, char** argv) {
   std::vector<Command> commands;
   AddJobCommands(app, global, commands);
   AddLocalCommands(app, global, commands);
+  AddSpecCommands(app, global, commands);
   AddOutputCommands(app, global, commands);
 
   try {

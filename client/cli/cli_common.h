@@ -54,6 +54,9 @@ struct Command {
 void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Command>& commands);
 void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                       std::vector<Command>& commands);
+// `tomo spec`, `tomo validate` (client/cli/spec_commands.cc).
+void AddSpecCommands(CLI::App& app, const GlobalOptions& global,
+                     std::vector<Command>& commands);
 // `tomo preview` (client/cli/output_commands.h).
 void AddOutputCommands(CLI::App& app, const GlobalOptions& global,
                        std::vector<Command>& commands);
