@@ -49,6 +49,8 @@ std::string Tail(const std::string& text, size_t max_chars = 4000) {
 
 }  // namespace
 
+std::string MakeScratchDir() { return MakeTempDir(); }
+
 std::string BinaryPath(const char* name, const char* built) {
   const char* dir = std::getenv("TOMO_E2E_BIN_DIR");
   return dir && *dir ? absl::StrCat(dir, "/", name) : std::string(built);

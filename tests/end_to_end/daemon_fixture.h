@@ -34,6 +34,9 @@ double ParseRmse(const std::string& out);
 
 inline constexpr absl::Duration kTomoTimeout = absl::Seconds(300);
 
+// A fresh directory under $TMPDIR (else /tmp) for a test that runs no daemon; "" on failure.
+std::string MakeScratchDir();
+
 // A loopback TCP port that was free a moment ago (for flags that take a port number and
 // not 0, such as tomod's --metrics_port).
 int FreeLoopbackPort();
