@@ -1,5 +1,7 @@
 #include "client/job_spec_sizes.h"
 
+#include <cstdint>
+
 namespace tomo::client {
 namespace {
 
@@ -64,8 +66,19 @@ uint64_t RawValueBytes(v1::DataEncoding encoding) {
 
 bool FillImpliedInputSize(v1::JobSpec* spec) {
   v1::ProjectionInput* input = spec->mutable_input();
+  if (input->size_bytes() != 0) return false;
+  if (!input->files().empty()) {
+    // The listed files' sum (tomod checks each file's size and the sum again).
+    uint64_t total = 0;
+    for (const v1::InputFile& file : input->files()) {
+      if (file.size_bytes() > UINT64_MAX - total) return false;
+      total += file.size_bytes();
+    }
+    input->set_size_bytes(total);
+    return total != 0;
+  }
   const uint64_t value_bytes = RawValueBytes(input->encoding());
-  if (input->size_bytes() != 0 || !input->files().empty() || value_bytes == 0) return false;
+  if (value_bytes == 0) return false;
   const std::optional<ProjectionDims> dims = ProjectionShape(spec->geometry());
   if (!dims) return false;
   // The geometry's counts are at most 2^16 (views 2^20) each: no overflow in 64 bits. tomod

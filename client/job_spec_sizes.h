@@ -4,9 +4,9 @@
 //
 //   ProjectionShape  views x rows x columns of the geometry (radon_3d: directions x 1 x
 //                    samples); nullopt for from_input_files (the files say) or no geometry.
-//   FillImpliedInputSize  sets input.size_bytes when it is 0, no input.files are listed and
-//                    the encoding is a raw one (float32: 4 bytes a value, uint16: 2);
-//                    returns whether it did.
+//   FillImpliedInputSize  sets input.size_bytes when it is 0: to the sum of the listed
+//                    input.files' sizes, else, for a raw encoding (float32: 4 bytes a
+//                    value, uint16: 2), to what the geometry implies; returns whether it did.
 //
 //   if (FillImpliedInputSize(&spec)) std::cout << spec.input().size_bytes();
 #pragma once

@@ -39,7 +39,7 @@ std::string DescribeVolume(const v1::Volume& volume) {
 std::string DescribeInput(const v1::JobSpec& spec) {
   const std::optional<client::ProjectionDims> dims = client::ProjectionShape(spec.geometry());
   const uint64_t value_bytes = client::RawValueBytes(spec.input().encoding());
-  if (!dims || value_bytes == 0) {
+  if (!dims || value_bytes == 0 || !spec.input().files().empty()) {
     return absl::StrCat(HumanBytes(spec.input().size_bytes()), " in ",
                         spec.input().files_size(), " file(s)");
   }
