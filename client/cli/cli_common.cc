@@ -12,10 +12,13 @@
 #include <vector>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "client/server_address.h"
 #include "core/base/build_info.h"
 
 namespace tomo::cli {
@@ -72,6 +75,53 @@ int Fail(absl::string_view what, const absl::Status& status) {
   std::string message(status.message());
   if (message.empty()) message = absl::StatusCodeToString(status.code());
   return Fail(what, message, ExitCodeFor(status));
+}
+
+std::optional<std::string> ConnectionProblem(const std::string& server,
+                                             const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kUnavailable &&
+      status.code() != absl::StatusCode::kDeadlineExceeded) {
+    return std::nullopt;
+  }
+  // gRPC's words for each way a connection fails, and ours.
+  struct Cause {
+    const char* grpc;
+    const char* ours;
+  };
+  constexpr Cause kCauses[] = {
+      {"connection refused", "connection refused"},
+      {"dns resolution failed", "the host name does not resolve"},
+      {"domain name not found", "the host name does not resolve"},
+      {"name or service not known", "the host name does not resolve"},
+      {"no route to host", "no route to the host"},
+      {"network is unreachable", "the network is unreachable"},
+      {"connection reset", "the connection was reset"},
+      {"socket closed", "the connection was closed"},
+      {"connection timed out", "no answer"},
+      {"deadline exceeded", "no answer in time"},
+      {"failed to connect", "no connection"},
+      {"handshake", "the TLS handshake failed"},
+  };
+  const std::string message = absl::AsciiStrToLower(status.message());
+  const char* cause = nullptr;
+  for (const Cause& c : kCauses) {
+    if (cause == nullptr && absl::StrContains(message, c.grpc)) cause = c.ours;
+  }
+  if (cause == nullptr) {
+    if (status.code() == absl::StatusCode::kDeadlineExceeded) return std::nullopt;
+    // UNAVAILABLE with tomod's own words (shutting down, degraded): not a connection problem.
+    if (absl::StrContains(message, "tomod")) return std::nullopt;
+    cause = "no connection";
+  }
+  return absl::StrCat("cannot reach tomod at ", server, " (", cause,
+                      "): is tomod running there? --server or TOMO_SERVER give its address");
+}
+
+int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Status& status) {
+  if (std::optional<std::string> problem = ConnectionProblem(global.server, status)) {
+    return Fail(what, *problem, kExitUnavailable);
+  }
+  return Fail(what, status);
 }
 
 std::string HumanBytes(uint64_t bytes) {
@@ -315,7 +365,9 @@ int RunCli(int argc, char** argv) {
   app.fallthrough();
 
   GlobalOptions global;
-  app.add_option("--server", global.server, "tomod address, host:port")
+  app.add_option("--server", global.server,
+                 "tomod address, host[:port] (port 50051 when left out; http:// or grpc:// "
+                 "may precede it)")
       ->envname("TOMO_SERVER")
       ->capture_default_str();
   app.add_flag("-q,--quiet", global.quiet, "no progress bars");
@@ -360,6 +412,10 @@ int RunCli(int argc, char** argv) {
     return Fail(where == "usage" ? "usage" : absl::StrCat(where, ": usage"),
                 absl::StrCat(e.what(), " (", hint, ")"), kExitUsage);
   }
+  // The address as the user may write it (a bare host, http://, grpc://) made a gRPC target.
+  absl::StatusOr<std::string> target = client::ServerTarget(global.server);
+  if (!target.ok()) return Fail("usage", target.status().message(), kExitUsage);
+  global.server = *target;
   for (const Command& command : commands) {
     if (command.app->parsed()) return command.run();
   }

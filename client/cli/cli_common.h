@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -69,6 +70,17 @@ int ExitCodeFor(const absl::Status& status);
 // `code` when given.
 int Fail(absl::string_view what, const absl::Status& status);
 int Fail(absl::string_view what, absl::string_view message, int code);
+
+// Fail() for a status from tomod. A connection that could not be made (UNAVAILABLE or
+// DEADLINE_EXCEEDED with gRPC's connection words) becomes one line saying what to check,
+// without gRPC's internals:
+//   "cannot reach tomod at 127.0.0.1:50051 (connection refused): is tomod running there?
+//    --server or TOMO_SERVER give its address"
+// Other statuses (tomod's own UNAVAILABLE "shutting down" among them) go as they are.
+int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Status& status);
+// The one-line wording above, or nullopt when status is not a failure to connect.
+std::optional<std::string> ConnectionProblem(const std::string& server,
+                                             const absl::Status& status);
 
 // Newlines and carriage returns become spaces.
 std::string OneLine(absl::string_view text);

@@ -29,16 +29,6 @@ namespace fs = std::filesystem;
 namespace v1 = ::tomoserve::v1;
 using client::TomoClient;
 
-// Fail() for a status from tomod: UNAVAILABLE also says which address was tried.
-int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Status& status) {
-  if (status.code() == absl::StatusCode::kUnavailable) {
-    return Fail(what, absl::UnavailableError(absl::StrCat("cannot reach tomod at ",
-                                                          global.server, ": ",
-                                                          status.message())));
-  }
-  return Fail(what, status);
-}
-
 std::string ProgressLabel(v1::JobState state, const v1::Progress& progress) {
   std::string label = client::JobStateName(state, /*lower=*/true);
   if (client::IsFinal(state)) return label;
@@ -183,14 +173,20 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   ProgressBar bar(ProgressWanted(global));
   absl::StatusOr<v1::Job> job;
   // A connection lost mid-upload (tomod restarting, say) is retried a few times: the key
-  // makes tomod answer with the job it may already have committed.
+  // makes tomod answer with the job it may already have committed. A tomod never reached
+  // (no byte sent yet) is reported at once, as the other commands do.
   constexpr int kSubmitAttempts = 3;
+  bool connected = false;
   for (int attempt = 1; attempt <= kSubmitAttempts; ++attempt) {
     job = client.Submit(*spec, data_paths, [&](uint64_t sent, uint64_t total) {
+      connected |= sent > 0;
       bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
                  absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
     });
-    if (job.ok() || !absl::IsUnavailable(job.status()) || attempt == kSubmitAttempts) break;
+    if (job.ok() || !absl::IsUnavailable(job.status()) || !connected ||
+        attempt == kSubmitAttempts) {
+      break;
+    }
     absl::SleepFor(absl::Seconds(attempt));
   }
   bar.Finish();

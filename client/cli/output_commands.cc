@@ -138,7 +138,7 @@ int RunPreview(const GlobalOptions& global, const PreviewArgs& args) {
   const std::string what = absl::StrCat("preview ", args.target);
   client::TomoClient client(global.server);
   absl::StatusOr<v1::Job> job = client.GetJob(args.target);
-  if (!job.ok()) return Fail(what, job.status());
+  if (!job.ok()) return FailRpc(global, what, job.status());
   const fs::path out = args.out.empty() ? fs::path(".") / args.target : fs::path(args.out);
   fs::create_directories(out, error);
   std::vector<std::string> pngs, raw;
