@@ -37,7 +37,8 @@ enum ExitCode : int {
 
 inline constexpr char kExitCodesHelp[] =
     "Exit codes: 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 not found,\n"
-    "5 refused as invalid (spec or data), 6 tomod unreachable. On failure exactly one line\n"
+    "5 refused as invalid (spec or data), 6 tomod unreachable, 130 interrupted (Ctrl-C).\n"
+    "On failure exactly one line\n"
     "\"tomo: <what failed>: <message>\" goes to stderr.\n"
     "Environment: TOMO_SERVER is the default of --server (else 127.0.0.1:50051).";
 

@@ -18,6 +18,7 @@
 #include "client/cli/cli_common.h"
 #include "client/cli/output_commands.h"
 #include "client/cli/progress_bar.h"
+#include "client/cli/submit_interrupts.h"
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
 #include "server/job_execution.h"
@@ -134,6 +135,7 @@ struct SubmitArgs {
   std::string idempotency_key;
   int download_streams = 0;  // ClientOptions::download_streams (0: automatic)
   int upload_streams = 0;    // ClientOptions::upload_streams (0: automatic)
+  std::string on_interrupt = "ask";  // SubmitInterrupts::Mode
 };
 
 // ClientOptions with --download_streams (and --upload_streams).
@@ -169,6 +171,20 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     return Fail("submit", sized);
   }
 
+  SubmitInterrupts::Mode interrupt_mode;
+  if (!ParseInterruptMode(args.on_interrupt, &interrupt_mode)) {
+    return Fail("submit: usage",
+                absl::StrCat("--on-interrupt ", args.on_interrupt, ": one of ask, cancel, keep"),
+                kExitUsage);
+  }
+  // Before the client: its threads must start with SIGINT blocked (submit_interrupts.h).
+  SubmitInterrupts interrupts(
+      interrupt_mode, [&global](const std::string& job_id) -> absl::StatusOr<std::string> {
+        TomoClient canceller(global.server);
+        absl::StatusOr<v1::Job> cancelled = canceller.Cancel(job_id);
+        if (!cancelled.ok()) return cancelled.status();
+        return client::JobStateName(cancelled->state());
+      });
   TomoClient client(global.server, DownloadOptions(args.download_streams, args.upload_streams));
   ProgressBar bar(ProgressWanted(global));
   absl::StatusOr<v1::Job> job;
@@ -180,6 +196,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   for (int attempt = 1; attempt <= kSubmitAttempts; ++attempt) {
     job = client.Submit(*spec, data_paths, [&](uint64_t sent, uint64_t total) {
       connected |= sent > 0;
+      if (sent == total) interrupts.UploadDone();
       bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
                  absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
     });
@@ -190,8 +207,12 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     absl::SleepFor(absl::Seconds(attempt));
   }
   bar.Finish();
-  if (!job.ok()) return FailRpc(global, "submit", job.status());
+  if (!job.ok()) {
+    interrupts.Failed();
+    return FailRpc(global, "submit", job.status());
+  }
   std::cout << job->id() << std::endl;
+  interrupts.Committed(job->id());
   if (!args.wait) return kExitOk;
 
   const fs::path out = args.out.empty() ? fs::path(".") / job->id() : fs::path(args.out);
@@ -206,6 +227,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   if (raw_wanted && !error) {
     absl::StatusOr<client::WatchedFetch> watched = client.WatchAndFetch(
         job->id(), raw_name, (out / raw_name).string(), [&](const v1::JobEvent& event) {
+          if (interrupts.prompting()) return;
           bar.Update(event.progress().fraction(), ProgressLabel(event.state(), event.progress()));
         });
     bar.Finish();
@@ -436,11 +458,22 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
 
 // ----------------------------------------------------------------------------- cancel, delete
 
-int RunCancel(const GlobalOptions& global, const std::string& job_id) {
+int RunCancel(const GlobalOptions& global, const std::string& job_id, bool wait) {
   TomoClient client(global.server);
   absl::StatusOr<v1::Job> job = client.Cancel(job_id);
   if (!job.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), job.status());
-  std::cout << job->id() << " " << client::JobStateName(job->state()) << std::endl;
+  if (wait && !client::IsFinal(job->state())) {
+    // A running job stops at its next step (between iterations, chunks or blocks).
+    absl::Status watched = client.Watch(job_id, [](const v1::JobEvent&) {});
+    if (!watched.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), watched);
+    job = client.GetJob(job_id);
+    if (!job.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), job.status());
+  }
+  std::cout << job->id() << " " << client::JobStateName(job->state());
+  if (!client::IsFinal(job->state())) {
+    std::cout << " (cancel asked: it stops at its next step; --wait waits for that)";
+  }
+  std::cout << std::endl;
   return kExitOk;
 }
 
@@ -542,6 +575,11 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                     "with --wait: download each result as this many striped streams, each on "
                     "its own connection (0..16; default 0: 3 into tmpfs, else 1)")
         ->check(CLI::Range(0, client::kMaxDownloadStreams));
+    sub->add_option("--on-interrupt", args->on_interrupt,
+                    "what Ctrl-C does once the job is queued (its id and how to watch or "
+                    "cancel it are printed first): ask (in a terminal, else keep), cancel "
+                    "the job, or keep it running. Exits 130")
+        ->capture_default_str();
     sub->add_option("--upload_streams,--upload-streams", args->upload_streams,
                     "upload inputs of 64 MiB or more as this many striped streams, each on "
                     "its own connection (0..16; default 0: 3, or fewer if tomod takes fewer)")
@@ -607,10 +645,12 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
   }
   {
     auto id = std::make_shared<std::string>();
+    auto wait = std::make_shared<bool>(false);
     CLI::App* sub = app.add_subcommand(
         "cancel", "Cancel a job: a queued job at once, a running one at its next step.");
     sub->add_option("id", *id, "job id")->required();
-    commands.push_back({sub, [g, id] { return RunCancel(*g, *id); }});
+    sub->add_flag("--wait", *wait, "wait until the job has stopped");
+    commands.push_back({sub, [g, id, wait] { return RunCancel(*g, *id, *wait); }});
   }
   {
     auto id = std::make_shared<std::string>();
