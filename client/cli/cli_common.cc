@@ -264,8 +264,9 @@ std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
   return "(unknown)";
 }
 
-bool ProgressWanted(const GlobalOptions& global) {
-  return !global.quiet && ::isatty(STDERR_FILENO) == 1;
+ProgressStyle ProgressWanted(const GlobalOptions& global) {
+  if (global.quiet) return ProgressStyle::kNone;
+  return ::isatty(STDERR_FILENO) == 1 ? ProgressStyle::kBar : ProgressStyle::kLines;
 }
 
 absl::Status MatchDataSize(const std::vector<std::string>& data_paths, v1::JobSpec* spec) {
@@ -370,7 +371,8 @@ int RunCli(int argc, char** argv) {
                  "may precede it)")
       ->envname("TOMO_SERVER")
       ->capture_default_str();
-  app.add_flag("-q,--quiet", global.quiet, "no progress bars");
+  app.add_flag("-q,--quiet", global.quiet,
+               "no progress (a bar on a terminal, else \"progress: \" lines on stderr)");
 
   std::vector<Command> commands;
   AddJobCommands(app, global, commands);

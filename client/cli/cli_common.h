@@ -6,7 +6,8 @@
 //   4 not found (no such job or result)   5 refused as invalid (spec, data)
 //   6 tomod unreachable
 //
-// Every failure prints exactly one line on stderr, "tomo: <what failed>: <message>".
+// Every failure prints exactly one line on stderr, "tomo: <what failed>: <message>" (when
+// stderr is not a terminal, "progress: " lines may come before it).
 //
 //   return Fail("status " + id, client.GetJob(id).status());
 #pragma once
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "client/cli/progress_bar.h"
 #include "absl/status/status.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "tomoserve/v1/tomoserve.pb.h"
@@ -38,8 +40,8 @@ enum ExitCode : int {
 inline constexpr char kExitCodesHelp[] =
     "Exit codes: 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 not found,\n"
     "5 refused as invalid (spec or data), 6 tomod unreachable, 130 interrupted (Ctrl-C).\n"
-    "On failure exactly one line\n"
-    "\"tomo: <what failed>: <message>\" goes to stderr.\n"
+    "On failure exactly one line \"tomo: <what failed>: <message>\" goes to stderr (besides\n"
+    "\"progress: \" lines when stderr is not a terminal; -q leaves them out).\n"
     "Environment: TOMO_SERVER is the default of --server (else 127.0.0.1:50051).";
 
 struct GlobalOptions {
@@ -98,8 +100,9 @@ std::string WindowName(tomoserve::v1::FilterWindow window);
 std::vector<std::string> WindowNames();
 bool ParseWindow(const std::string& name, tomoserve::v1::FilterWindow* window);
 
-// True when progress bars should be drawn: stderr is a terminal and not --quiet.
-bool ProgressWanted(const GlobalOptions& global);
+// How progress is shown: a bar when stderr is a terminal, plain "progress: " lines when it
+// is not, nothing with --quiet.
+ProgressStyle ProgressWanted(const GlobalOptions& global);
 
 // Total size of the data files; when spec.input.size_bytes is 0 it is set to it, when it
 // is set and differs: INVALID_ARGUMENT naming input.size_bytes.

@@ -33,11 +33,37 @@ using client::TomoClient;
 std::string ProgressLabel(v1::JobState state, const v1::Progress& progress) {
   std::string label = client::JobStateName(state, /*lower=*/true);
   if (client::IsFinal(state)) return label;
-  if (!progress.stage().empty()) absl::StrAppend(&label, " ", progress.stage());
+  // Iteration k/n first: a narrow terminal cuts the label's end, never the count.
   if (progress.iterations_total() > 1) {
     absl::StrAppend(&label, " ", progress.iteration(), "/", progress.iterations_total());
   }
+  if (!progress.stage().empty()) absl::StrAppend(&label, " ", progress.stage());
   return label;
+}
+
+// "queued, position 2 of 5": the job's place among the queued jobs tomod lists, in the
+// scheduler's order (higher priority first, then older first); "" when it cannot be told.
+std::string QueuePosition(TomoClient& client, const std::string& job_id) {
+  absl::StatusOr<std::vector<v1::Job>> queued = client.ListJobs({v1::JOB_STATE_QUEUED});
+  if (!queued.ok()) return "";
+  std::stable_sort(queued->begin(), queued->end(), [](const v1::Job& a, const v1::Job& b) {
+    return a.spec().priority() > b.spec().priority();
+  });
+  for (size_t i = 0; i < queued->size(); ++i) {
+    if ((*queued)[i].id() == job_id) {
+      return absl::StrCat("queued, position ", i + 1, " of ", queued->size());
+    }
+  }
+  return "";
+}
+
+// The label of a job event, with the queue position while QUEUED.
+std::string EventLabel(TomoClient& client, const std::string& job_id, const v1::JobEvent& event) {
+  if (event.state() == v1::JOB_STATE_QUEUED) {
+    std::string position = QueuePosition(client, job_id);
+    if (!position.empty()) return position;
+  }
+  return ProgressLabel(event.state(), event.progress());
 }
 
 std::string PercentText(double fraction) {
@@ -67,7 +93,7 @@ int ReportFinalState(const std::string& what, const v1::Job& job) {
 absl::StatusOr<v1::Job> WatchToEnd(TomoClient& client, const std::string& job_id,
                                    ProgressBar& bar) {
   absl::Status watched = client.Watch(job_id, [&](const v1::JobEvent& event) {
-    bar.Update(event.progress().fraction(), ProgressLabel(event.state(), event.progress()));
+    bar.Update(event.progress().fraction(), EventLabel(client, job_id, event));
   });
   if (!watched.ok()) return watched;
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
@@ -102,9 +128,7 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
     }
     absl::StatusOr<v1::ResultFile> file = client.Fetch(
         job.id(), name, path.string(), resume, [&](uint64_t done, uint64_t total) {
-          if (total == 0) total = expected;
-          bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                     absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+          bar.UpdateBytes(done, total == 0 ? expected : total, absl::StrCat("fetching ", name));
         });
     bar.Finish();
     if (!file.ok()) {
@@ -197,8 +221,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     job = client.Submit(*spec, data_paths, [&](uint64_t sent, uint64_t total) {
       connected |= sent > 0;
       if (sent == total) interrupts.UploadDone();
-      bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
-                 absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
+      bar.UpdateBytes(sent, total, "uploading");
     });
     if (job.ok() || !absl::IsUnavailable(job.status()) || !connected ||
         attempt == kSubmitAttempts) {
@@ -228,7 +251,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     absl::StatusOr<client::WatchedFetch> watched = client.WatchAndFetch(
         job->id(), raw_name, (out / raw_name).string(), [&](const v1::JobEvent& event) {
           if (interrupts.prompting()) return;
-          bar.Update(event.progress().fraction(), ProgressLabel(event.state(), event.progress()));
+          bar.Update(event.progress().fraction(), EventLabel(client, job->id(), event));
         });
     bar.Finish();
     if (!watched.ok()) {
@@ -256,7 +279,7 @@ int RunWatch(const GlobalOptions& global, const std::string& job_id, bool as_bar
   TomoClient client(global.server);
   const std::string what = absl::StrCat("watch ", job_id);
   if (as_bar) {
-    ProgressBar bar(!global.quiet);
+    ProgressBar bar(global.quiet ? ProgressStyle::kNone : ProgressStyle::kBar);
     absl::StatusOr<v1::Job> ended = WatchToEnd(client, job_id, bar);
     if (!ended.ok()) return FailRpc(global, what, ended.status());
     return ReportFinalState(what, *ended);
@@ -411,8 +434,7 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
       ProgressBar bar(ProgressWanted(global));
       absl::StatusOr<v1::ResultFile> file = client.Fetch(
           job_id, tar_name, tar_path.string(), !no_resume, [&](uint64_t done, uint64_t total) {
-            bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                       absl::StrCat("fetching ", tar_name, " ", HumanBytes(done)));
+            bar.UpdateBytes(done, total, absl::StrCat("fetching ", tar_name));
           });
       bar.Finish();
       if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", tar_name), file.status());
@@ -446,9 +468,7 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
   }
   absl::StatusOr<v1::ResultFile> file = client.Fetch(
       job_id, name, out_path.string(), !no_resume, [&](uint64_t done, uint64_t total) {
-        if (total == 0) total = expected;
-        bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                   absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+        bar.UpdateBytes(done, total == 0 ? expected : total, absl::StrCat("fetching ", name));
       });
   bar.Finish();
   if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", name), file.status());

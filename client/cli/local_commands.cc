@@ -259,10 +259,11 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
   ProgressBar bar(ProgressWanted(global));
   core::RunContext context;
   context.on_progress = [&bar](const core::ProgressUpdate& update) {
-    std::string label = absl::StrCat("running ", update.stage);
+    std::string label = "running";
     if (update.iterations_total > 1) {
       absl::StrAppend(&label, " ", update.iteration, "/", update.iterations_total);
     }
+    absl::StrAppend(&label, " ", update.stage);
     bar.Update(update.fraction, label);
   };
   context.is_cancelled = [] { return g_interrupted.load(); };

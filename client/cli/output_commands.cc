@@ -159,8 +159,7 @@ int RunPreview(const GlobalOptions& global, const PreviewArgs& args) {
     absl::StatusOr<v1::ResultFile> file = client.Fetch(
         args.target, name, (out / name).string(), /*resume=*/true,
         [&](uint64_t done, uint64_t total) {
-          bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                     absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+          bar.UpdateBytes(done, total, absl::StrCat("fetching ", name));
         });
     bar.Finish();
     if (!file.ok()) return Fail(absl::StrCat(what, "/", name), file.status());

@@ -85,7 +85,8 @@ class DaemonTest : public ::testing::Test {
   int kills_ = 0;
 };
 
-// True when stderr is exactly one line starting with "tomo: ".
+// True when stderr is exactly one line starting with "tomo: ", besides tomo's plain
+// "progress: " lines (stderr is not a terminal in these tests).
 ::testing::AssertionResult OneErrorLine(const ProcessResult& result);
 
 // Bytes of a file; empty when missing.
