@@ -36,6 +36,16 @@ std::string MessageToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+std::string MessageToJsonLine(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = false;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.pop_back();
+  return json;
+}
+
 absl::Status MessageFromJson(absl::string_view json, absl::string_view source,
                              google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions options;

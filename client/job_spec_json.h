@@ -33,6 +33,9 @@ namespace tomo::client {
 // Canonical JSON of any message (JobSpec, Job, ServerInfo, ...), as described above.
 std::string MessageToJson(const google::protobuf::Message& message);
 
+// The same on one line, without the final newline (JSON Lines: `tomo watch --json`).
+std::string MessageToJsonLine(const google::protobuf::Message& message);
+
 // Parses JSON into message; `source` names where it came from in errors.
 absl::Status MessageFromJson(absl::string_view json, absl::string_view source,
                              google::protobuf::Message* message);

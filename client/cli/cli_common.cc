@@ -77,6 +77,36 @@ int Fail(absl::string_view what, const absl::Status& status) {
   return Fail(what, message, ExitCodeFor(status));
 }
 
+namespace {
+
+// What --json prints at the end (cli_common.h); one command runs per process.
+struct JsonReport {
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+  std::vector<std::string> files;
+  bool printed = false;
+};
+
+JsonReport& Report() {
+  static auto* report = new JsonReport;
+  return *report;
+}
+
+}  // namespace
+
+void PrintPath(const GlobalOptions& global, const std::string& path) {
+  if (global.json) {
+    Report().files.push_back(path);
+  } else {
+    std::cout << path << "\n";
+  }
+}
+
+void JsonField(const std::string& key, const nlohmann::ordered_json& value) {
+  Report().fields[key] = value;
+}
+
+void JsonPrinted() { Report().printed = true; }
+
 std::optional<std::string> ConnectionProblem(const std::string& server,
                                              const absl::Status& status) {
   if (status.code() != absl::StatusCode::kUnavailable &&
@@ -371,6 +401,9 @@ int RunCli(int argc, char** argv) {
                  "may precede it)")
       ->envname("TOMO_SERVER")
       ->capture_default_str();
+  app.add_flag("--json", global.json,
+               "print JSON on stdout instead of text: one object (watch: one a line per "
+               "event); paths under \"files\"");
   app.add_flag("-q,--quiet", global.quiet,
                "no progress (a bar on a terminal, else \"progress: \" lines on stderr)");
 
@@ -419,7 +452,16 @@ int RunCli(int argc, char** argv) {
   if (!target.ok()) return Fail("usage", target.status().message(), kExitUsage);
   global.server = *target;
   for (const Command& command : commands) {
-    if (command.app->parsed()) return command.run();
+    if (!command.app->parsed()) continue;
+    const int code = command.run();
+    if (global.json && code == kExitOk && !Report().printed) {
+      nlohmann::ordered_json out = nlohmann::ordered_json::object();
+      if (!Report().files.empty()) out["files"] = Report().files;
+      for (const auto& [key, value] : Report().fields.items()) out[key] = value;
+      std::cout << out.dump(2) << std::endl;
+    }
+    std::cout.flush();
+    return code;
   }
   return Fail("usage", "no command given (see tomo --help)", kExitUsage);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "nlohmann/json.hpp"
 #include "client/cli/progress_bar.h"
 #include "absl/status/status.h"
 #include "google/protobuf/timestamp.pb.h"
@@ -47,7 +48,17 @@ inline constexpr char kExitCodesHelp[] =
 struct GlobalOptions {
   std::string server = "127.0.0.1:50051";
   bool quiet = false;  // no progress bars
+  bool json = false;   // --json: JSON on stdout instead of text (below)
 };
+
+// --json, every command: stdout carries one JSON object (watch: one a line per event)
+// instead of text. Commands that print messages of tomod (status, list, info, watch) or
+// their own object print it themselves and call JsonPrinted(); the others give their paths
+// to PrintPath and other values to JsonField, and RunCli prints {"files": [...], fields...}
+// when the command succeeded. Errors stay one line on stderr.
+void PrintPath(const GlobalOptions& global, const std::string& path);
+void JsonField(const std::string& key, const nlohmann::ordered_json& value);
+void JsonPrinted();
 
 // A subcommand and what runs when the command line chose it; run returns the exit code.
 struct Command {

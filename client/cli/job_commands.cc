@@ -118,7 +118,7 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
   for (const std::string& name : names) {
     fs::path path = out_dir / name;
     if (name == fetched) {
-      std::cout << path.string() << "\n";
+      PrintPath(global, path.string());
       continue;
     }
     ProgressBar bar(ProgressWanted(global));
@@ -134,7 +134,7 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
     if (!file.ok()) {
       return FailRpc(global, absl::StrCat(what, " ", job.id(), "/", name), file.status());
     }
-    std::cout << path.string() << "\n";
+    PrintPath(global, path.string());
   }
   std::cout.flush();
   return kExitOk;
@@ -234,7 +234,12 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     interrupts.Failed();
     return FailRpc(global, "submit", job.status());
   }
-  std::cout << job->id() << std::endl;
+  if (global.json) {
+    JsonField("jobId", job->id());
+    JsonField("state", client::JobStateName(job->state()));
+  } else {
+    std::cout << job->id() << std::endl;
+  }
   interrupts.Committed(job->id());
   if (!args.wait) return kExitOk;
 
@@ -265,6 +270,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   if (!ended.ok()) {
     return FailRpc(global, absl::StrCat("submit: watch ", job->id()), ended.status());
   }
+  JsonField("state", client::JobStateName(ended->state()));
   if (int code = ReportFinalState("submit", *ended); code != kExitOk) {
     if (created) fs::remove(out, error);  // made for the raw volume; empty, as nothing came
     return code;
@@ -284,7 +290,12 @@ int RunWatch(const GlobalOptions& global, const std::string& job_id, bool as_bar
     if (!ended.ok()) return FailRpc(global, what, ended.status());
     return ReportFinalState(what, *ended);
   }
+  if (global.json) JsonPrinted();
   absl::Status watched = client.Watch(job_id, [&](const v1::JobEvent& event) {
+    if (global.json) {
+      std::cout << client::MessageToJsonLine(event) << std::endl;
+      return;
+    }
     std::string line = absl::StrFormat(
         "%s  %-9s %s  %s", FormatTime(event.time(), /*milliseconds=*/true), client::JobStateName(event.state()),
         PercentText(event.progress().fraction()), event.progress().stage());
@@ -341,12 +352,14 @@ void PrintJob(const v1::Job& job) {
   }
 }
 
-int RunStatus(const GlobalOptions& global, const std::string& job_id, bool json) {
+int RunStatus(const GlobalOptions& global, const std::string& job_id) {
+  const bool json = global.json;
   TomoClient client(global.server);
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
   if (!job.ok()) return FailRpc(global, absl::StrCat("status ", job_id), job.status());
   if (json) {
     std::cout << client::MessageToJson(*job);
+    JsonPrinted();
   } else {
     PrintJob(*job);
   }
@@ -355,8 +368,8 @@ int RunStatus(const GlobalOptions& global, const std::string& job_id, bool json)
 
 // ----------------------------------------------------------------------------- list
 
-int RunList(const GlobalOptions& global, const std::vector<std::string>& state_names,
-            bool json) {
+int RunList(const GlobalOptions& global, const std::vector<std::string>& state_names) {
+  const bool json = global.json;
   std::vector<v1::JobState> states;
   for (const std::string& name : state_names) {
     for (absl::string_view part : absl::StrSplit(name, ',', absl::SkipWhitespace())) {
@@ -372,6 +385,7 @@ int RunList(const GlobalOptions& global, const std::vector<std::string>& state_n
     v1::ListJobsResponse response;
     for (const v1::Job& job : *jobs) *response.add_jobs() = job;
     std::cout << client::MessageToJson(response);
+    JsonPrinted();
     return kExitOk;
   }
   if (jobs->empty()) return kExitOk;
@@ -440,7 +454,7 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
       if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", tar_name), file.status());
       absl::StatusOr<std::string> folder = UnpackDicomSeries(tar_path.string(), out_dir.string());
       if (!folder.ok()) return Fail(absl::StrCat(what, "/", tar_name), folder.status());
-      std::cout << *folder << std::endl;
+      PrintPath(global, *folder);
     }
     return kExitOk;
   }
@@ -472,7 +486,7 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
       });
   bar.Finish();
   if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", name), file.status());
-  std::cout << out_path.string() << std::endl;
+  PrintPath(global, out_path.string());
   return kExitOk;
 }
 
@@ -489,6 +503,11 @@ int RunCancel(const GlobalOptions& global, const std::string& job_id, bool wait)
     job = client.GetJob(job_id);
     if (!job.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), job.status());
   }
+  if (global.json) {
+    JsonField("jobId", job->id());
+    JsonField("state", client::JobStateName(job->state()));
+    return kExitOk;
+  }
   std::cout << job->id() << " " << client::JobStateName(job->state());
   if (!client::IsFinal(job->state())) {
     std::cout << " (cancel asked: it stops at its next step; --wait waits for that)";
@@ -501,18 +520,25 @@ int RunDelete(const GlobalOptions& global, const std::string& job_id) {
   TomoClient client(global.server);
   absl::Status deleted = client.Delete(job_id);
   if (!deleted.ok()) return FailRpc(global, absl::StrCat("delete ", job_id), deleted);
+  if (global.json) {
+    JsonField("jobId", job_id);
+    JsonField("deleted", true);
+    return kExitOk;
+  }
   std::cout << job_id << " deleted" << std::endl;
   return kExitOk;
 }
 
 // ----------------------------------------------------------------------------- info
 
-int RunInfo(const GlobalOptions& global, bool json) {
+int RunInfo(const GlobalOptions& global) {
+  const bool json = global.json;
   TomoClient client(global.server);
   absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
   if (!info.ok()) return FailRpc(global, "info", info.status());
   if (json) {
     std::cout << client::MessageToJson(*info);
+    JsonPrinted();
     return kExitOk;
   }
   auto row = [](const char* key, const std::string& value) {
@@ -610,29 +636,26 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     auto id = std::make_shared<std::string>();
     auto bar = std::make_shared<bool>(false);
     CLI::App* sub = app.add_subcommand(
-        "watch", "Follow a job's events until it ends: one line per event (or --bar). Exits 3 "
-                 "when the job failed or was cancelled.");
+        "watch", "Follow a job's events until it ends: one line per event (--json: one JobEvent "
+                 "a line; or --bar). Exits 3 when the job failed or was cancelled.");
     sub->add_option("id", *id, "job id")->required();
     sub->add_flag("--bar", *bar, "a progress bar on stderr instead of event lines");
     commands.push_back({sub, [g, id, bar] { return RunWatch(*g, *id, *bar); }});
   }
   {
     auto id = std::make_shared<std::string>();
-    auto json = std::make_shared<bool>(false);
-    CLI::App* sub = app.add_subcommand("status", "Show one job.");
+    CLI::App* sub = app.add_subcommand("status", "Show one job (--json: the Job message).");
     sub->add_option("id", *id, "job id")->required();
-    sub->add_flag("--json", *json, "print the Job message as JSON");
-    commands.push_back({sub, [g, id, json] { return RunStatus(*g, *id, *json); }});
+    commands.push_back({sub, [g, id] { return RunStatus(*g, *id); }});
   }
   {
     auto states = std::make_shared<std::vector<std::string>>();
-    auto json = std::make_shared<bool>(false);
-    CLI::App* sub = app.add_subcommand("list", "List jobs, oldest first.");
+    CLI::App* sub = app.add_subcommand(
+        "list", "List jobs, oldest first (--json: a ListJobsResponse).");
     sub->add_option("--state", *states,
                     "only jobs in these states, comma-separated: uploading, queued, running, "
                     "succeeded, failed, cancelled");
-    sub->add_flag("--json", *json, "print a ListJobsResponse as JSON");
-    commands.push_back({sub, [g, states, json] { return RunList(*g, *states, *json); }});
+    commands.push_back({sub, [g, states] { return RunList(*g, *states); }});
   }
   {
     struct FetchArgs {
@@ -679,11 +702,9 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     commands.push_back({sub, [g, id] { return RunDelete(*g, *id); }});
   }
   {
-    auto json = std::make_shared<bool>(false);
-    CLI::App* sub =
-        app.add_subcommand("info", "Show tomod's version, devices, algorithms and limits.");
-    sub->add_flag("--json", *json, "print the ServerInfo message as JSON");
-    commands.push_back({sub, [g, json] { return RunInfo(*g, *json); }});
+    CLI::App* sub = app.add_subcommand(
+        "info", "Show tomod's version, devices, algorithms and limits (--json: ServerInfo).");
+    commands.push_back({sub, [g] { return RunInfo(*g); }});
   }
 }
 

@@ -53,10 +53,9 @@ std::string DescribeInput(const v1::JobSpec& spec) {
 struct SpecArgs {
   ExampleSpecOptions example;
   std::vector<std::string> outputs;
-  bool json = false;
 };
 
-int RunSpec(const SpecArgs& args) {
+int RunSpec(const GlobalOptions& global, const SpecArgs& args) {
   absl::StatusOr<v1::JobSpec> spec = ExampleSpec(args.example);
   if (!spec.ok()) return Fail("spec: usage", spec.status().message(), kExitUsage);
   if (!args.outputs.empty()) {
@@ -88,8 +87,9 @@ int RunSpec(const SpecArgs& args) {
                   kExitUsage);
     }
   }
-  if (args.json) {
+  if (global.json) {
     std::cout << client::JobSpecToJson(*spec);
+    JsonPrinted();
     return kExitOk;
   }
   std::vector<std::string> header = {
@@ -118,10 +118,9 @@ int RunSpec(const SpecArgs& args) {
 struct ValidateArgs {
   std::string spec_path;
   std::vector<std::string> data_paths;
-  bool json = false;
 };
 
-int RunValidate(const ValidateArgs& args) {
+int RunValidate(const GlobalOptions& global, const ValidateArgs& args) {
   const std::string what = "validate";
   absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(args.spec_path);
   if (!spec.ok()) return Fail(what, spec.status());
@@ -146,7 +145,8 @@ int RunValidate(const ValidateArgs& args) {
     return Fail(what, absl::StrCat(args.spec_path, ": ", job.status().message()),
                 ExitCodeFor(job.status()));
   }
-  if (args.json) {
+  if (global.json) {
+    JsonPrinted();
     nlohmann::ordered_json out;
     out["valid"] = true;
     out["file"] = args.spec_path;
@@ -168,13 +168,14 @@ int RunValidate(const ValidateArgs& args) {
 
 }  // namespace
 
-void AddSpecCommands(CLI::App& app, const GlobalOptions& /*global*/,
+void AddSpecCommands(CLI::App& app, const GlobalOptions& global,
                      std::vector<Command>& commands) {
+  const GlobalOptions* g = &global;
   {
     auto args = std::make_shared<SpecArgs>();
     CLI::App* sub = app.add_subcommand(
         "spec", "Print a complete, commented example JobSpec for a geometry and an algorithm, "
-                "with the sizes it implies (input.size_bytes filled in).");
+                "with the sizes it implies (input.size_bytes filled in); --json: plain JSON.");
     sub->add_option("--geometry", args->example.geometry,
                     absl::StrCat("one of ", absl::StrJoin(ExampleGeometryNames(), ", ")))
         ->required();
@@ -193,8 +194,7 @@ void AddSpecCommands(CLI::App& app, const GlobalOptions& /*global*/,
                     absl::StrCat("output formats (repeat or comma list): ",
                                  OutputFormatNamesText(), "; default raw"))
         ->delimiter(',');
-    sub->add_flag("--json", args->json, "plain JSON, without the comments");
-    commands.push_back({sub, [args] { return RunSpec(*args); }});
+    commands.push_back({sub, [g, args] { return RunSpec(*g, *args); }});
   }
   {
     auto args = std::make_shared<ValidateArgs>();
@@ -202,14 +202,12 @@ void AddSpecCommands(CLI::App& app, const GlobalOptions& /*global*/,
         "validate", "Check a JobSpec file with tomod's own validation (and its default "
                     "limits; tomo info shows a server's), without a daemon. Sizes that "
                     "follow from the geometry are filled in; with --data the files' sizes "
-                    "are checked too. Exits 5 when the spec is refused.");
+                    "are checked too. Exits 5 when the spec is refused. --json: {\"valid\", "
+                    "\"file\", \"inputBytes\", \"spec\" (its sizes filled in)}.");
     sub->add_option("spec", args->spec_path, "JobSpec JSON file")->required();
     sub->add_option("--data", args->data_paths,
                     "projection data file(s) or directories, as submit takes them");
-    sub->add_flag("--json", args->json,
-                  "print {\"valid\": true, \"file\", \"inputBytes\", \"spec\"} (the spec with "
-                  "its sizes filled in)");
-    commands.push_back({sub, [args] { return RunValidate(*args); }});
+    commands.push_back({sub, [g, args] { return RunValidate(*g, *args); }});
   }
 }
 
