@@ -6,8 +6,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/algorithm_options_shape.h"
+#include "client/json_fields_check.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 
 namespace tomo::client {
 namespace {
@@ -32,6 +36,16 @@ std::string MessageToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+std::string MessageToJsonLine(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = false;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.pop_back();
+  return json;
+}
+
 absl::Status MessageFromJson(absl::string_view json, absl::string_view source,
                              google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions options;
@@ -50,10 +64,34 @@ absl::Status MessageFromJson(absl::string_view json, absl::string_view source,
   return absl::OkStatus();
 }
 
+std::string JobSpecToJson(const tomoserve::v1::JobSpec& spec) {
+  nlohmann::ordered_json document = nlohmann::ordered_json::parse(MessageToJson(spec));
+  FlattenIterativeOptions(&document);
+  return document.dump(2) + "\n";
+}
+
 absl::StatusOr<tomoserve::v1::JobSpec> JobSpecFromJson(absl::string_view json,
                                                         absl::string_view source) {
+  nlohmann::ordered_json document;
+  try {
+    document = nlohmann::ordered_json::parse(json.begin(), json.end(), /*cb=*/nullptr,
+                                             /*allow_exceptions=*/true,
+                                             /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error& error) {
+    // "[json.exception.parse_error.101] parse error at line 3, ...": the library's tag off.
+    std::string what = error.what();
+    if (absl::StartsWith(what, "[json.exception.")) what = what.substr(what.find(']') + 2);
+    for (char& c : what) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON: ", what));
+  }
+  for (absl::Status step : {NestIterativeOptions(&document),
+                            CheckJsonFields(document, tomoserve::v1::JobSpec::descriptor())}) {
+    if (!step.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", step.message()));
+  }
   tomoserve::v1::JobSpec spec;
-  absl::Status status = MessageFromJson(json, source, &spec);
+  absl::Status status = MessageFromJson(document.dump(), source, &spec);
   if (!status.ok()) return status;
   return spec;
 }
@@ -72,7 +110,7 @@ absl::Status WriteJobSpecFile(const std::string& path, const tomoserve::v1::JobS
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out) return FileError("cannot create", temp, errno);
-    out << MessageToJson(spec);
+    out << JobSpecToJson(spec);
     out.flush();
     if (!out) return FileError("cannot write", temp, errno);
   }

@@ -1,13 +1,22 @@
 // tomod: the tomoserve reconstruction daemon. Parses flags and calls RunServer().
+// --help (-h, --helpfull) prints tomod's own flags grouped by concern and exits 0;
+// --version prints the version and build (core/base/build_info.h) and exits 0.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "core/base/build_info.h"
 #include "server/tomod_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -56,7 +65,7 @@ ABSL_FLAG(std::string, tokens_file, "",
           "keeps the tokens in force)");
 ABSL_FLAG(uint32_t, max_iterations, 1000,
           "most iterations an iterative algorithm may be asked for; more are refused with "
-          "RESOURCE_EXHAUSTED (FBP/FDK have none)");
+          "INVALID_ARGUMENT, as an absurd count is a wrong spec (FBP/FDK have none)");
 ABSL_FLAG(uint64_t, memory_budget_bytes, 0,
           "most device memory one job may use, in bytes; 0: the device's free memory. A job "
           "that does not fit is reconstructed in z-slabs that do; a job's "
@@ -110,10 +119,116 @@ ABSL_FLAG(bool, allow_insecure_remote, false,
           "serve plain-text gRPC on a non-loopback --listen address without TLS, and the "
           "metrics on a non-loopback --metrics_host");
 
+namespace {
+
+constexpr char kUsage[] =
+    "tomod: the tomoserve reconstruction daemon.\n"
+    "  tomod --listen=127.0.0.1:50051 --spool_dir=/var/lib/tomoserve/spool";
+
+// The help's groups, in the order printed: a flag goes to the first group that names it or
+// whose prefix it has; flags of no group go under "Other".
+struct FlagGroup {
+  const char* title;
+  std::vector<std::string> names;
+  std::vector<std::string> prefixes;
+};
+
+const std::vector<FlagGroup>& FlagGroups() {
+  static const auto* groups = new std::vector<FlagGroup>{
+      {"Serving", {"listen", "port_file", "allow_insecure_remote", "metrics_port"}, {}},
+      {"Security", {}, {"tls", "token", "tenant"}},
+      {"Devices and memory",
+       {"devices", "cpu_worker", "memory_budget_bytes", "matrix_cache_bytes", "prefetch_bytes",
+        "reconstruct_while_uploading"},
+       {}},
+      {"Limits", {"max_attempts"}, {"max_upload", "max_voxels", "max_views", "max_queue",
+                                    "max_jobs", "max_iterations"}},
+      {"Spool and retention",
+       {"spool_dir", "result_ttl", "max_spool_bytes", "min_free_spool_bytes",
+        "spool_reserve_bytes"},
+       {}},
+      {"Shutdown", {"drain_timeout"}, {}},
+      {"Testing", {}, {"testing_"}},
+  };
+  return *groups;
+}
+
+std::string GroupOf(const std::string& name) {
+  for (const FlagGroup& group : FlagGroups()) {
+    if (std::find(group.names.begin(), group.names.end(), name) != group.names.end()) {
+      return group.title;
+    }
+  }
+  for (const FlagGroup& group : FlagGroups()) {
+    for (const std::string& prefix : group.prefixes) {
+      if (absl::StartsWith(name, prefix)) return group.title;
+    }
+  }
+  return "Other";
+}
+
+// Words of text wrapped at width, every line indented.
+std::string Wrapped(const std::string& text, size_t indent, size_t width) {
+  std::string out, line(indent, ' ');
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line.size() > indent && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line.assign(indent, ' ');
+    }
+    if (line.size() > indent) line += ' ';
+    line.append(word.data(), word.size());
+  }
+  return out + line + "\n";
+}
+
+// tomod's own flags (not the Abseil library's), grouped, each with its default.
+void PrintHelp() {
+  std::map<std::string, std::vector<const absl::CommandLineFlag*>> by_group;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "absl/")) continue;
+    by_group[GroupOf(std::string(flag->Name()))].push_back(flag);
+  }
+  std::string text = std::string(kUsage) + "\n";
+  std::vector<std::string> titles;
+  for (const FlagGroup& group : FlagGroups()) titles.push_back(group.title);
+  titles.push_back("Other");
+  for (const std::string& title : titles) {
+    auto found = by_group.find(title);
+    if (found == by_group.end()) continue;
+    std::vector<const absl::CommandLineFlag*>& flags = found->second;
+    std::sort(flags.begin(), flags.end(),
+              [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+    text += "\n" + title + ":\n";
+    for (const absl::CommandLineFlag* flag : flags) {
+      const std::string value = flag->DefaultValue();
+      text += "  --" + std::string(flag->Name()) + " (default: " + (value.empty() ? "\"\"" : value) + ")\n";
+      text += Wrapped(flag->Help(), 6, 88);
+    }
+  }
+  text +=
+      "\nFlags are --name=value or --name value; booleans also --name and --noname.\n"
+      "--version prints the version and build.\n";
+  std::fputs(text.c_str(), stdout);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "tomod: the tomoserve reconstruction daemon.\n"
-      "  tomod --listen=127.0.0.1:50051 --spool_dir=/var/lib/tomoserve/spool");
+  // Help and version first, by tomod itself: Abseil's --help lists only the flags of a file
+  // named after the program, and its --helpfull mixes in the library's own flags.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpfull" ||
+        arg == "--helpshort") {
+      PrintHelp();
+      return 0;
+    }
+    if (arg == "--version" || arg == "-version") {
+      std::printf("tomod %s\n", tomo::core::BuildDescription().c_str());
+      return 0;
+    }
+  }
+  absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr, "tomod: unexpected argument \"%s\"; tomod takes only flags\n", rest[1]);

@@ -14,15 +14,14 @@
 #include <iostream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/channel_security.h"
-
-#ifndef TOMO_VERSION
-#define TOMO_VERSION "unknown"
-#endif
+#include "client/server_address.h"
+#include "core/base/build_info.h"
 
 namespace tomo::cli {
 namespace {
@@ -78,6 +77,83 @@ int Fail(absl::string_view what, const absl::Status& status) {
   std::string message(status.message());
   if (message.empty()) message = absl::StatusCodeToString(status.code());
   return Fail(what, message, ExitCodeFor(status));
+}
+
+namespace {
+
+// What --json prints at the end (cli_common.h); one command runs per process.
+struct JsonReport {
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+  std::vector<std::string> files;
+  bool printed = false;
+};
+
+JsonReport& Report() {
+  static auto* report = new JsonReport;
+  return *report;
+}
+
+}  // namespace
+
+void PrintPath(const GlobalOptions& global, const std::string& path) {
+  if (global.json) {
+    Report().files.push_back(path);
+  } else {
+    std::cout << path << "\n";
+  }
+}
+
+void JsonField(const std::string& key, const nlohmann::ordered_json& value) {
+  Report().fields[key] = value;
+}
+
+void JsonPrinted() { Report().printed = true; }
+
+std::optional<std::string> ConnectionProblem(const std::string& server,
+                                             const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kUnavailable &&
+      status.code() != absl::StatusCode::kDeadlineExceeded) {
+    return std::nullopt;
+  }
+  // gRPC's words for each way a connection fails, and ours.
+  struct Cause {
+    const char* grpc;
+    const char* ours;
+  };
+  constexpr Cause kCauses[] = {
+      {"connection refused", "connection refused"},
+      {"dns resolution failed", "the host name does not resolve"},
+      {"domain name not found", "the host name does not resolve"},
+      {"name or service not known", "the host name does not resolve"},
+      {"no route to host", "no route to the host"},
+      {"network is unreachable", "the network is unreachable"},
+      {"connection reset", "the connection was reset"},
+      {"socket closed", "the connection was closed"},
+      {"connection timed out", "no answer"},
+      {"deadline exceeded", "no answer in time"},
+      {"failed to connect", "no connection"},
+      {"handshake", "the TLS handshake failed"},
+  };
+  const std::string message = absl::AsciiStrToLower(status.message());
+  const char* cause = nullptr;
+  for (const Cause& c : kCauses) {
+    if (cause == nullptr && absl::StrContains(message, c.grpc)) cause = c.ours;
+  }
+  if (cause == nullptr) {
+    if (status.code() == absl::StatusCode::kDeadlineExceeded) return std::nullopt;
+    // UNAVAILABLE with tomod's own words (shutting down, degraded): not a connection problem.
+    if (absl::StrContains(message, "tomod")) return std::nullopt;
+    cause = "no connection";
+  }
+  return absl::StrCat("cannot reach tomod at ", server, " (", cause,
+                      "): is tomod running there? --server or TOMO_SERVER give its address");
+}
+
+int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Status& status) {
+  if (std::optional<std::string> problem = ConnectionProblem(global.server, status)) {
+    return Fail(what, *problem, kExitUnavailable);
+  }
+  return Fail(what, status);
 }
 
 std::string HumanBytes(uint64_t bytes) {
@@ -220,8 +296,9 @@ std::string DescribeAlgorithm(const v1::Algorithm& algorithm) {
   return "(unknown)";
 }
 
-bool ProgressWanted(const GlobalOptions& global) {
-  return !global.quiet && ::isatty(STDERR_FILENO) == 1;
+ProgressStyle ProgressWanted(const GlobalOptions& global) {
+  if (global.quiet) return ProgressStyle::kNone;
+  return ::isatty(STDERR_FILENO) == 1 ? ProgressStyle::kBar : ProgressStyle::kLines;
 }
 
 absl::Status MatchDataSize(const std::vector<std::string>& data_paths, v1::JobSpec* spec) {
@@ -345,16 +422,22 @@ int RunCli(int argc, char** argv) {
   CLI::App app{"tomo: the tomoserve client. Submits tomography jobs to tomod, watches and "
                "fetches them, or runs them here (tomo local).",
                "tomo"};
-  app.set_version_flag("--version", std::string("tomo ") + TOMO_VERSION);
+  app.set_version_flag("--version", "tomo " + core::BuildDescription());
   app.footer(kExitCodesHelp);
   app.require_subcommand(1);
   app.fallthrough();
 
   GlobalOptions global;
-  app.add_option("--server", global.server, "tomod address, host:port")
+  app.add_option("--server", global.server,
+                 "tomod address, host[:port] (port 50051 when left out; http:// or grpc:// "
+                 "may precede it)")
       ->envname("TOMO_SERVER")
       ->capture_default_str();
-  app.add_flag("-q,--quiet", global.quiet, "no progress bars");
+  app.add_flag("--json", global.json,
+               "print JSON on stdout instead of text: one object (watch: one a line per "
+               "event); paths under \"files\"");
+  app.add_flag("-q,--quiet", global.quiet,
+               "no progress (a bar on a terminal, else \"progress: \" lines on stderr)");
   app.add_flag("--tls", global.tls,
                "speak TLS to tomod, checking its certificate against the system's trusted "
                "roots (implied by --tls-ca and --tls-cert)")
@@ -375,6 +458,7 @@ int RunCli(int argc, char** argv) {
   std::vector<Command> commands;
   AddJobCommands(app, global, commands);
   AddLocalCommands(app, global, commands);
+  AddSpecCommands(app, global, commands);
   AddOutputCommands(app, global, commands);
 
   try {
@@ -412,11 +496,24 @@ int RunCli(int argc, char** argv) {
     return Fail(where == "usage" ? "usage" : absl::StrCat(where, ": usage"),
                 absl::StrCat(e.what(), " (", hint, ")"), kExitUsage);
   }
+  // The address as the user may write it (a bare host, http://, grpc://) made a gRPC target.
+  absl::StatusOr<std::string> target = client::ServerTarget(global.server);
+  if (!target.ok()) return Fail("usage", target.status().message(), kExitUsage);
+  global.server = *target;
   if (absl::Status connection = SetUpConnection(global); !connection.ok()) {
     return Fail("connection", connection);
   }
   for (const Command& command : commands) {
-    if (command.app->parsed()) return command.run();
+    if (!command.app->parsed()) continue;
+    const int code = command.run();
+    if (global.json && code == kExitOk && !Report().printed) {
+      nlohmann::ordered_json out = nlohmann::ordered_json::object();
+      if (!Report().files.empty()) out["files"] = Report().files;
+      for (const auto& [key, value] : Report().fields.items()) out[key] = value;
+      std::cout << out.dump(2) << std::endl;
+    }
+    std::cout.flush();
+    return code;
   }
   return Fail("usage", "no command given (see tomo --help)", kExitUsage);
 }

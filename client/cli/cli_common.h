@@ -6,18 +6,22 @@
 //   4 not found (no such job or result)   5 refused as invalid (spec, data)
 //   6 tomod unreachable
 //
-// Every failure prints exactly one line on stderr, "tomo: <what failed>: <message>".
+// Every failure prints exactly one line on stderr, "tomo: <what failed>: <message>" (when
+// stderr is not a terminal, "progress: " lines may come before it).
 //
 //   return Fail("status " + id, client.GetJob(id).status());
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "nlohmann/json.hpp"
+#include "client/cli/progress_bar.h"
 #include "absl/status/status.h"
 #include "client/tomo_client.h"
 #include "google/protobuf/timestamp.pb.h"
@@ -37,8 +41,9 @@ enum ExitCode : int {
 
 inline constexpr char kExitCodesHelp[] =
     "Exit codes: 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 not found,\n"
-    "5 refused as invalid (spec or data), 6 tomod unreachable. On failure exactly one line\n"
-    "\"tomo: <what failed>: <message>\" goes to stderr.\n"
+    "5 refused as invalid (spec or data), 6 tomod unreachable, 130 interrupted (Ctrl-C).\n"
+    "On failure exactly one line \"tomo: <what failed>: <message>\" goes to stderr (besides\n"
+    "\"progress: \" lines when stderr is not a terminal; -q leaves them out).\n"
     "Environment: TOMO_SERVER is the default of --server (else 127.0.0.1:50051);\n"
     "TOMO_TLS_CA, TOMO_TLS_CERT, TOMO_TLS_KEY of --tls-ca, --tls-cert, --tls-key;\n"
     "TOMO_TOKEN is the bearer token (else the file of --token-file or TOMO_TOKEN_FILE).";
@@ -46,6 +51,7 @@ inline constexpr char kExitCodesHelp[] =
 struct GlobalOptions {
   std::string server = "127.0.0.1:50051";
   bool quiet = false;  // no progress bars
+  bool json = false;   // --json: JSON on stdout instead of text (below)
   // TLS (--tls-ca alone: TLS checking the server against that CA; the system's roots with
   // --tls; --tls-cert and --tls-key: mutual TLS) and the bearer token's file.
   bool tls = false;
@@ -59,6 +65,15 @@ struct GlobalOptions {
 client::ClientOptions ClientOptionsFor(const GlobalOptions& global,
                                        client::ClientOptions options = {});
 
+// --json, every command: stdout carries one JSON object (watch: one a line per event)
+// instead of text. Commands that print messages of tomod (status, list, info, watch) or
+// their own object print it themselves and call JsonPrinted(); the others give their paths
+// to PrintPath and other values to JsonField, and RunCli prints {"files": [...], fields...}
+// when the command succeeded. Errors stay one line on stderr.
+void PrintPath(const GlobalOptions& global, const std::string& path);
+void JsonField(const std::string& key, const nlohmann::ordered_json& value);
+void JsonPrinted();
+
 // A subcommand and what runs when the command line chose it; run returns the exit code.
 struct Command {
   CLI::App* app = nullptr;
@@ -68,6 +83,9 @@ struct Command {
 void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Command>& commands);
 void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                       std::vector<Command>& commands);
+// `tomo spec`, `tomo validate` (client/cli/spec_commands.cc).
+void AddSpecCommands(CLI::App& app, const GlobalOptions& global,
+                     std::vector<Command>& commands);
 // `tomo preview` (client/cli/output_commands.h).
 void AddOutputCommands(CLI::App& app, const GlobalOptions& global,
                        std::vector<Command>& commands);
@@ -80,6 +98,17 @@ int ExitCodeFor(const absl::Status& status);
 // `code` when given.
 int Fail(absl::string_view what, const absl::Status& status);
 int Fail(absl::string_view what, absl::string_view message, int code);
+
+// Fail() for a status from tomod. A connection that could not be made (UNAVAILABLE or
+// DEADLINE_EXCEEDED with gRPC's connection words) becomes one line saying what to check,
+// without gRPC's internals:
+//   "cannot reach tomod at 127.0.0.1:50051 (connection refused): is tomod running there?
+//    --server or TOMO_SERVER give its address"
+// Other statuses (tomod's own UNAVAILABLE "shutting down" among them) go as they are.
+int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Status& status);
+// The one-line wording above, or nullopt when status is not a failure to connect.
+std::optional<std::string> ConnectionProblem(const std::string& server,
+                                             const absl::Status& status);
 
 // Newlines and carriage returns become spaces.
 std::string OneLine(absl::string_view text);
@@ -96,8 +125,9 @@ std::string WindowName(tomoserve::v1::FilterWindow window);
 std::vector<std::string> WindowNames();
 bool ParseWindow(const std::string& name, tomoserve::v1::FilterWindow* window);
 
-// True when progress bars should be drawn: stderr is a terminal and not --quiet.
-bool ProgressWanted(const GlobalOptions& global);
+// How progress is shown: a bar when stderr is a terminal, plain "progress: " lines when it
+// is not, nothing with --quiet.
+ProgressStyle ProgressWanted(const GlobalOptions& global);
 
 // Total size of the data files; when spec.input.size_bytes is 0 it is set to it, when it
 // is set and differs: INVALID_ARGUMENT naming input.size_bytes.

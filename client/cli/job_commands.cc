@@ -19,6 +19,7 @@
 #include "client/cli/output_commands.h"
 #include "client/cli/progress_bar.h"
 #include "client/health_check.h"
+#include "client/cli/submit_interrupts.h"
 #include "client/job_spec_json.h"
 #include "client/tomo_client.h"
 #include "runner/job_execution.h"
@@ -30,24 +31,40 @@ namespace fs = std::filesystem;
 namespace v1 = ::tomoserve::v1;
 using client::TomoClient;
 
-// Fail() for a status from tomod: UNAVAILABLE also says which address was tried.
-int FailRpc(const GlobalOptions& global, absl::string_view what, const absl::Status& status) {
-  if (status.code() == absl::StatusCode::kUnavailable) {
-    return Fail(what, absl::UnavailableError(absl::StrCat("cannot reach tomod at ",
-                                                          global.server, ": ",
-                                                          status.message())));
-  }
-  return Fail(what, status);
-}
-
 std::string ProgressLabel(v1::JobState state, const v1::Progress& progress) {
   std::string label = client::JobStateName(state, /*lower=*/true);
   if (client::IsFinal(state)) return label;
-  if (!progress.stage().empty()) absl::StrAppend(&label, " ", progress.stage());
+  // Iteration k/n first: a narrow terminal cuts the label's end, never the count.
   if (progress.iterations_total() > 1) {
     absl::StrAppend(&label, " ", progress.iteration(), "/", progress.iterations_total());
   }
+  if (!progress.stage().empty()) absl::StrAppend(&label, " ", progress.stage());
   return label;
+}
+
+// "queued, position 2 of 5": the job's place among the queued jobs tomod lists, in the
+// scheduler's order (higher priority first, then older first); "" when it cannot be told.
+std::string QueuePosition(TomoClient& client, const std::string& job_id) {
+  absl::StatusOr<std::vector<v1::Job>> queued = client.ListJobs({v1::JOB_STATE_QUEUED});
+  if (!queued.ok()) return "";
+  std::stable_sort(queued->begin(), queued->end(), [](const v1::Job& a, const v1::Job& b) {
+    return a.spec().priority() > b.spec().priority();
+  });
+  for (size_t i = 0; i < queued->size(); ++i) {
+    if ((*queued)[i].id() == job_id) {
+      return absl::StrCat("queued, position ", i + 1, " of ", queued->size());
+    }
+  }
+  return "";
+}
+
+// The label of a job event, with the queue position while QUEUED.
+std::string EventLabel(TomoClient& client, const std::string& job_id, const v1::JobEvent& event) {
+  if (event.state() == v1::JOB_STATE_QUEUED) {
+    std::string position = QueuePosition(client, job_id);
+    if (!position.empty()) return position;
+  }
+  return ProgressLabel(event.state(), event.progress());
 }
 
 std::string PercentText(double fraction) {
@@ -77,7 +94,7 @@ int ReportFinalState(const std::string& what, const v1::Job& job) {
 absl::StatusOr<v1::Job> WatchToEnd(TomoClient& client, const std::string& job_id,
                                    ProgressBar& bar) {
   absl::Status watched = client.Watch(job_id, [&](const v1::JobEvent& event) {
-    bar.Update(event.progress().fraction(), ProgressLabel(event.state(), event.progress()));
+    bar.Update(event.progress().fraction(), EventLabel(client, job_id, event));
   });
   if (!watched.ok()) return watched;
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
@@ -102,7 +119,7 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
   for (const std::string& name : names) {
     fs::path path = out_dir / name;
     if (name == fetched) {
-      std::cout << path.string() << "\n";
+      PrintPath(global, path.string());
       continue;
     }
     ProgressBar bar(ProgressWanted(global));
@@ -112,15 +129,13 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
     }
     absl::StatusOr<v1::ResultFile> file = client.Fetch(
         job.id(), name, path.string(), resume, [&](uint64_t done, uint64_t total) {
-          if (total == 0) total = expected;
-          bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                     absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+          bar.UpdateBytes(done, total == 0 ? expected : total, absl::StrCat("fetching ", name));
         });
     bar.Finish();
     if (!file.ok()) {
       return FailRpc(global, absl::StrCat(what, " ", job.id(), "/", name), file.status());
     }
-    std::cout << path.string() << "\n";
+    PrintPath(global, path.string());
   }
   std::cout.flush();
   return kExitOk;
@@ -145,6 +160,7 @@ struct SubmitArgs {
   std::string idempotency_key;
   int download_streams = 0;  // ClientOptions::download_streams (0: automatic)
   int upload_streams = 0;    // ClientOptions::upload_streams (0: automatic)
+  std::string on_interrupt = "ask";  // SubmitInterrupts::Mode
 };
 
 // ClientOptions with --download_streams (and --upload_streams).
@@ -180,25 +196,54 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
     return Fail("submit", sized);
   }
 
+  SubmitInterrupts::Mode interrupt_mode;
+  if (!ParseInterruptMode(args.on_interrupt, &interrupt_mode)) {
+    return Fail("submit: usage",
+                absl::StrCat("--on-interrupt ", args.on_interrupt, ": one of ask, cancel, keep"),
+                kExitUsage);
+  }
+  // Before the client: its threads must start with SIGINT blocked (submit_interrupts.h).
+  SubmitInterrupts interrupts(
+      interrupt_mode, [&global](const std::string& job_id) -> absl::StatusOr<std::string> {
+        TomoClient canceller(global.server, ClientOptionsFor(global));
+        absl::StatusOr<v1::Job> cancelled = canceller.Cancel(job_id);
+        if (!cancelled.ok()) return cancelled.status();
+        return client::JobStateName(cancelled->state());
+      });
   TomoClient client(global.server,
                     ClientOptionsFor(global, DownloadOptions(args.download_streams,
                                                              args.upload_streams)));
   ProgressBar bar(ProgressWanted(global));
   absl::StatusOr<v1::Job> job;
   // A connection lost mid-upload (tomod restarting, say) is retried a few times: the key
-  // makes tomod answer with the job it may already have committed.
+  // makes tomod answer with the job it may already have committed. A tomod never reached
+  // (no byte sent yet) is reported at once, as the other commands do.
   constexpr int kSubmitAttempts = 3;
+  bool connected = false;
   for (int attempt = 1; attempt <= kSubmitAttempts; ++attempt) {
     job = client.Submit(*spec, data_paths, [&](uint64_t sent, uint64_t total) {
-      bar.Update(total ? static_cast<double>(sent) / static_cast<double>(total) : 1.0,
-                 absl::StrCat("uploading ", HumanBytes(sent), " / ", HumanBytes(total)));
+      connected |= sent > 0;
+      if (sent == total) interrupts.UploadDone();
+      bar.UpdateBytes(sent, total, "uploading");
     });
-    if (job.ok() || !absl::IsUnavailable(job.status()) || attempt == kSubmitAttempts) break;
+    if (job.ok() || !absl::IsUnavailable(job.status()) || !connected ||
+        attempt == kSubmitAttempts) {
+      break;
+    }
     absl::SleepFor(absl::Seconds(attempt));
   }
   bar.Finish();
-  if (!job.ok()) return FailRpc(global, "submit", job.status());
-  std::cout << job->id() << std::endl;
+  if (!job.ok()) {
+    interrupts.Failed();
+    return FailRpc(global, "submit", job.status());
+  }
+  if (global.json) {
+    JsonField("jobId", job->id());
+    JsonField("state", client::JobStateName(job->state()));
+  } else {
+    std::cout << job->id() << std::endl;
+  }
+  interrupts.Committed(job->id());
   if (!args.wait) return kExitOk;
 
   const fs::path out = args.out.empty() ? fs::path(".") / job->id() : fs::path(args.out);
@@ -213,7 +258,8 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   if (raw_wanted && !error) {
     absl::StatusOr<client::WatchedFetch> watched = client.WatchAndFetch(
         job->id(), raw_name, (out / raw_name).string(), [&](const v1::JobEvent& event) {
-          bar.Update(event.progress().fraction(), ProgressLabel(event.state(), event.progress()));
+          if (interrupts.prompting()) return;
+          bar.Update(event.progress().fraction(), EventLabel(client, job->id(), event));
         });
     bar.Finish();
     if (!watched.ok()) {
@@ -227,6 +273,7 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   if (!ended.ok()) {
     return FailRpc(global, absl::StrCat("submit: watch ", job->id()), ended.status());
   }
+  JsonField("state", client::JobStateName(ended->state()));
   if (int code = ReportFinalState("submit", *ended); code != kExitOk) {
     if (created) fs::remove(out, error);  // made for the raw volume; empty, as nothing came
     return code;
@@ -241,12 +288,17 @@ int RunWatch(const GlobalOptions& global, const std::string& job_id, bool as_bar
   TomoClient client(global.server, ClientOptionsFor(global));
   const std::string what = absl::StrCat("watch ", job_id);
   if (as_bar) {
-    ProgressBar bar(!global.quiet);
+    ProgressBar bar(global.quiet ? ProgressStyle::kNone : ProgressStyle::kBar);
     absl::StatusOr<v1::Job> ended = WatchToEnd(client, job_id, bar);
     if (!ended.ok()) return FailRpc(global, what, ended.status());
     return ReportFinalState(what, *ended);
   }
+  if (global.json) JsonPrinted();
   absl::Status watched = client.Watch(job_id, [&](const v1::JobEvent& event) {
+    if (global.json) {
+      std::cout << client::MessageToJsonLine(event) << std::endl;
+      return;
+    }
     std::string line = absl::StrFormat(
         "%s  %-9s %s  %s", FormatTime(event.time(), /*milliseconds=*/true), client::JobStateName(event.state()),
         PercentText(event.progress().fraction()), event.progress().stage());
@@ -303,12 +355,14 @@ void PrintJob(const v1::Job& job) {
   }
 }
 
-int RunStatus(const GlobalOptions& global, const std::string& job_id, bool json) {
+int RunStatus(const GlobalOptions& global, const std::string& job_id) {
+  const bool json = global.json;
   TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::Job> job = client.GetJob(job_id);
   if (!job.ok()) return FailRpc(global, absl::StrCat("status ", job_id), job.status());
   if (json) {
     std::cout << client::MessageToJson(*job);
+    JsonPrinted();
   } else {
     PrintJob(*job);
   }
@@ -317,8 +371,8 @@ int RunStatus(const GlobalOptions& global, const std::string& job_id, bool json)
 
 // ----------------------------------------------------------------------------- list
 
-int RunList(const GlobalOptions& global, const std::vector<std::string>& state_names,
-            bool json) {
+int RunList(const GlobalOptions& global, const std::vector<std::string>& state_names) {
+  const bool json = global.json;
   std::vector<v1::JobState> states;
   for (const std::string& name : state_names) {
     for (absl::string_view part : absl::StrSplit(name, ',', absl::SkipWhitespace())) {
@@ -334,6 +388,7 @@ int RunList(const GlobalOptions& global, const std::vector<std::string>& state_n
     v1::ListJobsResponse response;
     for (const v1::Job& job : *jobs) *response.add_jobs() = job;
     std::cout << client::MessageToJson(response);
+    JsonPrinted();
     return kExitOk;
   }
   if (jobs->empty()) return kExitOk;
@@ -396,14 +451,13 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
       ProgressBar bar(ProgressWanted(global));
       absl::StatusOr<v1::ResultFile> file = client.Fetch(
           job_id, tar_name, tar_path.string(), !no_resume, [&](uint64_t done, uint64_t total) {
-            bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                       absl::StrCat("fetching ", tar_name, " ", HumanBytes(done)));
+            bar.UpdateBytes(done, total, absl::StrCat("fetching ", tar_name));
           });
       bar.Finish();
       if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", tar_name), file.status());
       absl::StatusOr<std::string> folder = UnpackDicomSeries(tar_path.string(), out_dir.string());
       if (!folder.ok()) return Fail(absl::StrCat(what, "/", tar_name), folder.status());
-      std::cout << *folder << std::endl;
+      PrintPath(global, *folder);
     }
     return kExitOk;
   }
@@ -431,23 +485,37 @@ int RunFetch(const GlobalOptions& global, const std::string& job_id, const std::
   }
   absl::StatusOr<v1::ResultFile> file = client.Fetch(
       job_id, name, out_path.string(), !no_resume, [&](uint64_t done, uint64_t total) {
-        if (total == 0) total = expected;
-        bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                   absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+        bar.UpdateBytes(done, total == 0 ? expected : total, absl::StrCat("fetching ", name));
       });
   bar.Finish();
   if (!file.ok()) return FailRpc(global, absl::StrCat(what, "/", name), file.status());
-  std::cout << out_path.string() << std::endl;
+  PrintPath(global, out_path.string());
   return kExitOk;
 }
 
 // ----------------------------------------------------------------------------- cancel, delete
 
-int RunCancel(const GlobalOptions& global, const std::string& job_id) {
+int RunCancel(const GlobalOptions& global, const std::string& job_id, bool wait) {
   TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::Job> job = client.Cancel(job_id);
   if (!job.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), job.status());
-  std::cout << job->id() << " " << client::JobStateName(job->state()) << std::endl;
+  if (wait && !client::IsFinal(job->state())) {
+    // A running job stops at its next step (between iterations, chunks or blocks).
+    absl::Status watched = client.Watch(job_id, [](const v1::JobEvent&) {});
+    if (!watched.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), watched);
+    job = client.GetJob(job_id);
+    if (!job.ok()) return FailRpc(global, absl::StrCat("cancel ", job_id), job.status());
+  }
+  if (global.json) {
+    JsonField("jobId", job->id());
+    JsonField("state", client::JobStateName(job->state()));
+    return kExitOk;
+  }
+  std::cout << job->id() << " " << client::JobStateName(job->state());
+  if (!client::IsFinal(job->state())) {
+    std::cout << " (cancel asked: it stops at its next step; --wait waits for that)";
+  }
+  std::cout << std::endl;
   return kExitOk;
 }
 
@@ -455,18 +523,25 @@ int RunDelete(const GlobalOptions& global, const std::string& job_id) {
   TomoClient client(global.server, ClientOptionsFor(global));
   absl::Status deleted = client.Delete(job_id);
   if (!deleted.ok()) return FailRpc(global, absl::StrCat("delete ", job_id), deleted);
+  if (global.json) {
+    JsonField("jobId", job_id);
+    JsonField("deleted", true);
+    return kExitOk;
+  }
   std::cout << job_id << " deleted" << std::endl;
   return kExitOk;
 }
 
 // ----------------------------------------------------------------------------- info
 
-int RunInfo(const GlobalOptions& global, bool json) {
+int RunInfo(const GlobalOptions& global) {
+  const bool json = global.json;
   TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
   if (!info.ok()) return FailRpc(global, "info", info.status());
   if (json) {
     std::cout << client::MessageToJson(*info);
+    JsonPrinted();
     return kExitOk;
   }
   auto row = [](const char* key, const std::string& value) {
@@ -574,6 +649,11 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
                     "with --wait: download each result as this many striped streams, each on "
                     "its own connection (0..16; default 0: 3 into tmpfs, else 1)")
         ->check(CLI::Range(0, client::kMaxDownloadStreams));
+    sub->add_option("--on-interrupt", args->on_interrupt,
+                    "what Ctrl-C does once the job is queued (its id and how to watch or "
+                    "cancel it are printed first): ask (in a terminal, else keep), cancel "
+                    "the job, or keep it running. Exits 130")
+        ->capture_default_str();
     sub->add_option("--upload_streams,--upload-streams", args->upload_streams,
                     "upload inputs of 64 MiB or more as this many striped streams, each on "
                     "its own connection (0..16; default 0: 3, or fewer if tomod takes fewer)")
@@ -584,29 +664,26 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     auto id = std::make_shared<std::string>();
     auto bar = std::make_shared<bool>(false);
     CLI::App* sub = app.add_subcommand(
-        "watch", "Follow a job's events until it ends: one line per event (or --bar). Exits 3 "
-                 "when the job failed or was cancelled.");
+        "watch", "Follow a job's events until it ends: one line per event (--json: one JobEvent "
+                 "a line; or --bar). Exits 3 when the job failed or was cancelled.");
     sub->add_option("id", *id, "job id")->required();
     sub->add_flag("--bar", *bar, "a progress bar on stderr instead of event lines");
     commands.push_back({sub, [g, id, bar] { return RunWatch(*g, *id, *bar); }});
   }
   {
     auto id = std::make_shared<std::string>();
-    auto json = std::make_shared<bool>(false);
-    CLI::App* sub = app.add_subcommand("status", "Show one job.");
+    CLI::App* sub = app.add_subcommand("status", "Show one job (--json: the Job message).");
     sub->add_option("id", *id, "job id")->required();
-    sub->add_flag("--json", *json, "print the Job message as JSON");
-    commands.push_back({sub, [g, id, json] { return RunStatus(*g, *id, *json); }});
+    commands.push_back({sub, [g, id] { return RunStatus(*g, *id); }});
   }
   {
     auto states = std::make_shared<std::vector<std::string>>();
-    auto json = std::make_shared<bool>(false);
-    CLI::App* sub = app.add_subcommand("list", "List jobs, oldest first.");
+    CLI::App* sub = app.add_subcommand(
+        "list", "List jobs, oldest first (--json: a ListJobsResponse).");
     sub->add_option("--state", *states,
                     "only jobs in these states, comma-separated: uploading, queued, running, "
                     "succeeded, failed, cancelled");
-    sub->add_flag("--json", *json, "print a ListJobsResponse as JSON");
-    commands.push_back({sub, [g, states, json] { return RunList(*g, *states, *json); }});
+    commands.push_back({sub, [g, states] { return RunList(*g, *states); }});
   }
   {
     struct FetchArgs {
@@ -639,10 +716,12 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
   }
   {
     auto id = std::make_shared<std::string>();
+    auto wait = std::make_shared<bool>(false);
     CLI::App* sub = app.add_subcommand(
         "cancel", "Cancel a job: a queued job at once, a running one at its next step.");
     sub->add_option("id", *id, "job id")->required();
-    commands.push_back({sub, [g, id] { return RunCancel(*g, *id); }});
+    sub->add_flag("--wait", *wait, "wait until the job has stopped");
+    commands.push_back({sub, [g, id, wait] { return RunCancel(*g, *id, *wait); }});
   }
   {
     auto id = std::make_shared<std::string>();
@@ -651,11 +730,9 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
     commands.push_back({sub, [g, id] { return RunDelete(*g, *id); }});
   }
   {
-    auto json = std::make_shared<bool>(false);
-    CLI::App* sub =
-        app.add_subcommand("info", "Show tomod's version, devices, algorithms and limits.");
-    sub->add_flag("--json", *json, "print the ServerInfo message as JSON");
-    commands.push_back({sub, [g, json] { return RunInfo(*g, *json); }});
+    CLI::App* sub = app.add_subcommand(
+        "info", "Show tomod's version, devices, algorithms and limits (--json: ServerInfo).");
+    commands.push_back({sub, [g] { return RunInfo(*g); }});
   }
   {
     auto service = std::make_shared<std::string>();

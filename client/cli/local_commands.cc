@@ -56,7 +56,7 @@ struct PhantomArgs {
 // The photons per unattenuated pixel an icd phantom job states for its weights.
 constexpr double kPhantomFlatFieldPhotons = 1e5;
 
-int RunPhantom(const PhantomArgs& args) {
+int RunPhantom(const GlobalOptions& global, const PhantomArgs& args) {
   const std::string what = "phantom";
   v1::FilterWindow window;
   if (!ParseWindow(args.window, &window)) {
@@ -75,7 +75,7 @@ int RunPhantom(const PhantomArgs& args) {
       }
       return Fail(what, written.status());
     }
-    for (const std::string& path : *written) std::cout << path << "\n";
+    for (const std::string& path : *written) PrintPath(global, path);
     std::cout.flush();
     return kExitOk;
   }
@@ -160,7 +160,8 @@ int RunPhantom(const PhantomArgs& args) {
   if (absl::Status written = core::WriteRawFloat32(truth_path, phantom->truth); !written.ok()) {
     return Fail(what, written);
   }
-  std::cout << sinogram_path << "\n" << spec_path << "\n" << truth_path << std::endl;
+  for (const std::string& path : {sinogram_path, spec_path, truth_path}) PrintPath(global, path);
+  std::cout.flush();
   return kExitOk;
 }
 
@@ -259,10 +260,11 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
   ProgressBar bar(ProgressWanted(global));
   core::RunContext context;
   context.on_progress = [&bar](const core::ProgressUpdate& update) {
-    std::string label = absl::StrCat("running ", update.stage);
+    std::string label = "running";
     if (update.iterations_total > 1) {
       absl::StrAppend(&label, " ", update.iteration, "/", update.iterations_total);
     }
+    absl::StrAppend(&label, " ", update.stage);
     bar.Update(update.fraction, label);
   };
   context.is_cancelled = [] { return g_interrupted.load(); };
@@ -306,10 +308,10 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
       // As `tomo fetch --format dicom`: a folder of .dcm files rather than the tar.
       absl::StatusOr<std::string> folder = UnpackDicomSeries(path, args.out_dir);
       if (!folder.ok()) return Fail(what, folder.status());
-      std::cout << *folder << "\n";
+      PrintPath(global, *folder);
       continue;
     }
-    std::cout << path << "\n";
+    PrintPath(global, path);
   }
   std::cout.flush();
   return kExitOk;
@@ -353,7 +355,7 @@ absl::StatusOr<core::Dims3> CompareDims(const CompareArgs& args) {
   return core::Dims3{1, side, side};
 }
 
-int RunCompare(const CompareArgs& args) {
+int RunCompare(const GlobalOptions& global, const CompareArgs& args) {
   const std::string what = "compare";
   absl::StatusOr<core::Dims3> dims = CompareDims(args);
   if (!dims.ok()) return Fail(what, dims.status());
@@ -373,10 +375,16 @@ int RunCompare(const CompareArgs& args) {
     max_abs = std::max(max_abs, std::abs(d));
   }
   const double rmse = std::sqrt(sum_squares / static_cast<double>(n));
-  std::cout << absl::StrFormat("RMSE %.6g\n", rmse)
-            << absl::StrFormat("max_abs_error %.6g\n", max_abs)
-            << absl::StrFormat("dims %d,%d,%d\n", dims->d0, dims->d1, dims->d2);
-  std::cout.flush();
+  if (global.json) {
+    JsonField("rmse", rmse);
+    JsonField("maxAbsError", max_abs);
+    JsonField("dims", nlohmann::ordered_json::array({dims->d0, dims->d1, dims->d2}));
+  } else {
+    std::cout << absl::StrFormat("RMSE %.6g\n", rmse)
+              << absl::StrFormat("max_abs_error %.6g\n", max_abs)
+              << absl::StrFormat("dims %d,%d,%d\n", dims->d0, dims->d1, dims->d2);
+    std::cout.flush();
+  }
   if (args.max_rmse >= 0 && !(rmse <= args.max_rmse)) {
     return Fail(what, absl::StrFormat("RMSE %.6g exceeds --max-rmse %.6g", rmse, args.max_rmse),
                 kExitError);
@@ -423,7 +431,7 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
         ->capture_default_str();
     sub->add_option("--blocks", args->blocks, "os-sart: number of blocks of views")
         ->capture_default_str();
-    commands.push_back({sub, [args] { return RunPhantom(*args); }});
+    commands.push_back({sub, [g, args] { return RunPhantom(*g, *args); }});
   }
   {
     auto args = std::make_shared<LocalArgs>();
@@ -459,7 +467,7 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
     sub->add_option("--dims", args->dims,
                     "Z,Y,X (default: one square slice inferred from the size)");
     sub->add_option("--max-rmse", args->max_rmse, "exit 1 when the RMSE is above this");
-    commands.push_back({sub, [args] { return RunCompare(*args); }});
+    commands.push_back({sub, [g, args] { return RunCompare(*g, *args); }});
   }
 }
 

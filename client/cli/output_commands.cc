@@ -102,7 +102,7 @@ absl::StatusOr<std::optional<core::DisplayWindow>> ParseWindowOption(const std::
   return std::optional<core::DisplayWindow>(window);
 }
 
-int PreviewRaw(const std::string& raw_path, const fs::path& out_dir,
+int PreviewRaw(const GlobalOptions& global, const std::string& raw_path, const fs::path& out_dir,
                const std::optional<core::DisplayWindow>& window) {
   const std::string what = absl::StrCat("preview ", raw_path);
   const std::string sidecar = fs::path(raw_path).replace_extension(".json").string();
@@ -115,7 +115,7 @@ int PreviewRaw(const std::string& raw_path, const fs::path& out_dir,
   absl::StatusOr<std::vector<std::string>> names =
       core::WritePngPreviews(out_dir.string(), *volume, *geometry, window);
   if (!names.ok()) return Fail(what, names.status());
-  for (const std::string& name : *names) std::cout << (out_dir / name).string() << "\n";
+  for (const std::string& name : *names) PrintPath(global, (out_dir / name).string());
   std::cout.flush();
   return kExitOk;
 }
@@ -132,13 +132,13 @@ int RunPreview(const GlobalOptions& global, const PreviewArgs& args) {
   std::error_code error;
   if (fs::is_regular_file(args.target, error)) {
     const fs::path out = args.out.empty() ? fs::path(args.target).parent_path() : fs::path(args.out);
-    return PreviewRaw(args.target, out.empty() ? fs::path(".") : out, *window);
+    return PreviewRaw(global, args.target, out.empty() ? fs::path(".") : out, *window);
   }
   // A job id.
   const std::string what = absl::StrCat("preview ", args.target);
   client::TomoClient client(global.server, ClientOptionsFor(global));
   absl::StatusOr<v1::Job> job = client.GetJob(args.target);
-  if (!job.ok()) return Fail(what, job.status());
+  if (!job.ok()) return FailRpc(global, what, job.status());
   const fs::path out = args.out.empty() ? fs::path(".") / args.target : fs::path(args.out);
   fs::create_directories(out, error);
   std::vector<std::string> pngs, raw;
@@ -159,14 +159,13 @@ int RunPreview(const GlobalOptions& global, const PreviewArgs& args) {
     absl::StatusOr<v1::ResultFile> file = client.Fetch(
         args.target, name, (out / name).string(), /*resume=*/true,
         [&](uint64_t done, uint64_t total) {
-          bar.Update(total ? static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                     absl::StrCat("fetching ", name, " ", HumanBytes(done)));
+          bar.UpdateBytes(done, total, absl::StrCat("fetching ", name));
         });
     bar.Finish();
     if (!file.ok()) return Fail(absl::StrCat(what, "/", name), file.status());
   }
-  if (!use_pngs) return PreviewRaw((out / "volume.raw").string(), out, *window);
-  for (const std::string& name : pngs) std::cout << (out / name).string() << "\n";
+  if (!use_pngs) return PreviewRaw(global, (out / "volume.raw").string(), out, *window);
+  for (const std::string& name : pngs) PrintPath(global, (out / name).string());
   std::cout.flush();
   return kExitOk;
 }

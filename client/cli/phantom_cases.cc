@@ -26,21 +26,11 @@ constexpr int kSupersampling2D = 4;
 // 256^3 case to seconds while its error stays far below the reconstructions'.
 constexpr int kSupersampling3D = 2;
 
-// Columns (or rows) of `spacing` that cover a half-width on both sides, plus two spare
-// elements on each side.
+}  // namespace
+
 int64_t CoveringCount(double half_width, double spacing) {
   return static_cast<int64_t>(std::ceil(2.0 * half_width / spacing)) + 4;
 }
-
-// A fan or cone beam around an N-voxel grid of side_mm: the detector spacing that maps one
-// voxel at the axis onto one pixel, and the half-width and half-height (mm, at the
-// detector) that see the whole grid: the rays grazing its circumscribed circle, and its top
-// and bottom edges where they come nearest the source.
-struct SeeingDetector {
-  double spacing_mm;
-  double half_width_mm;
-  double half_height_mm;
-};
 
 SeeingDetector DetectorSeeingTheGrid(double side_mm, double voxel_mm, double source_origin_mm,
                                      double origin_detector_mm) {
@@ -50,6 +40,8 @@ SeeingDetector DetectorSeeingTheGrid(double side_mm, double voxel_mm, double sou
           distance * std::tan(std::asin(field_radius / source_origin_mm)),
           0.5 * side_mm * distance / (source_origin_mm - field_radius)};
 }
+
+namespace {
 
 v1::Volume VolumeProto(int64_t size_xy, int64_t size_z, double voxel_mm) {
   v1::Volume volume;
@@ -92,8 +84,10 @@ absl::StatusOr<PhantomCase> Parallel2DCase(const PhantomCaseOptions& o) {
   parallel->set_detector_offset_mm(0.0);
   SetUniformAngles(parallel->mutable_angles(), o.views, 180.0);
   result.volume = VolumeProto(o.size, 1, o.voxel_size_mm);
-  result.projections = phantom.ParallelProjections(geometry, kSupersampling2D);
-  result.truth = phantom.Rasterize(volume, kSupersampling2D);
+  if (o.with_projections) {
+    result.projections = phantom.ParallelProjections(geometry, kSupersampling2D);
+    result.truth = phantom.Rasterize(volume, kSupersampling2D);
+  }
   result.description = absl::StrFormat("shepp-logan %dx%d, %d views", o.size, o.size, o.views);
   return result;
 }
@@ -127,9 +121,11 @@ absl::StatusOr<PhantomCase> Fan2DCase(const PhantomCaseOptions& o) {
   proto->set_origin_detector_mm(fan.origin_detector_mm);
   SetUniformAngles(proto->mutable_angles(), o.views, 360.0);
   result.volume = VolumeProto(o.size, 1, o.voxel_size_mm);
-  result.projections =
-      core::EllipsoidPhantom::ExtrudedFrom(flat).Project(geometry, kSupersampling2D);
-  result.truth = flat.Rasterize(volume, kSupersampling2D);
+  if (o.with_projections) {
+    result.projections =
+        core::EllipsoidPhantom::ExtrudedFrom(flat).Project(geometry, kSupersampling2D);
+    result.truth = flat.Rasterize(volume, kSupersampling2D);
+  }
   result.description =
       absl::StrFormat("shepp-logan fan beam %dx%d, %d views", o.size, o.size, o.views);
   return result;
@@ -167,8 +163,10 @@ absl::StatusOr<PhantomCase> ConeCase(const PhantomCaseOptions& o) {
   proto->set_origin_detector_mm(cone.origin_detector_mm);
   SetUniformAngles(proto->mutable_angles(), o.views, 360.0);
   result.volume = VolumeProto(o.size, o.size, o.voxel_size_mm);
-  result.projections = phantom.Project(geometry, kSupersampling3D);
-  result.truth = phantom.Rasterize(volume, kSupersampling3D);
+  if (o.with_projections) {
+    result.projections = phantom.Project(geometry, kSupersampling3D);
+    result.truth = phantom.Rasterize(volume, kSupersampling3D);
+  }
   result.description = absl::StrFormat("shepp-logan 3D cone beam %d^3, %d views of %dx%d",
                                        o.size, o.views, rows, columns);
   return result;
@@ -194,8 +192,10 @@ absl::StatusOr<PhantomCase> Radon3DCase(const PhantomCaseOptions& o) {
   proto->set_sample_spacing_mm(spacing);
   result.volume = VolumeProto(o.size, o.size, o.voxel_size_mm);
   // Each sample the mean plane integral over its interval, as a detector bin would give.
-  result.projections = core::EllipsoidRadonTransform(phantom, geometry, kSupersampling3D);
-  result.truth = phantom.Rasterize(volume, kSupersampling3D);
+  if (o.with_projections) {
+    result.projections = core::EllipsoidRadonTransform(phantom, geometry, kSupersampling3D);
+    result.truth = phantom.Rasterize(volume, kSupersampling3D);
+  }
   result.description = absl::StrFormat(
       "shepp-logan 3D Radon transform %d^3, %d directions (uniform solid angle) of %d samples",
       o.size, o.views, samples);

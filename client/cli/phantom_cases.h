@@ -33,6 +33,8 @@ struct PhantomCaseOptions {
   int64_t views = 720;
   int64_t detectors = 0;        // columns; 0: enough to see the whole grid
   double voxel_size_mm = 0.5;
+  // false: the geometry and volume only (`tomo spec`); projections and truth stay empty.
+  bool with_projections = true;
 };
 
 struct PhantomCase {
@@ -42,6 +44,22 @@ struct PhantomCase {
   core::Array3D truth;        // (z, y, x)
   std::string description;    // e.g. "cone 64^3, 360 views"
 };
+
+// Columns (or rows) of `spacing` that cover a half-width on both sides, plus two spare
+// elements on each side.
+int64_t CoveringCount(double half_width, double spacing);
+
+// A fan or cone beam around an N-voxel grid of side_mm: the detector spacing that maps one
+// voxel at the axis onto one pixel, and the half-width and half-height (mm, at the
+// detector) that see the whole grid: the rays grazing its circumscribed circle, and its top
+// and bottom edges where they come nearest the source.
+struct SeeingDetector {
+  double spacing_mm;
+  double half_width_mm;
+  double half_height_mm;
+};
+SeeingDetector DetectorSeeingTheGrid(double side_mm, double voxel_mm, double source_origin_mm,
+                                     double origin_detector_mm);
 
 // INVALID_ARGUMENT naming the option (--size, --views, --detectors, --voxel-size) and its
 // range, or the geometry's own error.

@@ -49,6 +49,8 @@ std::string Tail(const std::string& text, size_t max_chars = 4000) {
 
 }  // namespace
 
+std::string MakeScratchDir() { return MakeTempDir(); }
+
 std::string BinaryPath(const char* name, const char* built) {
   const char* dir = std::getenv("TOMO_E2E_BIN_DIR");
   return dir && *dir ? absl::StrCat(dir, "/", name) : std::string(built);
@@ -184,7 +186,11 @@ std::string DaemonTest::MakePhantom(const std::string& name, int size, int views
 }
 
 ::testing::AssertionResult OneErrorLine(const ProcessResult& result) {
-  std::vector<std::string> lines = result.ErrLines();
+  // tomo's plain progress lines (stderr is no terminal here) aside.
+  std::vector<std::string> lines;
+  for (const std::string& line : result.ErrLines()) {
+    if (line.rfind("progress: ", 0) != 0) lines.push_back(line);
+  }
   if (lines.size() != 1) {
     return ::testing::AssertionFailure()
            << "expected exactly one line on stderr, got " << lines.size() << ":\n"

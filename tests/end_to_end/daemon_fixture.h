@@ -34,6 +34,9 @@ double ParseRmse(const std::string& out);
 
 inline constexpr absl::Duration kTomoTimeout = absl::Seconds(300);
 
+// A fresh directory under $TMPDIR (else /tmp) for a test that runs no daemon; "" on failure.
+std::string MakeScratchDir();
+
 // A loopback TCP port that was free a moment ago (for flags that take a port number and
 // not 0, such as tomod's --metrics_port).
 int FreeLoopbackPort();
@@ -85,7 +88,8 @@ class DaemonTest : public ::testing::Test {
   int kills_ = 0;
 };
 
-// True when stderr is exactly one line starting with "tomo: ".
+// True when stderr is exactly one line starting with "tomo: ", besides tomo's plain
+// "progress: " lines (stderr is not a terminal in these tests).
 ::testing::AssertionResult OneErrorLine(const ProcessResult& result);
 
 // Bytes of a file; empty when missing.
