@@ -86,6 +86,11 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
   TOMO_ASSIGN_OR_RETURN(JobInput input, std::move(read));
   TOMO_ASSIGN_OR_RETURN(core::ReconstructionRequest request, RequestForInput(job, input));
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
+  for (const std::string& note : input.notes) {
+    core::ProgressUpdate update{0.0, "read input", 0, 0};
+    update.note = note;
+    context.Report(update);
+  }
 
   TOMO_ASSIGN_OR_RETURN(core::Array3D volume,
                         registry.RunOnBackends(request, input.projections, backends, context));

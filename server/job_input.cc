@@ -15,6 +15,8 @@
 #include "core/io/raw_io.h"
 #include "core/io/raw_stream.h"
 #include "core/io/tiff_stack_reader.h"
+#include "core/preprocessing/detector_correction.h"
+#include "core/preprocessing/detector_mask.h"
 #include "server/geometry_ranges.h"
 #include "server/icd_job_spec.h"
 
@@ -189,6 +191,22 @@ absl::StatusOr<core::Array3D> FieldFrame(const core::MappedFile& mapped,
   return core::MeanFrame(frames, what);
 }
 
+core::DetectorCorrectionOptions DetectorCorrectionOptionsFor(const pb::Preprocessing& pre) {
+  core::DetectorCorrectionOptions options;
+  options.negative_log = pre.negative_log();
+  if (pre.has_min_transmission()) {
+    options.min_transmission = static_cast<float>(pre.min_transmission());
+  }
+  options.bad_pixels = !pre.bad_pixels().disabled();
+  if (pre.bad_pixels().has_gain_outlier_ratio()) {
+    options.gain_outlier_ratio = pre.bad_pixels().gain_outlier_ratio();
+  }
+  if (pre.bad_pixels().has_max_bad_fraction()) {
+    options.max_bad_fraction = pre.bad_pixels().max_bad_fraction();
+  }
+  return options;
+}
+
 }  // namespace
 
 bool InputIsPlainProjections(const ValidatedJob& job) {
@@ -243,16 +261,22 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
                         FieldFrame(mapped, parts, input, pb::INPUT_ROLE_DARK_FIELD, dims));
   TOMO_ASSIGN_OR_RETURN(core::Array3D flat,
                         FieldFrame(mapped, parts, input, pb::INPUT_ROLE_FLAT_FIELD, dims));
-  if (flat.size() > 0) {
-    TOMO_RETURN_IF_ERROR(
-        core::ApplyDarkFlat(result.projections, dark.size() > 0 ? &dark : nullptr, flat));
+  core::DetectorMask mask;
+  if (const std::vector<Part> masks = WithRole(parts, pb::INPUT_ROLE_BAD_PIXEL_MASK);
+      !masks.empty()) {
+    TOMO_ASSIGN_OR_RETURN(mask, core::DetectorMask::FromBytes(
+                                    mapped.data() + masks[0].offset,
+                                    static_cast<size_t>(masks[0].size), dims.d1, dims.d2,
+                                    absl::StrCat("input: ", masks[0].name)));
   }
-  if (input.preprocessing().negative_log()) {
-    const float floor = input.preprocessing().has_min_transmission()
-                            ? static_cast<float>(input.preprocessing().min_transmission())
-                            : core::kDefaultMinTransmission;
-    TOMO_ASSIGN_OR_RETURN(result.clamped_transmissions,
-                          core::NegativeLog(result.projections, floor));
+  TOMO_ASSIGN_OR_RETURN(const core::DetectorCorrectionReport report,
+                        core::CorrectDetectorReadings(
+                            result.projections, dark.size() > 0 ? &dark : nullptr,
+                            flat.size() > 0 ? &flat : nullptr, &mask,
+                            DetectorCorrectionOptionsFor(input.preprocessing())));
+  result.clamped_transmissions = report.clamped_transmissions;
+  if (flat.size() > 0 || !mask.empty() || input.preprocessing().negative_log()) {
+    result.notes.push_back(report.Summary());
   }
   return result;
 }
@@ -301,6 +325,7 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
   const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
   int64_t pages = 0;
   for (const Part& part : parts) {
+    if (part.role == pb::INPUT_ROLE_BAD_PIXEL_MASK) continue;  // raw bytes, sized by the spec
     TOMO_ASSIGN_OR_RETURN(core::TiffStackInfo info,
                           core::InspectTiff(mapped.data() + part.offset,
                                             static_cast<size_t>(part.size), part.name));

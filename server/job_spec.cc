@@ -463,6 +463,17 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
     return Invalid("input.preprocessing.min_transmission",
                    absl::StrCat(pre.min_transmission(), " is out of range (0, 1]"));
   }
+  const pb::BadPixelOptions& bad = pre.bad_pixels();
+  if (bad.has_gain_outlier_ratio() &&
+      !(std::isfinite(bad.gain_outlier_ratio()) && bad.gain_outlier_ratio() > 1)) {
+    return Invalid("input.preprocessing.bad_pixels.gain_outlier_ratio",
+                   absl::StrCat(bad.gain_outlier_ratio(), " is out of range (1, inf)"));
+  }
+  if (bad.has_max_bad_fraction() &&
+      !(bad.max_bad_fraction() > 0 && bad.max_bad_fraction() <= 1)) {
+    return Invalid("input.preprocessing.bad_pixels.max_bad_fraction",
+                   absl::StrCat(bad.max_bad_fraction(), " is out of range (0, 1]"));
+  }
   if (dicom && pre.negative_log()) {
     return Invalid("input.preprocessing.negative_log",
                    "DICOM-CT-PD files say themselves whether they hold line integrals "
@@ -496,7 +507,7 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
     // Sums of sizes from the request: a sum past 2^64 must be refused, never wrap to a
     // small total that then matches input.size_bytes.
     core::CheckedSum<uint64_t> total, projection_bytes;
-    bool dark = false, flat = false;
+    bool dark = false, flat = false, mask = false;
     for (int i = 0; i < input.files_size(); ++i) {
       const pb::InputFile& file = input.files(i);
       const std::string path = absl::StrCat("input.files[", i, "]");
@@ -534,11 +545,28 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
                                         " x ", dims.d2, " x ", value_bytes, " bytes"));
           }
           break;
+        case pb::INPUT_ROLE_BAD_PIXEL_MASK:
+          if (dicom) {
+            return Invalid(absl::StrCat(path, ".role"),
+                           "a bad-pixel mask does not apply to DICOM-CT-PD files");
+          }
+          if (mask) {
+            return Invalid(absl::StrCat(path, ".role"),
+                           "a second INPUT_ROLE_BAD_PIXEL_MASK file; at most one");
+          }
+          mask = true;
+          if (file.size_bytes() != static_cast<uint64_t>(dims.d1 * dims.d2)) {
+            return Invalid(absl::StrCat(path, ".size_bytes"),
+                           absl::StrCat(file.size_bytes(), " (", file.name(),
+                                        ") is not one byte per detector pixel, ", dims.d1,
+                                        " x ", dims.d2, " = ", dims.d1 * dims.d2));
+          }
+          break;
         default:
           return OutOfRange(absl::StrCat(path, ".role"), file.role(), pb::InputRole_MIN,
                             pb::InputRole_MAX,
-                            " (INPUT_ROLE_PROJECTIONS, _DARK_FIELD, _FLAT_FIELD; 0 means "
-                            "PROJECTIONS)");
+                            " (INPUT_ROLE_PROJECTIONS, _DARK_FIELD, _FLAT_FIELD, "
+                            "_BAD_PIXEL_MASK; 0 means PROJECTIONS)");
       }
     }
     if (projection_bytes.value() == 0) {

@@ -150,6 +150,95 @@ TEST(JobInputTest, RawUint16WithDarkFlatAndLogGivesLineIntegrals) {
 
 // The plain case (float32 little-endian line integrals, no file list): values as they are,
 // and the sizes the spec promised.
+// A measured-looking upload with a dead pixel (flat = dark), zero readings and a mask
+// file: the job is not refused; the readings are replaced, the counts are in the notes,
+// and the values away from the bad readings are the line integrals. The same upload with
+// a dead detector row beyond bad_pixels.max_bad_fraction is refused, saying why.
+TEST(JobInputTest, BadPixelsAreReplacedAndNotedNotRefused) {
+  const int views = 4, rows = 8, columns = 10, pixels = rows * columns;
+  const double p = 1.5;  // every line integral, so replaced values are exact too
+  auto little = [](std::string& bytes, size_t index, uint16_t value) {
+    bytes[2 * index] = static_cast<char>(value & 0xff);
+    bytes[2 * index + 1] = static_cast<char>(value >> 8);
+  };
+  std::string counts(static_cast<size_t>(2 * views * pixels), '\0');
+  std::string dark_bytes(static_cast<size_t>(2 * pixels), '\0');
+  std::string flat_bytes(static_cast<size_t>(2 * pixels), '\0');
+  for (int i = 0; i < pixels; ++i) {
+    little(dark_bytes, i, 100);
+    little(flat_bytes, i, 40100);
+    for (int v = 0; v < views; ++v) {
+      little(counts, v * pixels + i, static_cast<uint16_t>(std::lround(100 + 40000 * std::exp(-p))));
+    }
+  }
+  const int dead = 1 * columns + 2;
+  little(flat_bytes, dead, 100);                      // flat = dark: dead
+  for (int v = 0; v < views; ++v) little(counts, v * pixels + dead, 100);
+  little(counts, 2 * pixels + 4, 0);                  // zero readings in views 2 and 3
+  little(counts, 3 * pixels + 13, 0);
+  std::string mask(static_cast<size_t>(pixels), '\0');
+  mask[17] = 1;                                       // the mask file's pixel
+  for (int v = 0; v < views; ++v) little(counts, v * pixels + 17, 65535);
+  Upload upload;
+  upload.Add("projections.raw", counts);
+  upload.Add("dark.raw", dark_bytes, pb::INPUT_ROLE_DARK_FIELD);
+  upload.Add("flat.raw", flat_bytes, pb::INPUT_ROLE_FLAT_FIELD);
+  upload.Add("mask.raw", mask, pb::INPUT_ROLE_BAD_PIXEL_MASK);
+  pb::JobSpec spec = ConeSpec(views, rows, columns);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_UINT16_LE);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  upload.Describe(*spec.mutable_input());
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  for (int i = 0; i < views * pixels; ++i) {
+    ASSERT_NEAR(input->projections.data()[i], p, 1e-3) << i;
+  }
+  ASSERT_EQ(input->notes.size(), 1u);
+  EXPECT_THAT(input->notes[0], HasSubstr("2 bad detector pixels (1 flat not above dark, 0 gain "
+                                         "outliers, 1 from the mask file)"));
+  EXPECT_THAT(input->notes[0], HasSubstr("2 further unusable readings replaced"));
+  EXPECT_THAT(input->notes[0], HasSubstr("floor 1.25e-05 (automatic"));
+
+  // A whole dead row (10 of 80 pixels) is more than the default 10%: refused, saying so.
+  for (int c = 0; c < columns; ++c) little(flat_bytes, columns + c, 100);
+  Upload dead_row;
+  dead_row.Add("projections.raw", counts);
+  dead_row.Add("flat.raw", flat_bytes, pb::INPUT_ROLE_FLAT_FIELD);
+  spec.mutable_input()->clear_files();
+  dead_row.Describe(*spec.mutable_input());
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  input = ResolveJobInput(*job, dead_row.Spool(TempPath("dead_row.bin")));
+  EXPECT_EQ(input.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(input.status().message(), HasSubstr("10 of the detector's 80 pixels are bad"));
+  // Allowed by the spec: accepted.
+  spec.mutable_input()->mutable_preprocessing()->mutable_bad_pixels()->set_max_bad_fraction(0.5);
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(ResolveJobInput(*job, TempPath("dead_row.bin")).ok());
+
+  // Out-of-range options and a mask of the wrong size name their fields.
+  spec.mutable_input()->mutable_preprocessing()->mutable_bad_pixels()->set_max_bad_fraction(0);
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.preprocessing.bad_pixels.max_bad_fraction: 0 is out of range"));
+  spec.mutable_input()->mutable_preprocessing()->clear_bad_pixels();
+  spec.mutable_input()->mutable_preprocessing()->mutable_bad_pixels()->set_gain_outlier_ratio(1);
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("gain_outlier_ratio: 1 is out of range (1, inf)"));
+  spec.mutable_input()->mutable_preprocessing()->clear_bad_pixels();
+  Upload short_mask;
+  short_mask.Add("projections.raw", counts);
+  short_mask.Add("mask.raw", mask.substr(1), pb::INPUT_ROLE_BAD_PIXEL_MASK);
+  spec.mutable_input()->clear_files();
+  short_mask.Describe(*spec.mutable_input());
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.files[1].size_bytes: 79 (mask.raw) is not one byte per "
+                        "detector pixel, 8 x 10 = 80"));
+}
+
 TEST(JobInputTest, PlainFloat32IsReadAsItIs) {
   const uint64_t seed = tomo::testing::TestSeed();
   SCOPED_TRACE(tomo::testing::SeedTrace(seed));
