@@ -10,6 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/io/dicom_ct_pd_reader.h"
+#include "core/io/hdf5_scan_reader.h"
 #include "core/io/mapped_file.h"
 #include "core/io/projection_preprocessing.h"
 #include "core/io/raw_io.h"
@@ -191,6 +192,17 @@ absl::StatusOr<core::Array3D> FieldFrame(const core::MappedFile& mapped,
   return core::MeanFrame(frames, what);
 }
 
+core::Hdf5Layout Hdf5LayoutFor(const pb::Hdf5Options& options) {
+  switch (options.layout()) {
+    case pb::HDF5_LAYOUT_DATA_EXCHANGE:
+      return core::Hdf5Layout::kDataExchange;
+    case pb::HDF5_LAYOUT_NXTOMO:
+      return core::Hdf5Layout::kNxTomo;
+    default:
+      return core::Hdf5Layout::kAutomatic;
+  }
+}
+
 core::DetectorCorrectionOptions DetectorCorrectionOptionsFor(const pb::Preprocessing& pre) {
   core::DetectorCorrectionOptions options;
   options.negative_log = pre.negative_log();
@@ -244,7 +256,23 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
     return result;
   }
   const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
-  if (input.encoding() == pb::DATA_ENCODING_TIFF) {
+  core::Array3D dark, flat;
+  if (input.encoding() == pb::DATA_ENCODING_HDF5) {
+    // The HDF5 file is the spool's first bytes (the spec's validation says so); libhdf5
+    // reads it by hyperslabs, never the whole file at once.
+    TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
+    TOMO_ASSIGN_OR_RETURN(core::Hdf5Scan scan,
+                          core::ReadHdf5Scan(input_path, Hdf5LayoutFor(input.hdf5()),
+                                             projection_parts.front().name));
+    result.projections = std::move(scan.projections);
+    if (scan.dark_frames.size() > 0) {
+      TOMO_ASSIGN_OR_RETURN(dark, core::MeanFrame(scan.dark_frames, "dark field"));
+    }
+    if (scan.flat_frames.size() > 0) {
+      TOMO_ASSIGN_OR_RETURN(flat, core::MeanFrame(scan.flat_frames, "flat field"));
+    }
+    if (input.hdf5().angles_from_file()) result.angles_deg = std::move(scan.angles_deg);
+  } else if (input.encoding() == pb::DATA_ENCODING_TIFF) {
     // Page counts and sizes against the geometry before any page is decoded.
     TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
     TOMO_ASSIGN_OR_RETURN(result.projections,
@@ -257,10 +285,10 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
                           DecodeRawParts(mapped, projection_parts, input, dims.d0, dims.d1,
                                          dims.d2, /*whole_frames=*/false));
   }
-  TOMO_ASSIGN_OR_RETURN(core::Array3D dark,
-                        FieldFrame(mapped, parts, input, pb::INPUT_ROLE_DARK_FIELD, dims));
-  TOMO_ASSIGN_OR_RETURN(core::Array3D flat,
-                        FieldFrame(mapped, parts, input, pb::INPUT_ROLE_FLAT_FIELD, dims));
+  if (input.encoding() != pb::DATA_ENCODING_HDF5) {
+    TOMO_ASSIGN_OR_RETURN(dark, FieldFrame(mapped, parts, input, pb::INPUT_ROLE_DARK_FIELD, dims));
+    TOMO_ASSIGN_OR_RETURN(flat, FieldFrame(mapped, parts, input, pb::INPUT_ROLE_FLAT_FIELD, dims));
+  }
   core::DetectorMask mask;
   if (const std::vector<Part> masks = WithRole(parts, pb::INPUT_ROLE_BAD_PIXEL_MASK);
       !masks.empty()) {
@@ -285,6 +313,9 @@ absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& 
                                                             const JobInput& input) {
   core::ReconstructionRequest request = job.request;
   UsePhotonStatistics(input.photon_statistics, request.algorithm);
+  if (!input.angles_deg.empty()) {
+    TOMO_ASSIGN_OR_RETURN(request.geometry, GeometryWithAngles(job, input.angles_deg));
+  }
   if (!input.geometry.has_value()) return request;
   const core::VectorGeometry& geometry = *input.geometry;
   // The files' values meet the ranges a spec's would (geometry_ranges.h).
@@ -301,10 +332,35 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
   const pb::ProjectionInput& input = job.input;
   const bool dicom = input.encoding() == pb::DATA_ENCODING_DICOM_CT_PD;
   const bool tiff = input.encoding() == pb::DATA_ENCODING_TIFF;
-  if (!dicom && !tiff) return absl::OkStatus();
+  const bool hdf5 = input.encoding() == pb::DATA_ENCODING_HDF5;
+  if (!dicom && !tiff && !hdf5) return absl::OkStatus();
   TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
                         MapSpooledInput(input_path, job.input_bytes));
   TOMO_ASSIGN_OR_RETURN(const std::vector<Part> parts, Parts(input, mapped.size()));
+  if (hdf5) {
+    const std::string& name = parts.front().name;
+    TOMO_ASSIGN_OR_RETURN(core::Hdf5ScanInfo info,
+                          core::InspectHdf5Scan(input_path, Hdf5LayoutFor(input.hdf5()), name));
+    const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+    if (info.projections != dims.d0 || info.rows != dims.d1 || info.columns != dims.d2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": ", info.projections_dataset, " holds ", info.projections, " projections of ",
+          info.rows, " x ", info.columns, " (rows x columns); the geometry has ", dims.d0,
+          " views of ", dims.d1, " x ", dims.d2));
+    }
+    if (input.hdf5().angles_from_file() && !info.has_angles) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input.hdf5.angles_from_file: ", name, " holds no rotation angles (",
+          info.layout == core::Hdf5Layout::kDataExchange ? "/exchange/theta"
+                                                         : "<entry>/sample/rotation_angle",
+          ")"));
+    }
+    if (info.darks > 0 && info.flats == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": dark fields without flat fields; T = (I - dark) / (flat - dark) needs both"));
+    }
+    return absl::OkStatus();
+  }
   if (dicom) {
     std::optional<core::DicomCtPdHeader> first;
     std::string first_name;

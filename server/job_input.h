@@ -13,6 +13,8 @@
 //   TIFF                          one view per page, files in order (tiff_stack_reader.h)
 //   DICOM_CT_PD                   one view per file (dicom_ct_pd_reader.h); geometry and
 //                                values from the files
+//   HDF5                          one scan file first (hdf5_scan_reader.h): projections,
+//                                flats, darks and optionally the angles
 // then, for raw and TIFF, input.preprocessing: bad pixels (from the fields and a mask file),
 // dark/flat correction when a flat field is uploaded, unusable readings replaced, -log with
 // its floor when negative_log (core/preprocessing/detector_correction.h).
@@ -54,6 +56,9 @@ struct JobInput {
   // What the detector corrections found and chose, one line each (for the job's notes,
   // events and log; core/preprocessing/detector_correction.h); empty when none ran.
   std::vector<std::string> notes;
+  // The views' angles from an HDF5 file (input.hdf5.angles_from_file); RequestForInput
+  // rebuilds the geometry with them. Empty otherwise.
+  std::vector<double> angles_deg;
   // Keeps `projections` page-locked (InputPrefetcher pins an input it reads ahead for CUDA
   // workers: their copies then go straight from it); null or !pinned(): plain memory.
   // Declared after projections, so destroyed (unregistered) before they are freed; reset it

@@ -303,6 +303,40 @@ absl::StatusOr<core::VectorGeometry> ValidateVectorGeometry(const pb::Geometry& 
                              "cone, helical, vectors, from_input_files, radon_3d");
 }
 
+// The angles of a geometry that has them; null for vectors, from_input_files, radon_3d.
+const pb::Angles* AnglesOf(const pb::Geometry& g) {
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D:
+      return &g.parallel_2d().angles();
+    case pb::Geometry::kFan2D:
+      return &g.fan_2d().angles();
+    case pb::Geometry::kParallel3D:
+      return &g.parallel_3d().angles();
+    case pb::Geometry::kCone:
+      return &g.cone().angles();
+    case pb::Geometry::kHelical:
+      return &g.helical().cone().angles();
+    default:
+      return nullptr;
+  }
+}
+
+pb::Angles* MutableAnglesOf(pb::Geometry& g) {
+  if (AnglesOf(g) == nullptr) return nullptr;
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D:
+      return g.mutable_parallel_2d()->mutable_angles();
+    case pb::Geometry::kFan2D:
+      return g.mutable_fan_2d()->mutable_angles();
+    case pb::Geometry::kParallel3D:
+      return g.mutable_parallel_3d()->mutable_angles();
+    case pb::Geometry::kCone:
+      return g.mutable_cone()->mutable_angles();
+    default:
+      return g.mutable_helical()->mutable_cone()->mutable_angles();
+  }
+}
+
 // Projection files listed in input.files (role PROJECTIONS or unspecified).
 int64_t ProjectionFileCount(const pb::ProjectionInput& input) {
   int64_t count = 0;
@@ -436,16 +470,52 @@ constexpr size_t kMaxInputFileNameBytes = 255;
 // (from_input: the geometry is a placeholder and the resolver checks the files against it),
 // the preprocessing; then the upload limit.
 absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometry& geometry,
-                           bool from_input, const ServerLimits& limits) {
+                           const pb::Geometry& geometry_spec, bool from_input,
+                           const ServerLimits& limits) {
   const pb::DataEncoding encoding = input.encoding();
   const bool dicom = encoding == pb::DATA_ENCODING_DICOM_CT_PD;
-  const bool tiff = encoding == pb::DATA_ENCODING_TIFF;
+  const bool hdf5 = encoding == pb::DATA_ENCODING_HDF5;
+  // TIFF and HDF5 are files whose sizes say nothing of the geometry, as DICOM-CT-PD's.
+  const bool tiff = encoding == pb::DATA_ENCODING_TIFF || hdf5;
   const uint64_t value_bytes = RawValueBytes(encoding);
   if (value_bytes == 0 && !dicom && !tiff) {
     return Invalid("input.encoding",
                    absl::StrCat(EnumName(encoding, [](int e) { return pb::DataEncoding_Name(e); }),
                                 " is not supported; expected DATA_ENCODING_FLOAT32_LE, "
-                                "_FLOAT32_BE, _UINT16_LE, _UINT16_BE, _TIFF or _DICOM_CT_PD"));
+                                "_FLOAT32_BE, _UINT16_LE, _UINT16_BE, _TIFF, _DICOM_CT_PD or "
+                                "_HDF5"));
+  }
+  if (input.has_hdf5() && !hdf5) {
+    return Invalid("input.hdf5", "applies to DATA_ENCODING_HDF5 only");
+  }
+  if (hdf5) {
+    const pb::Hdf5Layout layout = input.hdf5().layout();
+    if (layout < pb::HDF5_LAYOUT_UNSPECIFIED || layout > pb::HDF5_LAYOUT_NXTOMO) {
+      return OutOfRange("input.hdf5.layout", layout, pb::Hdf5Layout_MIN, pb::Hdf5Layout_MAX,
+                        " (HDF5_LAYOUT_AUTOMATIC, _DATA_EXCHANGE, _NXTOMO; 0 means AUTOMATIC)");
+    }
+    if (from_input) {
+      return Invalid("geometry.from_input_files",
+                     "DATA_ENCODING_HDF5 takes the detector and distances from the spec's "
+                     "geometry (the angles too, unless input.hdf5.angles_from_file)");
+    }
+    if (input.files_size() > 0 &&
+        (input.files(0).role() != pb::INPUT_ROLE_PROJECTIONS &&
+         input.files(0).role() != pb::INPUT_ROLE_UNSPECIFIED)) {
+      return Invalid("input.files[0].role", "the HDF5 file comes first, as INPUT_ROLE_PROJECTIONS");
+    }
+    if (input.hdf5().angles_from_file() && AnglesOf(geometry_spec) == nullptr) {
+      return Invalid("input.hdf5.angles_from_file",
+                     "true needs a geometry with angles (parallel_2d, fan_2d, parallel_3d, cone, "
+                     "helical)");
+    }
+    for (int i = 1; i < input.files_size(); ++i) {
+      if (input.files(i).role() != pb::INPUT_ROLE_BAD_PIXEL_MASK) {
+        return Invalid(absl::StrCat("input.files[", i, "].role"),
+                       "DATA_ENCODING_HDF5 takes one HDF5 file (its flat and dark fields are "
+                       "inside it), then at most a bad-pixel mask");
+      }
+    }
   }
   if (dicom && !from_input) {
     return Invalid("geometry", "DATA_ENCODING_DICOM_CT_PD takes its geometry from the files; "
@@ -914,7 +984,7 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   }
   const bool radon = spec.geometry().has_radon_3d();
   if (radon) TOMO_RETURN_IF_ERROR(CheckRadon3DInput(spec.input()));
-  TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, from_input, limits));
+  TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, spec.geometry(), from_input, limits));
   const Iterations iterations = AlgorithmIterations(spec.algorithm());
   if (iterations.count > 0) {
     TOMO_RETURN_IF_ERROR(CheckIterations(iterations.field, iterations.count, limits));
@@ -954,8 +1024,43 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
       spec.input().size_bytes(), std::move(outputs),
       // Any value is valid (0: the device's free memory); too small for the job is
       // RESOURCE_EXHAUSTED when it runs, from the slab plan.
-      spec.memory_budget_bytes(), std::move(output_settings), spec.input(), from_input};
+      spec.memory_budget_bytes(), std::move(output_settings), spec.input(), from_input,
+      spec.geometry()};
   return job;
+}
+
+absl::StatusOr<core::Geometry> GeometryWithAngles(const ValidatedJob& job,
+                                                  const std::vector<double>& degrees) {
+  pb::Geometry geometry = job.geometry_spec;
+  pb::Angles* angles = MutableAnglesOf(geometry);
+  const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+  if (angles == nullptr) {
+    return Invalid("input.hdf5.angles_from_file", "the geometry has no angles to replace");
+  }
+  if (static_cast<int64_t>(degrees.size()) != dims.d0) {
+    return Invalid("input.hdf5.angles_from_file",
+                   absl::StrCat("the file has ", degrees.size(), " projection angles, the "
+                                "geometry ", dims.d0, " views"));
+  }
+  angles->clear_uniform();
+  for (double d : degrees) angles->mutable_list()->add_degrees(d);
+  ServerLimits limits;
+  limits.max_views = static_cast<uint32_t>(std::max<size_t>(1, degrees.size()));
+  pb::JobSpec spec;
+  *spec.mutable_geometry() = geometry;
+  TOMO_RETURN_IF_ERROR(CheckGeometryRanges(geometry));
+  TOMO_ASSIGN_OR_RETURN(core::Geometry rebuilt, ValidateGeometry(spec, limits));
+  if (geometry.has_parallel_2d()) {
+    TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D parallel,
+                          ValidateParallel2D(geometry.parallel_2d(), limits));
+    TOMO_ASSIGN_OR_RETURN(rebuilt,
+                          core::ParallelGeometry2DAsVectors(parallel, job.request.volume));
+  }
+  if (const auto* vectors = std::get_if<core::VectorGeometry>(&rebuilt)) {
+    absl::Status fits = vectors->CheckAgainstVolume(job.request.volume);
+    if (!fits.ok()) return WithPath("geometry (with the file's angles)", fits);
+  }
+  return rebuilt;
 }
 
 absl::Status CheckIterations(absl::string_view field, uint64_t iterations,

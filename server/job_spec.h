@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -71,9 +72,18 @@ struct ValidatedJob {
   // geometry.from_input_files: request.geometry is only a placeholder (a circular cone with
   // one view per projection file) until ResolveJobInput reads the geometry from the files.
   bool geometry_from_input_files = false;
+  // JobSpec.geometry as given: GeometryWithAngles rebuilds it with a file's angles.
+  tomoserve::v1::Geometry geometry_spec;
 };
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
                                              const ServerLimits& limits);
+
+// The job's geometry with its views' angles replaced by `degrees`, one per view
+// (input.hdf5.angles_from_file): the spec's geometry rebuilt with an angle list and checked
+// as a spec's would be. INVALID_ARGUMENT naming input.hdf5.angles_from_file when the counts
+// differ or the geometry has no angles; the geometry's own errors (against the volume).
+absl::StatusOr<core::Geometry> GeometryWithAngles(const ValidatedJob& job,
+                                                  const std::vector<double>& degrees);
 
 }  // namespace tomo::server

@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <variant>
 #include <string>
 #include <vector>
 
 #include "core/io/dicom_ct_pd_writer.h"
+#include "tests/core/io/hdf5_test_files.h"
 #include "core/phantom/ellipsoid_phantom.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -237,6 +239,113 @@ TEST(JobInputTest, BadPixelsAreReplacedAndNotedNotRefused) {
   EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
               HasSubstr("input.files[1].size_bytes: 79 (mask.raw) is not one byte per "
                         "detector pixel, 8 x 10 = 80"));
+}
+
+pb::JobSpec Parallel3DSpec(int views, int rows, int columns) {
+  pb::JobSpec spec;
+  pb::ParallelBeam3D* parallel = spec.mutable_geometry()->mutable_parallel_3d();
+  parallel->mutable_detector()->set_rows(rows);
+  parallel->mutable_detector()->set_columns(columns);
+  parallel->mutable_detector()->set_row_spacing_mm(0.7);
+  parallel->mutable_detector()->set_column_spacing_mm(0.7);
+  parallel->mutable_angles()->mutable_uniform()->set_count(views);
+  parallel->mutable_angles()->mutable_uniform()->set_span_deg(180);
+  spec.mutable_volume()->mutable_size()->set_x(8);
+  spec.mutable_volume()->mutable_size()->set_y(8);
+  spec.mutable_volume()->mutable_size()->set_z(rows);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_x(0.7);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_y(0.7);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_z(0.7);
+  spec.mutable_algorithm()->mutable_fbp();
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_HDF5);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  return spec;
+}
+
+// HDF5 in both layouts, uploaded as the file itself (followed by a mask file): counts
+// I = D + (F - D) exp(-p) with random line integrals become p; the file's angles replace
+// the spec's; the header check compares the file's shape with the geometry.
+TEST(JobInputTest, Hdf5ScansInBothLayoutsGiveLineIntegralsAndTheirAngles) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const int views = 9, rows = 3, columns = 10, pixels = rows * columns;
+  std::uniform_real_distribution<float> integral(0.0f, 3.0f);
+  core::Array3D truth({views, rows, columns}), counts({views, rows, columns});
+  core::Array3D flats({2, rows, columns}, 50100.0f), darks({1, rows, columns}, 100.0f);
+  for (int64_t i = 0; i < truth.size(); ++i) {
+    truth.data()[i] = integral(random);
+    counts.data()[i] = std::round(100.0f + 50000.0f * std::exp(-truth.data()[i]));
+  }
+  std::vector<double> angles;
+  for (int v = 0; v < views; ++v) angles.push_back(7.0 + 20.0 * v);  // not the spec's
+  for (int layout = 0; layout < 2; ++layout) {
+    SCOPED_TRACE(layout == 0 ? "Data Exchange" : "NXtomo");
+    const std::string file = TempPath(layout == 0 ? "scan.h5" : "scan.nx");
+    if (layout == 0) {
+      tomo::testing::WriteDataExchange(file, counts, flats, darks, angles);
+    } else {
+      // Flat, dark, the projections, flat: NXtomo's frames in acquisition order.
+      core::Array3D frames({views + 3, rows, columns});
+      std::vector<int32_t> keys = {1, 2};
+      std::vector<double> frame_angles = {0, 0};
+      std::memcpy(frames.data(), flats.data(), pixels * sizeof(float));
+      std::memcpy(frames.data() + pixels, darks.data(), pixels * sizeof(float));
+      std::memcpy(frames.data() + 2 * pixels, counts.data(), counts.size_bytes());
+      std::memcpy(frames.data() + (views + 2) * pixels, flats.data(), pixels * sizeof(float));
+      for (int v = 0; v < views; ++v) {
+        keys.push_back(0);
+        frame_angles.push_back(angles[v] * kPi / 180.0);
+      }
+      keys.push_back(1);
+      frame_angles.push_back(180);
+      tomo::testing::WriteNxTomo(file, "entry", frames, keys, frame_angles, "radians");
+      frame_angles.back() = kPi;
+    }
+    Upload upload;
+    upload.Add(layout == 0 ? "scan.h5" : "scan.nx", Contents(file));
+    upload.Add("mask.raw", std::string(static_cast<size_t>(pixels), '\0'),
+               pb::INPUT_ROLE_BAD_PIXEL_MASK);
+    pb::JobSpec spec = Parallel3DSpec(views, rows, columns);
+    spec.mutable_input()->mutable_hdf5()->set_angles_from_file(true);
+    upload.Describe(*spec.mutable_input());
+    absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+    ASSERT_TRUE(job.ok()) << job.status();
+    const std::string spool = upload.Spool(TempPath("input.bin"));
+    ASSERT_TRUE(CheckJobInputHeaders(*job, spool).ok()) << CheckJobInputHeaders(*job, spool);
+    absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+    ASSERT_TRUE(input.ok()) << input.status();
+    ASSERT_EQ(input->projections.dims(), (core::Dims3{views, rows, columns}));
+    for (int64_t i = 0; i < truth.size(); ++i) {
+      ASSERT_NEAR(input->projections.data()[i], truth.data()[i], 5e-4) << i;
+    }
+    absl::StatusOr<core::ReconstructionRequest> request = RequestForInput(*job, *input);
+    ASSERT_TRUE(request.ok()) << request.status();
+    const auto& vectors = std::get<core::VectorGeometry>(request->geometry);
+    for (int v = 0; v < views; ++v) {
+      // Rays travel along (sin theta, -cos theta, 0).
+      const double theta = angles[v] * kPi / 180.0;
+      EXPECT_NEAR(vectors.views()[v].source.x, std::sin(theta), 1e-9);
+      EXPECT_NEAR(vectors.views()[v].source.y, -std::cos(theta), 1e-9);
+    }
+
+    // A geometry of another shape is refused before the job is committed, naming both.
+    pb::JobSpec wrong = Parallel3DSpec(views + 1, rows, columns);
+    upload.Describe(*wrong.mutable_input());
+    absl::StatusOr<ValidatedJob> wrong_job = ValidateJobSpec(wrong, {});
+    ASSERT_TRUE(wrong_job.ok());
+    const absl::Status header = CheckJobInputHeaders(*wrong_job, spool);
+    EXPECT_EQ(header.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(header.message(), HasSubstr("holds 9 projections of 3 x 10"));
+  }
+  // Dark and flat files beside an HDF5 file are refused: they are in the file.
+  pb::JobSpec spec = Parallel3DSpec(views, rows, columns);
+  Upload upload;
+  upload.Add("scan.h5", "x");
+  upload.Add("flat.raw", "y", pb::INPUT_ROLE_FLAT_FIELD);
+  upload.Describe(*spec.mutable_input());
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.files[1].role: DATA_ENCODING_HDF5 takes one HDF5 file"));
 }
 
 TEST(JobInputTest, PlainFloat32IsReadAsItIs) {
