@@ -74,6 +74,83 @@ double MirrorCost(const Array3D& sinogram, const std::vector<std::pair<int64_t, 
                          : std::numeric_limits<double>::infinity();
 }
 
+// A fan beam's views sorted by angle in [0, 2 pi), for finding the views on either side of
+// a conjugate ray's angle.
+struct SortedViews {
+  std::vector<double> angle;  // ascending, in [0, 2 pi)
+  std::vector<int64_t> view;
+  double largest_gap = 0;     // between neighbours, around the circle
+};
+
+SortedViews SortViews(const std::vector<double>& angles) {
+  std::vector<std::pair<double, int64_t>> order;
+  for (size_t i = 0; i < angles.size(); ++i) {
+    double a = std::fmod(angles[i], 2 * kPi);
+    if (a < 0) a += 2 * kPi;
+    order.emplace_back(a, static_cast<int64_t>(i));
+  }
+  std::sort(order.begin(), order.end());
+  SortedViews sorted;
+  for (const auto& [a, v] : order) {
+    sorted.angle.push_back(a);
+    sorted.view.push_back(v);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    const double next = i + 1 < order.size() ? order[i + 1].first : order[0].first + 2 * kPi;
+    sorted.largest_gap = std::max(sorted.largest_gap, next - order[i].first);
+  }
+  return sorted;
+}
+
+// Mean squared difference between each reading of a fan-beam full scan and its conjugate
+// ray's: the ray at source angle beta and fan angle gamma is the ray at beta + pi + 2 gamma,
+// -gamma, measured in reverse; with the axis on column c the fan angle of column k is
+// atan((k - c) pitch / D) (flat) or (k - c) pitch / D (an arc about the source), D the
+// source-detector distance, and -gamma is column 2c - k. The conjugate reading is
+// interpolated between the two views and columns around it.
+double ConjugateRayCost(const Array3D& sinogram, const CorScan& scan, const SortedViews& sorted,
+                        double c) {
+  const int64_t n = scan.columns;
+  const double distance = scan.source_origin_mm + scan.origin_detector_mm;
+  const int64_t views = static_cast<int64_t>(sorted.angle.size());
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t v = 0; v < views; ++v) {
+    const float* row = sinogram.data() + v * n;
+    for (int64_t k = 0; k < n; ++k) {
+      const double mirrored = 2 * c - static_cast<double>(k);
+      if (mirrored < 0 || mirrored > static_cast<double>(n - 1)) continue;
+      const double u = (static_cast<double>(k) - c) * scan.column_spacing_mm;
+      const double gamma =
+          scan.shape == DetectorShape::kCylindrical ? u / distance : std::atan(u / distance);
+      double beta = std::fmod(scan.angles_rad[static_cast<size_t>(v)] + kPi + 2 * gamma, 2 * kPi);
+      if (beta < 0) beta += 2 * kPi;
+      // The sorted views around beta (wrapping around the circle).
+      const size_t upper = static_cast<size_t>(
+          std::upper_bound(sorted.angle.begin(), sorted.angle.end(), beta) - sorted.angle.begin());
+      const size_t after = upper % sorted.angle.size();
+      const size_t before = (upper + sorted.angle.size() - 1) % sorted.angle.size();
+      double a0 = sorted.angle[before], a1 = sorted.angle[after];
+      if (a1 <= a0) a1 += 2 * kPi;
+      double b = beta;
+      if (b < a0) b += 2 * kPi;
+      const double w = a1 > a0 ? std::clamp((b - a0) / (a1 - a0), 0.0, 1.0) : 0.0;
+      const int64_t x0 = std::min<int64_t>(static_cast<int64_t>(mirrored), n - 2);
+      const double t = mirrored - static_cast<double>(x0);
+      auto reading = [&](size_t sorted_index) {
+        const float* r = sinogram.data() + sorted.view[sorted_index] * n;
+        return (1 - t) * r[x0] + t * r[x0 + 1];
+      };
+      const double conjugate = (1 - w) * reading(before) + w * reading(after);
+      const double d = row[k] - conjugate;
+      sum += d * d;
+      ++count;
+    }
+  }
+  return count >= views * n / 4 ? sum / static_cast<double>(count)
+                                : std::numeric_limits<double>::infinity();
+}
+
 // Golden-section minimum of f on [a, b] to within tolerance.
 template <typename F>
 absl::StatusOr<double> GoldenSection(F&& f, double a, double b, double tolerance) {
@@ -182,7 +259,7 @@ std::string CorEstimate::Summary(int64_t columns, double column_spacing_mm) cons
   return absl::StrFormat(
       "centre of rotation: column %.2f estimated by %s (detector offset_u %.4g mm)", column,
       method == CorMethod::kOpposingViews
-          ? absl::StrCat("opposing views (", view_pairs, " pairs)")
+          ? absl::StrCat("opposing rays (", view_pairs, " views compared)")
           : std::string("sharpness (histogram entropy of the slice)"),
       OffsetForCenterColumn(column, columns, column_spacing_mm));
 }
@@ -215,18 +292,34 @@ absl::StatusOr<CorEstimate> EstimateCenterOfRotation(const Array3D& sinogram,
   const bool parallel = !(scan.source_origin_mm > 0);
   const std::vector<std::pair<int64_t, int64_t>> pairs =
       parallel ? OpposingPairs(scan.angles_rad) : std::vector<std::pair<int64_t, int64_t>>();
+  // A fan beam's conjugate rays need the whole circle, sampled without gaps wider than
+  // twice the mean step.
+  const SortedViews sorted = parallel ? SortedViews() : SortViews(scan.angles_rad);
+  const bool full_fan = !parallel && scan.angles_rad.size() >= 8 &&
+                        sorted.largest_gap <= 2 * (2 * kPi / static_cast<double>(
+                                                                 scan.angles_rad.size()));
   CorMethod method = options.method;
   if (method == CorMethod::kAutomatic) {
-    method = !pairs.empty() ? CorMethod::kOpposingViews : CorMethod::kSharpness;
+    method = !pairs.empty() || full_fan ? CorMethod::kOpposingViews : CorMethod::kSharpness;
   }
   CorEstimate estimate;
   estimate.method = method;
-  if (method == CorMethod::kOpposingViews) {
-    if (!parallel) {
-      return absl::InvalidArgumentError(
-          "centre of rotation: opposing views are mirror images in a parallel beam only; use "
-          "the sharpness search for a fan beam");
+  if (method == CorMethod::kOpposingViews && !parallel) {
+    if (!full_fan) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "centre of rotation: a fan beam's opposing rays need a full 360-degree scan without "
+          "gaps (the largest gap between views is ",
+          sorted.largest_gap * 180 / kPi, " degrees); use the sharpness search"));
     }
+    estimate.view_pairs = static_cast<int64_t>(scan.angles_rad.size());
+    auto cost = [&](double c) -> absl::StatusOr<double> {
+      return ConjugateRayCost(sinogram, scan, sorted, c);
+    };
+    TOMO_ASSIGN_OR_RETURN(double coarse, GridMinimum(cost, middle - radius, middle + radius, 0.25));
+    TOMO_ASSIGN_OR_RETURN(estimate.column, GoldenSection(cost, coarse - 0.25, coarse + 0.25, 1e-3));
+    return estimate;
+  }
+  if (method == CorMethod::kOpposingViews) {
     if (pairs.empty()) {
       return absl::InvalidArgumentError(
           "centre of rotation: no two views are 180 degrees apart (a 360-degree scan, or 180 "
@@ -258,8 +351,8 @@ absl::StatusOr<CorEstimate> EstimateCenterOfRotation(const Array3D& sinogram,
   };
   TOMO_ASSIGN_OR_RETURN(double coarse, GridMinimum(cost, std::ceil(middle - radius),
                                                    std::floor(middle + radius), 1.0));
-  TOMO_ASSIGN_OR_RETURN(double fine, GridMinimum(cost, coarse - 1.0, coarse + 1.0, 0.25));
-  TOMO_ASSIGN_OR_RETURN(estimate.column, GridMinimum(cost, fine - 0.25, fine + 0.25, 0.05));
+  TOMO_ASSIGN_OR_RETURN(double fine, GridMinimum(cost, coarse - 0.75, coarse + 0.75, 0.25));
+  TOMO_ASSIGN_OR_RETURN(estimate.column, GridMinimum(cost, fine - 0.2, fine + 0.2, 0.05));
   return estimate;
 }
 

@@ -9,20 +9,23 @@
 //   offset_u = ((columns - 1) / 2 - c) pitch.
 //
 // Two methods:
-//   kOpposingViews  parallel beams with views 180 degrees apart (a 360-degree scan, or a
-//                   180-degree scan with both end views): a ray and its opposite measure the
-//                   same line, p(theta + pi, s) = p(theta, -s), so view j is view i mirrored
-//                   about c: m_j(k) = m_i(2c - k). c minimises the mean squared difference
-//                   over all such pairs (a 0.25-column grid, then a golden-section search;
-//                   linear interpolation between columns).
+//   kOpposingViews  opposing rays measure the same line. Parallel beams with views 180
+//                   degrees apart (a 360-degree scan, or 180 degrees with both end views):
+//                   p(theta + pi, s) = p(theta, -s), so view j is view i mirrored about c,
+//                   m_j(k) = m_i(2c - k). Fan beams over a full circle: the ray (beta, gamma)
+//                   is the ray (beta + pi + 2 gamma, -gamma), gamma the fan angle of column
+//                   k about the axis' column (atan((k - c) pitch / D) flat, (k - c) pitch / D
+//                   on an arc), interpolated between views. c minimises the mean squared
+//                   difference (a 0.25-column grid, then a golden-section search; linear
+//                   interpolation between columns).
 //   kSharpness      any parallel or fan beam: the slice is reconstructed (FBP, Ram-Lak) for
 //                   candidate columns and c minimises the entropy of the image's histogram
 //                   (a wrong centre blurs edges into arcs and spreads the histogram; Donath
 //                   et al., J. Opt. Soc. Am. A 23(5):1048, 2006). Candidates: every column
 //                   within the search radius, then quarter and twentieth columns around the
-//                   best.
-// kAutomatic takes opposing views when the scan is parallel and has such pairs, else
-// sharpness.
+//                   best. For short scans without opposing rays.
+// kAutomatic takes opposing rays when the scan has them (parallel pairs, a full fan circle),
+// else sharpness.
 //
 //   CorScan scan{.columns = 512, .column_spacing_mm = 0.65, .angles_rad = angles};
 //   TOMO_ASSIGN_OR_RETURN(CorEstimate estimate,
@@ -63,7 +66,7 @@ struct CorOptions {
 struct CorEstimate {
   double column = 0;
   CorMethod method = CorMethod::kAutomatic;  // the one used
-  int64_t view_pairs = 0;                    // opposing views: the pairs compared
+  int64_t view_pairs = 0;  // opposing rays: parallel view pairs, or a fan's views, compared
   std::string Summary(int64_t columns, double column_spacing_mm) const;
 };
 
@@ -73,8 +76,7 @@ double CenterColumnForOffset(double offset_u_mm, int64_t columns, double column_
 
 // sinogram: (views, 1, columns) line integrals of one detector row, one view per angle.
 // INVALID_ARGUMENT when the shapes disagree, the radius leaves no candidate, or
-// kOpposingViews is asked of a fan beam or of a scan without views 180 degrees apart (the
-// message says so); the reconstruction's errors for kSharpness; CANCELLED.
+// kOpposingViews is asked of a scan without opposing rays (the message says so); the reconstruction's errors for kSharpness; CANCELLED.
 absl::StatusOr<CorEstimate> EstimateCenterOfRotation(const Array3D& sinogram,
                                                      const CorScan& scan,
                                                      const CorOptions& options, Backend& backend,
