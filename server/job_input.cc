@@ -227,7 +227,8 @@ bool InputIsPlainProjections(const ValidatedJob& job) {
   const bool float32_le = input.encoding() == pb::DATA_ENCODING_FLOAT32_LE ||
                           input.encoding() == pb::DATA_ENCODING_UNSPECIFIED;
   return float32_le && input.files().empty() && !input.preprocessing().negative_log() &&
-         input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN && !job.geometry_from_input_files;
+         input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN && !job.geometry_from_input_files &&
+         !job.center_estimate.has_value();
 }
 
 absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path) {
@@ -314,7 +315,7 @@ absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& 
   core::ReconstructionRequest request = job.request;
   UsePhotonStatistics(input.photon_statistics, request.algorithm);
   if (!input.angles_deg.empty()) {
-    TOMO_ASSIGN_OR_RETURN(request.geometry, GeometryWithAngles(job, input.angles_deg));
+    TOMO_ASSIGN_OR_RETURN(request.geometry, GeometryWith(job, {input.angles_deg, std::nullopt}));
   }
   if (!input.geometry.has_value()) return request;
   const core::VectorGeometry& geometry = *input.geometry;

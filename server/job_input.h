@@ -71,7 +71,7 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
 
 // Whether the spooled input is the projections exactly as the algorithm takes them: float32
 // little endian (or unspecified), one file in view-row-column order, no preprocessing, the
-// geometry in the spec. ResolveJobInput then only reads the file; tomod may read it while
+// geometry in the spec (no centre of rotation to estimate). ResolveJobInput then only reads the file; tomod may read it while
 // it is uploaded (upload_stream.h).
 bool InputIsPlainProjections(const ValidatedJob& job);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -948,10 +951,152 @@ absl::StatusOr<OutputSettings> ValidateOutputOptions(const pb::JobSpec& spec,
   return settings;
 }
 
+// The centre of rotation of a geometry that can have one, with the detector's columns,
+// column spacing, rows and the offset the centre replaces.
+struct CenterPlace {
+  pb::CenterOfRotation* center = nullptr;
+  std::string path;  // e.g. "geometry.cone"
+  uint64_t columns = 0, rows = 1;
+  double spacing_mm = 0;
+  std::function<void(double)> set_offset;
+  double current_offset = 0;
+  std::string offset_field;
+};
+
+std::optional<CenterPlace> CenterPlaceOf(pb::Geometry& g) {
+  CenterPlace place;
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D: {
+      pb::ParallelBeam2D* p = g.mutable_parallel_2d();
+      if (!p->has_center_of_rotation()) return std::nullopt;
+      place = {p->mutable_center_of_rotation(), "geometry.parallel_2d", p->num_detectors(), 1,
+               p->detector_spacing_mm()};
+      place.set_offset = [p](double o) { p->set_detector_offset_mm(o); };
+      place.current_offset = p->detector_offset_mm();
+      place.offset_field = "detector_offset_mm";
+      return place;
+    }
+    case pb::Geometry::kFan2D: {
+      pb::FanBeam2D* f = g.mutable_fan_2d();
+      if (!f->has_center_of_rotation()) return std::nullopt;
+      place = {f->mutable_center_of_rotation(), "geometry.fan_2d", f->num_detectors(), 1,
+               f->detector_spacing_mm()};
+      place.set_offset = [f](double o) { f->set_detector_offset_mm(o); };
+      place.current_offset = f->detector_offset_mm();
+      place.offset_field = "detector_offset_mm";
+      return place;
+    }
+    case pb::Geometry::kParallel3D:
+    case pb::Geometry::kCone: {
+      const bool cone = g.has_cone();
+      pb::CenterOfRotation* center = cone ? g.mutable_cone()->mutable_center_of_rotation()
+                                          : g.mutable_parallel_3d()->mutable_center_of_rotation();
+      if (!(cone ? g.cone().has_center_of_rotation() : g.parallel_3d().has_center_of_rotation())) {
+        return std::nullopt;
+      }
+      pb::Detector* d = cone ? g.mutable_cone()->mutable_detector()
+                             : g.mutable_parallel_3d()->mutable_detector();
+      place = {center, cone ? "geometry.cone" : "geometry.parallel_3d", d->columns(), d->rows(),
+               d->column_spacing_mm()};
+      place.set_offset = [d](double o) { d->set_offset_u_mm(o); };
+      place.current_offset = d->offset_u_mm();
+      place.offset_field = "detector.offset_u_mm";
+      return place;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// Moves geometry.*.center_of_rotation into the detector offset (a column) or out of the
+// geometry (an estimate, returned for the runner); nullopt when there is none.
+absl::StatusOr<std::optional<pb::CenterOfRotationEstimate>> MoveCenterIntoOffset(
+    pb::Geometry& g) {
+  if (g.has_helical() && g.helical().cone().has_center_of_rotation()) {
+    return Invalid("geometry.helical.cone.center_of_rotation",
+                   "a helical scan's centre cannot be set or estimated as a circular scan's; "
+                   "give detector.offset_u_mm");
+  }
+  std::optional<CenterPlace> place = CenterPlaceOf(g);
+  if (!place.has_value()) return std::optional<pb::CenterOfRotationEstimate>();
+  const std::string path = absl::StrCat(place->path, ".center_of_rotation");
+  if (place->current_offset != 0) {
+    return Invalid(path, absl::StrCat("set with ", place->path, ".", place->offset_field, " ",
+                                      place->current_offset, "; give one of them (the centre "
+                                      "sets the offset)"));
+  }
+  const double last = static_cast<double>(place->columns) - 1;
+  std::optional<pb::CenterOfRotationEstimate> estimate;
+  switch (place->center->kind_case()) {
+    case pb::CenterOfRotation::kColumn: {
+      const double column = place->center->column();
+      if (!std::isfinite(column) || column < 0 || column > last) {
+        return Invalid(absl::StrCat(path, ".column"),
+                       absl::StrCat(column, " is out of range [0, ", last, "] (the detector's ",
+                                    place->columns, " columns)"));
+      }
+      // Checked as the offset itself later; a spacing of 0 is refused there.
+      place->set_offset((0.5 * last - column) * place->spacing_mm);
+      break;
+    }
+    case pb::CenterOfRotation::kEstimate: {
+      const pb::CenterOfRotationEstimate& e = place->center->estimate();
+      if (e.method() < pb::CENTER_OF_ROTATION_METHOD_UNSPECIFIED ||
+          e.method() > pb::CENTER_OF_ROTATION_METHOD_SHARPNESS) {
+        return OutOfRange(absl::StrCat(path, ".estimate.method"), e.method(),
+                          pb::CenterOfRotationMethod_MIN, pb::CenterOfRotationMethod_MAX,
+                          " (CENTER_OF_ROTATION_METHOD_AUTOMATIC, _OPPOSING_RAYS, _SHARPNESS)");
+      }
+      const double half = 0.5 * static_cast<double>(place->columns + 1);
+      if (!std::isfinite(e.search_radius_columns()) || e.search_radius_columns() < 0 ||
+          e.search_radius_columns() >= half) {
+        return Invalid(absl::StrCat(path, ".estimate.search_radius_columns"),
+                       absl::StrCat(e.search_radius_columns(), " is out of range [0, ", half,
+                                    "); 0 means a quarter of the columns"));
+      }
+      if (e.has_row() && e.row() >= place->rows) {
+        return OutOfRange(absl::StrCat(path, ".estimate.row"), e.row(), 0,
+                          static_cast<int64_t>(place->rows) - 1);
+      }
+      if (place->columns < 2) {
+        return Invalid(path, "an estimate needs at least 2 detector columns");
+      }
+      estimate = e;
+      break;
+    }
+    default:
+      return Invalid(path, "neither column nor estimate set");
+  }
+  place->center->Clear();
+  // Cleared, the field is still present; remove the message itself.
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D: g.mutable_parallel_2d()->clear_center_of_rotation(); break;
+    case pb::Geometry::kFan2D: g.mutable_fan_2d()->clear_center_of_rotation(); break;
+    case pb::Geometry::kParallel3D: g.mutable_parallel_3d()->clear_center_of_rotation(); break;
+    case pb::Geometry::kCone: g.mutable_cone()->clear_center_of_rotation(); break;
+    default: break;
+  }
+  return estimate;
+}
+
 }  // namespace
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
                                              const ServerLimits& limits) {
+  {
+    // A centre of rotation becomes the detector offset (or an estimate for the runner); the
+    // rest is validated as if the spec had given the offset.
+    pb::Geometry geometry = spec.geometry();
+    TOMO_ASSIGN_OR_RETURN(std::optional<pb::CenterOfRotationEstimate> estimate,
+                          MoveCenterIntoOffset(geometry));
+    if (!google::protobuf::util::MessageDifferencer::Equals(geometry, spec.geometry())) {
+      pb::JobSpec moved = spec;
+      *moved.mutable_geometry() = std::move(geometry);
+      TOMO_ASSIGN_OR_RETURN(ValidatedJob job, ValidateJobSpec(moved, limits));
+      job.center_estimate = std::move(estimate);
+      return job;
+    }
+  }
   if (spec.name().size() > kMaxNameBytes) {
     return Invalid("name", absl::StrCat("length ", spec.name().size(),
                                         " bytes is out of range [0, ", kMaxNameBytes, "]"));
@@ -1029,23 +1174,43 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   return job;
 }
 
-absl::StatusOr<core::Geometry> GeometryWithAngles(const ValidatedJob& job,
-                                                  const std::vector<double>& degrees) {
+absl::StatusOr<core::Geometry> GeometryWith(const ValidatedJob& job,
+                                            const GeometryChanges& changes) {
   pb::Geometry geometry = job.geometry_spec;
-  pb::Angles* angles = MutableAnglesOf(geometry);
   const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
-  if (angles == nullptr) {
-    return Invalid("input.hdf5.angles_from_file", "the geometry has no angles to replace");
+  if (!changes.angles_deg.empty()) {
+    pb::Angles* angles = MutableAnglesOf(geometry);
+    if (angles == nullptr) {
+      return Invalid("input.hdf5.angles_from_file", "the geometry has no angles to replace");
+    }
+    if (static_cast<int64_t>(changes.angles_deg.size()) != dims.d0) {
+      return Invalid("input.hdf5.angles_from_file",
+                     absl::StrCat("the file has ", changes.angles_deg.size(),
+                                  " projection angles, the geometry ", dims.d0, " views"));
+    }
+    angles->clear_uniform();
+    for (double d : changes.angles_deg) angles->mutable_list()->add_degrees(d);
   }
-  if (static_cast<int64_t>(degrees.size()) != dims.d0) {
-    return Invalid("input.hdf5.angles_from_file",
-                   absl::StrCat("the file has ", degrees.size(), " projection angles, the "
-                                "geometry ", dims.d0, " views"));
+  if (changes.offset_u_mm.has_value()) {
+    switch (geometry.kind_case()) {
+      case pb::Geometry::kParallel2D:
+        geometry.mutable_parallel_2d()->set_detector_offset_mm(*changes.offset_u_mm);
+        break;
+      case pb::Geometry::kFan2D:
+        geometry.mutable_fan_2d()->set_detector_offset_mm(*changes.offset_u_mm);
+        break;
+      case pb::Geometry::kParallel3D:
+        geometry.mutable_parallel_3d()->mutable_detector()->set_offset_u_mm(*changes.offset_u_mm);
+        break;
+      case pb::Geometry::kCone:
+        geometry.mutable_cone()->mutable_detector()->set_offset_u_mm(*changes.offset_u_mm);
+        break;
+      default:
+        return Invalid("geometry", "has no detector offset to set");
+    }
   }
-  angles->clear_uniform();
-  for (double d : degrees) angles->mutable_list()->add_degrees(d);
   ServerLimits limits;
-  limits.max_views = static_cast<uint32_t>(std::max<size_t>(1, degrees.size()));
+  limits.max_views = static_cast<uint32_t>(std::max<int64_t>(1, dims.d0));
   pb::JobSpec spec;
   *spec.mutable_geometry() = geometry;
   TOMO_RETURN_IF_ERROR(CheckGeometryRanges(geometry));
