@@ -327,6 +327,7 @@ int RunCli(int argc, char** argv) {
   std::vector<Command> commands;
   AddJobCommands(app, global, commands);
   AddLocalCommands(app, global, commands);
+  AddCenterOfRotationCommands(app, commands);
   AddOutputCommands(app, global, commands);
 
   try {

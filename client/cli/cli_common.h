@@ -54,6 +54,8 @@ struct Command {
 void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Command>& commands);
 void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                       std::vector<Command>& commands);
+// `tomo cor` (client/cli/cor_command.cc).
+void AddCenterOfRotationCommands(CLI::App& app, std::vector<Command>& commands);
 // `tomo preview` (client/cli/output_commands.h).
 void AddOutputCommands(CLI::App& app, const GlobalOptions& global,
                        std::vector<Command>& commands);
