@@ -216,7 +216,75 @@ core::DetectorCorrectionOptions DetectorCorrectionOptionsFor(const pb::Preproces
   if (pre.bad_pixels().has_max_bad_fraction()) {
     options.max_bad_fraction = pre.bad_pixels().max_bad_fraction();
   }
+  if (pre.ring_filter().enabled()) {
+    options.ring_filter_window = pre.ring_filter().window() == 0 ? 5 : pre.ring_filter().window();
+  }
   return options;
+}
+
+// Flat files grouped by the projection views uploaded before them (raw view-row-column or
+// TIFF), each group averaged: FLAT_INTERPOLATION_LINEAR_IN_VIEWS.
+absl::StatusOr<std::vector<core::TimedFlat>> TimedFlatsOfParts(const core::MappedFile& mapped,
+                                                               const std::vector<Part>& parts,
+                                                               const pb::ProjectionInput& input,
+                                                               const core::Dims3& dims) {
+  std::vector<core::TimedFlat> flats;
+  int64_t views_before = 0;
+  std::vector<Part> group;
+  int64_t group_position = -1;
+  auto close_group = [&]() -> absl::Status {
+    if (group.empty()) return absl::OkStatus();
+    std::vector<Part> chosen = group;
+    for (Part& part : chosen) part.role = pb::INPUT_ROLE_FLAT_FIELD;
+    TOMO_ASSIGN_OR_RETURN(core::Array3D mean, FieldFrame(mapped, chosen, input,
+                                                         pb::INPUT_ROLE_FLAT_FIELD, dims));
+    flats.push_back({std::move(mean), static_cast<double>(group_position)});
+    group.clear();
+    return absl::OkStatus();
+  };
+  const uint64_t frame_bytes =
+      static_cast<uint64_t>(dims.d1 * dims.d2) * core::RawSampleBytes(RawLayout(input, dims).sample);
+  for (const Part& part : parts) {
+    if (part.role == pb::INPUT_ROLE_PROJECTIONS) {
+      int64_t views = 0;
+      if (input.encoding() == pb::DATA_ENCODING_TIFF) {
+        TOMO_ASSIGN_OR_RETURN(core::TiffStackInfo info,
+                              core::InspectTiff(mapped.data() + part.offset,
+                                                static_cast<size_t>(part.size), part.name));
+        views = info.pages;
+      } else {
+        views = static_cast<int64_t>(part.size / frame_bytes);
+      }
+      views_before += views;
+    } else if (part.role == pb::INPUT_ROLE_FLAT_FIELD) {
+      if (views_before != group_position) TOMO_RETURN_IF_ERROR(close_group());
+      group_position = views_before;
+      group.push_back(part);
+    }
+  }
+  TOMO_RETURN_IF_ERROR(close_group());
+  return flats;
+}
+
+// NXtomo's flat frames grouped by the projections acquired before them, each averaged.
+absl::StatusOr<std::vector<core::TimedFlat>> TimedFlatsOfScan(const core::Hdf5Scan& scan) {
+  std::vector<core::TimedFlat> flats;
+  const core::Dims3& d = scan.flat_frames.dims();
+  const int64_t pixels = d.d1 * d.d2;
+  for (size_t first = 0; first < scan.flat_positions.size();) {
+    size_t end = first;
+    while (end < scan.flat_positions.size() &&
+           scan.flat_positions[end] == scan.flat_positions[first]) {
+      ++end;
+    }
+    core::Array3D frames({static_cast<int64_t>(end - first), d.d1, d.d2});
+    std::memcpy(frames.data(), scan.flat_frames.data() + static_cast<int64_t>(first) * pixels,
+                frames.size_bytes());
+    TOMO_ASSIGN_OR_RETURN(core::Array3D mean, core::MeanFrame(frames, "flat field"));
+    flats.push_back({std::move(mean), static_cast<double>(scan.flat_positions[first])});
+    first = end;
+  }
+  return flats;
 }
 
 }  // namespace
@@ -228,7 +296,7 @@ bool InputIsPlainProjections(const ValidatedJob& job) {
                           input.encoding() == pb::DATA_ENCODING_UNSPECIFIED;
   return float32_le && input.files().empty() && !input.preprocessing().negative_log() &&
          input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN && !job.geometry_from_input_files &&
-         !job.center_estimate.has_value();
+         !job.center_estimate.has_value() && !input.preprocessing().ring_filter().enabled();
 }
 
 absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path) {
@@ -258,6 +326,7 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
   }
   const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
   core::Array3D dark, flat;
+  std::vector<core::TimedFlat> timed_flats;
   if (input.encoding() == pb::DATA_ENCODING_HDF5) {
     // The HDF5 file is the spool's first bytes (the spec's validation says so); libhdf5
     // reads it by hyperslabs, never the whole file at once.
@@ -273,6 +342,9 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
       TOMO_ASSIGN_OR_RETURN(flat, core::MeanFrame(scan.flat_frames, "flat field"));
     }
     if (input.hdf5().angles_from_file()) result.angles_deg = std::move(scan.angles_deg);
+    if (input.preprocessing().flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
+      TOMO_ASSIGN_OR_RETURN(timed_flats, TimedFlatsOfScan(scan));
+    }
   } else if (input.encoding() == pb::DATA_ENCODING_TIFF) {
     // Page counts and sizes against the geometry before any page is decoded.
     TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
@@ -289,6 +361,9 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
   if (input.encoding() != pb::DATA_ENCODING_HDF5) {
     TOMO_ASSIGN_OR_RETURN(dark, FieldFrame(mapped, parts, input, pb::INPUT_ROLE_DARK_FIELD, dims));
     TOMO_ASSIGN_OR_RETURN(flat, FieldFrame(mapped, parts, input, pb::INPUT_ROLE_FLAT_FIELD, dims));
+    if (input.preprocessing().flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
+      TOMO_ASSIGN_OR_RETURN(timed_flats, TimedFlatsOfParts(mapped, parts, input, dims));
+    }
   }
   core::DetectorMask mask;
   if (const std::vector<Part> masks = WithRole(parts, pb::INPUT_ROLE_BAD_PIXEL_MASK);
@@ -298,13 +373,15 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
                                     static_cast<size_t>(masks[0].size), dims.d1, dims.d2,
                                     absl::StrCat("input: ", masks[0].name)));
   }
+  core::DetectorCorrectionOptions options = DetectorCorrectionOptionsFor(input.preprocessing());
+  if (!timed_flats.empty()) options.timed_flats = &timed_flats;
   TOMO_ASSIGN_OR_RETURN(const core::DetectorCorrectionReport report,
                         core::CorrectDetectorReadings(
                             result.projections, dark.size() > 0 ? &dark : nullptr,
-                            flat.size() > 0 ? &flat : nullptr, &mask,
-                            DetectorCorrectionOptionsFor(input.preprocessing())));
+                            flat.size() > 0 ? &flat : nullptr, &mask, options));
   result.clamped_transmissions = report.clamped_transmissions;
-  if (flat.size() > 0 || !mask.empty() || input.preprocessing().negative_log()) {
+  if (flat.size() > 0 || !mask.empty() || input.preprocessing().negative_log() ||
+      input.preprocessing().ring_filter().enabled()) {
     result.notes.push_back(report.Summary());
   }
   return result;

@@ -547,6 +547,32 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
     return Invalid("input.preprocessing.bad_pixels.max_bad_fraction",
                    absl::StrCat(bad.max_bad_fraction(), " is out of range (0, 1]"));
   }
+  if (pre.ring_filter().enabled()) {
+    const uint64_t window = pre.ring_filter().window() == 0 ? 5 : pre.ring_filter().window();
+    const uint64_t columns = static_cast<uint64_t>(core::ProjectionDims(geometry).d2);
+    if (window % 2 == 0 || window < 3 || window > std::max<uint64_t>(3, columns)) {
+      return Invalid("input.preprocessing.ring_filter.window",
+                     absl::StrCat(window, " is out of range; an odd number in [3, ",
+                                  std::max<uint64_t>(3, columns), "] (the detector's columns)"));
+    }
+  }
+  if (pre.flat_interpolation() < pb::FLAT_INTERPOLATION_UNSPECIFIED ||
+      pre.flat_interpolation() > pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
+    return OutOfRange("input.preprocessing.flat_interpolation", pre.flat_interpolation(),
+                      pb::FlatInterpolation_MIN, pb::FlatInterpolation_MAX,
+                      " (FLAT_INTERPOLATION_MEAN, _LINEAR_IN_VIEWS)");
+  }
+  if (pre.flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS &&
+      input.order() == pb::AXIS_ORDER_ROW_VIEW_COLUMN) {
+    return Invalid("input.preprocessing.flat_interpolation",
+                   "FLAT_INTERPOLATION_LINEAR_IN_VIEWS places flat files among projection "
+                   "views; AXIS_ORDER_ROW_VIEW_COLUMN files hold no views one after another");
+  }
+  if (dicom && (pre.ring_filter().enabled() || pre.has_bad_pixels())) {
+    return Invalid(pre.ring_filter().enabled() ? "input.preprocessing.ring_filter"
+                                               : "input.preprocessing.bad_pixels",
+                   "does not apply to DICOM-CT-PD input (its values come corrected)");
+  }
   if (dicom && pre.negative_log()) {
     return Invalid("input.preprocessing.negative_log",
                    "DICOM-CT-PD files say themselves whether they hold line integrals "
@@ -989,11 +1015,11 @@ std::optional<CenterPlace> CenterPlaceOf(pb::Geometry& g) {
     case pb::Geometry::kParallel3D:
     case pb::Geometry::kCone: {
       const bool cone = g.has_cone();
-      pb::CenterOfRotation* center = cone ? g.mutable_cone()->mutable_center_of_rotation()
-                                          : g.mutable_parallel_3d()->mutable_center_of_rotation();
       if (!(cone ? g.cone().has_center_of_rotation() : g.parallel_3d().has_center_of_rotation())) {
         return std::nullopt;
       }
+      pb::CenterOfRotation* center = cone ? g.mutable_cone()->mutable_center_of_rotation()
+                                          : g.mutable_parallel_3d()->mutable_center_of_rotation();
       pb::Detector* d = cone ? g.mutable_cone()->mutable_detector()
                              : g.mutable_parallel_3d()->mutable_detector();
       place = {center, cone ? "geometry.cone" : "geometry.parallel_3d", d->columns(), d->rows(),

@@ -9,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/io/projection_preprocessing.h"
 #include "core/preprocessing/flat_normalisation.h"
+#include "core/preprocessing/ring_filter.h"
 
 namespace tomo::core {
 namespace {
@@ -49,6 +50,10 @@ std::string DetectorCorrectionReport::Summary() const {
                     absl::StrFormat("%.3g", min_transmission),
                     automatic_floor ? " (automatic: half a detector count)" : "");
   }
+  if (ring_filter_window > 0) {
+    absl::StrAppend(&text, "; ring filter (sorted columns, median of ", ring_filter_window,
+                    ")");
+  }
   return text;
 }
 
@@ -66,7 +71,12 @@ absl::StatusOr<DetectorCorrectionReport> CorrectDetectorReadings(
         "min_transmission: ", *options.min_transmission, " is out of range (0, 1]"));
   }
   if (!options.bad_pixels) {
-    if (flat != nullptr) TOMO_RETURN_IF_ERROR(ApplyDarkFlat(projections, dark, *flat));
+    if (options.timed_flats != nullptr && !options.timed_flats->empty()) {
+      TOMO_RETURN_IF_ERROR(
+          NormaliseByInterpolatedFlats(projections, dark, *options.timed_flats, nullptr));
+    } else if (flat != nullptr) {
+      TOMO_RETURN_IF_ERROR(ApplyDarkFlat(projections, dark, *flat));
+    }
   } else {
     if (!(options.max_bad_fraction > 0.0) || !(options.max_bad_fraction <= 1.0)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -108,7 +118,12 @@ absl::StatusOr<DetectorCorrectionReport> CorrectDetectorReadings(
           "% can be replaced from their neighbours; check that the dark and flat fields "
           "belong to this scan"));
     }
-    if (flat != nullptr) TOMO_RETURN_IF_ERROR(NormaliseByFlat(projections, dark, *flat, &mask));
+    if (options.timed_flats != nullptr && !options.timed_flats->empty()) {
+      TOMO_RETURN_IF_ERROR(
+          NormaliseByInterpolatedFlats(projections, dark, *options.timed_flats, &mask));
+    } else if (flat != nullptr) {
+      TOMO_RETURN_IF_ERROR(NormaliseByFlat(projections, dark, *flat, &mask));
+    }
     // Line integrals given as such (no mask, no -log) are the caller's to check.
     if (report.bad_pixels > 0 || options.negative_log) {
       ReadingRepairOptions repair;
@@ -127,6 +142,10 @@ absl::StatusOr<DetectorCorrectionReport> CorrectDetectorReadings(
                                   : AutomaticTransmissionFloor(dark, flat);
     TOMO_ASSIGN_OR_RETURN(report.clamped_transmissions,
                           NegativeLog(projections, report.min_transmission));
+  }
+  if (options.ring_filter_window > 0) {
+    TOMO_RETURN_IF_ERROR(RemoveStripesBySorting(projections, options.ring_filter_window));
+    report.ring_filter_window = options.ring_filter_window;
   }
   return report;
 }

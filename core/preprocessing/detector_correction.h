@@ -3,7 +3,8 @@
 //   1. bad pixels: found from the dark and flat fields (detector_mask.h), joined with a
 //      given mask (a mask file);
 //   2. flat-field normalisation T = (I - D) / (F - D) (flat_normalisation.h), when a flat
-//      field is given;
+//      field is given (F interpolated per view between flats taken at several times when
+//      options.timed_flats has them);
 //   3. unusable readings replaced from their neighbours in the same view: the bad pixels,
 //      and before a -log every reading with T <= 0 or not finite (reading_repair.h);
 //   4. -log with the transmission floor: T < floor is raised to the floor first. The floor
@@ -11,6 +12,7 @@
 //      flat field is in counts (median gain >= 2), kept within [1e-6, 1e-2]; 1e-6
 //      otherwise. Half a count is below any reading the detector can make, so only the
 //      zero-count readings step 3 did not reach are raised.
+//   5. the ring filter on the line integrals, when asked (ring_filter.h).
 // Every count (bad pixels by cause, readings replaced, values raised to the floor, the
 // floor) is in the report; Summary() is the line a job's log and events carry.
 //
@@ -35,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "core/data/array3d.h"
 #include "core/preprocessing/detector_mask.h"
+#include "core/preprocessing/flat_normalisation.h"
 #include "core/preprocessing/reading_repair.h"
 
 namespace tomo::core {
@@ -45,6 +48,11 @@ struct DetectorCorrectionOptions {
   bool bad_pixels = true;
   double gain_outlier_ratio = kDefaultGainOutlierRatio;  // (1, inf)
   double max_bad_fraction = kDefaultMaxBadFraction;      // (0, 1]
+  int64_t ring_filter_window = 0;  // 0: no ring filter; else odd, [3, columns]
+  // Flats at several times, interpolated per view in step 2 (flat_normalisation.h); null or
+  // empty: the one flat. The flat argument (their mean) still finds the bad pixels and the
+  // floor.
+  const std::vector<TimedFlat>* timed_flats = nullptr;
 };
 
 struct DetectorCorrectionReport {
@@ -56,6 +64,7 @@ struct DetectorCorrectionReport {
   int64_t clamped_transmissions = 0;   // raised to the floor
   float min_transmission = 0;          // the floor applied (0 without -log)
   bool automatic_floor = false;
+  int64_t ring_filter_window = 0;      // the ring filter's, 0 when it did not run
   std::string Summary() const;
 };
 

@@ -348,6 +348,62 @@ TEST(JobInputTest, Hdf5ScansInBothLayoutsGiveLineIntegralsAndTheirAngles) {
               HasSubstr("input.files[1].role: DATA_ENCODING_HDF5 takes one HDF5 file"));
 }
 
+// Flats before and after a scan whose beam decays by 20%: with
+// FLAT_INTERPOLATION_LINEAR_IN_VIEWS each view gets its own flat and the line integrals come
+// back; with the default mean of all flats they are off at both ends.
+TEST(JobInputTest, FlatsBeforeAndAfterFollowADecayingBeam) {
+  const int views = 10, rows = 2, columns = 12, pixels = rows * columns;
+  const float p = 1.2f, gain = 30000.0f;
+  auto floats = [](const std::vector<float>& values) {
+    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  };
+  std::vector<float> counts(static_cast<size_t>(views * pixels));
+  for (int v = 0; v < views; ++v) {
+    const float beam = 1.0f - 0.2f * (v + 0.5f) / views;
+    for (int i = 0; i < pixels; ++i) counts[v * pixels + i] = gain * beam * std::exp(-p);
+  }
+  Upload upload;
+  upload.Add("flat_before.raw", floats(std::vector<float>(pixels, gain)), pb::INPUT_ROLE_FLAT_FIELD);
+  upload.Add("projections.raw", floats(counts));
+  upload.Add("flat_after.raw", floats(std::vector<float>(pixels, 0.8f * gain)),
+             pb::INPUT_ROLE_FLAT_FIELD);
+  pb::JobSpec spec = ConeSpec(views, rows, columns);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  upload.Describe(*spec.mutable_input());
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  for (bool interpolate : {true, false}) {
+    SCOPED_TRACE(interpolate ? "interpolated" : "mean");
+    spec.mutable_input()->mutable_preprocessing()->set_flat_interpolation(
+        interpolate ? pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS : pb::FLAT_INTERPOLATION_MEAN);
+    absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+    ASSERT_TRUE(job.ok()) << job.status();
+    absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+    ASSERT_TRUE(input.ok()) << input.status();
+    double worst = 0;
+    for (int64_t i = 0; i < input->projections.size(); ++i) {
+      worst = std::max(worst, std::abs(double{input->projections.data()[i]} - p));
+    }
+    if (interpolate) {
+      EXPECT_LT(worst, 1e-4);
+    } else {
+      EXPECT_GT(worst, 0.09);
+    }
+  }
+  // The ring filter's window is checked against the detector.
+  spec.mutable_input()->mutable_preprocessing()->mutable_ring_filter()->set_enabled(true);
+  spec.mutable_input()->mutable_preprocessing()->mutable_ring_filter()->set_window(13);
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.preprocessing.ring_filter.window: 13 is out of range; an odd "
+                        "number in [3, 12]"));
+  spec.mutable_input()->mutable_preprocessing()->mutable_ring_filter()->set_window(0);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_THAT(input->notes[0], HasSubstr("ring filter (sorted columns, median of 5)"));
+}
+
 TEST(JobInputTest, PlainFloat32IsReadAsItIs) {
   const uint64_t seed = tomo::testing::TestSeed();
   SCOPED_TRACE(tomo::testing::SeedTrace(seed));
