@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -1109,13 +1108,19 @@ absl::StatusOr<std::optional<pb::CenterOfRotationEstimate>> MoveCenterIntoOffset
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
                                              const ServerLimits& limits) {
-  {
+  const pb::Geometry& given = spec.geometry();
+  if ((given.has_parallel_2d() && given.parallel_2d().has_center_of_rotation()) ||
+      (given.has_fan_2d() && given.fan_2d().has_center_of_rotation()) ||
+      (given.has_parallel_3d() && given.parallel_3d().has_center_of_rotation()) ||
+      (given.has_cone() && given.cone().has_center_of_rotation()) ||
+      (given.has_helical() && given.helical().cone().has_center_of_rotation())) {
     // A centre of rotation becomes the detector offset (or an estimate for the runner); the
-    // rest is validated as if the spec had given the offset.
-    pb::Geometry geometry = spec.geometry();
+    // rest is validated as if the spec had given the offset (the centre removed, so this
+    // runs once).
+    pb::Geometry geometry = given;
     TOMO_ASSIGN_OR_RETURN(std::optional<pb::CenterOfRotationEstimate> estimate,
                           MoveCenterIntoOffset(geometry));
-    if (!google::protobuf::util::MessageDifferencer::Equals(geometry, spec.geometry())) {
+    {
       pb::JobSpec moved = spec;
       *moved.mutable_geometry() = std::move(geometry);
       TOMO_ASSIGN_OR_RETURN(ValidatedJob job, ValidateJobSpec(moved, limits));
