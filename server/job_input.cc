@@ -350,6 +350,19 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
     TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
     TOMO_ASSIGN_OR_RETURN(result.projections,
                           core::DecodeTiffStack(TiffParts(mapped, projection_parts)));
+    if (input.tiff_layout() == pb::TIFF_LAYOUT_SINOGRAMS) {
+      // Pages are rows of views x columns: (rows, views, columns) to (views, rows, columns).
+      const core::Dims3 pages = result.projections.dims();
+      core::Array3D reordered = core::Array3D::Uninitialized({pages.d1, pages.d0, pages.d2});
+      for (int64_t r = 0; r < pages.d0; ++r) {
+        for (int64_t v = 0; v < pages.d1; ++v) {
+          std::memcpy(reordered.data() + (v * pages.d0 + r) * pages.d2,
+                      result.projections.data() + (r * pages.d1 + v) * pages.d2,
+                      static_cast<size_t>(pages.d2) * sizeof(float));
+        }
+      }
+      result.projections = std::move(reordered);
+    }
     TOMO_RETURN_IF_ERROR(MatchesGeometry(
         result.projections.dims(), dims,
         absl::StrCat("TIFF pages of ", PartNames(projection_parts))));
@@ -457,23 +470,30 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
     return absl::OkStatus();
   }
   const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+  const bool sinograms = input.tiff_layout() == pb::TIFF_LAYOUT_SINOGRAMS;
   int64_t pages = 0;
   for (const Part& part : parts) {
     if (part.role == pb::INPUT_ROLE_BAD_PIXEL_MASK) continue;  // raw bytes, sized by the spec
     TOMO_ASSIGN_OR_RETURN(core::TiffStackInfo info,
                           core::InspectTiff(mapped.data() + part.offset,
                                             static_cast<size_t>(part.size), part.name));
-    if (info.rows != dims.d1 || info.columns != dims.d2) {
+    const bool sinogram_page = sinograms && part.role == pb::INPUT_ROLE_PROJECTIONS;
+    const int64_t height = sinogram_page ? dims.d0 : dims.d1;
+    if (info.rows != height || info.columns != dims.d2) {
       return absl::InvalidArgumentError(absl::StrCat(
           part.name, ": pages are ", info.rows, " x ", info.columns,
-          " (rows x columns), the geometry's detector ", dims.d1, " x ", dims.d2));
+          sinogram_page ? " (views x columns: sinograms), the geometry's "
+                        : " (rows x columns), the geometry's detector ",
+          height, " x ", dims.d2));
     }
     if (part.role == pb::INPUT_ROLE_PROJECTIONS) pages += info.pages;
   }
-  if (pages != dims.d0) {
-    return absl::InvalidArgumentError(absl::StrCat("input.files: ", pages,
-                                                   " TIFF projection pages, the geometry has ",
-                                                   dims.d0, " views"));
+  const int64_t expected = sinograms ? dims.d1 : dims.d0;
+  if (pages != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input.files: ", pages, sinograms ? " TIFF sinogram pages, the geometry has "
+                                          : " TIFF projection pages, the geometry has ",
+        expected, sinograms ? " detector rows" : " views"));
   }
   return absl::OkStatus();
 }

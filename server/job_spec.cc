@@ -487,6 +487,15 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
                                 "_FLOAT32_BE, _UINT16_LE, _UINT16_BE, _TIFF, _DICOM_CT_PD or "
                                 "_HDF5"));
   }
+  if (input.tiff_layout() != pb::TIFF_LAYOUT_UNSPECIFIED &&
+      encoding != pb::DATA_ENCODING_TIFF) {
+    return Invalid("input.tiff_layout", "applies to DATA_ENCODING_TIFF only");
+  }
+  if (input.tiff_layout() < pb::TIFF_LAYOUT_UNSPECIFIED ||
+      input.tiff_layout() > pb::TIFF_LAYOUT_SINOGRAMS) {
+    return OutOfRange("input.tiff_layout", input.tiff_layout(), pb::TiffLayout_MIN,
+                      pb::TiffLayout_MAX, " (TIFF_LAYOUT_PROJECTIONS, _SINOGRAMS)");
+  }
   if (input.has_hdf5() && !hdf5) {
     return Invalid("input.hdf5", "applies to DATA_ENCODING_HDF5 only");
   }

@@ -516,6 +516,43 @@ TEST(JobInputTest, TiffStackOfTwoFilesAndPageCountChecks) {
   EXPECT_THAT(s.message(), HasSubstr("3 TIFF projection pages, the geometry has 4 views"));
 }
 
+// A single-page TIFF sinogram (views x columns) of a one-row detector, and a two-page one
+// of a two-row detector: page r is row r, its line v is view v.
+TEST(JobInputTest, TiffSinogramsArePagesOfRows) {
+  Upload upload;
+  upload.Add("sinograms.tif", TiffBytes(TempPath("sinograms.tif"), 2, 5, 4, 0.0f));
+  pb::JobSpec spec = ConeSpec(5, 2, 4);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_TIFF);
+  spec.mutable_input()->set_tiff_layout(pb::TIFF_LAYOUT_SINOGRAMS);
+  upload.Describe(*spec.mutable_input());
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  ASSERT_TRUE(CheckJobInputHeaders(*job, spool).ok()) << CheckJobInputHeaders(*job, spool);
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  ASSERT_EQ(input->projections.dims(), (core::Dims3{5, 2, 4}));
+  // Value base + page * 100 + line * 10 + column: view 3, row 1, column 2.
+  EXPECT_EQ(input->projections.at(3, 1, 2), 100 + 30 + 2);
+  EXPECT_EQ(input->projections.at(4, 0, 3), 40 + 3);
+
+  // As projections the pages would be 5 x 4 frames of a 2 x 4 detector: refused at Submit.
+  spec.mutable_input()->set_tiff_layout(pb::TIFF_LAYOUT_PROJECTIONS);
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok());
+  EXPECT_THAT(CheckJobInputHeaders(*job, spool).message(),
+              HasSubstr("pages are 5 x 4 (rows x columns), the geometry's detector 2 x 4"));
+  // Sinograms of the wrong view count.
+  pb::JobSpec fewer = ConeSpec(4, 2, 4);
+  fewer.mutable_input()->set_encoding(pb::DATA_ENCODING_TIFF);
+  fewer.mutable_input()->set_tiff_layout(pb::TIFF_LAYOUT_SINOGRAMS);
+  upload.Describe(*fewer.mutable_input());
+  job = ValidateJobSpec(fewer, {});
+  ASSERT_TRUE(job.ok());
+  EXPECT_THAT(CheckJobInputHeaders(*job, spool).message(),
+              HasSubstr("pages are 5 x 4 (views x columns: sinograms), the geometry's 4 x 4"));
+}
+
 core::DicomCtPdScan SmallDicomScan() {
   core::DicomCtPdScan scan;
   scan.detector.rows = 8;
