@@ -341,7 +341,12 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
     if (scan.flat_frames.size() > 0) {
       TOMO_ASSIGN_OR_RETURN(flat, core::MeanFrame(scan.flat_frames, "flat field"));
     }
-    if (input.hdf5().angles_from_file()) result.angles_deg = std::move(scan.angles_deg);
+    if (input.hdf5().angles_from_file()) {
+      result.angles_deg = std::move(scan.angles_deg);
+      if (input.hdf5().negate_angles()) {
+        for (double& angle : result.angles_deg) angle = -angle;
+      }
+    }
     if (input.preprocessing().flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
       TOMO_ASSIGN_OR_RETURN(timed_flats, TimedFlatsOfScan(scan));
     }

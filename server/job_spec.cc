@@ -515,6 +515,10 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
          input.files(0).role() != pb::INPUT_ROLE_UNSPECIFIED)) {
       return Invalid("input.files[0].role", "the HDF5 file comes first, as INPUT_ROLE_PROJECTIONS");
     }
+    if (input.hdf5().negate_angles() && !input.hdf5().angles_from_file()) {
+      return Invalid("input.hdf5.negate_angles",
+                     "applies to the file's angles; set input.hdf5.angles_from_file too");
+    }
     if (input.hdf5().angles_from_file() && AnglesOf(geometry_spec) == nullptr) {
       return Invalid("input.hdf5.angles_from_file",
                      "true needs a geometry with angles (parallel_2d, fan_2d, parallel_3d, cone, "
