@@ -819,16 +819,20 @@ absl::StatusOr<core::IterativeOptions> ValidateIterative(absl::string_view path,
   return options;
 }
 
-absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::ViewOrder order) {
+// unspecified: what UNSPECIFIED means for this method (docs/iterative.md has the
+// measurements: SART interleaved, OS-SART sequential).
+absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::ViewOrder order,
+                                                  core::ViewOrder unspecified) {
   switch (order) {
     case pb::VIEW_ORDER_UNSPECIFIED:
+      return unspecified;
     case pb::VIEW_ORDER_SEQUENTIAL:
       return core::ViewOrder::kSequential;
     case pb::VIEW_ORDER_INTERLEAVED:
       return core::ViewOrder::kInterleaved;
     default:
       return OutOfRange(path, order, pb::ViewOrder_MIN, pb::ViewOrder_MAX,
-                        " (VIEW_ORDER_SEQUENTIAL, _INTERLEAVED; 0 means SEQUENTIAL)");
+                        " (VIEW_ORDER_SEQUENTIAL, _INTERLEAVED)");
   }
 }
 
@@ -849,7 +853,8 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
                             ValidateIterative("algorithm.sart.iterative",
                                               algorithm.sart().iterative(), volume, true));
       TOMO_ASSIGN_OR_RETURN(options.order,
-                            ValidateViewOrder("algorithm.sart.order", algorithm.sart().order()));
+                            ValidateViewOrder("algorithm.sart.order", algorithm.sart().order(),
+                                              core::ViewOrder::kInterleaved));
       return core::AlgorithmOptions(options);
     }
     case pb::Algorithm::kOsSart: {
@@ -858,7 +863,8 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
       TOMO_ASSIGN_OR_RETURN(options.iterative, ValidateIterative("algorithm.os_sart.iterative",
                                                                  given.iterative(), volume, true));
       TOMO_ASSIGN_OR_RETURN(options.order,
-                            ValidateViewOrder("algorithm.os_sart.order", given.order()));
+                            ValidateViewOrder("algorithm.os_sart.order", given.order(),
+                                              core::ViewOrder::kSequential));
       const int64_t views = core::ProjectionDims(geometry).d0;
       if (given.blocks() < 1 || given.blocks() > views) {
         return OutOfRange("algorithm.os_sart.blocks", given.blocks(), 1, views,
