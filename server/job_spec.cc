@@ -1002,9 +1002,9 @@ struct CenterPlace {
   std::string path;  // e.g. "geometry.cone"
   uint64_t columns = 0, rows = 1;
   double spacing_mm = 0;
-  std::function<void(double)> set_offset;
+  std::function<void(double)> set_offset = nullptr;
   double current_offset = 0;
-  std::string offset_field;
+  std::string offset_field = {};
 };
 
 std::optional<CenterPlace> CenterPlaceOf(pb::Geometry& g) {

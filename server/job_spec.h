@@ -77,7 +77,7 @@ struct ValidatedJob {
   tomoserve::v1::Geometry geometry_spec;
   // geometry.*.center_of_rotation.estimate: the runner estimates the centre from the
   // projections (server/job_center_of_rotation.h) before the algorithm runs.
-  std::optional<tomoserve::v1::CenterOfRotationEstimate> center_estimate;
+  std::optional<tomoserve::v1::CenterOfRotationEstimate> center_estimate = std::nullopt;
 };
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,

@@ -29,7 +29,7 @@ struct ProgressUpdate {
   double cost = -1;
   // A finding to keep with the job's result (bad pixels replaced, an estimated centre of
   // rotation): one line for its events, notes and log; empty: none.
-  std::string note;
+  std::string note = {};
 };
 
 struct RunContext {
