@@ -12,6 +12,7 @@
 #include "core/base/status_macros.h"
 #include "core/data/array3d.h"
 #include "core/data/finite_values.h"
+#include "runner/job_center_of_rotation.h"
 #include "runner/job_input.h"
 #include "runner/job_outputs.h"
 
@@ -86,6 +87,16 @@ absl::StatusOr<std::vector<tomoserve::v1::ResultFile>> ExecuteJob(
   TOMO_ASSIGN_OR_RETURN(JobInput input, std::move(read));
   TOMO_ASSIGN_OR_RETURN(core::ReconstructionRequest request, RequestForInput(job, input));
   TOMO_RETURN_IF_ERROR(context.CheckCancelled("read input"));
+  if (job.center_estimate.has_value()) {
+    TOMO_ASSIGN_OR_RETURN(std::string note, EstimateJobCenterOfRotation(
+                                                job, input, request, *backends.front(), context));
+    input.notes.push_back(std::move(note));
+  }
+  for (const std::string& note : input.notes) {
+    core::ProgressUpdate update{0.0, "read input", 0, 0};
+    update.note = note;
+    context.Report(update);
+  }
 
   TOMO_ASSIGN_OR_RETURN(core::Array3D volume,
                         registry.RunOnBackends(request, input.projections, backends, context));

@@ -10,11 +10,14 @@
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/io/dicom_ct_pd_reader.h"
+#include "core/io/hdf5_scan_reader.h"
 #include "core/io/mapped_file.h"
 #include "core/io/projection_preprocessing.h"
 #include "core/io/raw_io.h"
 #include "core/io/raw_stream.h"
 #include "core/io/tiff_stack_reader.h"
+#include "core/preprocessing/detector_correction.h"
+#include "core/preprocessing/detector_mask.h"
 #include "runner/geometry_ranges.h"
 #include "runner/icd_job_spec.h"
 
@@ -189,6 +192,101 @@ absl::StatusOr<core::Array3D> FieldFrame(const core::MappedFile& mapped,
   return core::MeanFrame(frames, what);
 }
 
+core::Hdf5Layout Hdf5LayoutFor(const pb::Hdf5Options& options) {
+  switch (options.layout()) {
+    case pb::HDF5_LAYOUT_DATA_EXCHANGE:
+      return core::Hdf5Layout::kDataExchange;
+    case pb::HDF5_LAYOUT_NXTOMO:
+      return core::Hdf5Layout::kNxTomo;
+    default:
+      return core::Hdf5Layout::kAutomatic;
+  }
+}
+
+core::DetectorCorrectionOptions DetectorCorrectionOptionsFor(const pb::Preprocessing& pre) {
+  core::DetectorCorrectionOptions options;
+  options.negative_log = pre.negative_log();
+  if (pre.has_min_transmission()) {
+    options.min_transmission = static_cast<float>(pre.min_transmission());
+  }
+  options.bad_pixels = !pre.bad_pixels().disabled();
+  if (pre.bad_pixels().has_gain_outlier_ratio()) {
+    options.gain_outlier_ratio = pre.bad_pixels().gain_outlier_ratio();
+  }
+  if (pre.bad_pixels().has_max_bad_fraction()) {
+    options.max_bad_fraction = pre.bad_pixels().max_bad_fraction();
+  }
+  if (pre.ring_filter().enabled()) {
+    options.ring_filter_window = pre.ring_filter().window() == 0 ? 5 : pre.ring_filter().window();
+  }
+  return options;
+}
+
+// Flat files grouped by the projection views uploaded before them (raw view-row-column or
+// TIFF), each group averaged: FLAT_INTERPOLATION_LINEAR_IN_VIEWS.
+absl::StatusOr<std::vector<core::TimedFlat>> TimedFlatsOfParts(const core::MappedFile& mapped,
+                                                               const std::vector<Part>& parts,
+                                                               const pb::ProjectionInput& input,
+                                                               const core::Dims3& dims) {
+  std::vector<core::TimedFlat> flats;
+  int64_t views_before = 0;
+  std::vector<Part> group;
+  int64_t group_position = -1;
+  auto close_group = [&]() -> absl::Status {
+    if (group.empty()) return absl::OkStatus();
+    std::vector<Part> chosen = group;
+    for (Part& part : chosen) part.role = pb::INPUT_ROLE_FLAT_FIELD;
+    TOMO_ASSIGN_OR_RETURN(core::Array3D mean, FieldFrame(mapped, chosen, input,
+                                                         pb::INPUT_ROLE_FLAT_FIELD, dims));
+    flats.push_back({std::move(mean), static_cast<double>(group_position)});
+    group.clear();
+    return absl::OkStatus();
+  };
+  const uint64_t frame_bytes =
+      static_cast<uint64_t>(dims.d1 * dims.d2) * core::RawSampleBytes(RawLayout(input, dims).sample);
+  for (const Part& part : parts) {
+    if (part.role == pb::INPUT_ROLE_PROJECTIONS) {
+      int64_t views = 0;
+      if (input.encoding() == pb::DATA_ENCODING_TIFF) {
+        TOMO_ASSIGN_OR_RETURN(core::TiffStackInfo info,
+                              core::InspectTiff(mapped.data() + part.offset,
+                                                static_cast<size_t>(part.size), part.name));
+        views = info.pages;
+      } else {
+        views = static_cast<int64_t>(part.size / frame_bytes);
+      }
+      views_before += views;
+    } else if (part.role == pb::INPUT_ROLE_FLAT_FIELD) {
+      if (views_before != group_position) TOMO_RETURN_IF_ERROR(close_group());
+      group_position = views_before;
+      group.push_back(part);
+    }
+  }
+  TOMO_RETURN_IF_ERROR(close_group());
+  return flats;
+}
+
+// NXtomo's flat frames grouped by the projections acquired before them, each averaged.
+absl::StatusOr<std::vector<core::TimedFlat>> TimedFlatsOfScan(const core::Hdf5Scan& scan) {
+  std::vector<core::TimedFlat> flats;
+  const core::Dims3& d = scan.flat_frames.dims();
+  const int64_t pixels = d.d1 * d.d2;
+  for (size_t first = 0; first < scan.flat_positions.size();) {
+    size_t end = first;
+    while (end < scan.flat_positions.size() &&
+           scan.flat_positions[end] == scan.flat_positions[first]) {
+      ++end;
+    }
+    core::Array3D frames({static_cast<int64_t>(end - first), d.d1, d.d2});
+    std::memcpy(frames.data(), scan.flat_frames.data() + static_cast<int64_t>(first) * pixels,
+                frames.size_bytes());
+    TOMO_ASSIGN_OR_RETURN(core::Array3D mean, core::MeanFrame(frames, "flat field"));
+    flats.push_back({std::move(mean), static_cast<double>(scan.flat_positions[first])});
+    first = end;
+  }
+  return flats;
+}
+
 }  // namespace
 
 bool InputIsPlainProjections(const ValidatedJob& job) {
@@ -197,7 +295,8 @@ bool InputIsPlainProjections(const ValidatedJob& job) {
   const bool float32_le = input.encoding() == pb::DATA_ENCODING_FLOAT32_LE ||
                           input.encoding() == pb::DATA_ENCODING_UNSPECIFIED;
   return float32_le && input.files().empty() && !input.preprocessing().negative_log() &&
-         input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN && !job.geometry_from_input_files;
+         input.order() != pb::AXIS_ORDER_ROW_VIEW_COLUMN && !job.geometry_from_input_files &&
+         !job.center_estimate.has_value() && !input.preprocessing().ring_filter().enabled();
 }
 
 absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::string& input_path) {
@@ -226,11 +325,49 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
     return result;
   }
   const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
-  if (input.encoding() == pb::DATA_ENCODING_TIFF) {
+  core::Array3D dark, flat;
+  std::vector<core::TimedFlat> timed_flats;
+  if (input.encoding() == pb::DATA_ENCODING_HDF5) {
+    // The HDF5 file is the spool's first bytes (the spec's validation says so); libhdf5
+    // reads it by hyperslabs, never the whole file at once.
+    TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
+    TOMO_ASSIGN_OR_RETURN(core::Hdf5Scan scan,
+                          core::ReadHdf5Scan(input_path, Hdf5LayoutFor(input.hdf5()),
+                                             projection_parts.front().name));
+    result.projections = std::move(scan.projections);
+    if (scan.dark_frames.size() > 0) {
+      TOMO_ASSIGN_OR_RETURN(dark, core::MeanFrame(scan.dark_frames, "dark field"));
+    }
+    if (scan.flat_frames.size() > 0) {
+      TOMO_ASSIGN_OR_RETURN(flat, core::MeanFrame(scan.flat_frames, "flat field"));
+    }
+    if (input.hdf5().angles_from_file()) {
+      result.angles_deg = std::move(scan.angles_deg);
+      if (input.hdf5().negate_angles()) {
+        for (double& angle : result.angles_deg) angle = -angle;
+      }
+    }
+    if (input.preprocessing().flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
+      TOMO_ASSIGN_OR_RETURN(timed_flats, TimedFlatsOfScan(scan));
+    }
+  } else if (input.encoding() == pb::DATA_ENCODING_TIFF) {
     // Page counts and sizes against the geometry before any page is decoded.
     TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
     TOMO_ASSIGN_OR_RETURN(result.projections,
                           core::DecodeTiffStack(TiffParts(mapped, projection_parts)));
+    if (input.tiff_layout() == pb::TIFF_LAYOUT_SINOGRAMS) {
+      // Pages are rows of views x columns: (rows, views, columns) to (views, rows, columns).
+      const core::Dims3 pages = result.projections.dims();
+      core::Array3D reordered = core::Array3D::Uninitialized({pages.d1, pages.d0, pages.d2});
+      for (int64_t r = 0; r < pages.d0; ++r) {
+        for (int64_t v = 0; v < pages.d1; ++v) {
+          std::memcpy(reordered.data() + (v * pages.d0 + r) * pages.d2,
+                      result.projections.data() + (r * pages.d1 + v) * pages.d2,
+                      static_cast<size_t>(pages.d2) * sizeof(float));
+        }
+      }
+      result.projections = std::move(reordered);
+    }
     TOMO_RETURN_IF_ERROR(MatchesGeometry(
         result.projections.dims(), dims,
         absl::StrCat("TIFF pages of ", PartNames(projection_parts))));
@@ -239,20 +376,31 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
                           DecodeRawParts(mapped, projection_parts, input, dims.d0, dims.d1,
                                          dims.d2, /*whole_frames=*/false));
   }
-  TOMO_ASSIGN_OR_RETURN(core::Array3D dark,
-                        FieldFrame(mapped, parts, input, pb::INPUT_ROLE_DARK_FIELD, dims));
-  TOMO_ASSIGN_OR_RETURN(core::Array3D flat,
-                        FieldFrame(mapped, parts, input, pb::INPUT_ROLE_FLAT_FIELD, dims));
-  if (flat.size() > 0) {
-    TOMO_RETURN_IF_ERROR(
-        core::ApplyDarkFlat(result.projections, dark.size() > 0 ? &dark : nullptr, flat));
+  if (input.encoding() != pb::DATA_ENCODING_HDF5) {
+    TOMO_ASSIGN_OR_RETURN(dark, FieldFrame(mapped, parts, input, pb::INPUT_ROLE_DARK_FIELD, dims));
+    TOMO_ASSIGN_OR_RETURN(flat, FieldFrame(mapped, parts, input, pb::INPUT_ROLE_FLAT_FIELD, dims));
+    if (input.preprocessing().flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
+      TOMO_ASSIGN_OR_RETURN(timed_flats, TimedFlatsOfParts(mapped, parts, input, dims));
+    }
   }
-  if (input.preprocessing().negative_log()) {
-    const float floor = input.preprocessing().has_min_transmission()
-                            ? static_cast<float>(input.preprocessing().min_transmission())
-                            : core::kDefaultMinTransmission;
-    TOMO_ASSIGN_OR_RETURN(result.clamped_transmissions,
-                          core::NegativeLog(result.projections, floor));
+  core::DetectorMask mask;
+  if (const std::vector<Part> masks = WithRole(parts, pb::INPUT_ROLE_BAD_PIXEL_MASK);
+      !masks.empty()) {
+    TOMO_ASSIGN_OR_RETURN(mask, core::DetectorMask::FromBytes(
+                                    mapped.data() + masks[0].offset,
+                                    static_cast<size_t>(masks[0].size), dims.d1, dims.d2,
+                                    absl::StrCat("input: ", masks[0].name)));
+  }
+  core::DetectorCorrectionOptions options = DetectorCorrectionOptionsFor(input.preprocessing());
+  if (!timed_flats.empty()) options.timed_flats = &timed_flats;
+  TOMO_ASSIGN_OR_RETURN(const core::DetectorCorrectionReport report,
+                        core::CorrectDetectorReadings(
+                            result.projections, dark.size() > 0 ? &dark : nullptr,
+                            flat.size() > 0 ? &flat : nullptr, &mask, options));
+  result.clamped_transmissions = report.clamped_transmissions;
+  if (flat.size() > 0 || !mask.empty() || input.preprocessing().negative_log() ||
+      input.preprocessing().ring_filter().enabled()) {
+    result.notes.push_back(report.Summary());
   }
   return result;
 }
@@ -261,6 +409,9 @@ absl::StatusOr<core::ReconstructionRequest> RequestForInput(const ValidatedJob& 
                                                             const JobInput& input) {
   core::ReconstructionRequest request = job.request;
   UsePhotonStatistics(input.photon_statistics, request.algorithm);
+  if (!input.angles_deg.empty()) {
+    TOMO_ASSIGN_OR_RETURN(request.geometry, GeometryWith(job, {input.angles_deg, std::nullopt}));
+  }
   if (!input.geometry.has_value()) return request;
   const core::VectorGeometry& geometry = *input.geometry;
   // The files' values meet the ranges a spec's would (geometry_ranges.h).
@@ -277,10 +428,35 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
   const pb::ProjectionInput& input = job.input;
   const bool dicom = input.encoding() == pb::DATA_ENCODING_DICOM_CT_PD;
   const bool tiff = input.encoding() == pb::DATA_ENCODING_TIFF;
-  if (!dicom && !tiff) return absl::OkStatus();
+  const bool hdf5 = input.encoding() == pb::DATA_ENCODING_HDF5;
+  if (!dicom && !tiff && !hdf5) return absl::OkStatus();
   TOMO_ASSIGN_OR_RETURN(core::MappedFile mapped,
                         MapSpooledInput(input_path, job.input_bytes));
   TOMO_ASSIGN_OR_RETURN(const std::vector<Part> parts, Parts(input, mapped.size()));
+  if (hdf5) {
+    const std::string& name = parts.front().name;
+    TOMO_ASSIGN_OR_RETURN(core::Hdf5ScanInfo info,
+                          core::InspectHdf5Scan(input_path, Hdf5LayoutFor(input.hdf5()), name));
+    const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+    if (info.projections != dims.d0 || info.rows != dims.d1 || info.columns != dims.d2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": ", info.projections_dataset, " holds ", info.projections, " projections of ",
+          info.rows, " x ", info.columns, " (rows x columns); the geometry has ", dims.d0,
+          " views of ", dims.d1, " x ", dims.d2));
+    }
+    if (input.hdf5().angles_from_file() && !info.has_angles) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input.hdf5.angles_from_file: ", name, " holds no rotation angles (",
+          info.layout == core::Hdf5Layout::kDataExchange ? "/exchange/theta"
+                                                         : "<entry>/sample/rotation_angle",
+          ")"));
+    }
+    if (info.darks > 0 && info.flats == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": dark fields without flat fields; T = (I - dark) / (flat - dark) needs both"));
+    }
+    return absl::OkStatus();
+  }
   if (dicom) {
     std::optional<core::DicomCtPdHeader> first;
     std::string first_name;
@@ -299,22 +475,30 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
     return absl::OkStatus();
   }
   const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+  const bool sinograms = input.tiff_layout() == pb::TIFF_LAYOUT_SINOGRAMS;
   int64_t pages = 0;
   for (const Part& part : parts) {
+    if (part.role == pb::INPUT_ROLE_BAD_PIXEL_MASK) continue;  // raw bytes, sized by the spec
     TOMO_ASSIGN_OR_RETURN(core::TiffStackInfo info,
                           core::InspectTiff(mapped.data() + part.offset,
                                             static_cast<size_t>(part.size), part.name));
-    if (info.rows != dims.d1 || info.columns != dims.d2) {
+    const bool sinogram_page = sinograms && part.role == pb::INPUT_ROLE_PROJECTIONS;
+    const int64_t height = sinogram_page ? dims.d0 : dims.d1;
+    if (info.rows != height || info.columns != dims.d2) {
       return absl::InvalidArgumentError(absl::StrCat(
           part.name, ": pages are ", info.rows, " x ", info.columns,
-          " (rows x columns), the geometry's detector ", dims.d1, " x ", dims.d2));
+          sinogram_page ? " (views x columns: sinograms), the geometry's "
+                        : " (rows x columns), the geometry's detector ",
+          height, " x ", dims.d2));
     }
     if (part.role == pb::INPUT_ROLE_PROJECTIONS) pages += info.pages;
   }
-  if (pages != dims.d0) {
-    return absl::InvalidArgumentError(absl::StrCat("input.files: ", pages,
-                                                   " TIFF projection pages, the geometry has ",
-                                                   dims.d0, " views"));
+  const int64_t expected = sinograms ? dims.d1 : dims.d0;
+  if (pages != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input.files: ", pages, sinograms ? " TIFF sinogram pages, the geometry has "
+                                          : " TIFF projection pages, the geometry has ",
+        expected, sinograms ? " detector rows" : " views"));
   }
   return absl::OkStatus();
 }

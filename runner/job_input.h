@@ -13,8 +13,11 @@
 //   TIFF                          one view per page, files in order (tiff_stack_reader.h)
 //   DICOM_CT_PD                   one view per file (dicom_ct_pd_reader.h); geometry and
 //                                values from the files
-// then, for raw and TIFF, input.preprocessing: dark/flat correction when a flat field is
-// uploaded, -log with its guard when negative_log (projection_preprocessing.h).
+//   HDF5                          one scan file first (hdf5_scan_reader.h): projections,
+//                                flats, darks and optionally the angles
+// then, for raw and TIFF, input.preprocessing: bad pixels (from the fields and a mask file),
+// dark/flat correction when a flat field is uploaded, unusable readings replaced, -log with
+// its floor when negative_log (core/preprocessing/detector_correction.h).
 //
 // Errors: INVALID_ARGUMENT naming the file and the tag or page (from the readers), or the
 // mismatch with the geometry ("input: 3 TIFF pages of 64 x 128 (views, rows, columns) do
@@ -31,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,6 +53,12 @@ struct JobInput {
   core::Array3D photon_statistics;  // (views, 1, n) from DICOM-CT-PD; empty otherwise
   core::AcquisitionMetadata metadata;
   int64_t clamped_transmissions = 0;  // values the -log guard raised to min_transmission
+  // What the detector corrections found and chose, one line each (for the job's notes,
+  // events and log; core/preprocessing/detector_correction.h); empty when none ran.
+  std::vector<std::string> notes;
+  // The views' angles from an HDF5 file (input.hdf5.angles_from_file); RequestForInput
+  // rebuilds the geometry with them. Empty otherwise.
+  std::vector<double> angles_deg;
   // Keeps `projections` page-locked (InputPrefetcher pins an input it reads ahead for CUDA
   // workers: their copies then go straight from it); null or !pinned(): plain memory.
   // Declared after projections, so destroyed (unregistered) before they are freed; reset it
@@ -61,7 +71,7 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
 
 // Whether the spooled input is the projections exactly as the algorithm takes them: float32
 // little endian (or unspecified), one file in view-row-column order, no preprocessing, the
-// geometry in the spec. ResolveJobInput then only reads the file; tomod may read it while
+// geometry in the spec (no centre of rotation to estimate). ResolveJobInput then only reads the file; tomod may read it while
 // it is uploaded (upload_stream.h).
 bool InputIsPlainProjections(const ValidatedJob& job);
 

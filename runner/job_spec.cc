@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -303,6 +305,40 @@ absl::StatusOr<core::VectorGeometry> ValidateVectorGeometry(const pb::Geometry& 
                              "cone, helical, vectors, from_input_files, radon_3d");
 }
 
+// The angles of a geometry that has them; null for vectors, from_input_files, radon_3d.
+const pb::Angles* AnglesOf(const pb::Geometry& g) {
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D:
+      return &g.parallel_2d().angles();
+    case pb::Geometry::kFan2D:
+      return &g.fan_2d().angles();
+    case pb::Geometry::kParallel3D:
+      return &g.parallel_3d().angles();
+    case pb::Geometry::kCone:
+      return &g.cone().angles();
+    case pb::Geometry::kHelical:
+      return &g.helical().cone().angles();
+    default:
+      return nullptr;
+  }
+}
+
+pb::Angles* MutableAnglesOf(pb::Geometry& g) {
+  if (AnglesOf(g) == nullptr) return nullptr;
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D:
+      return g.mutable_parallel_2d()->mutable_angles();
+    case pb::Geometry::kFan2D:
+      return g.mutable_fan_2d()->mutable_angles();
+    case pb::Geometry::kParallel3D:
+      return g.mutable_parallel_3d()->mutable_angles();
+    case pb::Geometry::kCone:
+      return g.mutable_cone()->mutable_angles();
+    default:
+      return g.mutable_helical()->mutable_cone()->mutable_angles();
+  }
+}
+
 // Projection files listed in input.files (role PROJECTIONS or unspecified).
 int64_t ProjectionFileCount(const pb::ProjectionInput& input) {
   int64_t count = 0;
@@ -436,16 +472,65 @@ constexpr size_t kMaxInputFileNameBytes = 255;
 // (from_input: the geometry is a placeholder and the resolver checks the files against it),
 // the preprocessing; then the upload limit.
 absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometry& geometry,
-                           bool from_input, const ServerLimits& limits) {
+                           const pb::Geometry& geometry_spec, bool from_input,
+                           const ServerLimits& limits) {
   const pb::DataEncoding encoding = input.encoding();
   const bool dicom = encoding == pb::DATA_ENCODING_DICOM_CT_PD;
-  const bool tiff = encoding == pb::DATA_ENCODING_TIFF;
+  const bool hdf5 = encoding == pb::DATA_ENCODING_HDF5;
+  // TIFF and HDF5 are files whose sizes say nothing of the geometry, as DICOM-CT-PD's.
+  const bool tiff = encoding == pb::DATA_ENCODING_TIFF || hdf5;
   const uint64_t value_bytes = RawValueBytes(encoding);
   if (value_bytes == 0 && !dicom && !tiff) {
     return Invalid("input.encoding",
                    absl::StrCat(EnumName(encoding, [](int e) { return pb::DataEncoding_Name(e); }),
                                 " is not supported; expected DATA_ENCODING_FLOAT32_LE, "
-                                "_FLOAT32_BE, _UINT16_LE, _UINT16_BE, _TIFF or _DICOM_CT_PD"));
+                                "_FLOAT32_BE, _UINT16_LE, _UINT16_BE, _TIFF, _DICOM_CT_PD or "
+                                "_HDF5"));
+  }
+  if (input.tiff_layout() != pb::TIFF_LAYOUT_UNSPECIFIED &&
+      encoding != pb::DATA_ENCODING_TIFF) {
+    return Invalid("input.tiff_layout", "applies to DATA_ENCODING_TIFF only");
+  }
+  if (input.tiff_layout() < pb::TIFF_LAYOUT_UNSPECIFIED ||
+      input.tiff_layout() > pb::TIFF_LAYOUT_SINOGRAMS) {
+    return OutOfRange("input.tiff_layout", input.tiff_layout(), pb::TiffLayout_MIN,
+                      pb::TiffLayout_MAX, " (TIFF_LAYOUT_PROJECTIONS, _SINOGRAMS)");
+  }
+  if (input.has_hdf5() && !hdf5) {
+    return Invalid("input.hdf5", "applies to DATA_ENCODING_HDF5 only");
+  }
+  if (hdf5) {
+    const pb::Hdf5Layout layout = input.hdf5().layout();
+    if (layout < pb::HDF5_LAYOUT_UNSPECIFIED || layout > pb::HDF5_LAYOUT_NXTOMO) {
+      return OutOfRange("input.hdf5.layout", layout, pb::Hdf5Layout_MIN, pb::Hdf5Layout_MAX,
+                        " (HDF5_LAYOUT_AUTOMATIC, _DATA_EXCHANGE, _NXTOMO; 0 means AUTOMATIC)");
+    }
+    if (from_input) {
+      return Invalid("geometry.from_input_files",
+                     "DATA_ENCODING_HDF5 takes the detector and distances from the spec's "
+                     "geometry (the angles too, unless input.hdf5.angles_from_file)");
+    }
+    if (input.files_size() > 0 &&
+        (input.files(0).role() != pb::INPUT_ROLE_PROJECTIONS &&
+         input.files(0).role() != pb::INPUT_ROLE_UNSPECIFIED)) {
+      return Invalid("input.files[0].role", "the HDF5 file comes first, as INPUT_ROLE_PROJECTIONS");
+    }
+    if (input.hdf5().negate_angles() && !input.hdf5().angles_from_file()) {
+      return Invalid("input.hdf5.negate_angles",
+                     "applies to the file's angles; set input.hdf5.angles_from_file too");
+    }
+    if (input.hdf5().angles_from_file() && AnglesOf(geometry_spec) == nullptr) {
+      return Invalid("input.hdf5.angles_from_file",
+                     "true needs a geometry with angles (parallel_2d, fan_2d, parallel_3d, cone, "
+                     "helical)");
+    }
+    for (int i = 1; i < input.files_size(); ++i) {
+      if (input.files(i).role() != pb::INPUT_ROLE_BAD_PIXEL_MASK) {
+        return Invalid(absl::StrCat("input.files[", i, "].role"),
+                       "DATA_ENCODING_HDF5 takes one HDF5 file (its flat and dark fields are "
+                       "inside it), then at most a bad-pixel mask");
+      }
+    }
   }
   if (dicom && !from_input) {
     return Invalid("geometry", "DATA_ENCODING_DICOM_CT_PD takes its geometry from the files; "
@@ -462,6 +547,43 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
       !(pre.min_transmission() > 0 && pre.min_transmission() <= 1)) {
     return Invalid("input.preprocessing.min_transmission",
                    absl::StrCat(pre.min_transmission(), " is out of range (0, 1]"));
+  }
+  const pb::BadPixelOptions& bad = pre.bad_pixels();
+  if (bad.has_gain_outlier_ratio() &&
+      !(std::isfinite(bad.gain_outlier_ratio()) && bad.gain_outlier_ratio() > 1)) {
+    return Invalid("input.preprocessing.bad_pixels.gain_outlier_ratio",
+                   absl::StrCat(bad.gain_outlier_ratio(), " is out of range (1, inf)"));
+  }
+  if (bad.has_max_bad_fraction() &&
+      !(bad.max_bad_fraction() > 0 && bad.max_bad_fraction() <= 1)) {
+    return Invalid("input.preprocessing.bad_pixels.max_bad_fraction",
+                   absl::StrCat(bad.max_bad_fraction(), " is out of range (0, 1]"));
+  }
+  if (pre.ring_filter().enabled()) {
+    const uint64_t window = pre.ring_filter().window() == 0 ? 5 : pre.ring_filter().window();
+    const uint64_t columns = static_cast<uint64_t>(core::ProjectionDims(geometry).d2);
+    if (window % 2 == 0 || window < 3 || window > std::max<uint64_t>(3, columns)) {
+      return Invalid("input.preprocessing.ring_filter.window",
+                     absl::StrCat(window, " is out of range; an odd number in [3, ",
+                                  std::max<uint64_t>(3, columns), "] (the detector's columns)"));
+    }
+  }
+  if (pre.flat_interpolation() < pb::FLAT_INTERPOLATION_UNSPECIFIED ||
+      pre.flat_interpolation() > pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
+    return OutOfRange("input.preprocessing.flat_interpolation", pre.flat_interpolation(),
+                      pb::FlatInterpolation_MIN, pb::FlatInterpolation_MAX,
+                      " (FLAT_INTERPOLATION_MEAN, _LINEAR_IN_VIEWS)");
+  }
+  if (pre.flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS &&
+      input.order() == pb::AXIS_ORDER_ROW_VIEW_COLUMN) {
+    return Invalid("input.preprocessing.flat_interpolation",
+                   "FLAT_INTERPOLATION_LINEAR_IN_VIEWS places flat files among projection "
+                   "views; AXIS_ORDER_ROW_VIEW_COLUMN files hold no views one after another");
+  }
+  if (dicom && (pre.ring_filter().enabled() || pre.has_bad_pixels())) {
+    return Invalid(pre.ring_filter().enabled() ? "input.preprocessing.ring_filter"
+                                               : "input.preprocessing.bad_pixels",
+                   "does not apply to DICOM-CT-PD input (its values come corrected)");
   }
   if (dicom && pre.negative_log()) {
     return Invalid("input.preprocessing.negative_log",
@@ -496,7 +618,7 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
     // Sums of sizes from the request: a sum past 2^64 must be refused, never wrap to a
     // small total that then matches input.size_bytes.
     core::CheckedSum<uint64_t> total, projection_bytes;
-    bool dark = false, flat = false;
+    bool dark = false, flat = false, mask = false;
     for (int i = 0; i < input.files_size(); ++i) {
       const pb::InputFile& file = input.files(i);
       const std::string path = absl::StrCat("input.files[", i, "]");
@@ -534,11 +656,28 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
                                         " x ", dims.d2, " x ", value_bytes, " bytes"));
           }
           break;
+        case pb::INPUT_ROLE_BAD_PIXEL_MASK:
+          if (dicom) {
+            return Invalid(absl::StrCat(path, ".role"),
+                           "a bad-pixel mask does not apply to DICOM-CT-PD files");
+          }
+          if (mask) {
+            return Invalid(absl::StrCat(path, ".role"),
+                           "a second INPUT_ROLE_BAD_PIXEL_MASK file; at most one");
+          }
+          mask = true;
+          if (file.size_bytes() != static_cast<uint64_t>(dims.d1 * dims.d2)) {
+            return Invalid(absl::StrCat(path, ".size_bytes"),
+                           absl::StrCat(file.size_bytes(), " (", file.name(),
+                                        ") is not one byte per detector pixel, ", dims.d1,
+                                        " x ", dims.d2, " = ", dims.d1 * dims.d2));
+          }
+          break;
         default:
           return OutOfRange(absl::StrCat(path, ".role"), file.role(), pb::InputRole_MIN,
                             pb::InputRole_MAX,
-                            " (INPUT_ROLE_PROJECTIONS, _DARK_FIELD, _FLAT_FIELD; 0 means "
-                            "PROJECTIONS)");
+                            " (INPUT_ROLE_PROJECTIONS, _DARK_FIELD, _FLAT_FIELD, "
+                            "_BAD_PIXEL_MASK; 0 means PROJECTIONS)");
       }
     }
     if (projection_bytes.value() == 0) {
@@ -680,16 +819,20 @@ absl::StatusOr<core::IterativeOptions> ValidateIterative(absl::string_view path,
   return options;
 }
 
-absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::ViewOrder order) {
+// unspecified: what UNSPECIFIED means for this method (docs/iterative.md has the
+// measurements: SART interleaved, OS-SART sequential).
+absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::ViewOrder order,
+                                                  core::ViewOrder unspecified) {
   switch (order) {
     case pb::VIEW_ORDER_UNSPECIFIED:
+      return unspecified;
     case pb::VIEW_ORDER_SEQUENTIAL:
       return core::ViewOrder::kSequential;
     case pb::VIEW_ORDER_INTERLEAVED:
       return core::ViewOrder::kInterleaved;
     default:
       return OutOfRange(path, order, pb::ViewOrder_MIN, pb::ViewOrder_MAX,
-                        " (VIEW_ORDER_SEQUENTIAL, _INTERLEAVED; 0 means SEQUENTIAL)");
+                        " (VIEW_ORDER_SEQUENTIAL, _INTERLEAVED)");
   }
 }
 
@@ -710,7 +853,8 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
                             ValidateIterative("algorithm.sart.iterative",
                                               algorithm.sart().iterative(), volume, true));
       TOMO_ASSIGN_OR_RETURN(options.order,
-                            ValidateViewOrder("algorithm.sart.order", algorithm.sart().order()));
+                            ValidateViewOrder("algorithm.sart.order", algorithm.sart().order(),
+                                              core::ViewOrder::kInterleaved));
       return core::AlgorithmOptions(options);
     }
     case pb::Algorithm::kOsSart: {
@@ -719,7 +863,8 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
       TOMO_ASSIGN_OR_RETURN(options.iterative, ValidateIterative("algorithm.os_sart.iterative",
                                                                  given.iterative(), volume, true));
       TOMO_ASSIGN_OR_RETURN(options.order,
-                            ValidateViewOrder("algorithm.os_sart.order", given.order()));
+                            ValidateViewOrder("algorithm.os_sart.order", given.order(),
+                                              core::ViewOrder::kSequential));
       const int64_t views = core::ProjectionDims(geometry).d0;
       if (given.blocks() < 1 || given.blocks() > views) {
         return OutOfRange("algorithm.os_sart.blocks", given.blocks(), 1, views,
@@ -850,10 +995,158 @@ absl::StatusOr<OutputSettings> ValidateOutputOptions(const pb::JobSpec& spec,
   return settings;
 }
 
+// The centre of rotation of a geometry that can have one, with the detector's columns,
+// column spacing, rows and the offset the centre replaces.
+struct CenterPlace {
+  pb::CenterOfRotation* center = nullptr;
+  std::string path;  // e.g. "geometry.cone"
+  uint64_t columns = 0, rows = 1;
+  double spacing_mm = 0;
+  std::function<void(double)> set_offset = nullptr;
+  double current_offset = 0;
+  std::string offset_field = {};
+};
+
+std::optional<CenterPlace> CenterPlaceOf(pb::Geometry& g) {
+  CenterPlace place;
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D: {
+      pb::ParallelBeam2D* p = g.mutable_parallel_2d();
+      if (!p->has_center_of_rotation()) return std::nullopt;
+      place = {p->mutable_center_of_rotation(), "geometry.parallel_2d", p->num_detectors(), 1,
+               p->detector_spacing_mm()};
+      place.set_offset = [p](double o) { p->set_detector_offset_mm(o); };
+      place.current_offset = p->detector_offset_mm();
+      place.offset_field = "detector_offset_mm";
+      return place;
+    }
+    case pb::Geometry::kFan2D: {
+      pb::FanBeam2D* f = g.mutable_fan_2d();
+      if (!f->has_center_of_rotation()) return std::nullopt;
+      place = {f->mutable_center_of_rotation(), "geometry.fan_2d", f->num_detectors(), 1,
+               f->detector_spacing_mm()};
+      place.set_offset = [f](double o) { f->set_detector_offset_mm(o); };
+      place.current_offset = f->detector_offset_mm();
+      place.offset_field = "detector_offset_mm";
+      return place;
+    }
+    case pb::Geometry::kParallel3D:
+    case pb::Geometry::kCone: {
+      const bool cone = g.has_cone();
+      if (!(cone ? g.cone().has_center_of_rotation() : g.parallel_3d().has_center_of_rotation())) {
+        return std::nullopt;
+      }
+      pb::CenterOfRotation* center = cone ? g.mutable_cone()->mutable_center_of_rotation()
+                                          : g.mutable_parallel_3d()->mutable_center_of_rotation();
+      pb::Detector* d = cone ? g.mutable_cone()->mutable_detector()
+                             : g.mutable_parallel_3d()->mutable_detector();
+      place = {center, cone ? "geometry.cone" : "geometry.parallel_3d", d->columns(), d->rows(),
+               d->column_spacing_mm()};
+      place.set_offset = [d](double o) { d->set_offset_u_mm(o); };
+      place.current_offset = d->offset_u_mm();
+      place.offset_field = "detector.offset_u_mm";
+      return place;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// Moves geometry.*.center_of_rotation into the detector offset (a column) or out of the
+// geometry (an estimate, returned for the runner); nullopt when there is none.
+absl::StatusOr<std::optional<pb::CenterOfRotationEstimate>> MoveCenterIntoOffset(
+    pb::Geometry& g) {
+  if (g.has_helical() && g.helical().cone().has_center_of_rotation()) {
+    return Invalid("geometry.helical.cone.center_of_rotation",
+                   "a helical scan's centre cannot be set or estimated as a circular scan's; "
+                   "give detector.offset_u_mm");
+  }
+  std::optional<CenterPlace> place = CenterPlaceOf(g);
+  if (!place.has_value()) return std::optional<pb::CenterOfRotationEstimate>();
+  const std::string path = absl::StrCat(place->path, ".center_of_rotation");
+  if (place->current_offset != 0) {
+    return Invalid(path, absl::StrCat("set with ", place->path, ".", place->offset_field, " ",
+                                      place->current_offset, "; give one of them (the centre "
+                                      "sets the offset)"));
+  }
+  const double last = static_cast<double>(place->columns) - 1;
+  std::optional<pb::CenterOfRotationEstimate> estimate;
+  switch (place->center->kind_case()) {
+    case pb::CenterOfRotation::kColumn: {
+      const double column = place->center->column();
+      if (!std::isfinite(column) || column < 0 || column > last) {
+        return Invalid(absl::StrCat(path, ".column"),
+                       absl::StrCat(column, " is out of range [0, ", last, "] (the detector's ",
+                                    place->columns, " columns)"));
+      }
+      // Checked as the offset itself later; a spacing of 0 is refused there.
+      place->set_offset((0.5 * last - column) * place->spacing_mm);
+      break;
+    }
+    case pb::CenterOfRotation::kEstimate: {
+      const pb::CenterOfRotationEstimate& e = place->center->estimate();
+      if (e.method() < pb::CENTER_OF_ROTATION_METHOD_UNSPECIFIED ||
+          e.method() > pb::CENTER_OF_ROTATION_METHOD_SHARPNESS) {
+        return OutOfRange(absl::StrCat(path, ".estimate.method"), e.method(),
+                          pb::CenterOfRotationMethod_MIN, pb::CenterOfRotationMethod_MAX,
+                          " (CENTER_OF_ROTATION_METHOD_AUTOMATIC, _OPPOSING_RAYS, _SHARPNESS)");
+      }
+      const double half = 0.5 * static_cast<double>(place->columns + 1);
+      if (!std::isfinite(e.search_radius_columns()) || e.search_radius_columns() < 0 ||
+          e.search_radius_columns() >= half) {
+        return Invalid(absl::StrCat(path, ".estimate.search_radius_columns"),
+                       absl::StrCat(e.search_radius_columns(), " is out of range [0, ", half,
+                                    "); 0 means a quarter of the columns"));
+      }
+      if (e.has_row() && e.row() >= place->rows) {
+        return OutOfRange(absl::StrCat(path, ".estimate.row"), e.row(), 0,
+                          static_cast<int64_t>(place->rows) - 1);
+      }
+      if (place->columns < 2) {
+        return Invalid(path, "an estimate needs at least 2 detector columns");
+      }
+      estimate = e;
+      break;
+    }
+    default:
+      return Invalid(path, "neither column nor estimate set");
+  }
+  place->center->Clear();
+  // Cleared, the field is still present; remove the message itself.
+  switch (g.kind_case()) {
+    case pb::Geometry::kParallel2D: g.mutable_parallel_2d()->clear_center_of_rotation(); break;
+    case pb::Geometry::kFan2D: g.mutable_fan_2d()->clear_center_of_rotation(); break;
+    case pb::Geometry::kParallel3D: g.mutable_parallel_3d()->clear_center_of_rotation(); break;
+    case pb::Geometry::kCone: g.mutable_cone()->clear_center_of_rotation(); break;
+    default: break;
+  }
+  return estimate;
+}
+
 }  // namespace
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
                                              const ServerLimits& limits) {
+  const pb::Geometry& given = spec.geometry();
+  if ((given.has_parallel_2d() && given.parallel_2d().has_center_of_rotation()) ||
+      (given.has_fan_2d() && given.fan_2d().has_center_of_rotation()) ||
+      (given.has_parallel_3d() && given.parallel_3d().has_center_of_rotation()) ||
+      (given.has_cone() && given.cone().has_center_of_rotation()) ||
+      (given.has_helical() && given.helical().cone().has_center_of_rotation())) {
+    // A centre of rotation becomes the detector offset (or an estimate for the runner); the
+    // rest is validated as if the spec had given the offset (the centre removed, so this
+    // runs once).
+    pb::Geometry geometry = given;
+    TOMO_ASSIGN_OR_RETURN(std::optional<pb::CenterOfRotationEstimate> estimate,
+                          MoveCenterIntoOffset(geometry));
+    {
+      pb::JobSpec moved = spec;
+      *moved.mutable_geometry() = std::move(geometry);
+      TOMO_ASSIGN_OR_RETURN(ValidatedJob job, ValidateJobSpec(moved, limits));
+      job.center_estimate = std::move(estimate);
+      return job;
+    }
+  }
   if (spec.name().size() > kMaxNameBytes) {
     return Invalid("name", absl::StrCat("length ", spec.name().size(),
                                         " bytes is out of range [0, ", kMaxNameBytes, "]"));
@@ -886,7 +1179,7 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
   }
   const bool radon = spec.geometry().has_radon_3d();
   if (radon) TOMO_RETURN_IF_ERROR(CheckRadon3DInput(spec.input()));
-  TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, from_input, limits));
+  TOMO_RETURN_IF_ERROR(ValidateInput(spec.input(), geometry, spec.geometry(), from_input, limits));
   const Iterations iterations = AlgorithmIterations(spec.algorithm());
   if (iterations.count > 0) {
     TOMO_RETURN_IF_ERROR(CheckIterations(iterations.field, iterations.count, limits));
@@ -926,8 +1219,63 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
       spec.input().size_bytes(), std::move(outputs),
       // Any value is valid (0: the device's free memory); too small for the job is
       // RESOURCE_EXHAUSTED when it runs, from the slab plan.
-      spec.memory_budget_bytes(), std::move(output_settings), spec.input(), from_input};
+      spec.memory_budget_bytes(), std::move(output_settings), spec.input(), from_input,
+      spec.geometry()};
   return job;
+}
+
+absl::StatusOr<core::Geometry> GeometryWith(const ValidatedJob& job,
+                                            const GeometryChanges& changes) {
+  pb::Geometry geometry = job.geometry_spec;
+  const core::Dims3 dims = core::ProjectionDims(job.request.geometry);
+  if (!changes.angles_deg.empty()) {
+    pb::Angles* angles = MutableAnglesOf(geometry);
+    if (angles == nullptr) {
+      return Invalid("input.hdf5.angles_from_file", "the geometry has no angles to replace");
+    }
+    if (static_cast<int64_t>(changes.angles_deg.size()) != dims.d0) {
+      return Invalid("input.hdf5.angles_from_file",
+                     absl::StrCat("the file has ", changes.angles_deg.size(),
+                                  " projection angles, the geometry ", dims.d0, " views"));
+    }
+    angles->clear_uniform();
+    for (double d : changes.angles_deg) angles->mutable_list()->add_degrees(d);
+  }
+  if (changes.offset_u_mm.has_value()) {
+    switch (geometry.kind_case()) {
+      case pb::Geometry::kParallel2D:
+        geometry.mutable_parallel_2d()->set_detector_offset_mm(*changes.offset_u_mm);
+        break;
+      case pb::Geometry::kFan2D:
+        geometry.mutable_fan_2d()->set_detector_offset_mm(*changes.offset_u_mm);
+        break;
+      case pb::Geometry::kParallel3D:
+        geometry.mutable_parallel_3d()->mutable_detector()->set_offset_u_mm(*changes.offset_u_mm);
+        break;
+      case pb::Geometry::kCone:
+        geometry.mutable_cone()->mutable_detector()->set_offset_u_mm(*changes.offset_u_mm);
+        break;
+      default:
+        return Invalid("geometry", "has no detector offset to set");
+    }
+  }
+  ServerLimits limits;
+  limits.max_views = static_cast<uint32_t>(std::max<int64_t>(1, dims.d0));
+  pb::JobSpec spec;
+  *spec.mutable_geometry() = geometry;
+  TOMO_RETURN_IF_ERROR(CheckGeometryRanges(geometry));
+  TOMO_ASSIGN_OR_RETURN(core::Geometry rebuilt, ValidateGeometry(spec, limits));
+  if (geometry.has_parallel_2d()) {
+    TOMO_ASSIGN_OR_RETURN(core::ParallelGeometry2D parallel,
+                          ValidateParallel2D(geometry.parallel_2d(), limits));
+    TOMO_ASSIGN_OR_RETURN(rebuilt,
+                          core::ParallelGeometry2DAsVectors(parallel, job.request.volume));
+  }
+  if (const auto* vectors = std::get_if<core::VectorGeometry>(&rebuilt)) {
+    absl::Status fits = vectors->CheckAgainstVolume(job.request.volume);
+    if (!fits.ok()) return WithPath("geometry (with the file's angles)", fits);
+  }
+  return rebuilt;
 }
 
 absl::Status CheckIterations(absl::string_view field, uint64_t iterations,

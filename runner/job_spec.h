@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -71,9 +72,28 @@ struct ValidatedJob {
   // geometry.from_input_files: request.geometry is only a placeholder (a circular cone with
   // one view per projection file) until ResolveJobInput reads the geometry from the files.
   bool geometry_from_input_files = false;
+  // JobSpec.geometry as validated (a centre of rotation column moved into the detector
+  // offset): GeometryWith rebuilds it with a file's angles or an estimated centre.
+  tomoserve::v1::Geometry geometry_spec;
+  // geometry.*.center_of_rotation.estimate: the runner estimates the centre from the
+  // projections (server/job_center_of_rotation.h) before the algorithm runs.
+  std::optional<tomoserve::v1::CenterOfRotationEstimate> center_estimate = std::nullopt;
 };
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const tomoserve::v1::JobSpec& spec,
                                              const ServerLimits& limits);
+
+// What the input changes in the spec's geometry when the job runs.
+struct GeometryChanges {
+  std::vector<double> angles_deg;     // one per view (input.hdf5.angles_from_file); empty: kept
+  std::optional<double> offset_u_mm;  // an estimated centre of rotation; unset: kept
+};
+
+// The job's geometry with those changes: the spec's geometry rebuilt and checked as a spec's
+// would be. INVALID_ARGUMENT naming input.hdf5.angles_from_file when the angle count differs
+// from the views or the geometry has no angles; the geometry's own errors (against the
+// volume).
+absl::StatusOr<core::Geometry> GeometryWith(const ValidatedJob& job,
+                                            const GeometryChanges& changes);
 
 }  // namespace tomo::server

@@ -348,7 +348,8 @@ absl::Status PrepareInputFiles(std::vector<std::string>* data_paths, v1::JobSpec
   *data_paths = std::move(expanded);
   v1::ProjectionInput* input = spec->mutable_input();
   const bool file_encoding = input->encoding() == v1::DATA_ENCODING_TIFF ||
-                             input->encoding() == v1::DATA_ENCODING_DICOM_CT_PD;
+                             input->encoding() == v1::DATA_ENCODING_DICOM_CT_PD ||
+                             input->encoding() == v1::DATA_ENCODING_HDF5;
   std::vector<uint64_t> sizes;
   for (const std::string& path : *data_paths) {
     std::error_code error;
@@ -459,6 +460,7 @@ int RunCli(int argc, char** argv) {
   AddJobCommands(app, global, commands);
   AddLocalCommands(app, global, commands);
   AddSpecCommands(app, global, commands);
+  AddCenterOfRotationCommands(app, commands);
   AddOutputCommands(app, global, commands);
 
   try {

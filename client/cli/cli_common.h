@@ -86,6 +86,8 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
 // `tomo spec`, `tomo validate` (client/cli/spec_commands.cc).
 void AddSpecCommands(CLI::App& app, const GlobalOptions& global,
                      std::vector<Command>& commands);
+// `tomo cor` (client/cli/cor_command.cc).
+void AddCenterOfRotationCommands(CLI::App& app, std::vector<Command>& commands);
 // `tomo preview` (client/cli/output_commands.h).
 void AddOutputCommands(CLI::App& app, const GlobalOptions& global,
                        std::vector<Command>& commands);

@@ -260,6 +260,7 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
   ProgressBar bar(ProgressWanted(global));
   core::RunContext context;
   context.on_progress = [&bar](const core::ProgressUpdate& update) {
+    if (!update.note.empty()) std::fprintf(stderr, "%s\n", update.note.c_str());
     std::string label = "running";
     if (update.iterations_total > 1) {
       absl::StrAppend(&label, " ", update.iteration, "/", update.iterations_total);

@@ -16,7 +16,7 @@
 #include "client/job_spec_json.h"
 #include "client/job_spec_sizes.h"
 #include "nlohmann/json.hpp"
-#include "server/job_spec.h"
+#include "runner/job_spec.h"
 
 namespace tomo::cli {
 namespace {

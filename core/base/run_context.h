@@ -27,6 +27,9 @@ struct ProgressUpdate {
   double relative_residual = -1;
   // Methods minimising a cost function (ICD): its value after the iteration; negative: none.
   double cost = -1;
+  // A finding to keep with the job's result (bad pixels replaced, an estimated centre of
+  // rotation): one line for its events, notes and log; empty: none.
+  std::string note = {};
 };
 
 struct RunContext {

@@ -1231,6 +1231,7 @@ std::shared_ptr<std::atomic<bool>> JobManager::StartRunLocked(size_t index, Reco
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   pb::Job next = record.job;
   next.set_state(pb::JOB_STATE_RUNNING);
+  next.clear_notes();  // each run notes its own findings
   next.set_device(device.id);
   next.set_attempts(next.attempts() + 1);
   SetTimestamp(next.mutable_started(), absl::Now());
@@ -1549,7 +1550,8 @@ void JobManager::OnProgress(const std::string& id, const core::ProgressUpdate& u
   Record& record = it->second;
   const pb::Progress& last = record.job.progress();
   const double fraction = std::clamp(update.fraction, 0.0, 1.0);
-  const bool news = update.stage != last.stage() || update.iteration != last.iteration() ||
+  const bool news = !update.note.empty() || update.stage != last.stage() ||
+                    update.iteration != last.iteration() ||
                     update.iterations_total != last.iterations_total() ||
                     fraction - last.fraction() >= options_.progress_step ||
                     (fraction >= 1.0 && last.fraction() < 1.0);
@@ -1570,8 +1572,14 @@ void JobManager::OnProgress(const std::string& id, const core::ProgressUpdate& u
   } else {
     progress->clear_cost();
   }
-  // Not written: after a crash the run starts again from nothing.
-  CommitLocked(record, std::move(next), "", Durability::kMemoryOnly, flushes).IgnoreError();
+  if (!update.note.empty()) {
+    next.add_notes(update.note);
+    LogEvent(LogLevel::kInfo, "job_note", id, {{"message", update.note}});
+  }
+  // Not written: after a crash the run starts again from nothing (the notes are written
+  // with the job's final state).
+  CommitLocked(record, std::move(next), update.note, Durability::kMemoryOnly, flushes)
+      .IgnoreError();
 }
 
 }  // namespace tomo::server

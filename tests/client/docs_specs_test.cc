@@ -12,7 +12,7 @@
 #include "client/job_spec_sizes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/job_spec.h"
+#include "runner/job_spec.h"
 
 namespace tomo::client {
 namespace {

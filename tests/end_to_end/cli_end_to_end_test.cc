@@ -476,6 +476,30 @@ TEST_F(CliTest, LocalGivesTheSameBytesAsTheDaemon) {
   EXPECT_TRUE(OneErrorLine(no_device));
 }
 
+// tomo cor on a fan-beam phantom whose axis is on the detector's centre: opposing rays find
+// the centre column, (columns - 1) / 2, and the line to put in the spec names the field.
+TEST_F(CliTest, CorFindsTheCentreOfAFanScan) {
+  const std::string phantom = MakePhantom("fan", 64, 180, {"--geometry", "fan-2d"});
+  absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(phantom + "/job.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const double middle = 0.5 * (spec->geometry().fan_2d().num_detectors() - 1);
+  ProcessResult cor = TomoRaw({"cor", "--spec", phantom + "/job.json", "--data",
+                               phantom + "/sinogram.raw", "--device", "cpu"});
+  ASSERT_EQ(cor.exit_code, 0) << cor.Describe();
+  const std::vector<std::string> lines = cor.OutLines();
+  ASSERT_EQ(lines.size(), 2u) << cor.Describe();
+  EXPECT_THAT(lines[0], HasSubstr("estimated by opposing rays"));
+  const std::string prefix = "geometry.fan_2d.center_of_rotation.column = ";
+  ASSERT_EQ(lines[1].rfind(prefix, 0), 0u) << lines[1];
+  EXPECT_NEAR(std::stod(lines[1].substr(prefix.size())), middle, 0.05);
+
+  // An unknown method is a usage error, in one line.
+  ProcessResult bad = TomoRaw({"cor", "--spec", phantom + "/job.json", "--data",
+                               phantom + "/sinogram.raw", "--method", "nonsense"});
+  EXPECT_EQ(bad.exit_code, kExitUsage) << bad.Describe();
+  EXPECT_TRUE(OneErrorLine(bad));
+}
+
 // A lowered --memory-budget reconstructs in z-slabs with the same bytes as the unsplit run
 // (all views fit beside 5 of the 32 slices: 7 slabs; the back projection is voxel-wise).
 TEST_F(CliTest, LocalWithASmallMemoryBudgetGivesTheSameBytes) {

@@ -16,7 +16,7 @@
 #include "core/phantom/ellipsoid_phantom.h"
 #include "core/phantom/ellipsoid_radon.h"
 #include "gtest/gtest.h"
-#include "server/job_spec.h"
+#include "runner/job_spec.h"
 #include "tests/end_to_end/daemon_fixture.h"
 #include "tests/end_to_end/process.h"
 

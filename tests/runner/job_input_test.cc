@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <variant>
 #include <string>
 #include <vector>
 
 #include "core/io/dicom_ct_pd_writer.h"
+#include "tests/core/io/hdf5_test_files.h"
 #include "core/phantom/ellipsoid_phantom.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -150,6 +152,258 @@ TEST(JobInputTest, RawUint16WithDarkFlatAndLogGivesLineIntegrals) {
 
 // The plain case (float32 little-endian line integrals, no file list): values as they are,
 // and the sizes the spec promised.
+// A measured-looking upload with a dead pixel (flat = dark), zero readings and a mask
+// file: the job is not refused; the readings are replaced, the counts are in the notes,
+// and the values away from the bad readings are the line integrals. The same upload with
+// a dead detector row beyond bad_pixels.max_bad_fraction is refused, saying why.
+TEST(JobInputTest, BadPixelsAreReplacedAndNotedNotRefused) {
+  const int views = 4, rows = 8, columns = 10, pixels = rows * columns;
+  const double p = 1.5;  // every line integral, so replaced values are exact too
+  auto little = [](std::string& bytes, size_t index, uint16_t value) {
+    bytes[2 * index] = static_cast<char>(value & 0xff);
+    bytes[2 * index + 1] = static_cast<char>(value >> 8);
+  };
+  std::string counts(static_cast<size_t>(2 * views * pixels), '\0');
+  std::string dark_bytes(static_cast<size_t>(2 * pixels), '\0');
+  std::string flat_bytes(static_cast<size_t>(2 * pixels), '\0');
+  for (int i = 0; i < pixels; ++i) {
+    little(dark_bytes, i, 100);
+    little(flat_bytes, i, 40100);
+    for (int v = 0; v < views; ++v) {
+      little(counts, v * pixels + i, static_cast<uint16_t>(std::lround(100 + 40000 * std::exp(-p))));
+    }
+  }
+  const int dead = 1 * columns + 2;
+  little(flat_bytes, dead, 100);                      // flat = dark: dead
+  for (int v = 0; v < views; ++v) little(counts, v * pixels + dead, 100);
+  little(counts, 2 * pixels + 4, 0);                  // zero readings in views 2 and 3
+  little(counts, 3 * pixels + 13, 0);
+  std::string mask(static_cast<size_t>(pixels), '\0');
+  mask[17] = 1;                                       // the mask file's pixel
+  for (int v = 0; v < views; ++v) little(counts, v * pixels + 17, 65535);
+  Upload upload;
+  upload.Add("projections.raw", counts);
+  upload.Add("dark.raw", dark_bytes, pb::INPUT_ROLE_DARK_FIELD);
+  upload.Add("flat.raw", flat_bytes, pb::INPUT_ROLE_FLAT_FIELD);
+  upload.Add("mask.raw", mask, pb::INPUT_ROLE_BAD_PIXEL_MASK);
+  pb::JobSpec spec = ConeSpec(views, rows, columns);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_UINT16_LE);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  upload.Describe(*spec.mutable_input());
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  for (int i = 0; i < views * pixels; ++i) {
+    ASSERT_NEAR(input->projections.data()[i], p, 1e-3) << i;
+  }
+  ASSERT_EQ(input->notes.size(), 1u);
+  EXPECT_THAT(input->notes[0], HasSubstr("2 bad detector pixels (1 flat not above dark, 0 gain "
+                                         "outliers, 1 from the mask file)"));
+  EXPECT_THAT(input->notes[0], HasSubstr("2 further unusable readings replaced"));
+  EXPECT_THAT(input->notes[0], HasSubstr("floor 1.25e-05 (automatic"));
+
+  // A whole dead row (10 of 80 pixels) is more than the default 10%: refused, saying so.
+  for (int c = 0; c < columns; ++c) little(flat_bytes, columns + c, 100);
+  Upload dead_row;
+  dead_row.Add("projections.raw", counts);
+  dead_row.Add("flat.raw", flat_bytes, pb::INPUT_ROLE_FLAT_FIELD);
+  spec.mutable_input()->clear_files();
+  dead_row.Describe(*spec.mutable_input());
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  input = ResolveJobInput(*job, dead_row.Spool(TempPath("dead_row.bin")));
+  EXPECT_EQ(input.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(input.status().message(), HasSubstr("10 of the detector's 80 pixels are bad"));
+  // Allowed by the spec: accepted.
+  spec.mutable_input()->mutable_preprocessing()->mutable_bad_pixels()->set_max_bad_fraction(0.5);
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(ResolveJobInput(*job, TempPath("dead_row.bin")).ok());
+
+  // Out-of-range options and a mask of the wrong size name their fields.
+  spec.mutable_input()->mutable_preprocessing()->mutable_bad_pixels()->set_max_bad_fraction(0);
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.preprocessing.bad_pixels.max_bad_fraction: 0 is out of range"));
+  spec.mutable_input()->mutable_preprocessing()->clear_bad_pixels();
+  spec.mutable_input()->mutable_preprocessing()->mutable_bad_pixels()->set_gain_outlier_ratio(1);
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("gain_outlier_ratio: 1 is out of range (1, inf)"));
+  spec.mutable_input()->mutable_preprocessing()->clear_bad_pixels();
+  Upload short_mask;
+  short_mask.Add("projections.raw", counts);
+  short_mask.Add("mask.raw", mask.substr(1), pb::INPUT_ROLE_BAD_PIXEL_MASK);
+  spec.mutable_input()->clear_files();
+  short_mask.Describe(*spec.mutable_input());
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.files[1].size_bytes: 79 (mask.raw) is not one byte per "
+                        "detector pixel, 8 x 10 = 80"));
+}
+
+pb::JobSpec Parallel3DSpec(int views, int rows, int columns) {
+  pb::JobSpec spec;
+  pb::ParallelBeam3D* parallel = spec.mutable_geometry()->mutable_parallel_3d();
+  parallel->mutable_detector()->set_rows(rows);
+  parallel->mutable_detector()->set_columns(columns);
+  parallel->mutable_detector()->set_row_spacing_mm(0.7);
+  parallel->mutable_detector()->set_column_spacing_mm(0.7);
+  parallel->mutable_angles()->mutable_uniform()->set_count(views);
+  parallel->mutable_angles()->mutable_uniform()->set_span_deg(180);
+  spec.mutable_volume()->mutable_size()->set_x(8);
+  spec.mutable_volume()->mutable_size()->set_y(8);
+  spec.mutable_volume()->mutable_size()->set_z(rows);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_x(0.7);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_y(0.7);
+  spec.mutable_volume()->mutable_voxel_size_mm()->set_z(0.7);
+  spec.mutable_algorithm()->mutable_fbp();
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_HDF5);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  return spec;
+}
+
+// HDF5 in both layouts, uploaded as the file itself (followed by a mask file): counts
+// I = D + (F - D) exp(-p) with random line integrals become p; the file's angles replace
+// the spec's; the header check compares the file's shape with the geometry.
+TEST(JobInputTest, Hdf5ScansInBothLayoutsGiveLineIntegralsAndTheirAngles) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const int views = 9, rows = 3, columns = 10, pixels = rows * columns;
+  std::uniform_real_distribution<float> integral(0.0f, 3.0f);
+  core::Array3D truth({views, rows, columns}), counts({views, rows, columns});
+  core::Array3D flats({2, rows, columns}, 50100.0f), darks({1, rows, columns}, 100.0f);
+  for (int64_t i = 0; i < truth.size(); ++i) {
+    truth.data()[i] = integral(random);
+    counts.data()[i] = std::round(100.0f + 50000.0f * std::exp(-truth.data()[i]));
+  }
+  std::vector<double> angles;
+  for (int v = 0; v < views; ++v) angles.push_back(7.0 + 20.0 * v);  // not the spec's
+  for (int layout = 0; layout < 2; ++layout) {
+    SCOPED_TRACE(layout == 0 ? "Data Exchange" : "NXtomo");
+    const std::string file = TempPath(layout == 0 ? "scan.h5" : "scan.nx");
+    if (layout == 0) {
+      tomo::testing::WriteDataExchange(file, counts, flats, darks, angles);
+    } else {
+      // Flat, dark, the projections, flat: NXtomo's frames in acquisition order.
+      core::Array3D frames({views + 3, rows, columns});
+      std::vector<int32_t> keys = {1, 2};
+      std::vector<double> frame_angles = {0, 0};
+      std::memcpy(frames.data(), flats.data(), pixels * sizeof(float));
+      std::memcpy(frames.data() + pixels, darks.data(), pixels * sizeof(float));
+      std::memcpy(frames.data() + 2 * pixels, counts.data(), counts.size_bytes());
+      std::memcpy(frames.data() + (views + 2) * pixels, flats.data(), pixels * sizeof(float));
+      for (int v = 0; v < views; ++v) {
+        keys.push_back(0);
+        frame_angles.push_back(angles[v] * kPi / 180.0);
+      }
+      keys.push_back(1);
+      frame_angles.push_back(180);
+      tomo::testing::WriteNxTomo(file, "entry", frames, keys, frame_angles, "radians");
+      frame_angles.back() = kPi;
+    }
+    Upload upload;
+    upload.Add(layout == 0 ? "scan.h5" : "scan.nx", Contents(file));
+    upload.Add("mask.raw", std::string(static_cast<size_t>(pixels), '\0'),
+               pb::INPUT_ROLE_BAD_PIXEL_MASK);
+    pb::JobSpec spec = Parallel3DSpec(views, rows, columns);
+    spec.mutable_input()->mutable_hdf5()->set_angles_from_file(true);
+    upload.Describe(*spec.mutable_input());
+    absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+    ASSERT_TRUE(job.ok()) << job.status();
+    const std::string spool = upload.Spool(TempPath("input.bin"));
+    ASSERT_TRUE(CheckJobInputHeaders(*job, spool).ok()) << CheckJobInputHeaders(*job, spool);
+    absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+    ASSERT_TRUE(input.ok()) << input.status();
+    ASSERT_EQ(input->projections.dims(), (core::Dims3{views, rows, columns}));
+    for (int64_t i = 0; i < truth.size(); ++i) {
+      ASSERT_NEAR(input->projections.data()[i], truth.data()[i], 5e-4) << i;
+    }
+    absl::StatusOr<core::ReconstructionRequest> request = RequestForInput(*job, *input);
+    ASSERT_TRUE(request.ok()) << request.status();
+    const auto& vectors = std::get<core::VectorGeometry>(request->geometry);
+    for (int v = 0; v < views; ++v) {
+      // Rays travel along (sin theta, -cos theta, 0).
+      const double theta = angles[v] * kPi / 180.0;
+      EXPECT_NEAR(vectors.views()[v].source.x, std::sin(theta), 1e-9);
+      EXPECT_NEAR(vectors.views()[v].source.y, -std::cos(theta), 1e-9);
+    }
+
+    // A geometry of another shape is refused before the job is committed, naming both.
+    pb::JobSpec wrong = Parallel3DSpec(views + 1, rows, columns);
+    upload.Describe(*wrong.mutable_input());
+    absl::StatusOr<ValidatedJob> wrong_job = ValidateJobSpec(wrong, {});
+    ASSERT_TRUE(wrong_job.ok());
+    const absl::Status header = CheckJobInputHeaders(*wrong_job, spool);
+    EXPECT_EQ(header.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(header.message(), HasSubstr("holds 9 projections of 3 x 10"));
+  }
+  // Dark and flat files beside an HDF5 file are refused: they are in the file.
+  pb::JobSpec spec = Parallel3DSpec(views, rows, columns);
+  Upload upload;
+  upload.Add("scan.h5", "x");
+  upload.Add("flat.raw", "y", pb::INPUT_ROLE_FLAT_FIELD);
+  upload.Describe(*spec.mutable_input());
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.files[1].role: DATA_ENCODING_HDF5 takes one HDF5 file"));
+}
+
+// Flats before and after a scan whose beam decays by 20%: with
+// FLAT_INTERPOLATION_LINEAR_IN_VIEWS each view gets its own flat and the line integrals come
+// back; with the default mean of all flats they are off at both ends.
+TEST(JobInputTest, FlatsBeforeAndAfterFollowADecayingBeam) {
+  const int views = 10, rows = 2, columns = 12, pixels = rows * columns;
+  const float p = 1.2f, gain = 30000.0f;
+  auto floats = [](const std::vector<float>& values) {
+    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  };
+  std::vector<float> counts(static_cast<size_t>(views * pixels));
+  for (int v = 0; v < views; ++v) {
+    const float beam = 1.0f - 0.2f * (v + 0.5f) / views;
+    for (int i = 0; i < pixels; ++i) counts[v * pixels + i] = gain * beam * std::exp(-p);
+  }
+  Upload upload;
+  upload.Add("flat_before.raw", floats(std::vector<float>(pixels, gain)), pb::INPUT_ROLE_FLAT_FIELD);
+  upload.Add("projections.raw", floats(counts));
+  upload.Add("flat_after.raw", floats(std::vector<float>(pixels, 0.8f * gain)),
+             pb::INPUT_ROLE_FLAT_FIELD);
+  pb::JobSpec spec = ConeSpec(views, rows, columns);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  upload.Describe(*spec.mutable_input());
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  for (bool interpolate : {true, false}) {
+    SCOPED_TRACE(interpolate ? "interpolated" : "mean");
+    spec.mutable_input()->mutable_preprocessing()->set_flat_interpolation(
+        interpolate ? pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS : pb::FLAT_INTERPOLATION_MEAN);
+    absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+    ASSERT_TRUE(job.ok()) << job.status();
+    absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+    ASSERT_TRUE(input.ok()) << input.status();
+    double worst = 0;
+    for (int64_t i = 0; i < input->projections.size(); ++i) {
+      worst = std::max(worst, std::abs(double{input->projections.data()[i]} - p));
+    }
+    if (interpolate) {
+      EXPECT_LT(worst, 1e-4);
+    } else {
+      EXPECT_GT(worst, 0.09);
+    }
+  }
+  // The ring filter's window is checked against the detector.
+  spec.mutable_input()->mutable_preprocessing()->mutable_ring_filter()->set_enabled(true);
+  spec.mutable_input()->mutable_preprocessing()->mutable_ring_filter()->set_window(13);
+  EXPECT_THAT(ValidateJobSpec(spec, {}).status().message(),
+              HasSubstr("input.preprocessing.ring_filter.window: 13 is out of range; an odd "
+                        "number in [3, 12]"));
+  spec.mutable_input()->mutable_preprocessing()->mutable_ring_filter()->set_window(0);
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_THAT(input->notes[0], HasSubstr("ring filter (sorted columns, median of 5)"));
+}
+
 TEST(JobInputTest, PlainFloat32IsReadAsItIs) {
   const uint64_t seed = tomo::testing::TestSeed();
   SCOPED_TRACE(tomo::testing::SeedTrace(seed));
@@ -260,6 +514,43 @@ TEST(JobInputTest, TiffStackOfTwoFilesAndPageCountChecks) {
   s = ResolveJobInput(*more_job, spool).status();
   ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("3 TIFF projection pages, the geometry has 4 views"));
+}
+
+// A single-page TIFF sinogram (views x columns) of a one-row detector, and a two-page one
+// of a two-row detector: page r is row r, its line v is view v.
+TEST(JobInputTest, TiffSinogramsArePagesOfRows) {
+  Upload upload;
+  upload.Add("sinograms.tif", TiffBytes(TempPath("sinograms.tif"), 2, 5, 4, 0.0f));
+  pb::JobSpec spec = ConeSpec(5, 2, 4);
+  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_TIFF);
+  spec.mutable_input()->set_tiff_layout(pb::TIFF_LAYOUT_SINOGRAMS);
+  upload.Describe(*spec.mutable_input());
+  absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string spool = upload.Spool(TempPath("input.bin"));
+  ASSERT_TRUE(CheckJobInputHeaders(*job, spool).ok()) << CheckJobInputHeaders(*job, spool);
+  absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
+  ASSERT_TRUE(input.ok()) << input.status();
+  ASSERT_EQ(input->projections.dims(), (core::Dims3{5, 2, 4}));
+  // Value base + page * 100 + line * 10 + column: view 3, row 1, column 2.
+  EXPECT_EQ(input->projections.at(3, 1, 2), 100 + 30 + 2);
+  EXPECT_EQ(input->projections.at(4, 0, 3), 40 + 3);
+
+  // As projections the pages would be 5 x 4 frames of a 2 x 4 detector: refused at Submit.
+  spec.mutable_input()->set_tiff_layout(pb::TIFF_LAYOUT_PROJECTIONS);
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok());
+  EXPECT_THAT(CheckJobInputHeaders(*job, spool).message(),
+              HasSubstr("pages are 5 x 4 (rows x columns), the geometry's detector 2 x 4"));
+  // Sinograms of the wrong view count.
+  pb::JobSpec fewer = ConeSpec(4, 2, 4);
+  fewer.mutable_input()->set_encoding(pb::DATA_ENCODING_TIFF);
+  fewer.mutable_input()->set_tiff_layout(pb::TIFF_LAYOUT_SINOGRAMS);
+  upload.Describe(*fewer.mutable_input());
+  job = ValidateJobSpec(fewer, {});
+  ASSERT_TRUE(job.ok());
+  EXPECT_THAT(CheckJobInputHeaders(*job, spool).message(),
+              HasSubstr("pages are 5 x 4 (views x columns: sinograms), the geometry's 4 x 4"));
 }
 
 core::DicomCtPdScan SmallDicomScan() {

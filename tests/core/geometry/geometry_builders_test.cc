@@ -541,3 +541,116 @@ TEST(GeometryConversionTest, RtkParallelGeometryProjectsOurRaysOntoTheirCoordina
 
 }  // namespace
 }  // namespace tomo::core
+
+namespace tomo::core {
+namespace {
+
+// Where the centre of voxel (iy, ix) of `volume` meets view `view`'s detector of a parallel
+// geometry, as a fractional column.
+double OurColumn(const VectorGeometry& geometry, int64_t view, const VolumeGeometry& volume,
+                 double iy, double ix) {
+  const ViewVectors& v = geometry.views()[static_cast<size_t>(view)];
+  const Vec3 point{volume.x_mm(ix), volume.y_mm(iy), 0};
+  const Vec3 d = point - v.detector_center;
+  const double along = (d.x * v.u.x + d.y * v.u.y) / (v.u.x * v.u.x + v.u.y * v.u.y);
+  return along + 0.5 * static_cast<double>(geometry.columns() - 1);
+}
+
+// scikit-image's radon (scikit-image/scikit-image: skimage/transform/radon_transform.py):
+// for angle a (degrees given, radians used) it warps the image with the inverse map
+// R = [[cos a, sin a, -c (cos a + sin a - 1)], [-sin a, cos a, -c (cos a - sin a - 1)]],
+// c = N // 2, taking output (col, row) to input (col, row), and sums each output column:
+// sinogram[k, view] is output column k. So input pixel (row, col) lands on the output
+// column x_out of R^-1 (col, row). Our conversion (docs/geometry.md): theta = a, the image
+// flipped vertically (our iy = N - 1 - row, ix = col), center_mm = (((N-1)/2 - N//2) p,
+// (N//2 - (N-1)/2) p), detector offset ((P-1)/2 - P//2) p for the sinogram's P rows, the
+// sinogram transposed.
+TEST(GeometryConversionTest, ScikitImageRadonIsOurParallel2DOnAFlippedImage) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const double p = 0.37;  // our pixel size, mm (scikit-image counts pixels)
+  for (const int64_t n : {64, 65}) {
+    const int64_t c = n / 2;
+    auto volume = VolumeGeometry::Create(
+        {n, n, 1}, {p, p, p},
+        {(0.5 * (n - 1) - c) * p, (c - 0.5 * (n - 1)) * p, 0});
+    ASSERT_TRUE(volume.ok());
+    const std::vector<double> angles = TestAngles(random);
+    auto geometry = MakeParallel2D({1, n, p, p, (0.5 * (n - 1) - c) * p, 0}, angles);
+    ASSERT_TRUE(geometry.ok()) << geometry.status();
+    std::uniform_int_distribution<int64_t> pixel(0, n - 1);
+    for (size_t view = 0; view < angles.size(); ++view) {
+      const double a = angles[view];
+      const double r00 = std::cos(a), r01 = std::sin(a), t0 = -c * (std::cos(a) + std::sin(a) - 1);
+      const double r10 = -std::sin(a), r11 = std::cos(a), t1 = -c * (std::cos(a) - std::sin(a) - 1);
+      for (int trial = 0; trial < 5; ++trial) {
+        const int64_t row = pixel(random), col = pixel(random);
+        // Solve R (x_out, y_out) + t = (col, row) for x_out.
+        const double det = r00 * r11 - r01 * r10;
+        const double x_out = (r11 * (col - t0) - r01 * (row - t1)) / det;
+        EXPECT_NEAR(OurColumn(*geometry, static_cast<int64_t>(view), *volume,
+                              static_cast<double>(n - 1 - row), static_cast<double>(col)),
+                    x_out, 1e-9)
+            << "n " << n << " angle " << a << " pixel (" << row << ", " << col << ")";
+      }
+    }
+  }
+}
+
+// tomopy's project (tomopy/tomopy: source/libtomo/recon/project.c, utils.c): object
+// obj[slice][ix][iy] of unit pixels centred at (ix - (ox-1)/2, iy - (oz-1)/2); the ray of
+// detector d at angle theta (radians) runs from src = R(theta) (xi, yi) to
+// det = R(theta) (-xi, yi), yi = (1 - dx)/2 + d + mov, mov = (dx - 1)/2 - center + 0.5
+// (+0.01 when mov is within 0.01 above an integer, keeping rays off grid lines). Our
+// conversion: the same arrays (our (z, y, x) is its (slice, ix, iy): its x is our y, its y
+// our x), theta_ours = -theta, detector offset (dx/2 - center) p, volume centred.
+TEST(GeometryConversionTest, TomopyProjectIsOurParallelWithNegatedAngles) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const double p = 0.65;
+  const int64_t ox = 40, oz = 40, dx = 57;
+  std::uniform_real_distribution<double> centre_shift(-4.0, 4.0);
+  for (int trial_centre = 0; trial_centre < 3; ++trial_centre) {
+    const double center = 0.5 * dx + (trial_centre == 0 ? 0.0 : centre_shift(random)) + 0.013;
+    auto volume = VolumeGeometry::Create({oz, ox, 1}, {p, p, p}, {0, 0, 0});
+    ASSERT_TRUE(volume.ok());
+    std::vector<double> angles = TestAngles(random);
+    std::vector<double> ours;
+    for (double theta : angles) ours.push_back(-theta);
+    auto geometry = MakeParallel2D({1, dx, p, p, (0.5 * dx - center) * p, 0}, ours);
+    ASSERT_TRUE(geometry.ok()) << geometry.status();
+    double mov = (dx - 1) * 0.5 - center;
+    if (mov - std::floor(mov) < 0.01) mov += 0.01;
+    mov += 0.5;
+    std::uniform_int_distribution<int64_t> pick_x(0, ox - 1), pick_y(0, oz - 1);
+    for (size_t view = 0; view < angles.size(); ++view) {
+      const double s = std::sin(angles[view]), co = std::cos(angles[view]);
+      const double xi = -ox - oz;
+      // The signed distance of a point from detector d's ray (calc_coords' src and det).
+      auto distance = [&](double d, double px, double py) {
+        const double yi = (1 - dx) / 2.0 + d + mov;
+        const double srcx = xi * co - yi * s, srcy = xi * s + yi * co;
+        const double detx = -xi * co - yi * s, dety = -xi * s + yi * co;
+        const double ex = detx - srcx, ey = dety - srcy, length = std::hypot(ex, ey);
+        return (ex * (py - srcy) - ey * (px - srcx)) / length;
+      };
+      for (int trial = 0; trial < 5; ++trial) {
+        const int64_t ix = pick_x(random), iy = pick_y(random);
+        const double px = ix - 0.5 * (ox - 1), py = iy - 0.5 * (oz - 1);
+        // Distance is linear in d: the fractional detector whose ray passes the centre.
+        const double d0 = distance(0, px, py), d1 = distance(1, px, py);
+        const double tomopy_d = d0 / (d0 - d1);
+        // Our voxel (iy_ours, ix_ours) = its (ix, iy).
+        EXPECT_NEAR(OurColumn(*geometry, static_cast<int64_t>(view), *volume,
+                              static_cast<double>(ix), static_cast<double>(iy)),
+                    tomopy_d, 0.011)
+            << "center " << center << " angle " << angles[view];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tomo::core

@@ -1,6 +1,7 @@
 #include "server/jobs/job_manager.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -262,6 +263,31 @@ TEST_F(JobManagerTest, PhantomJobSucceedsWithEventsInOrder) {
   ASSERT_TRUE(manager_->Watch(job->id(), &late).ok());
   ASSERT_EQ(late.events().size(), 1u);
   EXPECT_EQ(late.events()[0].sequence(), events.back().sequence());
+}
+
+// Transmissions with three zero readings: the job succeeds, and what the preprocessing
+// found is in the job's notes and in one of its events.
+TEST_F(JobManagerTest, InputNotesStayWithTheResult) {
+  StartManager();
+  pb::JobSpec spec = SmallSpec(64, 90, 64);
+  std::string bytes = PhantomSinogramBytes(spec);
+  std::vector<float> values(bytes.size() / 4);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  for (float& v : values) v = std::exp(-0.05f * v);  // transmissions
+  values[100] = values[2000] = values[4321] = 0.0f;
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+  auto job = Submit(spec, bytes);
+  ASSERT_TRUE(job.ok()) << job.status();
+  RecordingWatcher watcher;
+  ASSERT_TRUE(manager_->Watch(job->id(), &watcher).ok());
+  ASSERT_TRUE(watcher.WaitForEnd());
+  pb::Job done = WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.notes_size(), 1);
+  EXPECT_THAT(done.notes(0), ::testing::HasSubstr("3 further unusable readings replaced"));
+  bool in_events = false;
+  for (const pb::JobEvent& event : watcher.events()) in_events |= event.message() == done.notes(0);
+  EXPECT_TRUE(in_events);
 }
 
 TEST_F(JobManagerTest, InvalidSpecStoresNothing) {

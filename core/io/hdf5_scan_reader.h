@@ -1,0 +1,78 @@
+// Reading a tomography scan from an HDF5 file (libhdf5, the C API): projections, flat and
+// dark fields and rotation angles, in either of the two layouts measured data comes in.
+//
+//   Data Exchange (APS; tomopy, dxchange):
+//     /exchange/data        (projections, rows, columns)
+//     /exchange/data_white  (flats, rows, columns)      optional
+//     /exchange/data_dark   (darks, rows, columns)      optional
+//     /exchange/theta       (projections)               optional; degrees unless its
+//                                                       "units" attribute says rad/radians
+//   NeXus NXtomo:
+//     <entry>/instrument/detector/data       (frames, rows, columns)
+//     <entry>/instrument/detector/image_key  (frames): 0 projection, 1 flat, 2 dark,
+//                                             3 invalid (skipped)
+//     <entry>/sample/rotation_angle          (frames)   optional; units as above
+//   <entry> is the first group of the root holding instrument/detector/data ("entry",
+//   "entry0000", ...).
+//
+// Any integer or floating-point sample type; values are converted to float32 by libhdf5.
+// Frames are read a block of views at a time (hyperslabs), so the file's bytes are never
+// held in memory beside the projections: a file larger than memory streams through, and
+// only the float32 projections the reconstruction needs are kept. Each flat frame's
+// position in the acquisition (how many projections were taken before it) is kept, so that
+// flats taken before and after the scan can be interpolated per view
+// (core/preprocessing/flat_normalisation.h).
+//
+// Thread-safe when libhdf5 is (Debian's is built thread-safe). libhdf5's error stack is not
+// printed; errors are INVALID_ARGUMENT naming the file and the dataset ("scan.h5:
+// /exchange/data is 2-dimensional; projections are (views, rows, columns)"), NOT_FOUND when
+// the file cannot be opened as HDF5 or the layout's datasets are missing.
+//
+//   TOMO_ASSIGN_OR_RETURN(Hdf5ScanInfo info, InspectHdf5Scan(path, Hdf5Layout::kAutomatic));
+//   TOMO_ASSIGN_OR_RETURN(Hdf5Scan scan, ReadHdf5Scan(path, Hdf5Layout::kAutomatic));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/data/array3d.h"
+
+namespace tomo::core {
+
+enum class Hdf5Layout {
+  kAutomatic,     // Data Exchange when /exchange/data exists, else NXtomo
+  kDataExchange,
+  kNxTomo,
+};
+
+struct Hdf5ScanInfo {
+  Hdf5Layout layout = Hdf5Layout::kAutomatic;  // the one found
+  int64_t projections = 0, rows = 0, columns = 0;
+  int64_t flats = 0, darks = 0;
+  bool has_angles = false;
+  std::string projections_dataset;  // its path in the file, for messages
+};
+
+struct Hdf5Scan {
+  Hdf5ScanInfo info;
+  Array3D projections;   // (projections, rows, columns), the raw readings as float32
+  Array3D flat_frames;   // (flats, rows, columns); empty when none
+  Array3D dark_frames;   // (darks, rows, columns); empty when none
+  // For each flat frame, the projections acquired before it (0: before the scan,
+  // info.projections: after it). Data Exchange does not say: all 0.
+  std::vector<int64_t> flat_positions;
+  std::vector<double> angles_deg;  // one per projection; empty when the file has none
+};
+
+// The layout and shapes, from the file's metadata only (no sample read but the NXtomo
+// image keys). name is the file's name for messages.
+absl::StatusOr<Hdf5ScanInfo> InspectHdf5Scan(const std::string& path, Hdf5Layout layout,
+                                             const std::string& name);
+
+// The whole scan. views_per_read bounds each hyperslab read (and the conversion buffer).
+absl::StatusOr<Hdf5Scan> ReadHdf5Scan(const std::string& path, Hdf5Layout layout,
+                                      const std::string& name, int64_t views_per_read = 64);
+
+}  // namespace tomo::core

@@ -1,0 +1,143 @@
+#include "core/io/hdf5_scan_reader.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/core/io/hdf5_test_files.h"
+#include "tests/core/random_seed.h"
+
+namespace tomo::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) /
+          (std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+           name))
+      .string();
+}
+
+// Integer counts in [100, 60000) on (frames, 5 rows, 7 columns): odd, non-square frames.
+Array3D RandomCounts(int64_t frames, std::mt19937_64& random) {
+  std::uniform_int_distribution<int> count(100, 59999);
+  Array3D a({frames, 5, 7});
+  for (int64_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(count(random));
+  return a;
+}
+
+void ExpectSame(const Array3D& got, const Array3D& want, int64_t want_offset = 0) {
+  for (int64_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got.data()[i], want.data()[want_offset + i]) << i;
+  }
+}
+
+TEST(Hdf5ScanReaderTest, DataExchangeInBlocksThatCrossChunks) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const Array3D projections = RandomCounts(11, random), flats = RandomCounts(3, random),
+                darks = RandomCounts(2, random);
+  std::vector<double> theta;
+  for (int i = 0; i < 11; ++i) theta.push_back(0.5 + 180.0 * i / 11);
+  const std::string path = TempPath("scan.h5");
+  testing::WriteDataExchange(path, projections, flats, darks, theta);
+
+  absl::StatusOr<Hdf5ScanInfo> info = InspectHdf5Scan(path, Hdf5Layout::kAutomatic, "scan.h5");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->layout, Hdf5Layout::kDataExchange);
+  EXPECT_EQ(info->projections, 11);
+  EXPECT_EQ(info->rows, 5);
+  EXPECT_EQ(info->columns, 7);
+  EXPECT_EQ(info->flats, 3);
+  EXPECT_EQ(info->darks, 2);
+  EXPECT_TRUE(info->has_angles);
+
+  // 4 views per read: 11 = 4 + 4 + 3, each read crossing one-frame chunks.
+  absl::StatusOr<Hdf5Scan> scan = ReadHdf5Scan(path, Hdf5Layout::kAutomatic, "scan.h5", 4);
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  ASSERT_EQ(scan->projections.dims(), (Dims3{11, 5, 7}));
+  ExpectSame(scan->projections, projections);
+  ExpectSame(scan->flat_frames, flats);
+  ExpectSame(scan->dark_frames, darks);
+  ASSERT_EQ(scan->angles_deg.size(), 11u);
+  for (int i = 0; i < 11; ++i) EXPECT_DOUBLE_EQ(scan->angles_deg[i], theta[i]);
+
+  // Asking for the other layout names what is missing.
+  EXPECT_EQ(InspectHdf5Scan(path, Hdf5Layout::kNxTomo, "scan.h5").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Flats before and after the projections, darks first, an invalid frame in between, the
+// angles in radians: the projections come out in order with their angles in degrees, and
+// each flat knows how many projections came before it.
+TEST(Hdf5ScanReaderTest, NxTomoSortsFramesByImageKey) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::vector<int32_t> keys = {2, 2, 1, 1, 0, 0, 0, 3, 0, 0, 0, 0, 1};
+  const Array3D frames = RandomCounts(static_cast<int64_t>(keys.size()), random);
+  std::vector<double> angles;
+  for (size_t i = 0; i < keys.size(); ++i) angles.push_back(0.1 * static_cast<double>(i));
+  const std::string path = TempPath("scan.nx");
+  testing::WriteNxTomo(path, "entry0000", frames, keys, angles, "rad");
+
+  absl::StatusOr<Hdf5Scan> scan = ReadHdf5Scan(path, Hdf5Layout::kAutomatic, "scan.nx", 2);
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  EXPECT_EQ(scan->info.layout, Hdf5Layout::kNxTomo);
+  EXPECT_EQ(scan->info.projections_dataset, "/entry0000/instrument/detector/data");
+  ASSERT_EQ(scan->projections.dims(), (Dims3{7, 5, 7}));
+  ASSERT_EQ(scan->flat_frames.dims(), (Dims3{3, 5, 7}));
+  ASSERT_EQ(scan->dark_frames.dims(), (Dims3{2, 5, 7}));
+  const int64_t frame = 35;
+  const int projection_frames[7] = {4, 5, 6, 8, 9, 10, 11};
+  for (int p = 0; p < 7; ++p) {
+    for (int64_t i = 0; i < frame; ++i) {
+      ASSERT_EQ(scan->projections.data()[p * frame + i],
+                frames.data()[projection_frames[p] * frame + i]);
+    }
+    EXPECT_NEAR(scan->angles_deg[p], 0.1 * projection_frames[p] * 180.0 / M_PI, 1e-9);
+  }
+  for (int64_t i = 0; i < frame; ++i) {
+    ASSERT_EQ(scan->flat_frames.data()[2 * frame + i], frames.data()[12 * frame + i]);
+    ASSERT_EQ(scan->dark_frames.data()[frame + i], frames.data()[frame + i]);
+  }
+  EXPECT_THAT(scan->flat_positions, ::testing::ElementsAre(0, 0, 7));
+}
+
+TEST(Hdf5ScanReaderTest, RefusalsNameTheFileAndTheDataset) {
+  const std::string text = TempPath("not.h5");
+  std::ofstream(text) << "projections";
+  absl::StatusOr<Hdf5ScanInfo> info = InspectHdf5Scan(text, Hdf5Layout::kAutomatic, "not.h5");
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(info.status().message(), HasSubstr("not.h5: not an HDF5 file"));
+
+  // Keys and frames of different counts.
+  std::mt19937_64 random(1);
+  const std::string keys = TempPath("keys.nx");
+  testing::WriteNxTomo(keys, "entry", RandomCounts(4, random), {0, 0, 0}, {}, nullptr);
+  info = InspectHdf5Scan(keys, Hdf5Layout::kAutomatic, "keys.nx");
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(info.status().message(), HasSubstr("image_key has 3 keys"));
+
+  // Angles of another count than the frames.
+  const std::string angles = TempPath("angles.h5");
+  testing::WriteDataExchange(angles, RandomCounts(4, random), Array3D(), Array3D(), {1, 2, 3});
+  info = InspectHdf5Scan(angles, Hdf5Layout::kDataExchange, "angles.h5");
+  EXPECT_THAT(info.status().message(), HasSubstr("/exchange/theta has 3 angles for 4 frames"));
+
+  // Neither layout.
+  const std::string empty = TempPath("empty.h5");
+  H5Fclose(H5Fcreate(empty.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  info = InspectHdf5Scan(empty, Hdf5Layout::kAutomatic, "empty.h5");
+  EXPECT_THAT(info.status().message(), HasSubstr("neither /exchange/data"));
+}
+
+}  // namespace
+}  // namespace tomo::core
