@@ -159,9 +159,11 @@ absl::StatusOr<ArtResult> RunSweeps(ArtBuffers& run, const ArtOptions& options,
 class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
-      const SymmetricSystemMatrix& a, int device) {
+      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels) {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
     auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
+    m->kernels_ = kernels;
+    m->maps_ = cuda::SquareMaps();
     TOMO_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
     const cudaStream_t s = m->stream_.get();
     const std::vector<uint2> runs = cuda::PackRuns(a);
@@ -171,12 +173,14 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(m->runs_, Upload(runs, s));
     TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
     TOMO_ASSIGN_OR_RETURN(m->row_norm2_, Upload(a.row_norms2(), s));
+    TOMO_ASSIGN_OR_RETURN(const std::vector<uint4> headers, cuda::PackRowHeaders(a));
+    TOMO_ASSIGN_OR_RETURN(m->row_headers_, Upload(headers, s));
     m->segments_ = cuda::SymmetricForwardSegments(static_cast<int32_t>(a.scan().nx()),
                                                   static_cast<int32_t>(a.scan().columns()));
     TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
         static_cast<size_t>(m->segments_) * 8 * static_cast<size_t>(a.scan().columns()), s));
     m->arrays_ = {m->row_value_begin_.get(), m->row_run_begin_.get(), m->row_iy_first_.get(),
-                  m->runs_.get(), m->values_.get(), m->row_norm2_.get(),
+                  m->runs_.get(), m->values_.get(), m->row_norm2_.get(), m->row_headers_.get(),
                   static_cast<int32_t>(a.scan().nx()), static_cast<int32_t>(a.scan().columns())};
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
@@ -186,7 +190,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   uint64_t matrix_bytes() const override {
     return row_value_begin_.size_bytes() + row_run_begin_.size_bytes() +
            row_iy_first_.size_bytes() + runs_.size_bytes() + values_.size_bytes() +
-           row_norm2_.size_bytes();
+           row_norm2_.size_bytes() + row_headers_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -234,9 +238,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
     for (const cuda::OrbitBlock& group : groups) {
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
-          arrays_, geometry_[static_cast<size_t>(group.stored_view)], group, z, x,
-          /*clamp=*/false, stream_.get()));
+      TOMO_RETURN_IF_ERROR(EnqueueBack(group, z, x, /*clamp=*/false));
     }
     return absl::OkStatus();
   }
@@ -266,9 +268,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments_,
                                                                partials_.get(), run.b.get(),
                                                                run.residual.get(), run.z.get(), s));
-        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
-            arrays_, geometry_[static_cast<size_t>(b)], block, run.z.get(), run.x.get(),
-            options.nonnegative, s));
+        TOMO_RETURN_IF_ERROR(EnqueueBack(block, run.z.get(), run.x.get(), options.nonnegative));
       }
       return absl::OkStatus();
     };
@@ -277,6 +277,21 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
 
  private:
   DeviceSymmetricMatrix(const SymmetricSystemMatrix& a, int device) : a_(a), device_(device) {}
+  // x += A_b^T z for the views of `block` (then the clamp), with the chosen kernel.
+  absl::Status EnqueueBack(const cuda::OrbitBlock& block, const float* z, float* x, bool clamp) {
+    const cuda::StoredViewGeometry& g = geometry_[static_cast<size_t>(block.stored_view)];
+    switch (kernels_) {
+      case SymmetricKernels::kGather:
+        TOMO_CUDA_RETURN_IF_ERROR(
+            cuda::LaunchSymmetricBackGather(arrays_, g, block, z, x, clamp, stream_.get()));
+        break;
+      case SymmetricKernels::kOrbit:
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackOrbit(arrays_, g, block, maps_, z, x,
+                                                                 clamp, stream_.get()));
+        break;
+    }
+    return absl::OkStatus();
+  }
   size_t pixels() const { return static_cast<size_t>(a_.scan().nx() * a_.scan().ny()); }
   size_t projection_count() const { return static_cast<size_t>(a_.scan().rows()); }
 
@@ -286,8 +301,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<int64_t> row_value_begin_, row_run_begin_;
   DeviceBuffer<int32_t> row_iy_first_;
   DeviceBuffer<uint2> runs_;
+  DeviceBuffer<uint4> row_headers_;
   DeviceBuffer<float> values_, row_norm2_, partials_;
   int segments_ = 1;
+  SymmetricKernels kernels_ = kDefaultSymmetricKernels;
+  cuda::SquareMapTable maps_{};
   cuda::SymmetricDeviceArrays arrays_{};
   std::vector<cuda::StoredViewGeometry> geometry_;
 };
@@ -441,9 +459,33 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
 
 }  // namespace
 
+const char* SymmetricKernelsName(SymmetricKernels kernels) {
+  switch (kernels) {
+    case SymmetricKernels::kGather:
+      return "gather";
+    case SymmetricKernels::kOrbit:
+      return "orbit";
+  }
+  return "?";
+}
+
+std::vector<SymmetricKernels> AllSymmetricKernels() {
+  return {SymmetricKernels::kGather, SymmetricKernels::kOrbit};
+}
+
+absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {
+  std::string names;
+  for (const SymmetricKernels k : AllSymmetricKernels()) {
+    if (name == SymmetricKernelsName(k)) return k;
+    absl::StrAppend(&names, names.empty() ? "" : ", ", SymmetricKernelsName(k));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel: '", name, "' is not one of ", names));
+}
+
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
-    const SymmetricSystemMatrix& matrix, int device) {
-  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device));
+    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels) {
+  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels));
   return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
 }
 

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,8 +60,25 @@ class DeviceStoredMatrix {
                                            const RunContext& context) = 0;
 };
 
+// The kernels the symmetric format runs its products with (system-matrix-bench --kernel
+// compares them in one run). All give the same products to float rounding.
+enum class SymmetricKernels {
+  // Forward: one warp per stored row (and segment), a lane per run. Transpose: one thread
+  // per output pixel, finding for each view the stored rays that meet it (symmetric_back.cu).
+  kGather,
+  // The same forward; transpose with one thread per pixel orbit, each stored weight found
+  // once for all the block's views (symmetric_back_orbit.cu).
+  kOrbit,
+};
+inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kGather;
+const char* SymmetricKernelsName(SymmetricKernels kernels);
+// INVALID_ARGUMENT naming the value and the names allowed.
+absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name);
+std::vector<SymmetricKernels> AllSymmetricKernels();
+
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
-    const SymmetricSystemMatrix& matrix, int device);
+    const SymmetricSystemMatrix& matrix, int device,
+    SymmetricKernels kernels = kDefaultSymmetricKernels);
 // views_per_block as ArtOptions::views_per_block (0: one view); RunArt's options must
 // carry the same value.
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadCsrMatrix(const CsrSystemMatrix& matrix,

@@ -20,6 +20,9 @@ struct SymmetricDeviceArrays {
   const uint2* runs;
   const float* values;
   const float* row_norm2;
+  // Per stored row, packed for one 16-byte load (the orbit kernel's lookups):
+  // x = first run, y | z << 32 = first value, w = iy_first | runs << 16.
+  const uint4* row_headers;
   int32_t n;        // the grid is n x n
   int32_t columns;  // detector columns
 };
@@ -44,7 +47,17 @@ struct OrbitBlock {
                           // (the view's number for full vectors, its slot for a subset's)
   int32_t m[8][4];        // kSquareMaps[map] as xx, xy, yx, yy
   int32_t reversed[8];    // detector columns reversed
+  int32_t map_index[8];   // the index of view k's map in kSquareMaps
+  // slot_for[h][g]: the view k of the block whose map is M_h M_g^-1, or -1 when the block
+  // lacks it: that view's rays meeting stored pixel M_g q0 add to output pixel M_h q0
+  // (the orbit kernel's bookkeeping; h, g index kSquareMaps).
+  int8_t slot_for[8][8];
   float step_scale;       // lambda / S_b (block_art.h)
+};
+
+// The eight square maps (kSquareMaps) as xx, xy, yx, yy, for device code.
+struct SquareMapTable {
+  int32_t m[8][4];
 };
 
 // Forward products of one orbit, split over `segments` warps per stored row: partials
@@ -69,6 +82,17 @@ cudaError_t LaunchSymmetricBackGather(const SymmetricDeviceArrays& a,
                                       const StoredViewGeometry& geometry,
                                       const OrbitBlock& block, const float* z_full, float* x,
                                       bool clamp, cudaStream_t stream);
+
+// The same product with one thread per pixel orbit (the pixels M_h q0, h < 8, of a
+// representative q0 with cx >= cy >= 0 in doubled centred coordinates): the thread finds
+// the stored weights at the orbit's (up to) eight pixels once and uses each for every view
+// of the block, then writes each distinct pixel of its orbit once (no atomics: every pixel
+// has one owner), clamping when asked.
+cudaError_t LaunchSymmetricBackOrbit(const SymmetricDeviceArrays& a,
+                                     const StoredViewGeometry& geometry,
+                                     const OrbitBlock& block, const SquareMapTable& maps,
+                                     const float* z_full, float* x, bool clamp,
+                                     cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

@@ -97,6 +97,38 @@ TOMO_THREAD_MATH float ColumnCoordinate(const StoredViewGeometry& g, float half,
 // Columns; float32 column coordinates err by about 1e-4.
 constexpr float kWindowMargin = 0.01f;
 
+// The detector columns [first, last] whose ray wedges can meet stored pixel (qx, qy):
+// between the projections of the pixel's corners, widened by half a column and the margin.
+TOMO_THREAD_MATH void RayWindow(const StoredViewGeometry& g, float half, int columns, int qx,
+                                int qy, int* first, int* last) {
+  float lo = 1e30f, hi = -1e30f;
+  for (int corner = 0; corner < 4; ++corner) {
+    const float cx = g.origin_x + static_cast<float>(qx + (corner & 1)) * g.pixel;
+    const float cy = g.origin_y + static_cast<float>(qy + (corner >> 1)) * g.pixel;
+    const float t = ColumnCoordinate(g, half, cx, cy);
+    lo = fminf(lo, t);
+    hi = fmaxf(hi, t);
+  }
+  const int window_first = static_cast<int>(ceilf(lo - 0.5f - kWindowMargin));
+  const int window_last = static_cast<int>(floorf(hi + 0.5f + kWindowMargin));
+  *first = window_first < 0 ? 0 : window_first;
+  *last = window_last > columns - 1 ? columns - 1 : window_last;
+}
+
+// The weight of stored row `row` at stored pixel (qx, qy) through the packed row header,
+// 0 where the row does not meet it.
+TOMO_THREAD_MATH float HeaderWeight(const SymmetricDeviceArrays& a, int64_t row, int qx,
+                                    int qy) {
+  const uint4 header = a.row_headers[row];
+  const int j = qy - static_cast<int>(header.w & 0xffffu);
+  if (j < 0 || j >= static_cast<int>(header.w >> 16)) return 0.0f;
+  const uint2 run = a.runs[header.x + static_cast<uint32_t>(j)];
+  const int dx = qx - static_cast<int>(run.y & 0xffffu);
+  if (dx < 0 || dx >= static_cast<int>(run.y >> 16)) return 0.0f;
+  const uint64_t value_begin = static_cast<uint64_t>(header.y) | (static_cast<uint64_t>(header.z) << 32);
+  return a.values[value_begin + run.x + static_cast<uint32_t>(dx)];
+}
+
 // Transposed product, one thread: the sum over the block's views k of the weights of the
 // rays that meet output pixel (px, py) times z, read from the stored runs.
 TOMO_THREAD_MATH float BackGatherPixel(const SymmetricDeviceArrays& a,
@@ -115,18 +147,8 @@ TOMO_THREAD_MATH float BackGatherPixel(const SymmetricDeviceArrays& a,
     // q = M^T p (the maps are orthogonal).
     const int qx = (block.m[k][0] * pcx + block.m[k][2] * pcy + n1) >> 1;
     const int qy = (block.m[k][1] * pcx + block.m[k][3] * pcy + n1) >> 1;
-    float lo = 1e30f, hi = -1e30f;
-    for (int corner = 0; corner < 4; ++corner) {
-      const float cx = g.origin_x + static_cast<float>(qx + (corner & 1)) * g.pixel;
-      const float cy = g.origin_y + static_cast<float>(qy + (corner >> 1)) * g.pixel;
-      const float t = ColumnCoordinate(g, half, cx, cy);
-      lo = fminf(lo, t);
-      hi = fmaxf(hi, t);
-    }
-    const int window_first = static_cast<int>(ceilf(lo - 0.5f - kWindowMargin));
-    const int window_last = static_cast<int>(floorf(hi + 0.5f + kWindowMargin));
-    const int first = window_first < 0 ? 0 : window_first;
-    const int last = window_last > a.columns - 1 ? a.columns - 1 : window_last;
+    int first, last;
+    RayWindow(g, half, a.columns, qx, qy, &first, &last);
     const float* z = z_full + static_cast<int64_t>(block.view[k]) * a.columns;
     for (int c = first; c <= last; ++c) {
       const int64_t row = row0 + c;
@@ -141,6 +163,76 @@ TOMO_THREAD_MATH float BackGatherPixel(const SymmetricDeviceArrays& a,
     }
   }
   return sum;
+}
+
+// Pixel (ix, iy) of the n x n grid under square map m (MapPixel of square_symmetry.h).
+TOMO_THREAD_MATH void MapGridPixel(const SquareMapTable& maps, int m, int n, int ix, int iy,
+                                   int* ox, int* oy) {
+  const int cx = 2 * ix - (n - 1), cy = 2 * iy - (n - 1);
+  *ox = (maps.m[m][0] * cx + maps.m[m][1] * cy + (n - 1)) >> 1;
+  *oy = (maps.m[m][2] * cx + maps.m[m][3] * cy + (n - 1)) >> 1;
+}
+
+// Whether (ix, iy) represents its orbit: cx >= cy >= 0 in doubled centred coordinates.
+TOMO_THREAD_MATH bool IsOrbitRepresentative(int n, int ix, int iy) {
+  const int cx = 2 * ix - (n - 1), cy = 2 * iy - (n - 1);
+  return cy >= 0 && cx >= cy && ix < n;
+}
+
+// Transposed product, one thread per pixel orbit (representative (ix, iy)): for each of
+// the orbit's pixels q_g = M_g q0 in the stored view's frame, the rays meeting q_g (window)
+// and their weights, each weight found once and added, for every view k of the block, to
+// output pixel M_h q0 with M_k = M_h M_g^-1 (block.slot_for[h][g]). Then each distinct
+// output pixel of the orbit is updated once: x = x + sum (clamped at 0 when clamp). Pixels
+// of smaller orbits (on a diagonal or a centre line) appear under several h with the same
+// sum and are written once.
+TOMO_THREAD_MATH void BackOrbitRepresentative(const SymmetricDeviceArrays& a,
+                                              const StoredViewGeometry& geometry,
+                                              const OrbitBlock& block,
+                                              const SquareMapTable& maps,
+                                              const float* z_full, int ix, int iy, float* x,
+                                              bool clamp) {
+  const int n = a.n;
+  const float half = 0.5f * static_cast<float>(a.columns - 1);
+  const int64_t row0 = static_cast<int64_t>(block.stored_view) * a.columns;
+  int px[8], py[8];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int h = 0; h < 8; ++h) MapGridPixel(maps, h, n, ix, iy, &px[h], &py[h]);
+  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int g = 0; g < 8; ++g) {
+    const int qx = px[g], qy = py[g];
+    int first, last;
+    RayWindow(geometry, half, a.columns, qx, qy, &first, &last);
+    for (int c = first; c <= last; ++c) {
+      const float w = HeaderWeight(a, row0 + c, qx, qy);
+      if (w == 0.0f) continue;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int h = 0; h < 8; ++h) {
+        const int k = block.slot_for[h][g];
+        if (k < 0) continue;
+        const int column = block.reversed[k] ? a.columns - 1 - c : c;
+        sums[h] += w * LoadReadOnly(z_full + static_cast<int64_t>(block.view[k]) * a.columns + column);
+      }
+    }
+  }
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int h = 0; h < 8; ++h) {
+    bool seen = false;
+    for (int e = 0; e < h; ++e) seen = seen || (px[e] == px[h] && py[e] == py[h]);
+    if (seen) continue;
+    const int64_t at = static_cast<int64_t>(py[h]) * n + px[h];
+    const float updated = x[at] + sums[h];
+    x[at] = clamp ? fmaxf(updated, 0.0f) : updated;
+  }
 }
 
 }  // namespace tomo::core::system_matrix::cuda
