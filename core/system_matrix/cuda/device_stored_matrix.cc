@@ -11,6 +11,7 @@
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/symmetric_launch_params.h"
+#include "core/system_matrix/dense_slabs.h"
 #include "core/system_matrix/view_blocks.h"
 
 namespace tomo::core::system_matrix {
@@ -166,22 +167,43 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     m->maps_ = cuda::SquareMaps();
     TOMO_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
     const cudaStream_t s = m->stream_.get();
-    const std::vector<uint2> runs = cuda::PackRuns(a);
-    TOMO_ASSIGN_OR_RETURN(m->row_value_begin_, Upload(a.row_value_begin(), s));
-    TOMO_ASSIGN_OR_RETURN(m->row_run_begin_, Upload(a.row_run_begin(), s));
-    TOMO_ASSIGN_OR_RETURN(m->row_iy_first_, Upload(a.row_iy_first(), s));
-    TOMO_ASSIGN_OR_RETURN(m->runs_, Upload(runs, s));
-    TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
     TOMO_ASSIGN_OR_RETURN(m->row_norm2_, Upload(a.row_norms2(), s));
-    TOMO_ASSIGN_OR_RETURN(const std::vector<uint4> headers, cuda::PackRowHeaders(a));
-    TOMO_ASSIGN_OR_RETURN(m->row_headers_, Upload(headers, s));
-    m->segments_ = cuda::SymmetricForwardSegments(static_cast<int32_t>(a.scan().nx()),
-                                                  static_cast<int32_t>(a.scan().columns()));
+    const int32_t n = static_cast<int32_t>(a.scan().nx());
+    const int32_t columns = static_cast<int32_t>(a.scan().columns());
+    int partial_segments = 1;
+    if (m->UsesRuns()) {
+      const std::vector<uint2> runs = cuda::PackRuns(a);
+      TOMO_ASSIGN_OR_RETURN(m->row_value_begin_, Upload(a.row_value_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->row_run_begin_, Upload(a.row_run_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->row_iy_first_, Upload(a.row_iy_first(), s));
+      TOMO_ASSIGN_OR_RETURN(m->runs_, Upload(runs, s));
+      TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
+      TOMO_ASSIGN_OR_RETURN(const std::vector<uint4> headers, cuda::PackRowHeaders(a));
+      TOMO_ASSIGN_OR_RETURN(m->row_headers_, Upload(headers, s));
+      // Synchronise before the host arrays go.
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      m->segments_ = cuda::SymmetricForwardSegments(n, columns);
+      partial_segments = m->segments_;
+    }
+    if (m->UsesDense()) {
+      const DenseSlabs dense = DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a));
+      TOMO_ASSIGN_OR_RETURN(m->dense_values_, Upload(dense.values(), s));
+      TOMO_ASSIGN_OR_RETURN(m->dense_pixels_, Upload(dense.pixels(), s));
+      TOMO_ASSIGN_OR_RETURN(m->dense_slabs_, Upload(dense.slabs(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      for (int64_t b = 0; b <= a.num_blocks(); ++b) m->dense_view_begin_.push_back(dense.view_begin(b));
+      m->dense_ = {m->dense_values_.get(), m->dense_pixels_.get(), m->dense_slabs_.get(), n, columns,
+                   dense.segments()};
+      partial_segments = std::max(partial_segments, dense.segments());
+    }
+    if (m->UsesTransposedImage()) {
+      TOMO_ASSIGN_OR_RETURN(m->x_transposed_, DeviceBuffer<float>::Allocate(m->pixels(), s));
+    }
     TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
-        static_cast<size_t>(m->segments_) * 8 * static_cast<size_t>(a.scan().columns()), s));
+        static_cast<size_t>(partial_segments) * 8 * static_cast<size_t>(columns), s));
     m->arrays_ = {m->row_value_begin_.get(), m->row_run_begin_.get(), m->row_iy_first_.get(),
                   m->runs_.get(), m->values_.get(), m->row_norm2_.get(), m->row_headers_.get(),
-                  static_cast<int32_t>(a.scan().nx()), static_cast<int32_t>(a.scan().columns())};
+                  n, columns};
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return m;
@@ -190,7 +212,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   uint64_t matrix_bytes() const override {
     return row_value_begin_.size_bytes() + row_run_begin_.size_bytes() +
            row_iy_first_.size_bytes() + runs_.size_bytes() + values_.size_bytes() +
-           row_norm2_.size_bytes() + row_headers_.size_bytes();
+           row_norm2_.size_bytes() + row_headers_.size_bytes() + dense_values_.size_bytes() +
+           dense_pixels_.size_bytes() + dense_slabs_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -222,13 +245,15 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                                     float* y) override {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
-    const cudaStream_t s = stream_.get();
+    const float* x_transposed = nullptr;
+    if (UsesTransposedImage()) {  // the caller's x has no transposed copy: make one
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTranspose(x, x_transposed_.get(),
+                                                      static_cast<int32_t>(a_.scan().nx()),
+                                                      stream_.get()));
+      x_transposed = x_transposed_.get();
+    }
     for (const cuda::OrbitBlock& group : groups) {
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(arrays_, group, segments_, x,
-                                                                     partials_.get(), s));
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, group, segments_,
-                                                             partials_.get(), nullptr, nullptr, y,
-                                                             s));
+      TOMO_RETURN_IF_ERROR(EnqueueForward(group, x, x_transposed, nullptr, nullptr, y));
     }
     return absl::OkStatus();
   }
@@ -238,7 +263,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
     for (const cuda::OrbitBlock& group : groups) {
-      TOMO_RETURN_IF_ERROR(EnqueueBack(group, z, x, /*clamp=*/false));
+      TOMO_RETURN_IF_ERROR(EnqueueBack(group, z, x, nullptr, /*clamp=*/false));
     }
     return absl::OkStatus();
   }
@@ -252,6 +277,12 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     const cudaStream_t s = stream_.get();
     TOMO_ASSIGN_OR_RETURN(ArtBuffers run, StartArt(projections, static_cast<int64_t>(pixels()), s));
+    // The image's transposed copy starts as x does (zero); the orbit transpose keeps it.
+    float* x_transposed = nullptr;
+    if (UsesTransposedImage()) {
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x_transposed_.get(), 0, x_transposed_.size_bytes(), s));
+      x_transposed = x_transposed_.get();
+    }
     std::vector<cuda::OrbitBlock> blocks;
     for (int64_t b = 0; b < a_.num_blocks(); ++b) {
       const SymmetricViewBlocks view_blocks(a_);
@@ -263,12 +294,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     const auto enqueue_sweep = [&]() -> absl::Status {
       for (int64_t b = 0; b < a_.num_blocks(); ++b) {
         const cuda::OrbitBlock& block = blocks[static_cast<size_t>(b)];
-        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(
-            arrays_, block, segments_, run.x.get(), partials_.get(), s));
-        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments_,
-                                                               partials_.get(), run.b.get(),
-                                                               run.residual.get(), run.z.get(), s));
-        TOMO_RETURN_IF_ERROR(EnqueueBack(block, run.z.get(), run.x.get(), options.nonnegative));
+        TOMO_RETURN_IF_ERROR(EnqueueForward(block, run.x.get(), x_transposed, run.b.get(),
+                                            run.residual.get(), run.z.get()));
+        TOMO_RETURN_IF_ERROR(
+            EnqueueBack(block, run.z.get(), run.x.get(), x_transposed, options.nonnegative));
       }
       return absl::OkStatus();
     };
@@ -277,8 +306,40 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
 
  private:
   DeviceSymmetricMatrix(const SymmetricSystemMatrix& a, int device) : a_(a), device_(device) {}
+  bool UsesRuns() const { return kernels_ != SymmetricKernels::kDense; }
+  // The dense forward reads, and the orbit transpose keeps, a transposed copy of the image.
+  bool UsesTransposedImage() const { return kernels_ == SymmetricKernels::kDenseOrbit; }
+  bool UsesDense() const {
+    return kernels_ == SymmetricKernels::kDense || kernels_ == SymmetricKernels::kDenseOrbit;
+  }
+
+  // The block's products (partials, then their sum: A x, or the residual and scaled residual
+  // when projections is set; LaunchSymmetricCombine), with the chosen kernel.
+  absl::Status EnqueueForward(const cuda::OrbitBlock& block, const float* x,
+                              const float* x_transposed, const float* projections,
+                              float* residual, float* out) {
+    const cudaStream_t s = stream_.get();
+    int segments = segments_;
+    if (UsesDense()) {
+      const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
+      const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchDenseForwardPartials(dense_, block, first, count, x, x_transposed,
+                                           partials_.get(), s));
+      segments = dense_.segments;
+    } else {
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchSymmetricForwardPartials(arrays_, block, segments_, x, partials_.get(), s));
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments,
+                                                           partials_.get(), projections, residual,
+                                                           out, s));
+    return absl::OkStatus();
+  }
+
   // x += A_b^T z for the views of `block` (then the clamp), with the chosen kernel.
-  absl::Status EnqueueBack(const cuda::OrbitBlock& block, const float* z, float* x, bool clamp) {
+  absl::Status EnqueueBack(const cuda::OrbitBlock& block, const float* z, float* x,
+                           float* x_transposed, bool clamp) {
     const cuda::StoredViewGeometry& g = geometry_[static_cast<size_t>(block.stored_view)];
     switch (kernels_) {
       case SymmetricKernels::kGather:
@@ -286,9 +347,21 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
             cuda::LaunchSymmetricBackGather(arrays_, g, block, z, x, clamp, stream_.get()));
         break;
       case SymmetricKernels::kOrbit:
-        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackOrbit(arrays_, g, block, maps_, z, x,
-                                                                 clamp, stream_.get()));
+      case SymmetricKernels::kDenseOrbit:
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackOrbit(
+            arrays_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
         break;
+      case SymmetricKernels::kDense: {
+        const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
+        const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
+        TOMO_CUDA_RETURN_IF_ERROR(
+            cuda::LaunchDenseBackAtomic(dense_, block, first, count, z, x, stream_.get()));
+        if (clamp) {
+          TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchClampNonnegative(
+              x, a_.scan().nx() * a_.scan().ny(), stream_.get()));
+        }
+        break;
+      }
     }
     return absl::OkStatus();
   }
@@ -306,6 +379,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   int segments_ = 1;
   SymmetricKernels kernels_ = kDefaultSymmetricKernels;
   cuda::SquareMapTable maps_{};
+  DeviceBuffer<float> dense_values_, x_transposed_;
+  DeviceBuffer<uint32_t> dense_pixels_;
+  DeviceBuffer<DenseSlab> dense_slabs_;
+  std::vector<int64_t> dense_view_begin_;
+  cuda::DenseDeviceArrays dense_{};
   cuda::SymmetricDeviceArrays arrays_{};
   std::vector<cuda::StoredViewGeometry> geometry_;
 };
@@ -465,12 +543,17 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "gather";
     case SymmetricKernels::kOrbit:
       return "orbit";
+    case SymmetricKernels::kDense:
+      return "dense";
+    case SymmetricKernels::kDenseOrbit:
+      return "dense-orbit";
   }
   return "?";
 }
 
 std::vector<SymmetricKernels> AllSymmetricKernels() {
-  return {SymmetricKernels::kGather, SymmetricKernels::kOrbit};
+  return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
+          SymmetricKernels::kDenseOrbit};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

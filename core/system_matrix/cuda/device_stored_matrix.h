@@ -69,6 +69,14 @@ enum class SymmetricKernels {
   // The same forward; transpose with one thread per pixel orbit, each stored weight found
   // once for all the block's views (symmetric_back_orbit.cu).
   kOrbit,
+  // Both products on the dense layout (dense_slabs.h, cuda/dense_products.cu): a warp per
+  // slab of 32 rows, coalesced loads; the transpose adds with atomicAdd (the layout keeps
+  // the lanes of a step apart, not the warps). The runs are not uploaded.
+  kDense,
+  // The dense forward with the orbit transpose (both layouts on the device); ART keeps a
+  // transposed copy of the image, written by the orbit transpose, from which the forward
+  // reads the maps whose pixels it would otherwise read across rows.
+  kDenseOrbit,
 };
 inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kGather;
 const char* SymmetricKernelsName(SymmetricKernels kernels);

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "core/system_matrix/dense_slab.h"
+
 namespace tomo::core::system_matrix::cuda {
 
 // The stored rows of the symmetric format on the device. A run is packed in 8 bytes:
@@ -87,12 +89,42 @@ cudaError_t LaunchSymmetricBackGather(const SymmetricDeviceArrays& a,
 // representative q0 with cx >= cy >= 0 in doubled centred coordinates): the thread finds
 // the stored weights at the orbit's (up to) eight pixels once and uses each for every view
 // of the block, then writes each distinct pixel of its orbit once (no atomics: every pixel
-// has one owner), clamping when asked.
+// has one owner), clamping when asked; x_transposed (optional, else nullptr) receives the
+// same values at the transposed places (xt[ix * n + iy]).
 cudaError_t LaunchSymmetricBackOrbit(const SymmetricDeviceArrays& a,
                                      const StoredViewGeometry& geometry,
                                      const OrbitBlock& block, const SquareMapTable& maps,
-                                     const float* z_full, float* x, bool clamp,
-                                     cudaStream_t stream);
+                                     const float* z_full, float* x, float* x_transposed,
+                                     bool clamp, cudaStream_t stream);
+
+// The dense layout (dense_slabs.h) on the device.
+struct DenseDeviceArrays {
+  const float* values;
+  const uint32_t* pixels;  // stored frame: ix | iy << 16
+  const DenseSlab* slabs;
+  int32_t n;         // the grid is n x n
+  int32_t columns;   // detector columns
+  int32_t segments;  // slabs per group of 32 rows
+};
+
+// Forward products of one orbit block from its stored view's slabs [slab_first, slab_first +
+// slab_count), one warp per slab, a lane per row: partials[(segment * 8 + k) * columns + c]
+// as LaunchSymmetricForwardPartials (LaunchSymmetricCombine adds them, with d.segments).
+// x_transposed: nullptr, or x transposed (xt[ix * n + iy]; see DenseForwardLane).
+cudaError_t LaunchDenseForwardPartials(const DenseDeviceArrays& d, const OrbitBlock& block,
+                                       int64_t slab_first, int64_t slab_count, const float* x,
+                                       const float* x_transposed, float* partials,
+                                       cudaStream_t stream);
+// x[M_k p] += w z_k(row) for every entry of the slabs and view k of the block, one warp per
+// slab, a lane per row. The lanes of one step add to different pixels (the layout's
+// permutation); different warps may add to one pixel at once, so the adds are atomic.
+cudaError_t LaunchDenseBackAtomic(const DenseDeviceArrays& d, const OrbitBlock& block,
+                                  int64_t slab_first, int64_t slab_count, const float* z_full,
+                                  float* x, cudaStream_t stream);
+// x[i] = max(x[i], 0).
+cudaError_t LaunchClampNonnegative(float* x, int64_t count, cudaStream_t stream);
+// xt[ix * n + iy] = x[iy * n + ix].
+cudaError_t LaunchTranspose(const float* x, float* xt, int32_t n, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

@@ -27,11 +27,12 @@ constexpr int kTileY = 16;
 __global__ void __launch_bounds__(kTileX * kTileY)
     SymmetricBackOrbitKernel(SymmetricDeviceArrays a, StoredViewGeometry g, OrbitBlock block,
                              SquareMapTable maps, const float* __restrict__ z_full,
-                             float* __restrict__ x, bool clamp) {
+                             float* __restrict__ x, float* __restrict__ x_transposed,
+                             bool clamp) {
   const int ix = a.n / 2 + static_cast<int>(blockIdx.x) * kTileX + static_cast<int>(threadIdx.x);
   const int iy = a.n / 2 + static_cast<int>(blockIdx.y) * kTileY + static_cast<int>(threadIdx.y);
   if (!IsOrbitRepresentative(a.n, ix, iy)) return;
-  BackOrbitRepresentative(a, g, block, maps, z_full, ix, iy, x, clamp);
+  BackOrbitRepresentative(a, g, block, maps, z_full, ix, iy, x, x_transposed, clamp);
 }
 
 }  // namespace
@@ -39,13 +40,13 @@ __global__ void __launch_bounds__(kTileX * kTileY)
 cudaError_t LaunchSymmetricBackOrbit(const SymmetricDeviceArrays& a,
                                      const StoredViewGeometry& geometry,
                                      const OrbitBlock& block, const SquareMapTable& maps,
-                                     const float* z_full, float* x, bool clamp,
-                                     cudaStream_t stream) {
+                                     const float* z_full, float* x, float* x_transposed,
+                                     bool clamp, cudaStream_t stream) {
   const int side = a.n - a.n / 2;
   const dim3 threads(kTileX, kTileY);
   const dim3 blocks((side + kTileX - 1) / kTileX, (side + kTileY - 1) / kTileY);
   SymmetricBackOrbitKernel<<<blocks, threads, 0, stream>>>(a, geometry, block, maps, z_full, x,
-                                                           clamp);
+                                                           x_transposed, clamp);
   return cudaGetLastError();
 }
 

@@ -185,13 +185,14 @@ TOMO_THREAD_MATH bool IsOrbitRepresentative(int n, int ix, int iy) {
 // output pixel M_h q0 with M_k = M_h M_g^-1 (block.slot_for[h][g]). Then each distinct
 // output pixel of the orbit is updated once: x = x + sum (clamped at 0 when clamp). Pixels
 // of smaller orbits (on a diagonal or a centre line) appear under several h with the same
-// sum and are written once.
+// sum and are written once. x_transposed (optional) receives the same values transposed
+// (xt[ix * n + iy]; the transposed pixel is in the same orbit, so it has the same owner).
 TOMO_THREAD_MATH void BackOrbitRepresentative(const SymmetricDeviceArrays& a,
                                               const StoredViewGeometry& geometry,
                                               const OrbitBlock& block,
                                               const SquareMapTable& maps,
                                               const float* z_full, int ix, int iy, float* x,
-                                              bool clamp) {
+                                              float* x_transposed, bool clamp) {
   const int n = a.n;
   const float half = 0.5f * static_cast<float>(a.columns - 1);
   const int64_t row0 = static_cast<int64_t>(block.stored_view) * a.columns;
@@ -231,7 +232,9 @@ TOMO_THREAD_MATH void BackOrbitRepresentative(const SymmetricDeviceArrays& a,
     if (seen) continue;
     const int64_t at = static_cast<int64_t>(py[h]) * n + px[h];
     const float updated = x[at] + sums[h];
-    x[at] = clamp ? fmaxf(updated, 0.0f) : updated;
+    const float value = clamp ? fmaxf(updated, 0.0f) : updated;
+    x[at] = value;
+    if (x_transposed != nullptr) x_transposed[static_cast<int64_t>(px[h]) * n + py[h]] = value;
   }
 }
 

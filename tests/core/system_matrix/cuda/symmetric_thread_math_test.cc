@@ -125,13 +125,14 @@ TEST(SymmetricThreadMathTest, KernelThreadsReproduceTheCpuProductsOfAnySubset) {
 
 // The orbit kernel's launch, thread by thread: every representative of the quadrant.
 void EmulateBackOrbit(const HostLaunch& launch, const StoredViewGeometry& g,
-                      const OrbitBlock& block, const float* z, float* x, bool clamp) {
+                      const OrbitBlock& block, const float* z, float* x, bool clamp,
+                      float* x_transposed = nullptr) {
   const int n = launch.arrays.n;
   const SquareMapTable maps = SquareMaps();
   for (int iy = n / 2; iy < n; ++iy) {
     for (int ix = n / 2; ix < n; ++ix) {
       if (IsOrbitRepresentative(n, ix, iy)) {
-        BackOrbitRepresentative(launch.arrays, g, block, maps, z, ix, iy, x, clamp);
+        BackOrbitRepresentative(launch.arrays, g, block, maps, z, ix, iy, x, x_transposed, clamp);
       }
     }
   }
@@ -177,9 +178,16 @@ TEST(SymmetricThreadMathTest, OrbitTransposeReproducesTheCpuForAnySubset) {
     std::vector<float> clamped_cpu = x0, clamped = x0;
     a.BackBlockGather(blk, z_block.data(), clamped_cpu.data());
     for (float& f : clamped_cpu) f = std::max(f, 0.0f);
+    // With the transposed copy written too (it starts as garbage: every entry is written).
+    std::vector<float> transposed(x0.size(), -7.0f);
     EmulateBackOrbit(launch, StoredGeometry(a, blk), OrbitOf(a, blk, 1.0f), z_full.data(),
-                     clamped.data(), /*clamp=*/true);
+                     clamped.data(), /*clamp=*/true, transposed.data());
     EXPECT_LE(MaxDiff(clamped, clamped_cpu), 1e-5 * MaxAbs(clamped_cpu));
+    for (int iy = 0; iy < n; ++iy) {
+      for (int ix = 0; ix < n; ++ix) {
+        ASSERT_EQ(transposed[static_cast<size_t>(ix) * n + iy], clamped[static_cast<size_t>(iy) * n + ix]);
+      }
+    }
   }
 }
 
