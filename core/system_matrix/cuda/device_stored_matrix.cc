@@ -12,6 +12,7 @@
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/symmetric_launch_params.h"
 #include "core/system_matrix/dense_slabs.h"
+#include "core/system_matrix/interleaved_runs.h"
 #include "core/system_matrix/view_blocks.h"
 
 namespace tomo::core::system_matrix {
@@ -204,6 +205,29 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     m->arrays_ = {m->row_value_begin_.get(), m->row_run_begin_.get(), m->row_iy_first_.get(),
                   m->runs_.get(), m->values_.get(), m->row_norm2_.get(), m->row_headers_.get(),
                   n, columns};
+    if (m->UsesInterleaved()) {
+      TOMO_ASSIGN_OR_RETURN(const InterleavedRuns blocked,
+                            InterleavedRuns::Build(a, InterleavedRuns::SegmentsFor(a)));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_values_, Upload(blocked.values(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_runs_, Upload(blocked.runs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_headers_, Upload(blocked.row_headers(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_slabs_, Upload(blocked.slabs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_cursors_, Upload(blocked.cursors(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      for (int64_t b = 0; b <= a.num_blocks(); ++b) {
+        m->blocked_view_begin_.push_back(blocked.view_begin(b));
+      }
+      const uint2* runs = reinterpret_cast<const uint2*>(m->blocked_runs_.get());
+      const uint4* headers = reinterpret_cast<const uint4*>(m->blocked_headers_.get());
+      m->blocked_ = {m->blocked_values_.get(), runs, headers, m->blocked_slabs_.get(),
+                     m->blocked_cursors_.get(), n, columns, blocked.segments()};
+      // The orbit transpose reads the same arrays, 32 slots apart.
+      m->arrays_ = {nullptr, nullptr, nullptr, runs, m->blocked_values_.get(), m->row_norm2_.get(),
+                    headers, n, columns, InterleavedRuns::kLanes};
+      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
+          static_cast<size_t>(std::max(partial_segments, blocked.segments())) * 8 *
+              static_cast<size_t>(columns), s));
+    }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return m;
@@ -213,7 +237,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     return row_value_begin_.size_bytes() + row_run_begin_.size_bytes() +
            row_iy_first_.size_bytes() + runs_.size_bytes() + values_.size_bytes() +
            row_norm2_.size_bytes() + row_headers_.size_bytes() + dense_values_.size_bytes() +
-           dense_pixels_.size_bytes() + dense_slabs_.size_bytes();
+           dense_pixels_.size_bytes() + dense_slabs_.size_bytes() + blocked_values_.size_bytes() +
+           blocked_runs_.size_bytes() + blocked_headers_.size_bytes() +
+           blocked_slabs_.size_bytes() + blocked_cursors_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -306,9 +332,15 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
 
  private:
   DeviceSymmetricMatrix(const SymmetricSystemMatrix& a, int device) : a_(a), device_(device) {}
-  bool UsesRuns() const { return kernels_ != SymmetricKernels::kDense; }
-  // The dense forward reads, and the orbit transpose keeps, a transposed copy of the image.
-  bool UsesTransposedImage() const { return kernels_ == SymmetricKernels::kDenseOrbit; }
+  bool UsesRuns() const {
+    return kernels_ == SymmetricKernels::kGather || kernels_ == SymmetricKernels::kOrbit ||
+           kernels_ == SymmetricKernels::kDenseOrbit;
+  }
+  bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
+  // The forward reads, and the orbit transpose keeps, a transposed copy of the image.
+  bool UsesTransposedImage() const {
+    return kernels_ == SymmetricKernels::kDenseOrbit || kernels_ == SymmetricKernels::kBlocked;
+  }
   bool UsesDense() const {
     return kernels_ == SymmetricKernels::kDense || kernels_ == SymmetricKernels::kDenseOrbit;
   }
@@ -320,7 +352,13 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                               float* residual, float* out) {
     const cudaStream_t s = stream_.get();
     int segments = segments_;
-    if (UsesDense()) {
+    if (UsesInterleaved()) {
+      const int64_t first = blocked_view_begin_[static_cast<size_t>(block.stored_view)];
+      const int64_t count = blocked_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchInterleavedForwardPartials(
+          blocked_, block, first, count, x, x_transposed, partials_.get(), s));
+      segments = blocked_.segments;
+    } else if (UsesDense()) {
       const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
       const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
       TOMO_CUDA_RETURN_IF_ERROR(
@@ -348,6 +386,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         break;
       case SymmetricKernels::kOrbit:
       case SymmetricKernels::kDenseOrbit:
+      case SymmetricKernels::kBlocked:
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackOrbit(
             arrays_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
         break;
@@ -380,6 +419,13 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   SymmetricKernels kernels_ = kDefaultSymmetricKernels;
   cuda::SquareMapTable maps_{};
   DeviceBuffer<float> dense_values_, x_transposed_;
+  DeviceBuffer<float> blocked_values_;
+  DeviceBuffer<RunSlot> blocked_runs_;
+  DeviceBuffer<RowHeader> blocked_headers_;
+  DeviceBuffer<InterleavedSlab> blocked_slabs_;
+  DeviceBuffer<uint16_t> blocked_cursors_;
+  std::vector<int64_t> blocked_view_begin_;
+  cuda::InterleavedDeviceArrays blocked_{};
   DeviceBuffer<uint32_t> dense_pixels_;
   DeviceBuffer<DenseSlab> dense_slabs_;
   std::vector<int64_t> dense_view_begin_;
@@ -547,13 +593,15 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "dense";
     case SymmetricKernels::kDenseOrbit:
       return "dense-orbit";
+    case SymmetricKernels::kBlocked:
+      return "blocked";
   }
   return "?";
 }
 
 std::vector<SymmetricKernels> AllSymmetricKernels() {
   return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
-          SymmetricKernels::kDenseOrbit};
+          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

@@ -77,6 +77,12 @@ enum class SymmetricKernels {
   // transposed copy of the image, written by the orbit transpose, from which the forward
   // reads the maps whose pixels it would otherwise read across rows.
   kDenseOrbit,
+  // One layout for both products (interleaved_runs.h: the runs format's values and runs
+  // blocked by 32-row groups, column-major): the forward as the dense one, reading a lane's
+  // pixel from its runs (cuda/interleaved_forward.cu), and the orbit transpose on the same
+  // arrays; ART keeps the image's transposed copy as kDenseOrbit. Only this layout is on the
+  // device.
+  kBlocked,
 };
 inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kGather;
 const char* SymmetricKernelsName(SymmetricKernels kernels);

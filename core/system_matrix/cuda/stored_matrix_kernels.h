@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/system_matrix/dense_slab.h"
+#include "core/system_matrix/interleaved_slab.h"
 
 namespace tomo::core::system_matrix::cuda {
 
@@ -27,6 +28,10 @@ struct SymmetricDeviceArrays {
   const uint4* row_headers;
   int32_t n;        // the grid is n x n
   int32_t columns;  // detector columns
+  // Slots between a row's consecutive runs and values as row_headers and runs count them:
+  // 1 for the runs format, 32 for the interleaved layout (interleaved_runs.h), whose
+  // row_headers, runs and values the orbit kernel then reads.
+  int32_t stride = 1;
 };
 
 // The stored view of an orbit as the back projection needs it: where the line from the
@@ -125,6 +130,25 @@ cudaError_t LaunchDenseBackAtomic(const DenseDeviceArrays& d, const OrbitBlock& 
 cudaError_t LaunchClampNonnegative(float* x, int64_t count, cudaStream_t stream);
 // xt[ix * n + iy] = x[iy * n + ix].
 cudaError_t LaunchTranspose(const float* x, float* xt, int32_t n, cudaStream_t stream);
+
+// The interleaved-runs layout (interleaved_runs.h) on the device.
+struct InterleavedDeviceArrays {
+  const float* values;
+  const uint2* runs;
+  const uint4* row_headers;
+  const InterleavedSlab* slabs;
+  const uint16_t* cursors;
+  int32_t n, columns, segments;
+};
+
+// Forward products of one orbit block from its stored view's slabs [slab_first, slab_first +
+// slab_count), one warp per slab, a lane per row, into LaunchSymmetricCombine's partials;
+// x_transposed: nullptr, or x transposed (see InterleavedForwardLane).
+cudaError_t LaunchInterleavedForwardPartials(const InterleavedDeviceArrays& d,
+                                             const OrbitBlock& block, int64_t slab_first,
+                                             int64_t slab_count, const float* x,
+                                             const float* x_transposed, float* partials,
+                                             cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

@@ -116,17 +116,18 @@ TOMO_THREAD_MATH void RayWindow(const StoredViewGeometry& g, float half, int col
 }
 
 // The weight of stored row `row` at stored pixel (qx, qy) through the packed row header,
-// 0 where the row does not meet it.
+// 0 where the row does not meet it (runs and values a.stride slots apart).
 TOMO_THREAD_MATH float HeaderWeight(const SymmetricDeviceArrays& a, int64_t row, int qx,
                                     int qy) {
   const uint4 header = a.row_headers[row];
   const int j = qy - static_cast<int>(header.w & 0xffffu);
   if (j < 0 || j >= static_cast<int>(header.w >> 16)) return 0.0f;
-  const uint2 run = a.runs[header.x + static_cast<uint32_t>(j)];
+  const uint32_t stride = static_cast<uint32_t>(a.stride);
+  const uint2 run = a.runs[header.x + stride * static_cast<uint32_t>(j)];
   const int dx = qx - static_cast<int>(run.y & 0xffffu);
   if (dx < 0 || dx >= static_cast<int>(run.y >> 16)) return 0.0f;
   const uint64_t value_begin = static_cast<uint64_t>(header.y) | (static_cast<uint64_t>(header.z) << 32);
-  return a.values[value_begin + run.x + static_cast<uint32_t>(dx)];
+  return a.values[value_begin + static_cast<uint64_t>(stride) * (run.x + static_cast<uint32_t>(dx))];
 }
 
 // Transposed product, one thread: the sum over the block's views k of the weights of the
@@ -163,6 +164,52 @@ TOMO_THREAD_MATH float BackGatherPixel(const SymmetricDeviceArrays& a,
     }
   }
   return sum;
+}
+
+// Forward on the interleaved layout, one lane: walks entries step_begin .. step_end - 1 of
+// its row in step with the other lanes (values of one step in one line), moving to the
+// next run (pixel row) when the current one ends, and adds w x(M_k p) to sums[k] for every
+// view k of the block. x_transposed as DenseForwardLane's: each map reads from the copy in
+// which the step's lanes lie contiguous (slab.along_x: the lanes lie along a column).
+TOMO_THREAD_MATH void InterleavedForwardLane(const InterleavedDeviceArrays& d,
+                                             const InterleavedSlab& slab,
+                                             const OrbitBlock& block, int lane, const float* x,
+                                             const float* x_transposed, float sums[8]) {
+  const int row = slab.first_row + lane;
+  if (row >= d.columns) return;
+  const uint4 header = d.row_headers[static_cast<int64_t>(slab.stored_view) * d.columns + row];
+  const int iy0 = static_cast<int>(header.w & 0xffffu);
+  const int runs = static_cast<int>(header.w >> 16);
+  int j = d.cursors[slab.cursor_offset + lane];
+  if (j >= runs) return;
+  uint2 run = d.runs[slab.run_base + 32u * static_cast<uint32_t>(j) + static_cast<uint32_t>(lane)];
+  const int n1 = d.n - 1;
+  bool transposed[8];
+  for (int k = 0; k < 8; ++k) {
+    const bool keeps_axes = block.m[k][1] == 0;
+    transposed[k] = x_transposed != nullptr && keeps_axes == (slab.along_x != 0);
+  }
+  for (int t = slab.step_begin; t < slab.step_end; ++t) {
+    while (t >= static_cast<int>(run.x + (run.y >> 16))) {
+      if (++j >= runs) return;
+      run = d.runs[slab.run_base + 32u * static_cast<uint32_t>(j) + static_cast<uint32_t>(lane)];
+    }
+    const float w = LoadReadOnly(d.values + slab.value_base + 32 * static_cast<int64_t>(t) + lane);
+    const int cx = 2 * (static_cast<int>(run.y & 0xffffu) + t - static_cast<int>(run.x)) - n1;
+    const int cy = 2 * (iy0 + j) - n1;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int k = 0; k < 8; ++k) {
+      if (k < block.count) {
+        const int ox = (block.m[k][0] * cx + block.m[k][1] * cy + n1) >> 1;
+        const int oy = (block.m[k][2] * cx + block.m[k][3] * cy + n1) >> 1;
+        const float* at = transposed[k] ? x_transposed + static_cast<int64_t>(ox) * d.n + oy
+                                        : x + static_cast<int64_t>(oy) * d.n + ox;
+        sums[k] += w * LoadReadOnly(at);
+      }
+    }
+  }
 }
 
 // Pixel (ix, iy) of the n x n grid under square map m (MapPixel of square_symmetry.h).
