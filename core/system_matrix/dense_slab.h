@@ -3,8 +3,8 @@
 //
 // Lane l (0..31) of the slab holds part of stored row first_row + l of stored view
 // stored_view (lanes past the detector's last column hold nothing); its entries at steps
-// j = 0 .. width - 1 sit at offset + 32 j + l of the value and pixel arrays, so that the 32
-// lanes of one step read one 128-byte line of each. `segment` says which part of the rows
+// j = 0 .. width - 1 sit at offset + 32 j + l of the value and pixel-offset arrays, so that
+// the 32 lanes of one step read one 128-byte line of values and half a line of offsets. `segment` says which part of the rows
 // (segment s of S: the s-th S-th of each row's entries, along the ray).
 #pragma once
 
@@ -21,7 +21,9 @@ struct DenseSlab {
   // 1: the group's rays run mostly along x (entries ordered by ix), so the lanes of a step
   // lie along a column of pixels; 0: along y, the lanes along a row.
   int32_t along_x = 1;
-  int32_t unused = 0;
+  // The slab's pixels are base + offsets: base = PackPixel(ix0, iy0), the least ix and iy
+  // of the slab; an entry's offset is (ix - ix0) | (iy - iy0) << 8.
+  uint32_t base = 0;
 };
 
 // A stored pixel in the pixel array: ix | iy << 16 (grids below 65536).

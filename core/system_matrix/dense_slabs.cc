@@ -1,9 +1,11 @@
 #include "core/system_matrix/dense_slabs.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
 
 namespace tomo::core::system_matrix {
@@ -30,10 +32,14 @@ void Schedule(const std::vector<std::vector<Entry>>& lanes, Scheduled& out) {
   std::vector<size_t> head(kLanes, 0);
   std::vector<uint32_t> last(kLanes, 0);
   int64_t remaining = 0;
+  uint32_t any = 0;  // a pixel of the slab, for the padding of lanes without entries
+  for (int l = kLanes - 1; l >= 0; --l) {
+    if (!lanes[static_cast<size_t>(l)].empty()) any = lanes[static_cast<size_t>(l)][0].pixel;
+  }
   for (int l = 0; l < kLanes; ++l) {
     consumed[static_cast<size_t>(l)].assign(lanes[static_cast<size_t>(l)].size(), 0);
     remaining += static_cast<int64_t>(lanes[static_cast<size_t>(l)].size());
-    if (!lanes[static_cast<size_t>(l)].empty()) last[static_cast<size_t>(l)] = lanes[static_cast<size_t>(l)][0].pixel;
+    last[static_cast<size_t>(l)] = lanes[static_cast<size_t>(l)].empty() ? any : lanes[static_cast<size_t>(l)][0].pixel;
   }
   uint32_t claimed[kLanes];
   while (remaining > 0) {
@@ -83,7 +89,8 @@ int DenseSlabs::SegmentsFor(const SymmetricSystemMatrix& a) {
   return static_cast<int>(std::clamp(std::lround(mean / kStepsWanted), 1L, 256L));
 }
 
-DenseSlabs DenseSlabs::Build(const SymmetricSystemMatrix& a, int segments, int threads) {
+absl::StatusOr<DenseSlabs> DenseSlabs::Build(const SymmetricSystemMatrix& a, int segments,
+                                             int threads) {
   DenseSlabs d;
   d.segments_ = std::max(1, segments);
   d.n_ = static_cast<int32_t>(a.scan().nx());
@@ -133,14 +140,34 @@ DenseSlabs DenseSlabs::Build(const SymmetricSystemMatrix& a, int segments, int t
           return along_x ? (px != qx ? px < qx : py < qy) : (py != qy ? py < qy : px < qx);
         });
       }
+      // Segments by position along the rays: segment s holds every lane's entries whose
+      // coordinate along the group's axis lies in [bound[s], bound[s + 1]), the bounds cut
+      // the group's entries into equal shares. The lanes of a step then stay side by side
+      // (rays entering the grid at different places would otherwise be shifted).
+      auto along = [along_x](const Entry& e) {
+        return static_cast<int32_t>(along_x ? (e.pixel & 0xffffu) : (e.pixel >> 16));
+      };
+      std::vector<int32_t> pooled;
+      for (const std::vector<Entry>& row : rows) {
+        for (const Entry& e : row) pooled.push_back(along(e));
+      }
+      std::sort(pooled.begin(), pooled.end());
+      std::vector<int32_t> bound(static_cast<size_t>(S) + 1);
+      bound[0] = INT32_MIN;
+      bound[static_cast<size_t>(S)] = INT32_MAX;
+      for (int seg = 1; seg < S; ++seg) {
+        bound[static_cast<size_t>(seg)] =
+            pooled.empty() ? INT32_MAX : pooled[pooled.size() * static_cast<size_t>(seg) / static_cast<size_t>(S)];
+      }
       for (int seg = 0; seg < S; ++seg) {
         for (int l = 0; l < kLanes; ++l) {
           const std::vector<Entry>& row = rows[static_cast<size_t>(l)];
-          const size_t length = row.size();
-          const size_t begin = length * static_cast<size_t>(seg) / static_cast<size_t>(S);
-          const size_t end = length * static_cast<size_t>(seg + 1) / static_cast<size_t>(S);
-          lanes[static_cast<size_t>(l)].assign(row.begin() + static_cast<int64_t>(begin),
-                                               row.begin() + static_cast<int64_t>(end));
+          std::vector<Entry>& lane = lanes[static_cast<size_t>(l)];
+          lane.clear();
+          for (const Entry& e : row) {
+            const int32_t at = along(e);
+            if (at >= bound[static_cast<size_t>(seg)] && at < bound[static_cast<size_t>(seg) + 1]) lane.push_back(e);
+          }
         }
         Scheduled& slab = scheduled[static_cast<size_t>(group * S + seg)];
         slab.along_x = along_x;
@@ -169,20 +196,40 @@ DenseSlabs DenseSlabs::Build(const SymmetricSystemMatrix& a, int segments, int t
     d.view_begin_[static_cast<size_t>(v)] = v * groups_per_view * S;
   }
   d.values_.resize(static_cast<size_t>(offset));
-  d.pixels_.resize(static_cast<size_t>(offset));
+  d.offsets_.resize(static_cast<size_t>(offset));
+  std::vector<char> too_wide(scheduled.size(), 0);
   ParallelFor(static_cast<int64_t>(scheduled.size()), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const Scheduled& sc = scheduled[static_cast<size_t>(i)];
-      const size_t at = static_cast<size_t>(d.slabs_[static_cast<size_t>(i)].offset);
+      DenseSlab& slab = d.slabs_[static_cast<size_t>(i)];
+      uint32_t x0 = 0xffffu, y0 = 0xffffu;
+      for (const uint32_t p : sc.pixels) {
+        x0 = std::min(x0, p & 0xffffu);
+        y0 = std::min(y0, p >> 16);
+      }
+      if (sc.pixels.empty()) x0 = y0 = 0;
+      slab.base = PackPixel(static_cast<int32_t>(x0), static_cast<int32_t>(y0));
+      const size_t at = static_cast<size_t>(slab.offset);
       std::copy(sc.values.begin(), sc.values.end(), d.values_.begin() + static_cast<int64_t>(at));
-      std::copy(sc.pixels.begin(), sc.pixels.end(), d.pixels_.begin() + static_cast<int64_t>(at));
+      for (size_t e = 0; e < sc.pixels.size(); ++e) {
+        const uint32_t dx = (sc.pixels[e] & 0xffffu) - x0, dy = (sc.pixels[e] >> 16) - y0;
+        if (dx > 255 || dy > 255) too_wide[static_cast<size_t>(i)] = 1;
+        d.offsets_[at + e] = static_cast<uint16_t>(dx | (dy << 8));
+      }
     }
   }, threads);
+  for (size_t i = 0; i < too_wide.size(); ++i) {
+    if (too_wide[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dense layout: slab ", i, " of ", segments, " segments per row group spans more than "
+          "256 pixels; use more segments"));
+    }
+  }
   return d;
 }
 
 uint64_t DenseSlabs::bytes() const {
-  return values_.size() * sizeof(float) + pixels_.size() * sizeof(uint32_t) +
+  return values_.size() * sizeof(float) + offsets_.size() * sizeof(uint16_t) +
          slabs_.size() * sizeof(DenseSlab) + view_begin_.size() * sizeof(int64_t);
 }
 

@@ -5,7 +5,9 @@
 // Blocking by views, without sorting: the rows of one stored view are taken 32 adjacent rays
 // at a time (a group: neighbouring rays have nearly the same length and cross nearly the
 // same pixels), and each row's entries, in order along the ray (by the pixel coordinate the
-// group's rays advance in fastest, then the other), are cut into `segments` equal parts.
+// group's rays advance in fastest, then the other), are cut into `segments` parts by
+// position along that coordinate (bounds that split the group's entries into equal shares,
+// the same for all 32 rows, so that the lanes of a step stay side by side across the rays).
 // Group g's segment s is one slab (dense_slab.h): 32 lanes x width steps, stored step by
 // step (column-major: 32 consecutive values per step), padded with zero weights where a
 // lane has fewer entries. Entries of weight 0 in the runs (pixels a wedge only touches) are
@@ -20,16 +22,20 @@
 // else a padding entry, so rows stay nearly in ray order (the lanes of a step stay close
 // together in the image) at the cost of a little more padding.
 //
-// Bytes: 4 (value) + 4 (pixel, ix | iy << 16) per stored entry and padding, 32 per slab.
+// Bytes: 4 (value) + 2 (pixel offset from the slab's base, dx | dy << 8) per stored entry
+// and padding, 32 per slab. A slab spans at most 256 pixels each way (at 2048^2 about 100
+// across its 32 rays); Build refuses a matrix whose slabs would not.
 // Build cost: one pass over the stored rows, in parallel over groups.
 //
-//   DenseSlabs dense = DenseSlabs::Build(matrix, DenseSlabs::SegmentsFor(matrix));
+//   TOMO_ASSIGN_OR_RETURN(DenseSlabs dense,
+//                         DenseSlabs::Build(matrix, DenseSlabs::SegmentsFor(matrix)));
 //   for (const DenseSlab& s : dense.ViewSlabs(b)) ...
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/system_matrix/dense_slab.h"
 #include "core/system_matrix/symmetric_system_matrix.h"
 
@@ -40,8 +46,10 @@ class DenseSlabs {
   static constexpr int kLanes = 32;
   static constexpr int kLookahead = 4;
 
-  // segments >= 1; threads 0: all.
-  static DenseSlabs Build(const SymmetricSystemMatrix& a, int segments, int threads = 0);
+  // segments >= 1; threads 0: all. INVALID_ARGUMENT when a slab spans more than 256
+  // pixels along x or y (fewer segments or a coarser grid would do).
+  static absl::StatusOr<DenseSlabs> Build(const SymmetricSystemMatrix& a, int segments,
+                                          int threads = 0);
   // Segments that give slabs of about kStepsWanted steps for the matrix's mean row length.
   static int SegmentsFor(const SymmetricSystemMatrix& a);
   static constexpr int kStepsWanted = 24;
@@ -56,7 +64,13 @@ class DenseSlabs {
     return view_begin_[static_cast<size_t>(stored_view)];
   }
   const std::vector<float>& values() const { return values_; }
-  const std::vector<uint32_t>& pixels() const { return pixels_; }
+  // dx | dy << 8 from the slab's base.
+  const std::vector<uint16_t>& pixel_offsets() const { return offsets_; }
+  // The pixel of slot i of slab `slab` (ix, iy).
+  static void Pixel(const DenseSlab& slab, uint16_t offset, int32_t* ix, int32_t* iy) {
+    *ix = static_cast<int32_t>(slab.base & 0xffffu) + (offset & 0xff);
+    *iy = static_cast<int32_t>(slab.base >> 16) + (offset >> 8);
+  }
   // Entries with a weight (the stored nonzeros) and slots (with padding).
   int64_t entries() const { return entries_; }
   int64_t slots() const { return static_cast<int64_t>(values_.size()); }
@@ -72,7 +86,7 @@ class DenseSlabs {
   std::vector<DenseSlab> slabs_;
   std::vector<int64_t> view_begin_;
   std::vector<float> values_;
-  std::vector<uint32_t> pixels_;
+  std::vector<uint16_t> offsets_;
   int64_t entries_ = 0;
 };
 

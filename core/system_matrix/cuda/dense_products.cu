@@ -59,6 +59,26 @@ __global__ void TransposeKernel(const float* __restrict__ x, float* __restrict__
   }
 }
 
+__global__ void ClampAndTransposeKernel(float* __restrict__ x, float* __restrict__ xt,
+                                        int32_t n, bool clamp) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int bx = blockIdx.x * kTile, by = blockIdx.y * kTile;
+  for (int r = threadIdx.y; r < kTile; r += blockDim.y) {
+    const int ix = bx + threadIdx.x, iy = by + r;
+    if (ix < n && iy < n) {
+      const int64_t at = static_cast<int64_t>(iy) * n + ix;
+      const float v = clamp ? fmaxf(x[at], 0.0f) : x[at];
+      if (clamp) x[at] = v;
+      tile[r][threadIdx.x] = v;
+    }
+  }
+  __syncthreads();
+  for (int r = threadIdx.y; r < kTile; r += blockDim.y) {
+    const int iy = by + threadIdx.x, ix = bx + r;
+    if (ix < n && iy < n) xt[static_cast<int64_t>(ix) * n + iy] = tile[threadIdx.x][r];
+  }
+}
+
 __global__ void ClampKernel(float* __restrict__ x, int64_t count) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) x[i] = fmaxf(x[i], 0.0f);
@@ -90,6 +110,13 @@ cudaError_t LaunchDenseBackAtomic(const DenseDeviceArrays& d, const OrbitBlock& 
 cudaError_t LaunchTranspose(const float* x, float* xt, int32_t n, cudaStream_t stream) {
   const dim3 blocks((n + kTile - 1) / kTile, (n + kTile - 1) / kTile);
   TransposeKernel<<<blocks, dim3(kTile, 8), 0, stream>>>(x, xt, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchClampAndTranspose(float* x, float* xt, int32_t n, bool clamp,
+                                    cudaStream_t stream) {
+  const dim3 blocks((n + kTile - 1) / kTile, (n + kTile - 1) / kTile);
+  ClampAndTransposeKernel<<<blocks, dim3(kTile, 8), 0, stream>>>(x, xt, n, clamp);
   return cudaGetLastError();
 }
 

@@ -39,9 +39,9 @@ TOMO_DENSE_MATH void DenseForwardLane(const DenseDeviceArrays& d, const DenseSla
   for (int j = 0; j < slab.width; ++j) {
     const int64_t e = slab.offset + 32 * static_cast<int64_t>(j) + lane;
     const float w = d.values[e];
-    const uint32_t p = d.pixels[e];
-    const int cx = 2 * static_cast<int>(p & 0xffffu) - n1;
-    const int cy = 2 * static_cast<int>(p >> 16) - n1;
+    const uint32_t o = d.offsets[e];
+    const int cx = 2 * (static_cast<int>(slab.base & 0xffffu) + static_cast<int>(o & 0xffu)) - n1;
+    const int cy = 2 * (static_cast<int>(slab.base >> 16) + static_cast<int>(o >> 8)) - n1;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
@@ -103,9 +103,9 @@ TOMO_DENSE_MATH void DenseBackLane(const DenseDeviceArrays& d, const DenseSlab& 
     const int64_t e = slab.offset + 32 * static_cast<int64_t>(j) + lane;
     const float w = d.values[e];
     if (w == 0.0f) continue;
-    const uint32_t p = d.pixels[e];
-    const int cx = 2 * static_cast<int>(p & 0xffffu) - n1;
-    const int cy = 2 * static_cast<int>(p >> 16) - n1;
+    const uint32_t o = d.offsets[e];
+    const int cx = 2 * (static_cast<int>(slab.base & 0xffffu) + static_cast<int>(o & 0xffu)) - n1;
+    const int cy = 2 * (static_cast<int>(slab.base >> 16) + static_cast<int>(o >> 8)) - n1;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif

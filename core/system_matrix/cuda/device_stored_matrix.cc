@@ -187,13 +187,13 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       partial_segments = m->segments_;
     }
     if (m->UsesDense()) {
-      const DenseSlabs dense = DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a));
+      TOMO_ASSIGN_OR_RETURN(const DenseSlabs dense, DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a)));
       TOMO_ASSIGN_OR_RETURN(m->dense_values_, Upload(dense.values(), s));
-      TOMO_ASSIGN_OR_RETURN(m->dense_pixels_, Upload(dense.pixels(), s));
+      TOMO_ASSIGN_OR_RETURN(m->dense_offsets_, Upload(dense.pixel_offsets(), s));
       TOMO_ASSIGN_OR_RETURN(m->dense_slabs_, Upload(dense.slabs(), s));
       TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
       for (int64_t b = 0; b <= a.num_blocks(); ++b) m->dense_view_begin_.push_back(dense.view_begin(b));
-      m->dense_ = {m->dense_values_.get(), m->dense_pixels_.get(), m->dense_slabs_.get(), n, columns,
+      m->dense_ = {m->dense_values_.get(), m->dense_offsets_.get(), m->dense_slabs_.get(), n, columns,
                    dense.segments()};
       partial_segments = std::max(partial_segments, dense.segments());
     }
@@ -237,7 +237,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     return row_value_begin_.size_bytes() + row_run_begin_.size_bytes() +
            row_iy_first_.size_bytes() + runs_.size_bytes() + values_.size_bytes() +
            row_norm2_.size_bytes() + row_headers_.size_bytes() + dense_values_.size_bytes() +
-           dense_pixels_.size_bytes() + dense_slabs_.size_bytes() + blocked_values_.size_bytes() +
+           dense_offsets_.size_bytes() + dense_slabs_.size_bytes() + blocked_values_.size_bytes() +
            blocked_runs_.size_bytes() + blocked_headers_.size_bytes() +
            blocked_slabs_.size_bytes() + blocked_cursors_.size_bytes();
   }
@@ -339,7 +339,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
   // The forward reads, and the orbit transpose keeps, a transposed copy of the image.
   bool UsesTransposedImage() const {
-    return kernels_ == SymmetricKernels::kDenseOrbit || kernels_ == SymmetricKernels::kBlocked;
+    return kernels_ == SymmetricKernels::kDenseOrbit || kernels_ == SymmetricKernels::kBlocked ||
+           kernels_ == SymmetricKernels::kDense;
   }
   bool UsesDense() const {
     return kernels_ == SymmetricKernels::kDense || kernels_ == SymmetricKernels::kDenseOrbit;
@@ -395,7 +396,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
         TOMO_CUDA_RETURN_IF_ERROR(
             cuda::LaunchDenseBackAtomic(dense_, block, first, count, z, x, stream_.get()));
-        if (clamp) {
+        if (x_transposed != nullptr) {  // the copy the next forward reads, clamped with x
+          TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchClampAndTranspose(
+              x, x_transposed, static_cast<int32_t>(a_.scan().nx()), clamp, stream_.get()));
+        } else if (clamp) {
           TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchClampNonnegative(
               x, a_.scan().nx() * a_.scan().ny(), stream_.get()));
         }
@@ -426,7 +430,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<uint16_t> blocked_cursors_;
   std::vector<int64_t> blocked_view_begin_;
   cuda::InterleavedDeviceArrays blocked_{};
-  DeviceBuffer<uint32_t> dense_pixels_;
+  DeviceBuffer<uint16_t> dense_offsets_;
   DeviceBuffer<DenseSlab> dense_slabs_;
   std::vector<int64_t> dense_view_begin_;
   cuda::DenseDeviceArrays dense_{};

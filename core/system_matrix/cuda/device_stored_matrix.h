@@ -71,7 +71,9 @@ enum class SymmetricKernels {
   kOrbit,
   // Both products on the dense layout (dense_slabs.h, cuda/dense_products.cu): a warp per
   // slab of 32 rows, coalesced loads; the transpose adds with atomicAdd (the layout keeps
-  // the lanes of a step apart, not the warps). The runs are not uploaded.
+  // the lanes of a step apart, not the warps), then clamps and refreshes the image's
+  // transposed copy, from which the forward reads the maps whose pixels it would otherwise
+  // read across rows. The runs are not uploaded.
   kDense,
   // The dense forward with the orbit transpose (both layouts on the device); ART keeps a
   // transposed copy of the image, written by the orbit transpose, from which the forward

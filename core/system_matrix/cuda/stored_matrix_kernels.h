@@ -105,7 +105,7 @@ cudaError_t LaunchSymmetricBackOrbit(const SymmetricDeviceArrays& a,
 // The dense layout (dense_slabs.h) on the device.
 struct DenseDeviceArrays {
   const float* values;
-  const uint32_t* pixels;  // stored frame: ix | iy << 16
+  const uint16_t* offsets;  // stored frame: pixel = slab base + (dx | dy << 8)
   const DenseSlab* slabs;
   int32_t n;         // the grid is n x n
   int32_t columns;   // detector columns
@@ -128,6 +128,9 @@ cudaError_t LaunchDenseBackAtomic(const DenseDeviceArrays& d, const OrbitBlock& 
                                   float* x, cudaStream_t stream);
 // x[i] = max(x[i], 0).
 cudaError_t LaunchClampNonnegative(float* x, int64_t count, cudaStream_t stream);
+// With clamp x = max(x, 0); then xt[ix * n + iy] = x[iy * n + ix].
+cudaError_t LaunchClampAndTranspose(float* x, float* xt, int32_t n, bool clamp,
+                                    cudaStream_t stream);
 // xt[ix * n + iy] = x[iy * n + ix].
 cudaError_t LaunchTranspose(const float* x, float* xt, int32_t n, cudaStream_t stream);
 

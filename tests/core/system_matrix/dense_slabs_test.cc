@@ -48,7 +48,7 @@ TEST(DenseSlabsTest, EveryStoredEntryOnceAndStepsConflictFree) {
     const int64_t columns = a.scan().columns();
     for (const int segments : {1, 3, DenseSlabs::SegmentsFor(a)}) {
       SCOPED_TRACE(c.name + ", " + std::to_string(segments) + " segments");
-      const DenseSlabs d = DenseSlabs::Build(a, segments);
+      const DenseSlabs d = DenseSlabs::Build(a, segments).value();
       ASSERT_EQ(d.segments(), segments);
       // The slabs tile the arrays in order.
       int64_t offset = 0;
@@ -74,8 +74,8 @@ TEST(DenseSlabsTest, EveryStoredEntryOnceAndStepsConflictFree) {
               const float w = d.values()[e];
               if (w == 0.0f) continue;
               ASSERT_LT(slab.first_row + lane, columns) << "a weight past the last column";
-              const int32_t ix = static_cast<int32_t>(d.pixels()[e] & 0xffffu);
-              const int32_t iy = static_cast<int32_t>(d.pixels()[e] >> 16);
+              int32_t ix, iy;
+              DenseSlabs::Pixel(slab, d.pixel_offsets()[e], &ix, &iy);
               ASSERT_TRUE(ix < n && iy < n);
               EXPECT_TRUE(orbits.insert(OrbitOf(n, ix, iy)).second)
                   << "two lanes on one orbit: view " << b << ", slab " << i << ", step " << j;

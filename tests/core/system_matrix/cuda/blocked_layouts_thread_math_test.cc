@@ -41,8 +41,8 @@ double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 struct HostDense {
   HostDense(const SymmetricSystemMatrix& a, int segments)
-      : dense(DenseSlabs::Build(a, segments)), headers(PackRowHeaders(a).value()), runs(PackRuns(a)) {
-    arrays = {dense.values().data(), dense.pixels().data(), dense.slabs().data(),
+      : dense(DenseSlabs::Build(a, segments).value()), headers(PackRowHeaders(a).value()), runs(PackRuns(a)) {
+    arrays = {dense.values().data(), dense.pixel_offsets().data(), dense.slabs().data(),
               static_cast<int32_t>(a.scan().nx()), static_cast<int32_t>(a.scan().columns()),
               dense.segments()};
     symmetric = {a.row_value_begin().data(), a.row_run_begin().data(), a.row_iy_first().data(),
