@@ -3,9 +3,11 @@
 // (coalesced), every stored value used for all the block's views (up to 8) while in a
 // register. Per lane: dense_thread_math.h.
 //
-// DenseForwardKernel writes the lane's 8 sums to the partials of its segment (the combine
-// kernel of symmetric_forward.cu adds the segments); given the image's transpose too, it
-// reads each map's pixels from the copy in which the step's lanes are contiguous. DenseBackKernel adds w z_k at the
+// DenseForwardKernel writes the lane's 8 sums to the partials of its segment, and the last
+// warp of each group adds the group's segments (group_combine.cuh; or the combine kernel
+// of symmetric_forward.cu does, launched after); given the image's transpose too, it reads
+// each map's pixels from the copy in which the step's lanes are contiguous.
+// DenseBackKernel adds w z_k at the
 // pixel's 8 images with atomicAdd: the layout's permutation keeps the 32 lanes of a step on
 // pixels of different orbits, so the adds of one instruction never meet, but warps run
 // unsynchronised and two of them (neighbouring ray groups, or the images of different
@@ -13,6 +15,7 @@
 #include <algorithm>
 
 #include "core/system_matrix/cuda/dense_thread_math.h"
+#include "core/system_matrix/cuda/group_combine.cuh"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 
 namespace tomo::core::system_matrix::cuda {
@@ -24,7 +27,8 @@ constexpr int kWarps = kBlock / 32;
 __global__ void __launch_bounds__(kBlock)
     DenseForwardKernel(DenseDeviceArrays d, OrbitBlock block, int64_t slab_first,
                        int64_t slab_count, const float* __restrict__ x,
-                       const float* __restrict__ x_transposed, float* __restrict__ partials) {
+                       const float* __restrict__ x_transposed, float* __restrict__ partials,
+                       GroupCombine combine) {
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (warp >= slab_count) return;
   const int lane = threadIdx.x % 32;
@@ -32,6 +36,9 @@ __global__ void __launch_bounds__(kBlock)
   float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   DenseForwardLane(d, slab, block, lane, x, x_transposed, sums);
   DenseWritePartials(d, slab, block, lane, sums, partials);
+  if (combine.counters != nullptr) {
+    CombineIfLastOfGroup(combine, block, slab.first_row, d.columns, partials, lane);
+  }
 }
 
 __global__ void __launch_bounds__(kBlock)
@@ -91,10 +98,10 @@ unsigned BlocksFor(int64_t slabs) { return static_cast<unsigned>((slabs + kWarps
 cudaError_t LaunchDenseForwardPartials(const DenseDeviceArrays& d, const OrbitBlock& block,
                                        int64_t slab_first, int64_t slab_count, const float* x,
                                        const float* x_transposed, float* partials,
-                                       cudaStream_t stream) {
+                                       const GroupCombine& combine, cudaStream_t stream) {
   if (slab_count == 0) return cudaSuccess;
   DenseForwardKernel<<<BlocksFor(slab_count), kBlock, 0, stream>>>(
-      d, block, slab_first, slab_count, x, x_transposed, partials);
+      d, block, slab_first, slab_count, x, x_transposed, partials, combine);
   return cudaGetLastError();
 }
 

@@ -229,6 +229,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
               static_cast<size_t>(columns), s));
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
+    const size_t groups = static_cast<size_t>((columns + 31) / 32);
+    TOMO_ASSIGN_OR_RETURN(m->group_counters_, DeviceBuffer<int32_t>::Allocate(groups, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->group_counters_.get(), 0, groups * sizeof(int32_t), s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return m;
   }
@@ -352,25 +355,32 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                               const float* x_transposed, const float* projections,
                               float* residual, float* out) {
     const cudaStream_t s = stream_.get();
-    int segments = segments_;
-    if (UsesInterleaved()) {
-      const int64_t first = blocked_view_begin_[static_cast<size_t>(block.stored_view)];
-      const int64_t count = blocked_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchInterleavedForwardPartials(
-          blocked_, block, first, count, x, x_transposed, partials_.get(), s));
-      segments = blocked_.segments;
-    } else if (UsesDense()) {
-      const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
-      const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
-      TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchDenseForwardPartials(dense_, block, first, count, x, x_transposed,
-                                           partials_.get(), s));
-      segments = dense_.segments;
-    } else {
-      TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchSymmetricForwardPartials(arrays_, block, segments_, x, partials_.get(), s));
+    if (UsesInterleaved() || UsesDense()) {  // the combine fused into the forward launch
+      cuda::GroupCombine combine;
+      combine.counters = group_counters_.get();
+      combine.row_norm2 = row_norm2_.get();
+      combine.projections = projections;
+      combine.residual = residual;
+      combine.out = out;
+      const size_t b = static_cast<size_t>(block.stored_view);
+      if (UsesInterleaved()) {
+        combine.segments = blocked_.segments;
+        const int64_t first = blocked_view_begin_[b];
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchInterleavedForwardPartials(
+            blocked_, block, first, blocked_view_begin_[b + 1] - first, x, x_transposed,
+            partials_.get(), combine, s));
+      } else {
+        combine.segments = dense_.segments;
+        const int64_t first = dense_view_begin_[b];
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchDenseForwardPartials(
+            dense_, block, first, dense_view_begin_[b + 1] - first, x, x_transposed,
+            partials_.get(), combine, s));
+      }
+      return absl::OkStatus();
     }
-    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments,
+    TOMO_CUDA_RETURN_IF_ERROR(
+        cuda::LaunchSymmetricForwardPartials(arrays_, block, segments_, x, partials_.get(), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments_,
                                                            partials_.get(), projections, residual,
                                                            out, s));
     return absl::OkStatus();
@@ -423,6 +433,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   SymmetricKernels kernels_ = kDefaultSymmetricKernels;
   cuda::SquareMapTable maps_{};
   DeviceBuffer<float> dense_values_, x_transposed_;
+  DeviceBuffer<int32_t> group_counters_;
   DeviceBuffer<float> blocked_values_;
   DeviceBuffer<RunSlot> blocked_runs_;
   DeviceBuffer<RowHeader> blocked_headers_;

@@ -102,6 +102,19 @@ cudaError_t LaunchSymmetricBackOrbit(const SymmetricDeviceArrays& a,
                                      const float* z_full, float* x, float* x_transposed,
                                      bool clamp, cudaStream_t stream);
 
+// The combine fused into a forward launch (group_combine.cuh): with counters set, the last
+// warp of each group of 32 rows adds the group's partials and writes what
+// LaunchSymmetricCombine would (projections == nullptr: out = A x; else the residual and the
+// scaled residual); counters: one int per group of the stored view, 0 between launches.
+struct GroupCombine {
+  int32_t* counters = nullptr;
+  int32_t segments = 1;
+  const float* row_norm2 = nullptr;
+  const float* projections = nullptr;
+  float* residual = nullptr;
+  float* out = nullptr;
+};
+
 // The dense layout (dense_slabs.h) on the device.
 struct DenseDeviceArrays {
   const float* values;
@@ -116,10 +129,11 @@ struct DenseDeviceArrays {
 // slab_count), one warp per slab, a lane per row: partials[(segment * 8 + k) * columns + c]
 // as LaunchSymmetricForwardPartials (LaunchSymmetricCombine adds them, with d.segments).
 // x_transposed: nullptr, or x transposed (xt[ix * n + iy]; see DenseForwardLane).
+// combine.counters set: the combine too (GroupCombine), no LaunchSymmetricCombine after.
 cudaError_t LaunchDenseForwardPartials(const DenseDeviceArrays& d, const OrbitBlock& block,
                                        int64_t slab_first, int64_t slab_count, const float* x,
                                        const float* x_transposed, float* partials,
-                                       cudaStream_t stream);
+                                       const GroupCombine& combine, cudaStream_t stream);
 // x[M_k p] += w z_k(row) for every entry of the slabs and view k of the block, one warp per
 // slab, a lane per row. The lanes of one step add to different pixels (the layout's
 // permutation); different warps may add to one pixel at once, so the adds are atomic.
@@ -151,7 +165,7 @@ cudaError_t LaunchInterleavedForwardPartials(const InterleavedDeviceArrays& d,
                                              const OrbitBlock& block, int64_t slab_first,
                                              int64_t slab_count, const float* x,
                                              const float* x_transposed, float* partials,
-                                             cudaStream_t stream);
+                                             const GroupCombine& combine, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {
