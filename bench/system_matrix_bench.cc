@@ -429,9 +429,11 @@ void PrintOurs(const Result& r) {
               static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
               r.ours_floor_s * 1e3);
   for (const KernelResult& k : r.kernels) {
-    std::printf("       %-8s dev %.3f GB  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
+    std::printf("       %-11s dev %.3f GB (%.2fx, up %.2f s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
                 "  x floor %.1f  conv %d  err %.4f  best %.4f@%d  vs first %.1e\n",
-                SymmetricKernelsName(k.kernels), k.device_bytes / 1e9, k.s_per_sweep * 1e3,
+                SymmetricKernelsName(k.kernels), k.device_bytes / 1e9,
+                static_cast<double>(r.csr_bytes) / static_cast<double>(k.device_bytes), k.upload_s,
+                k.s_per_sweep * 1e3,
                 k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
                 k.converged_at, k.error, k.best_error, k.best_at, k.vs_first);
   }
@@ -575,7 +577,7 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
     const absl::Status ran = RunOurs(a, sinogram, truth, options, k, images);
     if (!ran.ok()) {  // said, and the other variants still run
       images.resize(images_before);
-      std::printf("       %-8s failed: %s\n", SymmetricKernelsName(kernels),
+      std::printf("       %-11s failed: %s\n", SymmetricKernelsName(kernels),
                   std::string(ran.message()).c_str());
       absl::StrAppend(&result.note, SymmetricKernelsName(kernels), " failed; ");
       continue;
@@ -694,7 +696,7 @@ void PrintRest(const Result& r, const Options& options) {
               static_cast<long>(r.n), r.cusparse_s * 1e3, r.expand_s, r.cusparse_error,
               r.note.c_str());
   for (const KernelResult& k : r.kernels) {
-    std::printf("       %-8s speedup over cuSPARSE %.2f  vs cuSPARSE image %.1e\n",
+    std::printf("       %-11s speedup over cuSPARSE %.2f  vs cuSPARSE image %.1e\n",
                 SymmetricKernelsName(k.kernels),
                 r.cusparse_s > 0 ? r.cusparse_s / k.s_per_sweep : -1.0, k.vs_cusparse);
   }
