@@ -13,6 +13,7 @@
 #include "core/system_matrix/cuda/symmetric_launch_params.h"
 #include "core/system_matrix/dense_slabs.h"
 #include "core/system_matrix/interleaved_runs.h"
+#include "core/system_matrix/segmented_runs.h"
 #include "core/system_matrix/view_blocks.h"
 
 namespace tomo::core::system_matrix {
@@ -205,6 +206,21 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     m->arrays_ = {m->row_value_begin_.get(), m->row_run_begin_.get(), m->row_iy_first_.get(),
                   m->runs_.get(), m->values_.get(), m->row_norm2_.get(), m->row_headers_.get(),
                   n, columns};
+    if (m->UsesSegmented()) {
+      TOMO_ASSIGN_OR_RETURN(const SegmentedRuns segmented,
+                            SegmentedRuns::Build(a, SegmentedRuns::SegmentsFor(a)));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_values_, Upload(segmented.values(), s));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_runs_, Upload(segmented.runs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_slabs_, Upload(segmented.slabs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_table_, Upload(segmented.segment_of_column(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      m->segmented_ = {m->segmented_values_.get(), m->segmented_runs_.get(),
+                       m->segmented_slabs_.get(), m->segmented_table_.get(), n, columns,
+                       segmented.segments(), segmented.groups_per_view()};
+      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
+          static_cast<size_t>(std::max(partial_segments, segmented.segments())) * 8 *
+              static_cast<size_t>(columns), s));
+    }
     if (m->UsesInterleaved()) {
       TOMO_ASSIGN_OR_RETURN(const InterleavedRuns blocked,
                             InterleavedRuns::Build(a, InterleavedRuns::SegmentsFor(a)));
@@ -242,7 +258,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            row_norm2_.size_bytes() + row_headers_.size_bytes() + dense_values_.size_bytes() +
            dense_offsets_.size_bytes() + dense_slabs_.size_bytes() + blocked_values_.size_bytes() +
            blocked_runs_.size_bytes() + blocked_headers_.size_bytes() +
-           blocked_slabs_.size_bytes() + blocked_cursors_.size_bytes();
+           blocked_slabs_.size_bytes() + blocked_cursors_.size_bytes() +
+           segmented_values_.size_bytes() + segmented_runs_.size_bytes() +
+           segmented_slabs_.size_bytes() + segmented_table_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -340,10 +358,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            kernels_ == SymmetricKernels::kDenseOrbit;
   }
   bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
+  bool UsesSegmented() const { return kernels_ == SymmetricKernels::kSegmented; }
   // The forward reads, and the orbit transpose keeps, a transposed copy of the image.
   bool UsesTransposedImage() const {
     return kernels_ == SymmetricKernels::kDenseOrbit || kernels_ == SymmetricKernels::kBlocked ||
-           kernels_ == SymmetricKernels::kDense;
+           kernels_ == SymmetricKernels::kDense || kernels_ == SymmetricKernels::kSegmented;
   }
   bool UsesDense() const {
     return kernels_ == SymmetricKernels::kDense || kernels_ == SymmetricKernels::kDenseOrbit;
@@ -355,7 +374,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                               const float* x_transposed, const float* projections,
                               float* residual, float* out) {
     const cudaStream_t s = stream_.get();
-    if (UsesInterleaved() || UsesDense()) {  // the combine fused into the forward launch
+    if (UsesInterleaved() || UsesDense() || UsesSegmented()) {  // combine fused into the forward
       cuda::GroupCombine combine;
       combine.counters = group_counters_.get();
       combine.row_norm2 = row_norm2_.get();
@@ -363,7 +382,13 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       combine.residual = residual;
       combine.out = out;
       const size_t b = static_cast<size_t>(block.stored_view);
-      if (UsesInterleaved()) {
+      if (UsesSegmented()) {
+        combine.segments = segmented_.segments;
+        const int64_t per_view = static_cast<int64_t>(segmented_.groups_per_view) * segmented_.segments;
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSegmentedForwardPartials(
+            segmented_, block, static_cast<int64_t>(b) * per_view, per_view, x, x_transposed,
+            partials_.get(), combine, s));
+      } else if (UsesInterleaved()) {
         combine.segments = blocked_.segments;
         const int64_t first = blocked_view_begin_[b];
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchInterleavedForwardPartials(
@@ -400,6 +425,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       case SymmetricKernels::kBlocked:
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackOrbit(
             arrays_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
+        break;
+      case SymmetricKernels::kSegmented:
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSegmentedBackOrbit(
+            segmented_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
         break;
       case SymmetricKernels::kDense: {
         const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
@@ -440,6 +469,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<InterleavedSlab> blocked_slabs_;
   DeviceBuffer<uint16_t> blocked_cursors_;
   std::vector<int64_t> blocked_view_begin_;
+  DeviceBuffer<float> segmented_values_;
+  DeviceBuffer<uint32_t> segmented_runs_;
+  DeviceBuffer<SegmentedSlab> segmented_slabs_;
+  DeviceBuffer<uint8_t> segmented_table_;
+  cuda::SegmentedDeviceArrays segmented_{};
   cuda::InterleavedDeviceArrays blocked_{};
   DeviceBuffer<uint16_t> dense_offsets_;
   DeviceBuffer<DenseSlab> dense_slabs_;
@@ -610,13 +644,15 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "dense-orbit";
     case SymmetricKernels::kBlocked:
       return "blocked";
+    case SymmetricKernels::kSegmented:
+      return "segmented";
   }
   return "?";
 }
 
 std::vector<SymmetricKernels> AllSymmetricKernels() {
   return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
-          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked};
+          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

@@ -85,6 +85,12 @@ enum class SymmetricKernels {
   // arrays; ART keeps the image's transposed copy as kDenseOrbit. Only this layout is on the
   // device.
   kBlocked,
+  // One layout for both products with the lanes of a step side by side
+  // (segmented_runs.h: 32-row groups cut by position along their march axis, runs per
+  // column instead of a pixel per entry): its forward (cuda/segmented_forward.cu) and the
+  // orbit transpose on the same arrays; ART keeps the image's transposed copy. Only this
+  // layout is on the device.
+  kSegmented,
 };
 inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kGather;
 const char* SymmetricKernelsName(SymmetricKernels kernels);

@@ -11,6 +11,7 @@
 
 #include "core/system_matrix/dense_slab.h"
 #include "core/system_matrix/interleaved_slab.h"
+#include "core/system_matrix/segmented_slab.h"
 
 namespace tomo::core::system_matrix::cuda {
 
@@ -166,6 +167,30 @@ cudaError_t LaunchInterleavedForwardPartials(const InterleavedDeviceArrays& d,
                                              int64_t slab_count, const float* x,
                                              const float* x_transposed, float* partials,
                                              const GroupCombine& combine, cudaStream_t stream);
+
+// The segmented-runs layout (segmented_runs.h) on the device.
+struct SegmentedDeviceArrays {
+  const float* values;
+  const uint32_t* runs;
+  const SegmentedSlab* slabs;
+  const uint8_t* segment_of_column;  // 2 n per group: x columns, then y rows
+  int32_t n, columns, segments, groups_per_view;
+};
+
+// Forward products of one orbit block from its stored view's slabs, one warp per slab, a
+// lane per row (SegmentedForwardLane), into the partials, with the combine fused when
+// combine.counters is set (GroupCombine).
+cudaError_t LaunchSegmentedForwardPartials(const SegmentedDeviceArrays& d,
+                                           const OrbitBlock& block, int64_t slab_first,
+                                           int64_t slab_count, const float* x,
+                                           const float* x_transposed, float* partials,
+                                           const GroupCombine& combine, cudaStream_t stream);
+// The orbit transpose (as LaunchSymmetricBackOrbit) reading its weights from this layout.
+cudaError_t LaunchSegmentedBackOrbit(const SegmentedDeviceArrays& d,
+                                     const StoredViewGeometry& geometry,
+                                     const OrbitBlock& block, const SquareMapTable& maps,
+                                     const float* z_full, float* x, float* x_transposed,
+                                     bool clamp, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

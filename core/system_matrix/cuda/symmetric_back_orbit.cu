@@ -21,6 +21,7 @@
 // with shuffles, and lane h writes output h. A block of 256 threads is 32 orbits, an 8 x 4
 // tile of representatives over the quadrant ix, iy >= n / 2 (the representatives are its
 // half cx >= cy; the lanes of the others add nothing and write nothing).
+#include "core/system_matrix/cuda/segmented_thread_math.h"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/symmetric_thread_math.h"
 
@@ -31,18 +32,19 @@ constexpr int kTileX = 8;  // representatives
 constexpr int kTileY = 4;
 constexpr int kThreads = 8 * kTileX * kTileY;
 
+template <typename WeightAt>
 __global__ void __launch_bounds__(kThreads)
-    SymmetricBackOrbitKernel(SymmetricDeviceArrays a, StoredViewGeometry geometry,
-                             OrbitBlock block, SquareMapTable maps,
+    SymmetricBackOrbitKernel(int32_t n, int32_t columns, WeightAt weight_at,
+                             StoredViewGeometry geometry, OrbitBlock block, SquareMapTable maps,
                              const float* __restrict__ z_full, float* __restrict__ x,
                              float* __restrict__ x_transposed, bool clamp) {
   const int g = threadIdx.x & 7;
   const int orbit = threadIdx.x >> 3;
-  const int ix = a.n / 2 + static_cast<int>(blockIdx.x) * kTileX + (orbit % kTileX);
-  const int iy = a.n / 2 + static_cast<int>(blockIdx.y) * kTileY + (orbit / kTileX);
-  const bool valid = IsOrbitRepresentative(a.n, ix, iy);
+  const int ix = n / 2 + static_cast<int>(blockIdx.x) * kTileX + (orbit % kTileX);
+  const int iy = n / 2 + static_cast<int>(blockIdx.y) * kTileY + (orbit / kTileX);
+  const bool valid = IsOrbitRepresentative(n, ix, iy);
   float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (valid) OrbitLaneSums(a, geometry, block, maps, z_full, ix, iy, g, sums);
+  if (valid) OrbitLaneSums(n, columns, geometry, block, maps, z_full, ix, iy, g, weight_at, sums);
   // Sum over the eight lanes of the orbit (lanes 8o .. 8o + 7 of the warp).
 #pragma unroll
   for (int h = 0; h < 8; ++h) {
@@ -55,7 +57,20 @@ __global__ void __launch_bounds__(kThreads)
   float total = 0.0f;
 #pragma unroll
   for (int h = 0; h < 8; ++h) total = h == g ? sums[h] : total;
-  OrbitWriteOutput(maps, a.n, ix, iy, g, total, x, x_transposed, clamp);
+  OrbitWriteOutput(maps, n, ix, iy, g, total, x, x_transposed, clamp);
+}
+
+template <typename WeightAt>
+cudaError_t LaunchOrbit(int32_t n, int32_t columns, const WeightAt& weight_at,
+                        const StoredViewGeometry& geometry, const OrbitBlock& block,
+                        const SquareMapTable& maps, const float* z_full, float* x,
+                        float* x_transposed, bool clamp, cudaStream_t stream) {
+  const int side = n - n / 2;
+  const dim3 blocks((side + kTileX - 1) / kTileX, (side + kTileY - 1) / kTileY);
+  SymmetricBackOrbitKernel<<<blocks, kThreads, 0, stream>>>(n, columns, weight_at, geometry,
+                                                            block, maps, z_full, x, x_transposed,
+                                                            clamp);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -65,11 +80,19 @@ cudaError_t LaunchSymmetricBackOrbit(const SymmetricDeviceArrays& a,
                                      const OrbitBlock& block, const SquareMapTable& maps,
                                      const float* z_full, float* x, float* x_transposed,
                                      bool clamp, cudaStream_t stream) {
-  const int side = a.n - a.n / 2;
-  const dim3 blocks((side + kTileX - 1) / kTileX, (side + kTileY - 1) / kTileY);
-  SymmetricBackOrbitKernel<<<blocks, kThreads, 0, stream>>>(a, geometry, block, maps, z_full, x,
-                                                            x_transposed, clamp);
-  return cudaGetLastError();
+  const RunsWeightAt weight_at{a, static_cast<int64_t>(block.stored_view) * a.columns};
+  return LaunchOrbit(a.n, a.columns, weight_at, geometry, block, maps, z_full, x, x_transposed,
+                     clamp, stream);
+}
+
+cudaError_t LaunchSegmentedBackOrbit(const SegmentedDeviceArrays& d,
+                                     const StoredViewGeometry& geometry,
+                                     const OrbitBlock& block, const SquareMapTable& maps,
+                                     const float* z_full, float* x, float* x_transposed,
+                                     bool clamp, cudaStream_t stream) {
+  const SegmentedWeightAt weight_at{d, block.stored_view};
+  return LaunchOrbit(d.n, d.columns, weight_at, geometry, block, maps, z_full, x, x_transposed,
+                     clamp, stream);
 }
 
 }  // namespace tomo::core::system_matrix::cuda

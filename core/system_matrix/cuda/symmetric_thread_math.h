@@ -228,13 +228,15 @@ TOMO_THREAD_MATH bool IsOrbitRepresentative(int n, int ix, int iy) {
 
 // Transposed product of one pixel orbit (representative (ix, iy)), split over eight lanes:
 // lane g takes the orbit's pixel q_g = M_g q0 in the stored view's frame, finds the rays
-// meeting it (window) and their weights, each weight once, and adds each, for every view k
-// of the block, to sums[h] for output pixel M_h q0 with M_k = M_h M_g^-1
+// meeting it (window) and their weights (weight_at(c, qx, qy): the stored weight of ray c
+// at (qx, qy), 0 where it does not meet it), each weight once, and adds each, for every
+// view k of the block, to sums[h] for output pixel M_h q0 with M_k = M_h M_g^-1
 // (block.slot_for[h][g]). The orbit's output h is the sum of the eight lanes' sums[h].
-TOMO_THREAD_MATH void OrbitLaneSums(const SymmetricDeviceArrays& a,
-                                    const StoredViewGeometry& geometry, const OrbitBlock& block,
-                                    const SquareMapTable& maps, const float* z_full, int ix,
-                                    int iy, int g, float sums[8]) {
+template <typename WeightAt>
+TOMO_THREAD_MATH void OrbitLaneSums(int n, int columns, const StoredViewGeometry& geometry,
+                                    const OrbitBlock& block, const SquareMapTable& maps,
+                                    const float* z_full, int ix, int iy, int g,
+                                    const WeightAt& weight_at, float sums[8]) {
   int base[8];  // where view slot_for[h][g]'s z starts, -1 when the block lacks it
   bool reversed[8];
 #if defined(__CUDA_ARCH__)
@@ -242,29 +244,38 @@ TOMO_THREAD_MATH void OrbitLaneSums(const SymmetricDeviceArrays& a,
 #endif
   for (int h = 0; h < 8; ++h) {
     const int k = block.slot_for[h][g];
-    base[h] = k < 0 ? -1 : block.view[k] * a.columns;
+    base[h] = k < 0 ? -1 : block.view[k] * columns;
     reversed[h] = k >= 0 && block.reversed[k] != 0;
     sums[h] = 0.0f;
   }
   int qx, qy;
-  MapGridPixel(maps, g, a.n, ix, iy, &qx, &qy);
-  const float half = 0.5f * static_cast<float>(a.columns - 1);
-  const int64_t row0 = static_cast<int64_t>(block.stored_view) * a.columns;
+  MapGridPixel(maps, g, n, ix, iy, &qx, &qy);
+  const float half = 0.5f * static_cast<float>(columns - 1);
   int first, last;
-  RayWindow(geometry, half, a.columns, qx, qy, &first, &last);
+  RayWindow(geometry, half, columns, qx, qy, &first, &last);
   for (int c = first; c <= last; ++c) {
-    const float w = HeaderWeight(a, row0 + c, qx, qy);
+    const float w = weight_at(c, qx, qy);
     if (w == 0.0f) continue;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int h = 0; h < 8; ++h) {
       if (base[h] < 0) continue;
-      const int column = reversed[h] ? a.columns - 1 - c : c;
+      const int column = reversed[h] ? columns - 1 - c : c;
       sums[h] += w * LoadReadOnly(z_full + base[h] + column);
     }
   }
 }
+
+// The stored weights of the runs format (or the interleaved layout, a.stride 32) for the
+// orbit transpose: stored view `stored_view`'s rows.
+struct RunsWeightAt {
+  SymmetricDeviceArrays a;  // by value: the functor is a kernel argument
+  int64_t row0;
+  TOMO_THREAD_MATH float operator()(int c, int qx, int qy) const {
+    return HeaderWeight(a, row0 + c, qx, qy);
+  }
+};
 
 // Writes output h of the orbit (x = x + total, clamped at 0 when clamp; the transposed copy
 // too when given), unless an earlier h is the same pixel (smaller orbits, on a diagonal or a
@@ -292,9 +303,10 @@ inline void BackOrbitRepresentative(const SymmetricDeviceArrays& a,
                                     const SquareMapTable& maps, const float* z_full, int ix,
                                     int iy, float* x, float* x_transposed, bool clamp) {
   float totals[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const RunsWeightAt weight_at{a, static_cast<int64_t>(block.stored_view) * a.columns};
   for (int g = 0; g < 8; ++g) {
     float sums[8];
-    OrbitLaneSums(a, geometry, block, maps, z_full, ix, iy, g, sums);
+    OrbitLaneSums(a.n, a.columns, geometry, block, maps, z_full, ix, iy, g, weight_at, sums);
     for (int h = 0; h < 8; ++h) totals[h] += sums[h];
   }
   for (int h = 0; h < 8; ++h) {

@@ -6,7 +6,9 @@
 //     kernel's (no atomics);
 //   interleaved runs (interleaved_runs.h): the forward lanes, with and without the image's
 //     transposed copy, and the orbit transpose on its arrays, which also writes the copy;
-//     every stored value at its slot once.
+//     every stored value at its slot once;
+//   segmented runs (segmented_runs.h): the same, and every stored weight found by the
+//     orbit transpose's look-up.
 //
 // Tolerance: float32 sums in another order, 1e-5 of the largest value of the product.
 #include "core/system_matrix/cuda/dense_thread_math.h"
@@ -21,6 +23,8 @@
 #include "core/system_matrix/cuda/symmetric_thread_math.h"
 #include "core/system_matrix/dense_slabs.h"
 #include "core/system_matrix/interleaved_runs.h"
+#include "core/system_matrix/segmented_runs.h"
+#include "core/system_matrix/cuda/segmented_thread_math.h"
 #include "tests/core/random_seed.h"
 #include "tests/core/system_matrix/fan_cases.h"
 
@@ -310,6 +314,139 @@ TEST(InterleavedThreadMathTest, LayoutHoldsEveryStoredValueOnce) {
       }
     }
     EXPECT_EQ(r.slabs().size(), static_cast<size_t>(a.num_blocks() * ((columns + 31) / 32) * 3));
+  }
+}
+
+struct HostSegmented {
+  HostSegmented(const SymmetricSystemMatrix& a, int segments)
+      : layout(SegmentedRuns::Build(a, segments).value()) {
+    arrays = {layout.values().data(), layout.runs().data(), layout.slabs().data(),
+              layout.segment_of_column().data(), layout.n(),
+              static_cast<int32_t>(a.scan().columns()), layout.segments(),
+              layout.groups_per_view()};
+    norms = {nullptr, nullptr, nullptr, nullptr, nullptr, a.row_norms2().data(), nullptr,
+             layout.n(), static_cast<int32_t>(a.scan().columns())};
+  }
+  SegmentedRuns layout;
+  SegmentedDeviceArrays arrays;
+  SymmetricDeviceArrays norms;  // for CombineOne
+};
+
+void EmulateSegmentedForward(const HostSegmented& h, const OrbitBlock& block, const float* x,
+                             const float* x_transposed, float* y) {
+  const SegmentedDeviceArrays& d = h.arrays;
+  std::vector<float> partials(static_cast<size_t>(d.segments) * 8 * d.columns, 0.0f);
+  for (int64_t i = h.layout.view_begin(block.stored_view); i < h.layout.view_begin(block.stored_view + 1); ++i) {
+    const SegmentedSlab& slab = h.layout.slabs()[static_cast<size_t>(i)];
+    for (int lane = 0; lane < 32; ++lane) {
+      float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      SegmentedForwardLane(d, slab, block, lane, x, x_transposed, sums);
+      const int row = slab.first_row + lane;
+      if (row >= d.columns) continue;
+      for (int k = 0; k < block.count; ++k) {
+        partials[(static_cast<size_t>(slab.segment) * 8 + k) * d.columns + row] = sums[k];
+      }
+    }
+  }
+  for (int k = 0; k < block.count; ++k) {
+    for (int c = 0; c < d.columns; ++c) {
+      CombineOne(h.norms, block, d.segments, k, c, partials.data(), nullptr, nullptr, y);
+    }
+  }
+}
+
+void EmulateSegmentedBack(const HostSegmented& h, const SymmetricSystemMatrix& a,
+                          const OrbitBlock& block, const float* z, float* x, float* xt) {
+  const int n = h.layout.n();
+  const SquareMapTable maps = SquareMaps();
+  const StoredViewGeometry g = StoredGeometry(a, block.stored_view);
+  const SegmentedWeightAt weight_at{h.arrays, block.stored_view};
+  for (int iy = n / 2; iy < n; ++iy) {
+    for (int ix = n / 2; ix < n; ++ix) {
+      if (!IsOrbitRepresentative(n, ix, iy)) continue;
+      float totals[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int lane = 0; lane < 8; ++lane) {
+        float sums[8];
+        OrbitLaneSums(n, h.arrays.columns, g, block, maps, z, ix, iy, lane, weight_at, sums);
+        for (int o = 0; o < 8; ++o) totals[o] += sums[o];
+      }
+      for (int o = 0; o < 8; ++o) OrbitWriteOutput(maps, n, ix, iy, o, totals[o], x, xt, false);
+    }
+  }
+}
+
+TEST(SegmentedThreadMathTest, ProductsOfEveryViewEqualTheFullCsr) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> value(-1.0f, 2.0f);
+  for (const FanCase& c : Cases()) {
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(ScanOf(c)).value();
+    const CsrSystemMatrix csr = a.ExpandToCsr();
+    const int n = static_cast<int>(a.scan().nx());
+    std::vector<float> x(static_cast<size_t>(csr.pixels())), y(static_cast<size_t>(csr.rows()));
+    for (float& f : x) f = value(random);
+    for (float& f : y) f = value(random);
+    std::vector<float> xt(x.size());
+    for (int iy = 0; iy < n; ++iy) {
+      for (int ix = 0; ix < n; ++ix) xt[static_cast<size_t>(ix) * n + iy] = x[static_cast<size_t>(iy) * n + ix];
+    }
+    std::vector<float> ax_csr(y.size()), aty_csr(x.size());
+    csr.Multiply(x.data(), ax_csr.data());
+    csr.MultiplyTransposed(y.data(), aty_csr.data());
+    for (const int segments : {1, 4, SegmentedRuns::SegmentsFor(a)}) {
+      SCOPED_TRACE(c.name + ", " + std::to_string(segments) + " segments");
+      const HostSegmented h(a, segments);
+      std::vector<float> ax(y.size(), -1e30f), ax_dual(y.size(), -1e30f), aty(x.size(), 0.0f);
+      std::vector<float> aty_t(x.size(), -7.0f);
+      for (int64_t b = 0; b < a.num_blocks(); ++b) {
+        const OrbitBlock block = OrbitOf(a, b, 1.0f);
+        EmulateSegmentedForward(h, block, x.data(), nullptr, ax.data());
+        EmulateSegmentedForward(h, block, x.data(), xt.data(), ax_dual.data());
+        EmulateSegmentedBack(h, a, block, y.data(), aty.data(), aty_t.data());
+      }
+      EXPECT_LE(MaxDiff(ax, ax_csr), 1e-5 * MaxAbs(ax_csr));
+      EXPECT_LE(MaxDiff(ax_dual, ax_csr), 1e-5 * MaxAbs(ax_csr));
+      EXPECT_LE(MaxDiff(aty, aty_csr), 1e-5 * MaxAbs(aty_csr));
+      for (int iy = 0; iy < n; ++iy) {
+        for (int ix = 0; ix < n; ++ix) {
+          ASSERT_EQ(aty_t[static_cast<size_t>(ix) * n + iy], aty[static_cast<size_t>(iy) * n + ix]);
+        }
+      }
+    }
+  }
+}
+
+// Every stored value sits in exactly one slot, the look-up finds every stored weight of
+// every row (and 0 off the row), and the padding is 0.
+TEST(SegmentedThreadMathTest, LookupFindsEveryStoredWeight) {
+  for (const FanCase& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(ScanOf(c)).value();
+    const HostSegmented h(a, 3);
+    const int n = static_cast<int>(a.scan().nx());
+    const int64_t columns = a.scan().columns();
+    EXPECT_EQ(h.layout.entries(), a.stored_nonzeros());
+    int64_t found = 0;
+    for (int64_t b = 0; b < a.num_blocks(); ++b) {
+      const SegmentedWeightAt weight_at{h.arrays, static_cast<int32_t>(b)};
+      for (int64_t col = 0; col < columns; ++col) {
+        for (int qy = 0; qy < n; ++qy) {
+          for (int qx = 0; qx < n; ++qx) {
+            const float expected = StoredWeight(a, b * columns + col, qx, qy);
+            ASSERT_EQ(weight_at(static_cast<int>(col), qx, qy), expected)
+                << "view " << b << " row " << col << " pixel " << qx << ", " << qy;
+            found += expected != 0.0f;
+          }
+        }
+      }
+    }
+    int64_t stored = 0;
+    for (const float v : a.values()) stored += v != 0.0f;
+    int64_t slots = 0;
+    for (const float v : h.layout.values()) slots += v != 0.0f;
+    EXPECT_EQ(found, stored);
+    EXPECT_EQ(slots, stored);  // so every other slot, the padding, is 0
   }
 }
 
