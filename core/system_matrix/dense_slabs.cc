@@ -86,7 +86,7 @@ int DenseSlabs::SegmentsFor(const SymmetricSystemMatrix& a) {
   const double mean = a.stored_rows() > 0 ? static_cast<double>(a.stored_nonzeros()) /
                                                 static_cast<double>(a.stored_rows())
                                           : 0.0;
-  return static_cast<int>(std::clamp(std::lround(mean / kStepsWanted), 1L, 256L));
+  return static_cast<int>(std::clamp(std::lround(mean / kStepsWanted), 1L, static_cast<long>(kMaxSegments)));
 }
 
 absl::StatusOr<DenseSlabs> DenseSlabs::Build(const SymmetricSystemMatrix& a, int segments,

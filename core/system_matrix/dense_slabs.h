@@ -53,6 +53,9 @@ class DenseSlabs {
   // Segments that give slabs of about kStepsWanted steps for the matrix's mean row length.
   static int SegmentsFor(const SymmetricSystemMatrix& a);
   static constexpr int kStepsWanted = 24;
+  // At most this many (the group's last warp adds a partial per segment and view: at
+  // 2048^2 the rows would want 244).
+  static constexpr int kMaxSegments = 64;
 
   int segments() const { return segments_; }
   int32_t n() const { return n_; }

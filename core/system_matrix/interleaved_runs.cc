@@ -13,7 +13,7 @@ int InterleavedRuns::SegmentsFor(const SymmetricSystemMatrix& a) {
   const double mean = a.stored_rows() > 0 ? static_cast<double>(a.stored_nonzeros()) /
                                                 static_cast<double>(a.stored_rows())
                                           : 0.0;
-  return static_cast<int>(std::clamp(std::lround(mean / kStepsWanted), 1L, 256L));
+  return static_cast<int>(std::clamp(std::lround(mean / kStepsWanted), 1L, static_cast<long>(kMaxSegments)));
 }
 
 absl::StatusOr<InterleavedRuns> InterleavedRuns::Build(const SymmetricSystemMatrix& a,

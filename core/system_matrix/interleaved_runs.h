@@ -36,6 +36,9 @@ class InterleavedRuns {
  public:
   static constexpr int kLanes = 32;
   static constexpr int kStepsWanted = 24;
+  // At most this many (the group's last warp adds a partial per segment and view: at
+  // 2048^2 the rows would want 244).
+  static constexpr int kMaxSegments = 64;
 
   // INVALID_ARGUMENT when the run slots exceed 32-bit offsets. segments >= 1.
   static absl::StatusOr<InterleavedRuns> Build(const SymmetricSystemMatrix& a, int segments,

@@ -39,6 +39,9 @@ class SegmentedRuns {
  public:
   static constexpr int kLanes = 32;
   static constexpr int kStepsWanted = 24;
+  // At most this many (the group's last warp adds a partial per segment and view: at
+  // 2048^2 the rows would want 244).
+  static constexpr int kMaxSegments = 64;
 
   // segments in [1, 255]. INVALID_ARGUMENT when a lane has 2048 or more entries in one
   // slab or 32 or more in one column (more segments would do).
