@@ -14,8 +14,11 @@
 //   build       seconds to build the symmetric matrix on the device (kernels, then brought
 //               back to the host) and on the CPU (all threads; the two must agree), to
 //               upload it, and to expand it to block-ordered CSR for cuSPARSE;
-//   ours        seconds per block-ART iteration on the device (the difference between runs
-//               of 2 and 2 + --iterations sweeps, so setup and transfers cancel);
+//   ours        per kernel variant (--kernel, DeviceStoredMatrix's SymmetricKernels; all by
+//               default, one line each): seconds per block-ART iteration on the device (the
+//               difference between runs of 2 and 2 + --iterations sweeps, so setup and
+//               transfers cancel), and the whole products A x and A^T y alone (CUDA events),
+//               which split the sweep's time between its two passes;
 //   cusparse    the same iteration (same blocks: the orbits, same steps, same clamp) with
 //               cusparseSpMV NON_TRANSPOSE and TRANSPOSE (default algorithm, beta = 1 into x
 //               for the transpose) on one CSR descriptor per block (32-bit indices), one
@@ -41,7 +44,10 @@
 //               block; cuSPARSE reads the whole CSR matrix twice (SpMV and its transpose)
 //               plus x about five times per block.
 //
-//   build/bin/system-matrix-bench --sizes 512,1024,2048 --json system_matrix.json
+// A size whose matrix (twice, as the device build and the upload hold it) and vectors do not
+// fit the device's free memory is skipped, and said so.
+//
+//   build/bin/system-matrix-bench --sizes 512,1024,2048 --kernel all --json system_matrix.json
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -129,18 +135,27 @@ struct Options {
   bool cusparse = true;
   bool on_the_fly = true;
   bool cusparse_graph = true;
+  bool cpu_build = true;
+  std::vector<SymmetricKernels> kernels = AllSymmetricKernels();
+};
+
+// One kernel variant of ours (DeviceStoredMatrix's SymmetricKernels).
+struct KernelResult {
+  SymmetricKernels kernels = kDefaultSymmetricKernels;
+  uint64_t device_bytes = 0;  // the matrix's arrays on the device
+  double upload_s = 0, s_per_sweep = 0, forward_s = 0, back_s = 0;
+  int converged_at = 0;
+  double error = 0, best_error = -1, vs_cusparse = -1, vs_first = -1;
+  int best_at = 0;
 };
 
 struct Result {
   int64_t n = 0;
   uint64_t csr_bytes = 0, symmetric_bytes = 0;
   int64_t nonzeros = 0, stored_views = 0;
-  double count_s = 0, build_s = 0, device_build_s = 0, upload_s = 0, expand_s = 0;
-  double ours_s = 0, cusparse_s = -1;
-  int ours_converged_at = 0;
-  double ours_error = 0, cusparse_error = -1, ours_vs_cusparse = -1;
-  double ours_best_error = -1;
-  int ours_best_at = 0;
+  double count_s = 0, build_s = -1, device_build_s = 0, expand_s = 0;
+  std::vector<KernelResult> kernels;  // options.kernels order
+  double cusparse_s = -1, cusparse_error = -1;
   double ours_floor_s = 0, cusparse_floor_s = 0;
   struct OnTheFly {
     int64_t blocks = 0;
@@ -406,6 +421,105 @@ class CusparseArt {
   uint64_t matrix_bytes_ = 0;
 };
 
+// The size's line and our kernels' lines, printed before cuSPARSE runs (so that a run cut
+// short still shows them); then PrintRest.
+void PrintOurs(const Result& r) {
+  std::printf("%6ld %8.3f %8.3f %6.2f %8.2f %8.2f %9.3f\n", static_cast<long>(r.n),
+              r.csr_bytes / 1e9, r.symmetric_bytes / 1e9,
+              static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
+              r.ours_floor_s * 1e3);
+  for (const KernelResult& k : r.kernels) {
+    std::printf("       %-11s dev %.3f GB (%.2fx, up %.2f s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
+                "  x floor %.1f  conv %d  err %.4f  best %.4f@%d  vs first %.1e\n",
+                SymmetricKernelsName(k.kernels), k.device_bytes / 1e9,
+                static_cast<double>(r.csr_bytes) / static_cast<double>(k.device_bytes), k.upload_s,
+                k.s_per_sweep * 1e3,
+                k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
+                k.converged_at, k.error, k.best_error, k.best_at, k.vs_first);
+  }
+  std::fflush(stdout);
+}
+
+// Ours with one kernel variant: upload, the error and convergence columns, seconds per
+// sweep (difference of 2 and 2 + --iterations sweeps), and the whole products A x and A^T y
+// alone (all 90 blocks, CUDA events, after one warm-up), which split the sweep's time.
+absl::Status RunOurs(const SymmetricSystemMatrix& a, const Array3D& sinogram,
+                     const Array3D& truth, const Options& options, KernelResult& k,
+                     std::vector<Array3D>& images) {
+  double t = Now();
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceStoredMatrix> device,
+                        UploadSymmetricMatrix(a, 0, k.kernels));
+  k.upload_s = Now() - t;
+  k.device_bytes = device->matrix_bytes();
+  ArtOptions art;
+  art.relaxation = options.relaxation;
+  art.iterations = options.converge_iterations;
+  art.on_sweep = [&](int64_t sweep, const Array3D& image) {
+    const double error = RelativeL2(image.data(), truth.data(), truth.size());
+    if (k.best_error < 0 || error < k.best_error) {
+      k.best_error = error;
+      k.best_at = static_cast<int>(sweep);
+    }
+    return absl::OkStatus();
+  };
+  TOMO_ASSIGN_OR_RETURN(ArtResult converged, device->RunArt(sinogram, art, {}));
+  art.on_sweep = nullptr;
+  k.error = RelativeL2(converged.image.data(), truth.data(), truth.size());
+  k.converged_at = static_cast<int>(converged.relative_residuals.size());
+  for (size_t i = 1; i < converged.relative_residuals.size(); ++i) {
+    const double before = converged.relative_residuals[i - 1];
+    if (before - converged.relative_residuals[i] < 0.01 * before) {
+      k.converged_at = static_cast<int>(i + 1);
+      break;
+    }
+  }
+  images.push_back(std::move(converged.image));
+  art.iterations = 2;
+  t = Now();
+  TOMO_RETURN_IF_ERROR(device->RunArt(sinogram, art, {}).status());
+  const double two = Now() - t;
+  art.iterations = 2 + options.iterations;
+  t = Now();
+  TOMO_RETURN_IF_ERROR(device->RunArt(sinogram, art, {}).status());
+  k.s_per_sweep = (Now() - t - two) / options.iterations;
+
+  // The products alone, on device arrays.
+  const int64_t pixels = a.scan().nx() * a.scan().ny();
+  const int64_t rows = a.scan().rows();
+  std::vector<int64_t> all(static_cast<size_t>(a.scan().num_views()));
+  for (size_t v = 0; v < all.size(); ++v) all[v] = static_cast<int64_t>(v);
+  float *x = nullptr, *y = nullptr;
+  BENCH_CUDA(cudaMalloc(&x, static_cast<size_t>(pixels) * 4));
+  BENCH_CUDA(cudaMalloc(&y, static_cast<size_t>(rows) * 4));
+  const cudaStream_t s = device->stream();
+  BENCH_CUDA(cudaMemcpyAsync(x, truth.data(), static_cast<size_t>(pixels) * 4,
+                             cudaMemcpyHostToDevice, s));
+  BENCH_CUDA(cudaMemcpyAsync(y, sinogram.data(), static_cast<size_t>(rows) * 4,
+                             cudaMemcpyHostToDevice, s));
+  cudaEvent_t begin, end;
+  BENCH_CUDA(cudaEventCreate(&begin));
+  BENCH_CUDA(cudaEventCreate(&end));
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int rep = 0; rep < 2; ++rep) {  // warm-up, then timed
+      BENCH_CUDA(cudaEventRecord(begin, s));
+      for (int i = 0; i < options.iterations; ++i) {
+        TOMO_RETURN_IF_ERROR(pass == 0 ? device->ForwardViewsOnDevice(all, x, y)
+                                       : device->BackViewsAddOnDevice(all, y, x));
+      }
+      BENCH_CUDA(cudaEventRecord(end, s));
+      BENCH_CUDA(cudaEventSynchronize(end));
+    }
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, begin, end));
+    (pass == 0 ? k.forward_s : k.back_s) = ms / 1e3 / options.iterations;
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  cudaFree(x);
+  cudaFree(y);
+  return absl::OkStatus();
+}
+
 absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   result.n = n;
   core::FanConeOptions fan;
@@ -426,10 +540,23 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   result.csr_bytes = need.csr_bytes;
   result.symmetric_bytes = need.bytes;
   result.nonzeros = need.nonzeros;
+  {
+    // The matrix twice (the device build's rows, then the upload; both live at the upload)
+    // and the ART vectors, with 1 GiB to spare: otherwise the size is skipped, and said so.
+    size_t free_bytes = 0, total_bytes = 0;
+    BENCH_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const uint64_t wanted = 2 * need.bytes + 6 * static_cast<uint64_t>(scan.rows()) * 4 +
+                            4 * static_cast<uint64_t>(n * n) * 4 + (uint64_t{1} << 30);
+    if (wanted > free_bytes) {
+      absl::StrAppend(&result.note, "needs ", wanted / 1e9, " GB of the device's ",
+                      free_bytes / 1e9, " GB free: not run");
+      return absl::OkStatus();
+    }
+  }
   t = Now();
   TOMO_ASSIGN_OR_RETURN(SymmetricSystemMatrix a, BuildSymmetricMatrixOnDevice(scan, 0));
   result.device_build_s = Now() - t;
-  {
+  if (options.cpu_build) {
     t = Now();
     TOMO_ASSIGN_OR_RETURN(SymmetricSystemMatrix cpu_built, SymmetricSystemMatrix::Build(scan));
     result.build_s = Now() - t;
@@ -438,44 +565,30 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
     }
   }
   result.stored_views = a.num_blocks();
-  t = Now();
-  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceStoredMatrix> device, UploadSymmetricMatrix(a, 0));
-  result.upload_s = Now() - t;
 
   const core::EllipsePhantom phantom = core::EllipsePhantom::ModifiedSheppLogan(kPhantomRadiusMm);
   const Array3D truth = phantom.Rasterize(volume, 2);
   const Array3D sinogram = core::EllipsoidPhantom::ExtrudedFrom(phantom).Project(geometry, 2);
-
-  ArtOptions art;
-  art.relaxation = options.relaxation;
-  art.iterations = options.converge_iterations;
-  art.on_sweep = [&](int64_t sweep, const Array3D& image) {
-    const double error = RelativeL2(image.data(), truth.data(), truth.size());
-    if (result.ours_best_error < 0 || error < result.ours_best_error) {
-      result.ours_best_error = error;
-      result.ours_best_at = static_cast<int>(sweep);
+  std::vector<Array3D> images;  // each kernel's image after --converge-iterations sweeps
+  for (const SymmetricKernels kernels : options.kernels) {
+    KernelResult k;
+    k.kernels = kernels;
+    const size_t images_before = images.size();
+    const absl::Status ran = RunOurs(a, sinogram, truth, options, k, images);
+    if (!ran.ok()) {  // said, and the other variants still run
+      images.resize(images_before);
+      std::printf("       %-11s failed: %s\n", SymmetricKernelsName(kernels),
+                  std::string(ran.message()).c_str());
+      absl::StrAppend(&result.note, SymmetricKernelsName(kernels), " failed; ");
+      continue;
     }
-    return absl::OkStatus();
-  };
-  TOMO_ASSIGN_OR_RETURN(ArtResult converged, device->RunArt(sinogram, art, {}));
-  art.on_sweep = nullptr;
-  result.ours_error = RelativeL2(converged.image.data(), truth.data(), truth.size());
-  result.ours_converged_at = static_cast<int>(converged.relative_residuals.size());
-  for (size_t i = 1; i < converged.relative_residuals.size(); ++i) {
-    const double before = converged.relative_residuals[i - 1];
-    if (before - converged.relative_residuals[i] < 0.01 * before) {
-      result.ours_converged_at = static_cast<int>(i + 1);
-      break;
-    }
+    result.kernels.push_back(k);
   }
-  art.iterations = 2;
-  t = Now();
-  TOMO_RETURN_IF_ERROR(device->RunArt(sinogram, art, {}).status());
-  const double two = Now() - t;
-  art.iterations = 2 + options.iterations;
-  t = Now();
-  TOMO_RETURN_IF_ERROR(device->RunArt(sinogram, art, {}).status());
-  result.ours_s = (Now() - t - two) / options.iterations;
+  if (result.kernels.empty()) return absl::InternalError("every kernel variant failed");
+  // Every variant computes the same iteration: their images agree to float rounding.
+  for (size_t i = 1; i < images.size(); ++i) {
+    result.kernels[i].vs_first = RelativeL2(images[i].data(), images[0].data(), images[0].size());
+  }
 
   const double bandwidth = options.hbm_tbps * 1e12;
   const double pixels_bytes = 4.0 * static_cast<double>(n * n);
@@ -483,13 +596,14 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
       (static_cast<double>(result.symmetric_bytes) + 3 * pixels_bytes * a.num_blocks()) / bandwidth;
   result.cusparse_floor_s =
       (2.0 * static_cast<double>(result.csr_bytes) + 5 * pixels_bytes * a.num_blocks()) / bandwidth;
+  PrintOurs(result);
 
   if (options.on_the_fly) {
     result.sart.blocks = options.views;
     result.os_sart.blocks = a.num_blocks();
     for (Result::OnTheFly* method : {&result.sart, &result.os_sart}) {
-      const absl::Status ran =
-          RunOnTheFly(geometry, volume, sinogram, truth, result.ours_best_error, options, *method);
+      const absl::Status ran = RunOnTheFly(geometry, volume, sinogram, truth,
+                                           result.kernels[0].best_error, options, *method);
       if (!ran.ok()) {
         absl::StrAppend(&result.note, method == &result.sart ? "SART" : "OS-SART", " failed: ",
                         ran.message(), "; ");
@@ -501,7 +615,6 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
     absl::StrAppend(&result.note, "cuSPARSE skipped (--cusparse=false)");
     return absl::OkStatus();
   }
-  device.reset();
   size_t free_bytes = 0, total_bytes = 0;
   BENCH_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
   // The CSR arrays plus a margin for cuSPARSE's buffer and the vectors.
@@ -524,7 +637,9 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   Array3D image({1, n, n});
   TOMO_RETURN_IF_ERROR(cusparse->Download(image.data()));
   result.cusparse_error = RelativeL2(image.data(), truth.data(), truth.size());
-  result.ours_vs_cusparse = RelativeL2(converged.image.data(), image.data(), image.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    result.kernels[i].vs_cusparse = RelativeL2(images[i].data(), image.data(), image.size());
+  }
   cudaEvent_t begin, end;
   BENCH_CUDA(cudaEventCreate(&begin));
   BENCH_CUDA(cudaEventCreate(&end));
@@ -547,22 +662,63 @@ std::string OnTheFlyJson(const Result::OnTheFly& f) {
                       f.s_per_iteration, "}");
 }
 
+std::string KernelJson(const KernelResult& k) {
+  return absl::StrCat(
+      "{\"kernel\": \"", SymmetricKernelsName(k.kernels), "\", \"device_bytes\": ", k.device_bytes,
+      ", \"upload_s\": ", k.upload_s, ", \"s_per_iteration\": ", k.s_per_sweep,
+      ", \"forward_s\": ", k.forward_s, ", \"back_s\": ", k.back_s,
+      ", \"converged_at\": ", k.converged_at, ", \"error\": ", k.error,
+      ", \"best_error\": ", k.best_error, ", \"best_at\": ", k.best_at,
+      ", \"vs_cusparse\": ", k.vs_cusparse, ", \"vs_first\": ", k.vs_first, "}");
+}
+
 std::string Json(const Result& r) {
+  std::string kernels;
+  for (const KernelResult& k : r.kernels) {
+    absl::StrAppend(&kernels, kernels.empty() ? "" : ", ", KernelJson(k));
+  }
   return absl::StrCat(
       "{\"n\": ", r.n, ", \"csr_bytes\": ", r.csr_bytes, ", \"symmetric_bytes\": ",
       r.symmetric_bytes, ", \"ratio\": ",
       static_cast<double>(r.csr_bytes) / static_cast<double>(r.symmetric_bytes),
       ", \"nonzeros\": ", r.nonzeros, ", \"stored_views\": ", r.stored_views,
-      ", \"count_s\": ", r.count_s, ", \"build_s\": ", r.build_s, ", \"device_build_s\": ", r.device_build_s, ", \"upload_s\": ", r.upload_s,
-      ", \"expand_s\": ", r.expand_s, ", \"ours_s_per_iteration\": ", r.ours_s,
-      ", \"cusparse_s_per_iteration\": ", r.cusparse_s, ", \"speedup\": ",
-      r.cusparse_s > 0 ? r.cusparse_s / r.ours_s : -1.0, ", \"ours_floor_s\": ", r.ours_floor_s,
-      ", \"cusparse_floor_s\": ", r.cusparse_floor_s, ", \"converged_at\": ",
-      r.ours_converged_at, ", \"ours_error\": ", r.ours_error, ", \"cusparse_error\": ",
-      r.cusparse_error, ", \"ours_vs_cusparse\": ", r.ours_vs_cusparse,
-      ", \"ours_best_error\": ", r.ours_best_error, ", \"ours_best_at\": ", r.ours_best_at,
+      ", \"count_s\": ", r.count_s, ", \"build_s\": ", r.build_s,
+      ", \"device_build_s\": ", r.device_build_s, ", \"expand_s\": ", r.expand_s,
+      ", \"kernels\": [", kernels, "], \"cusparse_s_per_iteration\": ", r.cusparse_s,
+      ", \"cusparse_error\": ", r.cusparse_error, ", \"ours_floor_s\": ", r.ours_floor_s,
+      ", \"cusparse_floor_s\": ", r.cusparse_floor_s,
       ", \"sart\": ", OnTheFlyJson(r.sart), ", \"os_sart\": ", OnTheFlyJson(r.os_sart),
       ", \"note\": \"", absl::StrReplaceAll(r.note, {{"\"", "'"}, {"\\", "/"}}), "\"}");
+}
+
+void PrintRest(const Result& r, const Options& options) {
+  std::printf("%6ld   cuSPARSE %.3f ms per sweep (expand %.2f s), error %.4f; %s\n",
+              static_cast<long>(r.n), r.cusparse_s * 1e3, r.expand_s, r.cusparse_error,
+              r.note.c_str());
+  for (const KernelResult& k : r.kernels) {
+    std::printf("       %-11s speedup over cuSPARSE %.2f  vs cuSPARSE image %.1e\n",
+                SymmetricKernelsName(k.kernels),
+                r.cusparse_s > 0 ? r.cusparse_s / k.s_per_sweep : -1.0, k.vs_cusparse);
+  }
+  if (r.sart.s_per_iteration > 0 && !r.kernels.empty()) {
+    const KernelResult& k = r.kernels[0];
+    std::printf("       time to error %.4f: ours (%s) %.3f s (%d sweeps x %.5f)", k.best_error,
+                SymmetricKernelsName(k.kernels), k.best_at * k.s_per_sweep, k.best_at,
+                k.s_per_sweep);
+    for (const auto* f : {&r.sart, &r.os_sart}) {
+      std::printf("; %s(%ld blocks) ", f == &r.sart ? "SART" : "OS-SART",
+                  static_cast<long>(f->blocks));
+      if (f->reached_at > 0) {
+        std::printf("%.3f s (%d x %.5f)", f->reached_at * f->s_per_iteration, f->reached_at,
+                    f->s_per_iteration);
+      } else {
+        std::printf("not reached in %d (best %.4f, %.5f s/it)", options.converge_iterations,
+                    f->best_error, f->s_per_iteration);
+      }
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -589,14 +745,30 @@ int main(int argc, char** argv) {
   app.add_option("--cusparse-graph", options.cusparse_graph,
                  "replay the cuSPARSE sweep as a CUDA graph (as ours)");
   app.add_option("--json", json_path, "write the results as JSON lines to this path");
+  app.add_option("--cpu-build", options.cpu_build,
+                 "also build the matrix on the CPU and check the device build's extents");
+  std::string kernels_text = "all";
+  app.add_option("--kernel", kernels_text,
+                 "our kernel variants to run, comma-separated (gather, orbit, ...) or all; the "
+                 "first is the one compared with SART and OS-SART");
   CLI11_PARSE(app, argc, argv);
   options.sizes.clear();
   for (const absl::string_view s : absl::StrSplit(sizes_text, ',')) {
     options.sizes.push_back(std::stoll(std::string(s)));
   }
-  std::printf("%6s %10s %10s %6s %8s %8s %8s %10s %10s %7s %9s %9s %5s %7s %7s  %s\n", "n",
-              "csr GB", "sym GB", "ratio", "cpu bld", "gpu bld", "expand s", "ours s/it", "cusp s/it", "speedup",
-              "floor us", "cfloor ms", "conv", "err", "c err", "note");
+  if (kernels_text != "all") {
+    options.kernels.clear();
+    for (const absl::string_view s : absl::StrSplit(kernels_text, ',')) {
+      const absl::StatusOr<SymmetricKernels> k = ParseSymmetricKernels(std::string(s));
+      if (!k.ok()) {
+        std::printf("%s\n", std::string(k.status().message()).c_str());
+        return 2;
+      }
+      options.kernels.push_back(*k);
+    }
+  }
+  std::printf("%6s %8s %8s %6s %8s %8s %9s\n", "n", "csr GB", "sym GB", "ratio", "cpu bld",
+              "gpu bld", "floor ms");
   // Make the CUDA context before the first timing (the device build would carry it).
   if (cudaFree(nullptr) != cudaSuccess) {
     std::printf("no usable CUDA device\n");
@@ -612,31 +784,7 @@ int main(int argc, char** argv) {
       ++failures;
       continue;
     }
-    std::printf("%6ld %10.3f %10.3f %6.2f %8.2f %8.2f %8.2f %10.5f %10.5f %7.2f %9.1f %9.2f %5d %7.4f %7.4f  %s\n",
-                static_cast<long>(n), r.csr_bytes / 1e9, r.symmetric_bytes / 1e9,
-                static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
-                r.expand_s,
-                r.ours_s, r.cusparse_s, r.cusparse_s > 0 ? r.cusparse_s / r.ours_s : -1.0,
-                r.ours_floor_s * 1e6, r.cusparse_floor_s * 1e3, r.ours_converged_at, r.ours_error,
-                r.cusparse_error, r.note.c_str());
-    if (r.sart.s_per_iteration > 0) {
-      const double ours_time = r.ours_best_at * r.ours_s;
-      std::printf("       time to error %.4f: ours %.3f s (%d sweeps x %.5f)", r.ours_best_error,
-                  ours_time, r.ours_best_at, r.ours_s);
-      for (const auto* f : {&r.sart, &r.os_sart}) {
-        std::printf("; %s(%ld blocks) ", f == &r.sart ? "SART" : "OS-SART",
-                    static_cast<long>(f->blocks));
-        if (f->reached_at > 0) {
-          std::printf("%.3f s (%d x %.5f)", f->reached_at * f->s_per_iteration, f->reached_at,
-                      f->s_per_iteration);
-        } else {
-          std::printf("not reached in %d (best %.4f, %.5f s/it)", options.converge_iterations,
-                      f->best_error, f->s_per_iteration);
-        }
-      }
-      std::printf("\n");
-    }
-    std::fflush(stdout);
+    PrintRest(r, options);
     lines.push_back(Json(r));
   }
   if (!json_path.empty()) {

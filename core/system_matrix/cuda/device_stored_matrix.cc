@@ -11,6 +11,9 @@
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/symmetric_launch_params.h"
+#include "core/system_matrix/dense_slabs.h"
+#include "core/system_matrix/interleaved_runs.h"
+#include "core/system_matrix/segmented_runs.h"
 #include "core/system_matrix/view_blocks.h"
 
 namespace tomo::core::system_matrix {
@@ -159,26 +162,92 @@ absl::StatusOr<ArtResult> RunSweeps(ArtBuffers& run, const ArtOptions& options,
 class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
-      const SymmetricSystemMatrix& a, int device) {
+      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels) {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
     auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
+    m->kernels_ = kernels;
+    m->maps_ = cuda::SquareMaps();
     TOMO_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
     const cudaStream_t s = m->stream_.get();
-    const std::vector<uint2> runs = cuda::PackRuns(a);
-    TOMO_ASSIGN_OR_RETURN(m->row_value_begin_, Upload(a.row_value_begin(), s));
-    TOMO_ASSIGN_OR_RETURN(m->row_run_begin_, Upload(a.row_run_begin(), s));
-    TOMO_ASSIGN_OR_RETURN(m->row_iy_first_, Upload(a.row_iy_first(), s));
-    TOMO_ASSIGN_OR_RETURN(m->runs_, Upload(runs, s));
-    TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
     TOMO_ASSIGN_OR_RETURN(m->row_norm2_, Upload(a.row_norms2(), s));
-    m->segments_ = cuda::SymmetricForwardSegments(static_cast<int32_t>(a.scan().nx()),
-                                                  static_cast<int32_t>(a.scan().columns()));
+    const int32_t n = static_cast<int32_t>(a.scan().nx());
+    const int32_t columns = static_cast<int32_t>(a.scan().columns());
+    int partial_segments = 1;
+    if (m->UsesRuns()) {
+      const std::vector<uint2> runs = cuda::PackRuns(a);
+      TOMO_ASSIGN_OR_RETURN(m->row_value_begin_, Upload(a.row_value_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->row_run_begin_, Upload(a.row_run_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->row_iy_first_, Upload(a.row_iy_first(), s));
+      TOMO_ASSIGN_OR_RETURN(m->runs_, Upload(runs, s));
+      TOMO_ASSIGN_OR_RETURN(m->values_, Upload(a.values(), s));
+      TOMO_ASSIGN_OR_RETURN(const std::vector<uint4> headers, cuda::PackRowHeaders(a));
+      TOMO_ASSIGN_OR_RETURN(m->row_headers_, Upload(headers, s));
+      // Synchronise before the host arrays go.
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      m->segments_ = cuda::SymmetricForwardSegments(n, columns);
+      partial_segments = m->segments_;
+    }
+    if (m->UsesDense()) {
+      TOMO_ASSIGN_OR_RETURN(const DenseSlabs dense, DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a)));
+      TOMO_ASSIGN_OR_RETURN(m->dense_values_, Upload(dense.values(), s));
+      TOMO_ASSIGN_OR_RETURN(m->dense_offsets_, Upload(dense.pixel_offsets(), s));
+      TOMO_ASSIGN_OR_RETURN(m->dense_slabs_, Upload(dense.slabs(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      for (int64_t b = 0; b <= a.num_blocks(); ++b) m->dense_view_begin_.push_back(dense.view_begin(b));
+      m->dense_ = {m->dense_values_.get(), m->dense_offsets_.get(), m->dense_slabs_.get(), n, columns,
+                   dense.segments()};
+      partial_segments = std::max(partial_segments, dense.segments());
+    }
+    if (m->UsesTransposedImage()) {
+      TOMO_ASSIGN_OR_RETURN(m->x_transposed_, DeviceBuffer<float>::Allocate(m->pixels(), s));
+    }
     TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
-        static_cast<size_t>(m->segments_) * 8 * static_cast<size_t>(a.scan().columns()), s));
+        static_cast<size_t>(partial_segments) * 8 * static_cast<size_t>(columns), s));
     m->arrays_ = {m->row_value_begin_.get(), m->row_run_begin_.get(), m->row_iy_first_.get(),
-                  m->runs_.get(), m->values_.get(), m->row_norm2_.get(),
-                  static_cast<int32_t>(a.scan().nx()), static_cast<int32_t>(a.scan().columns())};
+                  m->runs_.get(), m->values_.get(), m->row_norm2_.get(), m->row_headers_.get(),
+                  n, columns};
+    if (m->UsesSegmented()) {
+      TOMO_ASSIGN_OR_RETURN(const SegmentedRuns segmented,
+                            SegmentedRuns::Build(a, SegmentedRuns::SegmentsFor(a)));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_values_, Upload(segmented.values(), s));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_runs_, Upload(segmented.runs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_slabs_, Upload(segmented.slabs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->segmented_table_, Upload(segmented.segment_of_column(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      m->segmented_ = {m->segmented_values_.get(), m->segmented_runs_.get(),
+                       m->segmented_slabs_.get(), m->segmented_table_.get(), n, columns,
+                       segmented.segments(), segmented.groups_per_view()};
+      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
+          static_cast<size_t>(std::max(partial_segments, segmented.segments())) * 8 *
+              static_cast<size_t>(columns), s));
+    }
+    if (m->UsesInterleaved()) {
+      TOMO_ASSIGN_OR_RETURN(const InterleavedRuns blocked,
+                            InterleavedRuns::Build(a, InterleavedRuns::SegmentsFor(a)));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_values_, Upload(blocked.values(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_runs_, Upload(blocked.runs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_headers_, Upload(blocked.row_headers(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_slabs_, Upload(blocked.slabs(), s));
+      TOMO_ASSIGN_OR_RETURN(m->blocked_cursors_, Upload(blocked.cursors(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      for (int64_t b = 0; b <= a.num_blocks(); ++b) {
+        m->blocked_view_begin_.push_back(blocked.view_begin(b));
+      }
+      const uint2* runs = reinterpret_cast<const uint2*>(m->blocked_runs_.get());
+      const uint4* headers = reinterpret_cast<const uint4*>(m->blocked_headers_.get());
+      m->blocked_ = {m->blocked_values_.get(), runs, headers, m->blocked_slabs_.get(),
+                     m->blocked_cursors_.get(), n, columns, blocked.segments()};
+      // The orbit transpose reads the same arrays, 32 slots apart.
+      m->arrays_ = {nullptr, nullptr, nullptr, runs, m->blocked_values_.get(), m->row_norm2_.get(),
+                    headers, n, columns, InterleavedRuns::kLanes};
+      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
+          static_cast<size_t>(std::max(partial_segments, blocked.segments())) * 8 *
+              static_cast<size_t>(columns), s));
+    }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
+    const size_t groups = static_cast<size_t>((columns + 31) / 32);
+    TOMO_ASSIGN_OR_RETURN(m->group_counters_, DeviceBuffer<int32_t>::Allocate(groups, s));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->group_counters_.get(), 0, groups * sizeof(int32_t), s));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     return m;
   }
@@ -186,7 +255,12 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   uint64_t matrix_bytes() const override {
     return row_value_begin_.size_bytes() + row_run_begin_.size_bytes() +
            row_iy_first_.size_bytes() + runs_.size_bytes() + values_.size_bytes() +
-           row_norm2_.size_bytes();
+           row_norm2_.size_bytes() + row_headers_.size_bytes() + dense_values_.size_bytes() +
+           dense_offsets_.size_bytes() + dense_slabs_.size_bytes() + blocked_values_.size_bytes() +
+           blocked_runs_.size_bytes() + blocked_headers_.size_bytes() +
+           blocked_slabs_.size_bytes() + blocked_cursors_.size_bytes() +
+           segmented_values_.size_bytes() + segmented_runs_.size_bytes() +
+           segmented_slabs_.size_bytes() + segmented_table_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -218,13 +292,15 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                                     float* y) override {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
-    const cudaStream_t s = stream_.get();
+    const float* x_transposed = nullptr;
+    if (UsesTransposedImage()) {  // the caller's x has no transposed copy: make one
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTranspose(x, x_transposed_.get(),
+                                                      static_cast<int32_t>(a_.scan().nx()),
+                                                      stream_.get()));
+      x_transposed = x_transposed_.get();
+    }
     for (const cuda::OrbitBlock& group : groups) {
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(arrays_, group, segments_, x,
-                                                                     partials_.get(), s));
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, group, segments_,
-                                                             partials_.get(), nullptr, nullptr, y,
-                                                             s));
+      TOMO_RETURN_IF_ERROR(EnqueueForward(group, x, x_transposed, nullptr, nullptr, y));
     }
     return absl::OkStatus();
   }
@@ -234,9 +310,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     TOMO_ASSIGN_OR_RETURN(const std::vector<cuda::OrbitBlock> groups, cuda::GroupViews(a_, views));
     for (const cuda::OrbitBlock& group : groups) {
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
-          arrays_, geometry_[static_cast<size_t>(group.stored_view)], group, z, x,
-          /*clamp=*/false, stream_.get()));
+      TOMO_RETURN_IF_ERROR(EnqueueBack(group, z, x, nullptr, /*clamp=*/false));
     }
     return absl::OkStatus();
   }
@@ -250,6 +324,12 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device_));
     const cudaStream_t s = stream_.get();
     TOMO_ASSIGN_OR_RETURN(ArtBuffers run, StartArt(projections, static_cast<int64_t>(pixels()), s));
+    // The image's transposed copy starts as x does (zero); the orbit transpose keeps it.
+    float* x_transposed = nullptr;
+    if (UsesTransposedImage()) {
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x_transposed_.get(), 0, x_transposed_.size_bytes(), s));
+      x_transposed = x_transposed_.get();
+    }
     std::vector<cuda::OrbitBlock> blocks;
     for (int64_t b = 0; b < a_.num_blocks(); ++b) {
       const SymmetricViewBlocks view_blocks(a_);
@@ -261,14 +341,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     const auto enqueue_sweep = [&]() -> absl::Status {
       for (int64_t b = 0; b < a_.num_blocks(); ++b) {
         const cuda::OrbitBlock& block = blocks[static_cast<size_t>(b)];
-        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricForwardPartials(
-            arrays_, block, segments_, run.x.get(), partials_.get(), s));
-        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments_,
-                                                               partials_.get(), run.b.get(),
-                                                               run.residual.get(), run.z.get(), s));
-        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackGather(
-            arrays_, geometry_[static_cast<size_t>(b)], block, run.z.get(), run.x.get(),
-            options.nonnegative, s));
+        TOMO_RETURN_IF_ERROR(EnqueueForward(block, run.x.get(), x_transposed, run.b.get(),
+                                            run.residual.get(), run.z.get()));
+        TOMO_RETURN_IF_ERROR(
+            EnqueueBack(block, run.z.get(), run.x.get(), x_transposed, options.nonnegative));
       }
       return absl::OkStatus();
     };
@@ -277,6 +353,100 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
 
  private:
   DeviceSymmetricMatrix(const SymmetricSystemMatrix& a, int device) : a_(a), device_(device) {}
+  bool UsesRuns() const {
+    return kernels_ == SymmetricKernels::kGather || kernels_ == SymmetricKernels::kOrbit ||
+           kernels_ == SymmetricKernels::kDenseOrbit;
+  }
+  bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
+  bool UsesSegmented() const { return kernels_ == SymmetricKernels::kSegmented; }
+  // The forward reads, and the orbit transpose keeps, a transposed copy of the image.
+  bool UsesTransposedImage() const {
+    return kernels_ == SymmetricKernels::kDenseOrbit || kernels_ == SymmetricKernels::kBlocked ||
+           kernels_ == SymmetricKernels::kDense || kernels_ == SymmetricKernels::kSegmented;
+  }
+  bool UsesDense() const {
+    return kernels_ == SymmetricKernels::kDense || kernels_ == SymmetricKernels::kDenseOrbit;
+  }
+
+  // The block's products (partials, then their sum: A x, or the residual and scaled residual
+  // when projections is set; LaunchSymmetricCombine), with the chosen kernel.
+  absl::Status EnqueueForward(const cuda::OrbitBlock& block, const float* x,
+                              const float* x_transposed, const float* projections,
+                              float* residual, float* out) {
+    const cudaStream_t s = stream_.get();
+    if (UsesInterleaved() || UsesDense() || UsesSegmented()) {  // combine fused into the forward
+      cuda::GroupCombine combine;
+      combine.counters = group_counters_.get();
+      combine.row_norm2 = row_norm2_.get();
+      combine.projections = projections;
+      combine.residual = residual;
+      combine.out = out;
+      const size_t b = static_cast<size_t>(block.stored_view);
+      if (UsesSegmented()) {
+        combine.segments = segmented_.segments;
+        const int64_t per_view = static_cast<int64_t>(segmented_.groups_per_view) * segmented_.segments;
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSegmentedForwardPartials(
+            segmented_, block, static_cast<int64_t>(b) * per_view, per_view, x, x_transposed,
+            partials_.get(), combine, s));
+      } else if (UsesInterleaved()) {
+        combine.segments = blocked_.segments;
+        const int64_t first = blocked_view_begin_[b];
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchInterleavedForwardPartials(
+            blocked_, block, first, blocked_view_begin_[b + 1] - first, x, x_transposed,
+            partials_.get(), combine, s));
+      } else {
+        combine.segments = dense_.segments;
+        const int64_t first = dense_view_begin_[b];
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchDenseForwardPartials(
+            dense_, block, first, dense_view_begin_[b + 1] - first, x, x_transposed,
+            partials_.get(), combine, s));
+      }
+      return absl::OkStatus();
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(
+        cuda::LaunchSymmetricForwardPartials(arrays_, block, segments_, x, partials_.get(), s));
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, segments_,
+                                                           partials_.get(), projections, residual,
+                                                           out, s));
+    return absl::OkStatus();
+  }
+
+  // x += A_b^T z for the views of `block` (then the clamp), with the chosen kernel.
+  absl::Status EnqueueBack(const cuda::OrbitBlock& block, const float* z, float* x,
+                           float* x_transposed, bool clamp) {
+    const cuda::StoredViewGeometry& g = geometry_[static_cast<size_t>(block.stored_view)];
+    switch (kernels_) {
+      case SymmetricKernels::kGather:
+        TOMO_CUDA_RETURN_IF_ERROR(
+            cuda::LaunchSymmetricBackGather(arrays_, g, block, z, x, clamp, stream_.get()));
+        break;
+      case SymmetricKernels::kOrbit:
+      case SymmetricKernels::kDenseOrbit:
+      case SymmetricKernels::kBlocked:
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricBackOrbit(
+            arrays_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
+        break;
+      case SymmetricKernels::kSegmented:
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSegmentedBackOrbit(
+            segmented_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
+        break;
+      case SymmetricKernels::kDense: {
+        const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
+        const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
+        TOMO_CUDA_RETURN_IF_ERROR(
+            cuda::LaunchDenseBackAtomic(dense_, block, first, count, z, x, stream_.get()));
+        if (x_transposed != nullptr) {  // the copy the next forward reads, clamped with x
+          TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchClampAndTranspose(
+              x, x_transposed, static_cast<int32_t>(a_.scan().nx()), clamp, stream_.get()));
+        } else if (clamp) {
+          TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchClampNonnegative(
+              x, a_.scan().nx() * a_.scan().ny(), stream_.get()));
+        }
+        break;
+      }
+    }
+    return absl::OkStatus();
+  }
   size_t pixels() const { return static_cast<size_t>(a_.scan().nx() * a_.scan().ny()); }
   size_t projection_count() const { return static_cast<size_t>(a_.scan().rows()); }
 
@@ -286,8 +456,29 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<int64_t> row_value_begin_, row_run_begin_;
   DeviceBuffer<int32_t> row_iy_first_;
   DeviceBuffer<uint2> runs_;
+  DeviceBuffer<uint4> row_headers_;
   DeviceBuffer<float> values_, row_norm2_, partials_;
   int segments_ = 1;
+  SymmetricKernels kernels_ = kDefaultSymmetricKernels;
+  cuda::SquareMapTable maps_{};
+  DeviceBuffer<float> dense_values_, x_transposed_;
+  DeviceBuffer<int32_t> group_counters_;
+  DeviceBuffer<float> blocked_values_;
+  DeviceBuffer<RunSlot> blocked_runs_;
+  DeviceBuffer<RowHeader> blocked_headers_;
+  DeviceBuffer<InterleavedSlab> blocked_slabs_;
+  DeviceBuffer<uint16_t> blocked_cursors_;
+  std::vector<int64_t> blocked_view_begin_;
+  DeviceBuffer<float> segmented_values_;
+  DeviceBuffer<uint32_t> segmented_runs_;
+  DeviceBuffer<SegmentedSlab> segmented_slabs_;
+  DeviceBuffer<uint8_t> segmented_table_;
+  cuda::SegmentedDeviceArrays segmented_{};
+  cuda::InterleavedDeviceArrays blocked_{};
+  DeviceBuffer<uint16_t> dense_offsets_;
+  DeviceBuffer<DenseSlab> dense_slabs_;
+  std::vector<int64_t> dense_view_begin_;
+  cuda::DenseDeviceArrays dense_{};
   cuda::SymmetricDeviceArrays arrays_{};
   std::vector<cuda::StoredViewGeometry> geometry_;
 };
@@ -441,9 +632,42 @@ class DeviceCsrMatrix final : public DeviceStoredMatrix {
 
 }  // namespace
 
+const char* SymmetricKernelsName(SymmetricKernels kernels) {
+  switch (kernels) {
+    case SymmetricKernels::kGather:
+      return "gather";
+    case SymmetricKernels::kOrbit:
+      return "orbit";
+    case SymmetricKernels::kDense:
+      return "dense";
+    case SymmetricKernels::kDenseOrbit:
+      return "dense-orbit";
+    case SymmetricKernels::kBlocked:
+      return "blocked";
+    case SymmetricKernels::kSegmented:
+      return "segmented";
+  }
+  return "?";
+}
+
+std::vector<SymmetricKernels> AllSymmetricKernels() {
+  return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
+          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented};
+}
+
+absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {
+  std::string names;
+  for (const SymmetricKernels k : AllSymmetricKernels()) {
+    if (name == SymmetricKernelsName(k)) return k;
+    absl::StrAppend(&names, names.empty() ? "" : ", ", SymmetricKernelsName(k));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel: '", name, "' is not one of ", names));
+}
+
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
-    const SymmetricSystemMatrix& matrix, int device) {
-  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device));
+    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels) {
+  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels));
   return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
 }
 

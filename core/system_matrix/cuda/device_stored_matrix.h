@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,8 +60,47 @@ class DeviceStoredMatrix {
                                            const RunContext& context) = 0;
 };
 
+// The kernels the symmetric format runs its products with (system-matrix-bench --kernel
+// compares them in one run). All give the same products to float rounding.
+enum class SymmetricKernels {
+  // Forward: one warp per stored row (and segment), a lane per run. Transpose: one thread
+  // per output pixel, finding for each view the stored rays that meet it (symmetric_back.cu).
+  kGather,
+  // The same forward; transpose with one thread per pixel orbit, each stored weight found
+  // once for all the block's views (symmetric_back_orbit.cu).
+  kOrbit,
+  // Both products on the dense layout (dense_slabs.h, cuda/dense_products.cu): a warp per
+  // slab of 32 rows, coalesced loads; the transpose adds with atomicAdd (the layout keeps
+  // the lanes of a step apart, not the warps), then clamps and refreshes the image's
+  // transposed copy, from which the forward reads the maps whose pixels it would otherwise
+  // read across rows. The runs are not uploaded.
+  kDense,
+  // The dense forward with the orbit transpose (both layouts on the device); ART keeps a
+  // transposed copy of the image, written by the orbit transpose, from which the forward
+  // reads the maps whose pixels it would otherwise read across rows.
+  kDenseOrbit,
+  // One layout for both products (interleaved_runs.h: the runs format's values and runs
+  // blocked by 32-row groups, column-major): the forward as the dense one, reading a lane's
+  // pixel from its runs (cuda/interleaved_forward.cu), and the orbit transpose on the same
+  // arrays; ART keeps the image's transposed copy as kDenseOrbit. Only this layout is on the
+  // device.
+  kBlocked,
+  // One layout for both products with the lanes of a step side by side
+  // (segmented_runs.h: 32-row groups cut by position along their march axis, runs per
+  // column instead of a pixel per entry): its forward (cuda/segmented_forward.cu) and the
+  // orbit transpose on the same arrays; ART keeps the image's transposed copy. Only this
+  // layout is on the device.
+  kSegmented,
+};
+inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kGather;
+const char* SymmetricKernelsName(SymmetricKernels kernels);
+// INVALID_ARGUMENT naming the value and the names allowed.
+absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name);
+std::vector<SymmetricKernels> AllSymmetricKernels();
+
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
-    const SymmetricSystemMatrix& matrix, int device);
+    const SymmetricSystemMatrix& matrix, int device,
+    SymmetricKernels kernels = kDefaultSymmetricKernels);
 // views_per_block as ArtOptions::views_per_block (0: one view); RunArt's options must
 // carry the same value.
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadCsrMatrix(const CsrSystemMatrix& matrix,

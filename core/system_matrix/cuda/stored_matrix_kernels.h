@@ -9,6 +9,10 @@
 
 #include <cstdint>
 
+#include "core/system_matrix/dense_slab.h"
+#include "core/system_matrix/interleaved_slab.h"
+#include "core/system_matrix/segmented_slab.h"
+
 namespace tomo::core::system_matrix::cuda {
 
 // The stored rows of the symmetric format on the device. A run is packed in 8 bytes:
@@ -20,8 +24,15 @@ struct SymmetricDeviceArrays {
   const uint2* runs;
   const float* values;
   const float* row_norm2;
+  // Per stored row, packed for one 16-byte load (the orbit kernel's lookups):
+  // x = first run, y | z << 32 = first value, w = iy_first | runs << 16.
+  const uint4* row_headers;
   int32_t n;        // the grid is n x n
   int32_t columns;  // detector columns
+  // Slots between a row's consecutive runs and values as row_headers and runs count them:
+  // 1 for the runs format, 32 for the interleaved layout (interleaved_runs.h), whose
+  // row_headers, runs and values the orbit kernel then reads.
+  int32_t stride = 1;
 };
 
 // The stored view of an orbit as the back projection needs it: where the line from the
@@ -44,7 +55,17 @@ struct OrbitBlock {
                           // (the view's number for full vectors, its slot for a subset's)
   int32_t m[8][4];        // kSquareMaps[map] as xx, xy, yx, yy
   int32_t reversed[8];    // detector columns reversed
+  int32_t map_index[8];   // the index of view k's map in kSquareMaps
+  // slot_for[h][g]: the view k of the block whose map is M_h M_g^-1, or -1 when the block
+  // lacks it: that view's rays meeting stored pixel M_g q0 add to output pixel M_h q0
+  // (the orbit kernel's bookkeeping; h, g index kSquareMaps).
+  int8_t slot_for[8][8];
   float step_scale;       // lambda / S_b (block_art.h)
+};
+
+// The eight square maps (kSquareMaps) as xx, xy, yx, yy, for device code.
+struct SquareMapTable {
+  int32_t m[8][4];
 };
 
 // Forward products of one orbit, split over `segments` warps per stored row: partials
@@ -69,6 +90,107 @@ cudaError_t LaunchSymmetricBackGather(const SymmetricDeviceArrays& a,
                                       const StoredViewGeometry& geometry,
                                       const OrbitBlock& block, const float* z_full, float* x,
                                       bool clamp, cudaStream_t stream);
+
+// The same product with one thread per pixel orbit (the pixels M_h q0, h < 8, of a
+// representative q0 with cx >= cy >= 0 in doubled centred coordinates): the thread finds
+// the stored weights at the orbit's (up to) eight pixels once and uses each for every view
+// of the block, then writes each distinct pixel of its orbit once (no atomics: every pixel
+// has one owner), clamping when asked; x_transposed (optional, else nullptr) receives the
+// same values at the transposed places (xt[ix * n + iy]).
+cudaError_t LaunchSymmetricBackOrbit(const SymmetricDeviceArrays& a,
+                                     const StoredViewGeometry& geometry,
+                                     const OrbitBlock& block, const SquareMapTable& maps,
+                                     const float* z_full, float* x, float* x_transposed,
+                                     bool clamp, cudaStream_t stream);
+
+// The combine fused into a forward launch (group_combine.cuh): with counters set, the last
+// warp of each group of 32 rows adds the group's partials and writes what
+// LaunchSymmetricCombine would (projections == nullptr: out = A x; else the residual and the
+// scaled residual); counters: one int per group of the stored view, 0 between launches.
+struct GroupCombine {
+  int32_t* counters = nullptr;
+  int32_t segments = 1;
+  const float* row_norm2 = nullptr;
+  const float* projections = nullptr;
+  float* residual = nullptr;
+  float* out = nullptr;
+};
+
+// The dense layout (dense_slabs.h) on the device.
+struct DenseDeviceArrays {
+  const float* values;
+  const uint16_t* offsets;  // stored frame: pixel = slab base + (dx | dy << 8)
+  const DenseSlab* slabs;
+  int32_t n;         // the grid is n x n
+  int32_t columns;   // detector columns
+  int32_t segments;  // slabs per group of 32 rows
+};
+
+// Forward products of one orbit block from its stored view's slabs [slab_first, slab_first +
+// slab_count), one warp per slab, a lane per row: partials[(segment * 8 + k) * columns + c]
+// as LaunchSymmetricForwardPartials (LaunchSymmetricCombine adds them, with d.segments).
+// x_transposed: nullptr, or x transposed (xt[ix * n + iy]; see DenseForwardLane).
+// combine.counters set: the combine too (GroupCombine), no LaunchSymmetricCombine after.
+cudaError_t LaunchDenseForwardPartials(const DenseDeviceArrays& d, const OrbitBlock& block,
+                                       int64_t slab_first, int64_t slab_count, const float* x,
+                                       const float* x_transposed, float* partials,
+                                       const GroupCombine& combine, cudaStream_t stream);
+// x[M_k p] += w z_k(row) for every entry of the slabs and view k of the block, one warp per
+// slab, a lane per row. The lanes of one step add to different pixels (the layout's
+// permutation); different warps may add to one pixel at once, so the adds are atomic.
+cudaError_t LaunchDenseBackAtomic(const DenseDeviceArrays& d, const OrbitBlock& block,
+                                  int64_t slab_first, int64_t slab_count, const float* z_full,
+                                  float* x, cudaStream_t stream);
+// x[i] = max(x[i], 0).
+cudaError_t LaunchClampNonnegative(float* x, int64_t count, cudaStream_t stream);
+// With clamp x = max(x, 0); then xt[ix * n + iy] = x[iy * n + ix].
+cudaError_t LaunchClampAndTranspose(float* x, float* xt, int32_t n, bool clamp,
+                                    cudaStream_t stream);
+// xt[ix * n + iy] = x[iy * n + ix].
+cudaError_t LaunchTranspose(const float* x, float* xt, int32_t n, cudaStream_t stream);
+
+// The interleaved-runs layout (interleaved_runs.h) on the device.
+struct InterleavedDeviceArrays {
+  const float* values;
+  const uint2* runs;
+  const uint4* row_headers;
+  const InterleavedSlab* slabs;
+  const uint16_t* cursors;
+  int32_t n, columns, segments;
+};
+
+// Forward products of one orbit block from its stored view's slabs [slab_first, slab_first +
+// slab_count), one warp per slab, a lane per row, into LaunchSymmetricCombine's partials;
+// x_transposed: nullptr, or x transposed (see InterleavedForwardLane).
+cudaError_t LaunchInterleavedForwardPartials(const InterleavedDeviceArrays& d,
+                                             const OrbitBlock& block, int64_t slab_first,
+                                             int64_t slab_count, const float* x,
+                                             const float* x_transposed, float* partials,
+                                             const GroupCombine& combine, cudaStream_t stream);
+
+// The segmented-runs layout (segmented_runs.h) on the device.
+struct SegmentedDeviceArrays {
+  const float* values;
+  const uint32_t* runs;
+  const SegmentedSlab* slabs;
+  const uint8_t* segment_of_column;  // 2 n per group: x columns, then y rows
+  int32_t n, columns, segments, groups_per_view;
+};
+
+// Forward products of one orbit block from its stored view's slabs, one warp per slab, a
+// lane per row (SegmentedForwardLane), into the partials, with the combine fused when
+// combine.counters is set (GroupCombine).
+cudaError_t LaunchSegmentedForwardPartials(const SegmentedDeviceArrays& d,
+                                           const OrbitBlock& block, int64_t slab_first,
+                                           int64_t slab_count, const float* x,
+                                           const float* x_transposed, float* partials,
+                                           const GroupCombine& combine, cudaStream_t stream);
+// The orbit transpose (as LaunchSymmetricBackOrbit) reading its weights from this layout.
+cudaError_t LaunchSegmentedBackOrbit(const SegmentedDeviceArrays& d,
+                                     const StoredViewGeometry& geometry,
+                                     const OrbitBlock& block, const SquareMapTable& maps,
+                                     const float* z_full, float* x, float* x_transposed,
+                                     bool clamp, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

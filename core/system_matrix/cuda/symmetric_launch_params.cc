@@ -18,9 +18,65 @@ void SetView(const SymmetricSystemMatrix& a, int64_t view, int32_t place, OrbitB
   block.m[k][2] = map.yx;
   block.m[k][3] = map.yy;
   block.reversed[k] = sym.columns_reversed ? 1 : 0;
+  block.map_index[k] = sym.map;
+}
+
+// slot_for from the views' maps (after the last SetView).
+void FillSlots(OrbitBlock& block) {
+  for (int h = 0; h < 8; ++h) {
+    for (int g = 0; g < 8; ++g) {
+      const int wanted = ComposeSquareMaps(h, InverseSquareMap(g));
+      block.slot_for[h][g] = -1;
+      for (int k = 0; k < block.count; ++k) {
+        if (block.map_index[k] == wanted) block.slot_for[h][g] = static_cast<int8_t>(k);
+      }
+    }
+  }
 }
 
 }  // namespace
+
+int ComposeSquareMaps(int a, int b) {
+  const SquareMap& p = kSquareMaps[static_cast<size_t>(a)];
+  const SquareMap& q = kSquareMaps[static_cast<size_t>(b)];
+  const int xx = p.xx * q.xx + p.xy * q.yx, xy = p.xx * q.xy + p.xy * q.yy;
+  const int yx = p.yx * q.xx + p.yy * q.yx, yy = p.yx * q.xy + p.yy * q.yy;
+  for (int m = 0; m < 8; ++m) {
+    const SquareMap& r = kSquareMaps[static_cast<size_t>(m)];
+    if (r.xx == xx && r.xy == xy && r.yx == yx && r.yy == yy) return m;
+  }
+  return -1;  // unreachable: the eight maps are a group
+}
+
+SquareMapTable SquareMaps() {
+  SquareMapTable t{};
+  for (int m = 0; m < 8; ++m) {
+    const SquareMap& map = kSquareMaps[static_cast<size_t>(m)];
+    t.m[m][0] = map.xx;
+    t.m[m][1] = map.xy;
+    t.m[m][2] = map.yx;
+    t.m[m][3] = map.yy;
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<uint4>> PackRowHeaders(const SymmetricSystemMatrix& a) {
+  const size_t rows = static_cast<size_t>(a.stored_rows());
+  if (a.row_run_begin().back() > int64_t{UINT32_MAX}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stored matrix: ", a.row_run_begin().back(), " runs exceed the row headers' 2^32"));
+  }
+  std::vector<uint4> headers(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const uint64_t value_begin = static_cast<uint64_t>(a.row_value_begin()[r]);
+    const uint32_t runs = static_cast<uint32_t>(a.row_run_begin()[r + 1] - a.row_run_begin()[r]);
+    headers[r] = {static_cast<uint32_t>(a.row_run_begin()[r]),
+                  static_cast<uint32_t>(value_begin & 0xffffffffu),
+                  static_cast<uint32_t>(value_begin >> 32),
+                  static_cast<uint32_t>(a.row_iy_first()[r]) | (runs << 16)};
+  }
+  return headers;
+}
 
 std::vector<uint2> PackRuns(const SymmetricSystemMatrix& a) {
   std::vector<uint2> runs(a.run_offset().size());
@@ -55,6 +111,7 @@ OrbitBlock OrbitOf(const SymmetricSystemMatrix& a, int64_t block, float step_sca
   OrbitBlock orbit{};
   orbit.stored_view = static_cast<int32_t>(block);
   for (const int64_t v : a.BlockViews(block)) SetView(a, v, static_cast<int32_t>(v), orbit);
+  FillSlots(orbit);
   orbit.step_scale = step_scale;
   return orbit;
 }
@@ -90,6 +147,7 @@ absl::StatusOr<std::vector<OrbitBlock>> GroupViews(const SymmetricSystemMatrix& 
     // At most 8 per group: the orbit's views, each once.
     SetView(a, views[slot], static_cast<int32_t>(slot), groups[static_cast<size_t>(g)]);
   }
+  for (OrbitBlock& group : groups) FillSlots(group);
   return groups;
 }
 

@@ -21,6 +21,16 @@ namespace tomo::core::system_matrix::cuda {
 // x = offset of the run's first value from its row's, y = ix_first | length << 16.
 std::vector<uint2> PackRuns(const SymmetricSystemMatrix& a);
 
+// Per stored row as SymmetricDeviceArrays::row_headers. INVALID_ARGUMENT when the runs
+// exceed 32-bit offsets.
+absl::StatusOr<std::vector<uint4>> PackRowHeaders(const SymmetricSystemMatrix& a);
+
+// kSquareMaps for device code.
+SquareMapTable SquareMaps();
+
+// The index in kSquareMaps of M_a M_b (maps compose as matrices: M_b first).
+int ComposeSquareMaps(int a, int b);
+
 // Stored view `stored` (an index into the stored views) as the transposed pass needs it.
 StoredViewGeometry StoredGeometry(const SymmetricSystemMatrix& a, int64_t stored);
 

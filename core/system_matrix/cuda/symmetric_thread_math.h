@@ -97,6 +97,39 @@ TOMO_THREAD_MATH float ColumnCoordinate(const StoredViewGeometry& g, float half,
 // Columns; float32 column coordinates err by about 1e-4.
 constexpr float kWindowMargin = 0.01f;
 
+// The detector columns [first, last] whose ray wedges can meet stored pixel (qx, qy):
+// between the projections of the pixel's corners, widened by half a column and the margin.
+TOMO_THREAD_MATH void RayWindow(const StoredViewGeometry& g, float half, int columns, int qx,
+                                int qy, int* first, int* last) {
+  float lo = 1e30f, hi = -1e30f;
+  for (int corner = 0; corner < 4; ++corner) {
+    const float cx = g.origin_x + static_cast<float>(qx + (corner & 1)) * g.pixel;
+    const float cy = g.origin_y + static_cast<float>(qy + (corner >> 1)) * g.pixel;
+    const float t = ColumnCoordinate(g, half, cx, cy);
+    lo = fminf(lo, t);
+    hi = fmaxf(hi, t);
+  }
+  const int window_first = static_cast<int>(ceilf(lo - 0.5f - kWindowMargin));
+  const int window_last = static_cast<int>(floorf(hi + 0.5f + kWindowMargin));
+  *first = window_first < 0 ? 0 : window_first;
+  *last = window_last > columns - 1 ? columns - 1 : window_last;
+}
+
+// The weight of stored row `row` at stored pixel (qx, qy) through the packed row header,
+// 0 where the row does not meet it (runs and values a.stride slots apart).
+TOMO_THREAD_MATH float HeaderWeight(const SymmetricDeviceArrays& a, int64_t row, int qx,
+                                    int qy) {
+  const uint4 header = a.row_headers[row];
+  const int j = qy - static_cast<int>(header.w & 0xffffu);
+  if (j < 0 || j >= static_cast<int>(header.w >> 16)) return 0.0f;
+  const uint32_t stride = static_cast<uint32_t>(a.stride);
+  const uint2 run = a.runs[header.x + stride * static_cast<uint32_t>(j)];
+  const int dx = qx - static_cast<int>(run.y & 0xffffu);
+  if (dx < 0 || dx >= static_cast<int>(run.y >> 16)) return 0.0f;
+  const uint64_t value_begin = static_cast<uint64_t>(header.y) | (static_cast<uint64_t>(header.z) << 32);
+  return a.values[value_begin + static_cast<uint64_t>(stride) * (run.x + static_cast<uint32_t>(dx))];
+}
+
 // Transposed product, one thread: the sum over the block's views k of the weights of the
 // rays that meet output pixel (px, py) times z, read from the stored runs.
 TOMO_THREAD_MATH float BackGatherPixel(const SymmetricDeviceArrays& a,
@@ -115,18 +148,8 @@ TOMO_THREAD_MATH float BackGatherPixel(const SymmetricDeviceArrays& a,
     // q = M^T p (the maps are orthogonal).
     const int qx = (block.m[k][0] * pcx + block.m[k][2] * pcy + n1) >> 1;
     const int qy = (block.m[k][1] * pcx + block.m[k][3] * pcy + n1) >> 1;
-    float lo = 1e30f, hi = -1e30f;
-    for (int corner = 0; corner < 4; ++corner) {
-      const float cx = g.origin_x + static_cast<float>(qx + (corner & 1)) * g.pixel;
-      const float cy = g.origin_y + static_cast<float>(qy + (corner >> 1)) * g.pixel;
-      const float t = ColumnCoordinate(g, half, cx, cy);
-      lo = fminf(lo, t);
-      hi = fmaxf(hi, t);
-    }
-    const int window_first = static_cast<int>(ceilf(lo - 0.5f - kWindowMargin));
-    const int window_last = static_cast<int>(floorf(hi + 0.5f + kWindowMargin));
-    const int first = window_first < 0 ? 0 : window_first;
-    const int last = window_last > a.columns - 1 ? a.columns - 1 : window_last;
+    int first, last;
+    RayWindow(g, half, a.columns, qx, qy, &first, &last);
     const float* z = z_full + static_cast<int64_t>(block.view[k]) * a.columns;
     for (int c = first; c <= last; ++c) {
       const int64_t row = row0 + c;
@@ -141,6 +164,154 @@ TOMO_THREAD_MATH float BackGatherPixel(const SymmetricDeviceArrays& a,
     }
   }
   return sum;
+}
+
+// Forward on the interleaved layout, one lane: walks entries step_begin .. step_end - 1 of
+// its row in step with the other lanes (values of one step in one line), moving to the
+// next run (pixel row) when the current one ends, and adds w x(M_k p) to sums[k] for every
+// view k of the block. x_transposed as DenseForwardLane's: each map reads from the copy in
+// which the step's lanes lie contiguous (slab.along_x: the lanes lie along a column).
+TOMO_THREAD_MATH void InterleavedForwardLane(const InterleavedDeviceArrays& d,
+                                             const InterleavedSlab& slab,
+                                             const OrbitBlock& block, int lane, const float* x,
+                                             const float* x_transposed, float sums[8]) {
+  const int row = slab.first_row + lane;
+  if (row >= d.columns) return;
+  const uint4 header = d.row_headers[static_cast<int64_t>(slab.stored_view) * d.columns + row];
+  const int iy0 = static_cast<int>(header.w & 0xffffu);
+  const int runs = static_cast<int>(header.w >> 16);
+  int j = d.cursors[slab.cursor_offset + lane];
+  if (j >= runs) return;
+  uint2 run = d.runs[slab.run_base + 32u * static_cast<uint32_t>(j) + static_cast<uint32_t>(lane)];
+  const int n1 = d.n - 1;
+  bool transposed[8];
+  for (int k = 0; k < 8; ++k) {
+    const bool keeps_axes = block.m[k][1] == 0;
+    transposed[k] = x_transposed != nullptr && keeps_axes == (slab.along_x != 0);
+  }
+  for (int t = slab.step_begin; t < slab.step_end; ++t) {
+    while (t >= static_cast<int>(run.x + (run.y >> 16))) {
+      if (++j >= runs) return;
+      run = d.runs[slab.run_base + 32u * static_cast<uint32_t>(j) + static_cast<uint32_t>(lane)];
+    }
+    const float w = LoadReadOnly(d.values + slab.value_base + 32 * static_cast<int64_t>(t) + lane);
+    const int cx = 2 * (static_cast<int>(run.y & 0xffffu) + t - static_cast<int>(run.x)) - n1;
+    const int cy = 2 * (iy0 + j) - n1;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int k = 0; k < 8; ++k) {
+      if (k < block.count) {
+        const int ox = (block.m[k][0] * cx + block.m[k][1] * cy + n1) >> 1;
+        const int oy = (block.m[k][2] * cx + block.m[k][3] * cy + n1) >> 1;
+        const float* at = transposed[k] ? x_transposed + static_cast<int64_t>(ox) * d.n + oy
+                                        : x + static_cast<int64_t>(oy) * d.n + ox;
+        sums[k] += w * LoadReadOnly(at);
+      }
+    }
+  }
+}
+
+// Pixel (ix, iy) of the n x n grid under square map m (MapPixel of square_symmetry.h).
+TOMO_THREAD_MATH void MapGridPixel(const SquareMapTable& maps, int m, int n, int ix, int iy,
+                                   int* ox, int* oy) {
+  const int cx = 2 * ix - (n - 1), cy = 2 * iy - (n - 1);
+  *ox = (maps.m[m][0] * cx + maps.m[m][1] * cy + (n - 1)) >> 1;
+  *oy = (maps.m[m][2] * cx + maps.m[m][3] * cy + (n - 1)) >> 1;
+}
+
+// Whether (ix, iy) represents its orbit: cx >= cy >= 0 in doubled centred coordinates.
+TOMO_THREAD_MATH bool IsOrbitRepresentative(int n, int ix, int iy) {
+  const int cx = 2 * ix - (n - 1), cy = 2 * iy - (n - 1);
+  return cy >= 0 && cx >= cy && ix < n;
+}
+
+// Transposed product of one pixel orbit (representative (ix, iy)), split over eight lanes:
+// lane g takes the orbit's pixel q_g = M_g q0 in the stored view's frame, finds the rays
+// meeting it (window) and their weights (weight_at(c, qx, qy): the stored weight of ray c
+// at (qx, qy), 0 where it does not meet it), each weight once, and adds each, for every
+// view k of the block, to sums[h] for output pixel M_h q0 with M_k = M_h M_g^-1
+// (block.slot_for[h][g]). The orbit's output h is the sum of the eight lanes' sums[h].
+template <typename WeightAt>
+TOMO_THREAD_MATH void OrbitLaneSums(int n, int columns, const StoredViewGeometry& geometry,
+                                    const OrbitBlock& block, const SquareMapTable& maps,
+                                    const float* z_full, int ix, int iy, int g,
+                                    const WeightAt& weight_at, float sums[8]) {
+  int base[8];  // where view slot_for[h][g]'s z starts, -1 when the block lacks it
+  bool reversed[8];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int h = 0; h < 8; ++h) {
+    const int k = block.slot_for[h][g];
+    base[h] = k < 0 ? -1 : block.view[k] * columns;
+    reversed[h] = k >= 0 && block.reversed[k] != 0;
+    sums[h] = 0.0f;
+  }
+  int qx, qy;
+  MapGridPixel(maps, g, n, ix, iy, &qx, &qy);
+  const float half = 0.5f * static_cast<float>(columns - 1);
+  int first, last;
+  RayWindow(geometry, half, columns, qx, qy, &first, &last);
+  for (int c = first; c <= last; ++c) {
+    const float w = weight_at(c, qx, qy);
+    if (w == 0.0f) continue;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int h = 0; h < 8; ++h) {
+      if (base[h] < 0) continue;
+      const int column = reversed[h] ? columns - 1 - c : c;
+      sums[h] += w * LoadReadOnly(z_full + base[h] + column);
+    }
+  }
+}
+
+// The stored weights of the runs format (or the interleaved layout, a.stride 32) for the
+// orbit transpose: stored view `stored_view`'s rows.
+struct RunsWeightAt {
+  SymmetricDeviceArrays a;  // by value: the functor is a kernel argument
+  int64_t row0;
+  TOMO_THREAD_MATH float operator()(int c, int qx, int qy) const {
+    return HeaderWeight(a, row0 + c, qx, qy);
+  }
+};
+
+// Writes output h of the orbit (x = x + total, clamped at 0 when clamp; the transposed copy
+// too when given), unless an earlier h is the same pixel (smaller orbits, on a diagonal or a
+// centre line, appear under several h with the same total): each pixel once.
+TOMO_THREAD_MATH void OrbitWriteOutput(const SquareMapTable& maps, int n, int ix, int iy, int h,
+                                       float total, float* x, float* x_transposed,
+                                       bool clamp) {
+  int px, py;
+  MapGridPixel(maps, h, n, ix, iy, &px, &py);
+  for (int e = 0; e < h; ++e) {
+    int ex, ey;
+    MapGridPixel(maps, e, n, ix, iy, &ex, &ey);
+    if (ex == px && ey == py) return;
+  }
+  const int64_t at = static_cast<int64_t>(py) * n + px;
+  const float updated = x[at] + total;
+  const float value = clamp ? fmaxf(updated, 0.0f) : updated;
+  x[at] = value;
+  if (x_transposed != nullptr) x_transposed[static_cast<int64_t>(px) * n + py] = value;
+}
+
+// The whole orbit on one thread (the CPU's emulation of the eight lanes and their sum).
+inline void BackOrbitRepresentative(const SymmetricDeviceArrays& a,
+                                    const StoredViewGeometry& geometry, const OrbitBlock& block,
+                                    const SquareMapTable& maps, const float* z_full, int ix,
+                                    int iy, float* x, float* x_transposed, bool clamp) {
+  float totals[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const RunsWeightAt weight_at{a, static_cast<int64_t>(block.stored_view) * a.columns};
+  for (int g = 0; g < 8; ++g) {
+    float sums[8];
+    OrbitLaneSums(a.n, a.columns, geometry, block, maps, z_full, ix, iy, g, weight_at, sums);
+    for (int h = 0; h < 8; ++h) totals[h] += sums[h];
+  }
+  for (int h = 0; h < 8; ++h) {
+    OrbitWriteOutput(maps, a.n, ix, iy, h, totals[h], x, x_transposed, clamp);
+  }
 }
 
 }  // namespace tomo::core::system_matrix::cuda

@@ -89,10 +89,22 @@ TEST_F(DeviceStoredMatrixTest, SymmetricProductsEqualTheCpu) {
     const FanScan scan = ScanOf(c);
     const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
     const CsrSystemMatrix reference = a.ExpandToCsr();
-    auto device = UploadSymmetricMatrix(a, 0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    CompareProducts(**device, reference, RandomVector(reference.pixels()),
-                    RandomVector(reference.rows()));
+    const std::vector<float> x = RandomVector(reference.pixels());
+    const std::vector<float> y = RandomVector(reference.rows());
+    // The atomic transpose: plain CSR on the device (atomicAdd per entry).
+    auto atomic = UploadCsrMatrix(reference, 0, 0);
+    ASSERT_TRUE(atomic.ok()) << atomic.status();
+    std::vector<float> aty_atomic(static_cast<size_t>(reference.pixels()));
+    ASSERT_TRUE((*atomic)->Back(y.data(), aty_atomic.data()).ok());
+    for (const SymmetricKernels kernels : AllSymmetricKernels()) {
+      SCOPED_TRACE(SymmetricKernelsName(kernels));
+      auto device = UploadSymmetricMatrix(a, 0, kernels);
+      ASSERT_TRUE(device.ok()) << device.status();
+      CompareProducts(**device, reference, x, y);
+      std::vector<float> aty(aty_atomic.size());
+      ASSERT_TRUE((*device)->Back(y.data(), aty.data()).ok());
+      EXPECT_LE(MaxDiff(aty, aty_atomic), 1e-5 * MaxAbs(aty_atomic));
+    }
   }
 }
 
@@ -162,9 +174,11 @@ TEST_F(DeviceStoredMatrixTest, SubsetsOfViewsOnDeviceArraysEqualTheCpu) {
   std::vector<float> y_cpu(z.size()), back_cpu = x0;
   a.ForwardViews(views, x.data(), y_cpu.data());
   a.BackViewsAdd(views, z.data(), back_cpu.data());
-  for (int format = 0; format < 2; ++format) {
-    SCOPED_TRACE(format == 0 ? "symmetric" : "csr");
-    auto device = format == 0 ? UploadSymmetricMatrix(a, 0) : UploadCsrMatrix(csr, 0, 0);
+  const std::vector<SymmetricKernels> kernels = AllSymmetricKernels();
+  for (size_t format = 0; format <= kernels.size(); ++format) {
+    SCOPED_TRACE(format < kernels.size() ? SymmetricKernelsName(kernels[format]) : "csr");
+    auto device = format < kernels.size() ? UploadSymmetricMatrix(a, 0, kernels[format])
+                                          : UploadCsrMatrix(csr, 0, 0);
     ASSERT_TRUE(device.ok()) << device.status();
     float *dx, *dy, *dz;
     ASSERT_EQ(cudaMalloc(&dx, pixels * sizeof(float)), cudaSuccess);
@@ -211,16 +225,19 @@ TEST_F(DeviceStoredMatrixTest, BlockArtMatchesTheCpuAndThePhantom) {
   options.iterations = 30;
   auto cpu = RunBlockArt(SymmetricViewBlocks(a), sinogram, options, true, {});
   ASSERT_TRUE(cpu.ok());
-  auto device = UploadSymmetricMatrix(a, 0);
-  ASSERT_TRUE(device.ok()) << device.status();
-  auto gpu = (*device)->RunArt(sinogram, options, {});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_LT(RelativeL2(gpu->image, cpu->image), 1e-3);
-  for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
-    EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
+  for (const SymmetricKernels kernels : AllSymmetricKernels()) {
+    SCOPED_TRACE(SymmetricKernelsName(kernels));
+    auto device = UploadSymmetricMatrix(a, 0, kernels);
+    ASSERT_TRUE(device.ok()) << device.status();
+    auto gpu = (*device)->RunArt(sinogram, options, {});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_LT(RelativeL2(gpu->image, cpu->image), 1e-3);
+    for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
+      EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
+    }
+    // The CPU's error after 30 sweeps is 0.113 (block_art_test).
+    EXPECT_LT(RelativeL2(gpu->image, truth), 0.14);
   }
-  // The CPU's error after 30 sweeps is 0.113 (block_art_test).
-  EXPECT_LT(RelativeL2(gpu->image, truth), 0.14);
   // CSR on the device (atomic transpose), blocks of 8 views.
   const CsrSystemMatrix csr = CsrSystemMatrix::Build(scan);
   options.views_per_block = 8;

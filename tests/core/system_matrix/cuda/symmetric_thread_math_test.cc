@@ -31,12 +31,14 @@ double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 struct HostLaunch {
-  explicit HostLaunch(const SymmetricSystemMatrix& a) : runs(PackRuns(a)) {
+  explicit HostLaunch(const SymmetricSystemMatrix& a)
+      : runs(PackRuns(a)), headers(PackRowHeaders(a).value()) {
     arrays = {a.row_value_begin().data(), a.row_run_begin().data(), a.row_iy_first().data(),
-              runs.data(), a.values().data(), a.row_norms2().data(),
+              runs.data(), a.values().data(), a.row_norms2().data(), headers.data(),
               static_cast<int32_t>(a.scan().nx()), static_cast<int32_t>(a.scan().columns())};
   }
   std::vector<uint2> runs;
+  std::vector<uint4> headers;
   SymmetricDeviceArrays arrays;
 };
 
@@ -118,6 +120,126 @@ TEST(SymmetricThreadMathTest, KernelThreadsReproduceTheCpuProductsOfAnySubset) {
     }
     EXPECT_LE(MaxDiff(y, y_cpu), 1e-5 * MaxAbs(y_cpu));
     EXPECT_LE(MaxDiff(back, back_cpu), 1e-5 * MaxAbs(back_cpu));
+  }
+}
+
+// The orbit kernel's launch, thread by thread: every representative of the quadrant.
+void EmulateBackOrbit(const HostLaunch& launch, const StoredViewGeometry& g,
+                      const OrbitBlock& block, const float* z, float* x, bool clamp,
+                      float* x_transposed = nullptr) {
+  const int n = launch.arrays.n;
+  const SquareMapTable maps = SquareMaps();
+  for (int iy = n / 2; iy < n; ++iy) {
+    for (int ix = n / 2; ix < n; ++ix) {
+      if (IsOrbitRepresentative(n, ix, iy)) {
+        BackOrbitRepresentative(launch.arrays, g, block, maps, z, ix, iy, x, x_transposed, clamp);
+      }
+    }
+  }
+}
+
+TEST(SymmetricThreadMathTest, OrbitTransposeReproducesTheCpuForAnySubset) {
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<float> value(-1.0f, 2.0f);
+  for (const FanCase& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(ScanOf(c)).value();
+    const HostLaunch launch(a);
+    const int64_t columns = a.scan().columns();
+    const int n = static_cast<int>(a.scan().nx());
+    std::vector<int64_t> views;
+    for (int64_t v = 0; v < a.scan().num_views(); ++v) {
+      if (random() % 2 == 0) views.push_back(v);
+    }
+    std::shuffle(views.begin(), views.end(), random);
+    if (views.empty()) views.push_back(0);
+    std::vector<float> x0(static_cast<size_t>(n) * n), z(views.size() * columns);
+    for (float& f : x0) f = value(random);
+    for (float& f : z) f = value(random);
+    std::vector<float> back_cpu = x0;
+    a.BackViewsAdd(views, z.data(), back_cpu.data());
+    std::vector<float> back = x0;
+    const std::vector<OrbitBlock> groups = GroupViews(a, views).value();
+    for (const OrbitBlock& group : groups) {
+      EmulateBackOrbit(launch, StoredGeometry(a, group.stored_view), group, z.data(),
+                       back.data(), /*clamp=*/false);
+    }
+    EXPECT_LE(MaxDiff(back, back_cpu), 1e-5 * MaxAbs(back_cpu));
+    // One whole orbit block with the clamp: the CPU's block step, then max(x, 0).
+    const int64_t blk = static_cast<int64_t>(random() % static_cast<uint64_t>(a.num_blocks()));
+    std::vector<float> z_full(static_cast<size_t>(a.scan().rows()));
+    for (float& f : z_full) f = value(random);
+    std::vector<float> z_block;
+    for (const int64_t v : a.BlockViews(blk)) {
+      z_block.insert(z_block.end(), z_full.begin() + v * columns, z_full.begin() + (v + 1) * columns);
+    }
+    std::vector<float> clamped_cpu = x0, clamped = x0;
+    a.BackBlockGather(blk, z_block.data(), clamped_cpu.data());
+    for (float& f : clamped_cpu) f = std::max(f, 0.0f);
+    // With the transposed copy written too (it starts as garbage: every entry is written).
+    std::vector<float> transposed(x0.size(), -7.0f);
+    EmulateBackOrbit(launch, StoredGeometry(a, blk), OrbitOf(a, blk, 1.0f), z_full.data(),
+                     clamped.data(), /*clamp=*/true, transposed.data());
+    EXPECT_LE(MaxDiff(clamped, clamped_cpu), 1e-5 * MaxAbs(clamped_cpu));
+    for (int iy = 0; iy < n; ++iy) {
+      for (int ix = 0; ix < n; ++ix) {
+        ASSERT_EQ(transposed[static_cast<size_t>(ix) * n + iy], clamped[static_cast<size_t>(iy) * n + ix]);
+      }
+    }
+  }
+}
+
+// Every pixel belongs to the orbit of exactly one representative the launch visits, so the
+// orbit kernel writes each pixel once (its race-freedom), on odd and even grids.
+TEST(SymmetricThreadMathTest, OrbitRepresentativesOwnEveryPixelOnce) {
+  const SquareMapTable maps = SquareMaps();
+  for (const int n : {1, 2, 7, 24, 25, 64}) {
+    SCOPED_TRACE(n);
+    std::vector<int> owners(static_cast<size_t>(n) * n, 0);
+    for (int iy = n / 2; iy < n; ++iy) {
+      for (int ix = n / 2; ix < n; ++ix) {
+        if (!IsOrbitRepresentative(n, ix, iy)) continue;
+        std::vector<int> orbit;
+        for (int h = 0; h < 8; ++h) {
+          int ox, oy;
+          MapGridPixel(maps, h, n, ix, iy, &ox, &oy);
+          ASSERT_TRUE(ox >= 0 && ox < n && oy >= 0 && oy < n);
+          orbit.push_back(oy * n + ox);
+        }
+        std::sort(orbit.begin(), orbit.end());
+        orbit.erase(std::unique(orbit.begin(), orbit.end()), orbit.end());
+        for (const int p : orbit) ++owners[static_cast<size_t>(p)];
+      }
+    }
+    for (size_t p = 0; p < owners.size(); ++p) ASSERT_EQ(owners[p], 1) << "pixel " << p;
+  }
+}
+
+// slot_for against the maps themselves: view k's stored pixel for output M_h q0 is M_g q0
+// with M_k M_g = M_h.
+TEST(SymmetricThreadMathTest, OrbitSlotsComposeTheMaps) {
+  const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(ScanOf(SymmetricFanCases()[0])).value();
+  const int n = static_cast<int>(a.scan().nx());
+  for (int64_t blk = 0; blk < a.num_blocks(); ++blk) {
+    const OrbitBlock block = OrbitOf(a, blk, 1.0f);
+    for (int h = 0; h < 8; ++h) {
+      int used = 0;
+      for (int g = 0; g < 8; ++g) {
+        const int k = block.slot_for[h][g];
+        if (k < 0) continue;
+        ++used;
+        // A pixel off every symmetry line: M_k (M_g q0) must be M_h q0.
+        int gx, gy, kx, ky, hx, hy;
+        MapPixel(kSquareMaps[static_cast<size_t>(g)], n, n - 2, n / 2 + 1, &gx, &gy);
+        MapPixel(kSquareMaps[static_cast<size_t>(block.map_index[k])], n, gx, gy, &kx, &ky);
+        MapPixel(kSquareMaps[static_cast<size_t>(h)], n, n - 2, n / 2 + 1, &hx, &hy);
+        EXPECT_EQ(kx, hx);
+        EXPECT_EQ(ky, hy);
+      }
+      EXPECT_EQ(used, block.count);  // each view once per output pixel
+    }
   }
 }
 
