@@ -48,6 +48,20 @@ __device__ __forceinline__ void StepVoxel(const IcdStepTask& task, int k, int& s
   iz = task.groups[g].first_slice + k * task.groups[g].stride;
 }
 
+// Read-only inputs (views, weights, tasks) through the non-coherent cache: they stay cached
+// across the grid barriers. What other blocks write within a launch (volume, partials,
+// changes) is read with __ldcg (L2), never through a possibly stale L1 line.
+template <typename T>
+__device__ __forceinline__ T LoadReadOnly(const T* from) {
+  static_assert(sizeof(T) % sizeof(int) == 0, "whole words");
+  T out;
+  const int* words = reinterpret_cast<const int*>(from);
+  int* to = reinterpret_cast<int*>(&out);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(T) / sizeof(int)); ++i) to[i] = __ldg(words + i);
+  return out;
+}
+
 // Fills f for view v of the step (all threads take part; ends with a barrier).
 __device__ void LoadFootprints(const IcdDeviceProblem& p, const IcdStepTask& task, int v,
                                StepFootprints& f) {
@@ -58,7 +72,7 @@ __device__ void LoadFootprints(const IcdDeviceProblem& p, const IcdStepTask& tas
       const int column = task.groups[g].column;
       const int ix = column % p.nx, iy = column / p.nx;
       const SfColumnT<float> col =
-          MakeColumn<float>(p.views[v], p.x0 + ix * p.voxel_x, p.y0 + iy * p.voxel_y,
+          MakeColumn<float>(LoadReadOnly(p.views + v), p.x0 + ix * p.voxel_x, p.y0 + iy * p.voxel_y,
                             p.voxel_x, p.voxel_y, p.columns);
       if (offset == 0) f.column[g] = col;
       const int c = col.first_column + offset;
@@ -98,7 +112,7 @@ __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentSc
     StepVoxel(task, j, slot, iz);
     float t1 = 0, t2 = 0;
     VisitVoxel(p, f, v, slot, iz, [&](int64_t i, float a) {
-      const float wa = p.weights[i] * a;
+      const float wa = __ldg(p.weights + i) * a;
       t1 += wa * p.residual[i];
       t2 += wa * a;
     });
@@ -177,31 +191,26 @@ __global__ void __launch_bounds__(kThreads)
     PersistentSteps(IcdDeviceProblem p, IcdPersistentScratch s, int first_step, int last_step) {
   __shared__ StepFootprints footprints;
   cg::grid_group grid = cg::this_grid();
-  {
-    const IcdStepTask task = s.tasks[first_step];
-    const int size = StepSize(task);
-    for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
-      BackProjectView(p, s, task, size, v, footprints);
-    }
+  IcdStepTask task = LoadReadOnly(s.tasks + first_step);
+  int size = StepSize(task);
+  for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
+    BackProjectView(p, s, task, size, v, footprints);
   }
   grid.sync();
   for (int step = first_step; step < last_step; ++step) {
-    const IcdStepTask task = s.tasks[step];
-    const int size = StepSize(task);
+    // The next step's task is fetched before the barriers (tasks are read-only).
+    const bool more = step + 1 < last_step;
+    const IcdStepTask next = more ? LoadReadOnly(s.tasks + step + 1) : task;
+    const int next_size = StepSize(next);
     UpdateVoxels(p, s, task, size);
     grid.sync();
-    const bool more = step + 1 < last_step;
-    IcdStepTask next{};
-    int next_size = 0;
-    if (more) {
-      next = s.tasks[step + 1];
-      next_size = StepSize(next);
-    }
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
       ForwardView(p, s, task, size, v, footprints);
       if (more) BackProjectView(p, s, next, next_size, v, footprints);
     }
     if (more) grid.sync();
+    task = next;
+    size = next_size;
   }
 }
 
