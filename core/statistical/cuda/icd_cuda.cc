@@ -217,12 +217,13 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   // changes.
   const bool persistent = tuning.kernel == IcdKernel::kPersistent;
   int persistent_blocks = 0;
+  const int persistent_threads = cuda::IcdPersistentThreads(schedule.max_step_voxels());
   cuda::IcdPersistentScratch persistent_scratch;
   DeviceBuffer<float2> d_theta_partial;
   DeviceBuffer<float> d_persistent_delta;
   if (persistent) {
     TOMO_CUDA_RETURN_IF_ERROR(
-        cuda::IcdPersistentGridBlocks(problem.num_views, &persistent_blocks));
+        cuda::IcdPersistentGridBlocks(problem.num_views, persistent_threads, &persistent_blocks));
     if (tuning.persistent_blocks > 0) {
       persistent_blocks = std::min(persistent_blocks, tuning.persistent_blocks);
     }
@@ -287,7 +288,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
       if (persistent) {
         const int64_t step = std::min<int64_t>(std::max(1, tuning.steps_per_launch), total - done);
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentSteps(
-            problem, persistent_scratch, persistent_blocks, static_cast<int>(done),
+            problem, persistent_scratch, persistent_threads, persistent_blocks,
+            static_cast<int>(done),
             static_cast<int>(done + step), s));
         done += step;
       } else if (graph_exec.get() != nullptr && total - done >= per_graph) {

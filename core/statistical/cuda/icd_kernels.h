@@ -95,12 +95,13 @@ struct IcdPersistentScratch {
   const IcdStepTask* tasks = nullptr;
   int slots = 0;                    // >= the voxels of the largest step
 };
-constexpr int kIcdPersistentThreads = 128;
+// Threads per block for steps of at most largest_step voxels: 128, or 256 above 128.
+int IcdPersistentThreads(int64_t largest_step);
 // Blocks of the persistent grid on the current device: min(num_views, co-resident blocks);
 // 0 with cudaErrorNotSupported when the device has no cooperative launch.
-cudaError_t IcdPersistentGridBlocks(int num_views, int* blocks);
+cudaError_t IcdPersistentGridBlocks(int num_views, int threads, int* blocks);
 cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
-                                     const IcdPersistentScratch& scratch, int blocks,
+                                     const IcdPersistentScratch& scratch, int threads, int blocks,
                                      int first_step, int last_step, cudaStream_t stream);
 
 // e += A x for the whole volume (the start), with atomic adds: one thread per column and

@@ -20,10 +20,9 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = kIcdPersistentThreads;
 constexpr int kCachedColumns = 32;
-static_assert(kThreads >= kIcdMaxGroupsPerStep * kCachedColumns,
-              "one thread per (column slot, cached detector column)");
+static_assert(128 >= kIcdMaxGroupsPerStep * kCachedColumns,
+              "one thread per (column slot, cached detector column) in blocks of 128 or 256");
 
 struct StepFootprints {
   SfColumnT<float> column[kIcdMaxGroupsPerStep];
@@ -103,9 +102,10 @@ __device__ __forceinline__ void VisitVoxel(const IcdDeviceProblem& p, const Step
 }
 
 // Phase A for one view: theta partials of every voxel of the step.
+// f: the step's footprints in view v (LoadFootprints).
 __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
-                                const IcdStepTask& task, int size, int v, StepFootprints& f) {
-  LoadFootprints(p, task, v, f);
+                                const IcdStepTask& task, int size, int v,
+                                const StepFootprints& f) {
   float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
   for (int j = threadIdx.x; j < size; j += blockDim.x) {
     int slot, iz;
@@ -118,13 +118,12 @@ __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentSc
     });
     out[j] = make_float2(t1, t2);
   }
-  __syncthreads();  // f is rewritten next
+  __syncthreads();  // f may be rewritten next
 }
 
 // Phase C for one view: e += a delta for every voxel of the step.
 __device__ void ForwardView(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
-                            const IcdStepTask& task, int size, int v, StepFootprints& f) {
-  LoadFootprints(p, task, v, f);
+                            const IcdStepTask& task, int size, int v, const StepFootprints& f) {
   for (int j = threadIdx.x; j < size; j += blockDim.x) {
     const float delta = __ldcg(&s.delta[j]);
     if (delta == 0.0f) continue;
@@ -151,31 +150,39 @@ __device__ void UpdateVoxels(const IcdDeviceProblem& p, const IcdPersistentScrat
   const int warp = blockIdx.x * warps_per_block + threadIdx.x / 32;
   const int warps = gridDim.x * warps_per_block;
   for (int j = warp; j < size; j += warps) {
-    float t1 = 0, t2 = 0;
-    for (int v = lane; v < p.num_views; v += 32) {
-      const float2 partial = __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j]);
-      t1 += partial.x;
-      t2 += partial.y;
-    }
-    const float theta1 = WarpSum(t1), theta2 = WarpSum(t2);
+    // The voxel's and its neighbours' values first (independent of the partial sums, so
+    // that both sets of loads are in flight together).
     int slot, iz;
     StepVoxel(task, j, slot, iz);
     const int column = task.groups[slot].column;
     const int ix = column % p.nx, iy = column / p.nx;
     float* voxel = p.volume + static_cast<int64_t>(column) * p.nz + iz;
     const float x = __ldcg(voxel);
-    float numerator = 0, denominator = 0;
+    float other = 0, b = 0;
     if (lane < 26) {
       const int raster = lane < 13 ? lane : lane + 1;
       const int dz = raster / 9 - 1, dy = (raster / 3) % 3 - 1, dx = raster % 3 - 1;
       const int jx = ix + dx, jy = iy + dy, jz = iz + dz;
-      const float b = p.neighbour_weights[lane];
-      if (b != 0.0f && jx >= 0 && jx < p.nx && jy >= 0 && jy < p.ny && jz >= 0 && jz < p.nz) {
-        const float other = __ldcg(&p.volume[(static_cast<int64_t>(jy) * p.nx + jx) * p.nz + jz]);
-        const float curvature = SurrogateNeighbourCurvature<float>(x, other, b, p.prior);
-        numerator = curvature * other;
-        denominator = curvature;
+      if (jx >= 0 && jx < p.nx && jy >= 0 && jy < p.ny && jz >= 0 && jz < p.nz) {
+        b = p.neighbour_weights[lane];
+        if (b != 0.0f) {
+          other = __ldcg(&p.volume[(static_cast<int64_t>(jy) * p.nx + jx) * p.nz + jz]);
+        }
       }
+    }
+    float t1 = 0, t2 = 0;
+#pragma unroll 4
+    for (int v = lane; v < p.num_views; v += 32) {
+      const float2 partial = __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j]);
+      t1 += partial.x;
+      t2 += partial.y;
+    }
+    const float theta1 = WarpSum(t1), theta2 = WarpSum(t2);
+    float numerator = 0, denominator = 0;
+    if (b != 0.0f) {
+      const float curvature = SurrogateNeighbourCurvature<float>(x, other, b, p.prior);
+      numerator = curvature * other;
+      denominator = curvature;
     }
     numerator = WarpSum(numerator);
     denominator = WarpSum(denominator);
@@ -187,14 +194,21 @@ __device__ void UpdateVoxels(const IcdDeviceProblem& p, const IcdPersistentScrat
   }
 }
 
+// Footprints are double-buffered: with one view per block (the usual case) the next
+// step's are computed after the block's part of the update, while other blocks still
+// work towards the barrier, so that neither C nor A waits for them.
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     PersistentSteps(IcdDeviceProblem p, IcdPersistentScratch s, int first_step, int last_step) {
-  __shared__ StepFootprints footprints;
+  __shared__ StepFootprints footprints[2];
   cg::grid_group grid = cg::this_grid();
+  const bool one_view = gridDim.x >= p.num_views;  // block b owns view b only
   IcdStepTask task = LoadReadOnly(s.tasks + first_step);
   int size = StepSize(task);
+  int buffer = 0;
   for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
-    BackProjectView(p, s, task, size, v, footprints);
+    LoadFootprints(p, task, v, footprints[buffer]);
+    BackProjectView(p, s, task, size, v, footprints[buffer]);
   }
   grid.sync();
   for (int step = first_step; step < last_step; ++step) {
@@ -203,20 +217,28 @@ __global__ void __launch_bounds__(kThreads)
     const IcdStepTask next = more ? LoadReadOnly(s.tasks + step + 1) : task;
     const int next_size = StepSize(next);
     UpdateVoxels(p, s, task, size);
+    if (one_view && more) LoadFootprints(p, next, blockIdx.x, footprints[buffer ^ 1]);
     grid.sync();
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
-      ForwardView(p, s, task, size, v, footprints);
-      if (more) BackProjectView(p, s, next, next_size, v, footprints);
+      if (!one_view) LoadFootprints(p, task, v, footprints[buffer]);
+      ForwardView(p, s, task, size, v, footprints[buffer]);
+      if (more) {
+        if (!one_view) LoadFootprints(p, next, v, footprints[buffer ^ 1]);
+        BackProjectView(p, s, next, next_size, v, footprints[buffer ^ 1]);
+      }
     }
     if (more) grid.sync();
     task = next;
     size = next_size;
+    buffer ^= 1;
   }
 }
 
 }  // namespace
 
-cudaError_t IcdPersistentGridBlocks(int num_views, int* blocks) {
+int IcdPersistentThreads(int64_t largest_step) { return largest_step > 128 ? 256 : 128; }
+
+cudaError_t IcdPersistentGridBlocks(int num_views, int threads, int* blocks) {
   *blocks = 0;
   int device = 0;
   cudaError_t error = cudaGetDevice(&device);
@@ -227,7 +249,9 @@ cudaError_t IcdPersistentGridBlocks(int num_views, int* blocks) {
   if (cooperative == 0) return cudaErrorNotSupported;
   error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (error != cudaSuccess) return error;
-  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentSteps, kThreads, 0);
+  error = threads == 256
+              ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentSteps<256>, 256, 0)
+              : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentSteps<128>, 128, 0);
   if (error != cudaSuccess) return error;
   const int resident = per_sm * sms;
   *blocks = resident < num_views ? resident : num_views;
@@ -235,14 +259,15 @@ cudaError_t IcdPersistentGridBlocks(int num_views, int* blocks) {
 }
 
 cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
-                                     const IcdPersistentScratch& scratch, int blocks,
+                                     const IcdPersistentScratch& scratch, int threads, int blocks,
                                      int first_step, int last_step, cudaStream_t stream) {
   IcdDeviceProblem p = problem;
   IcdPersistentScratch s = scratch;
   void* args[] = {&p, &s, &first_step, &last_step};
-  const cudaError_t error = cudaLaunchCooperativeKernel(
-      reinterpret_cast<const void*>(PersistentSteps), dim3(blocks), dim3(kThreads), args, 0,
-      stream);
+  const void* kernel = threads == 256 ? reinterpret_cast<const void*>(PersistentSteps<256>)
+                                      : reinterpret_cast<const void*>(PersistentSteps<128>);
+  const cudaError_t error =
+      cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, 0, stream);
   if (error != cudaSuccess) return error;
   return cudaGetLastError();
 }
