@@ -18,16 +18,20 @@
 // (default 3, see core/statistical/update_schedule.h); SVU timed on its first --svu-groups groups of an iteration and
 // extrapolated to the whole iteration (a full 512^3 SVU iteration is about 1.3e8 group
 // steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
-// Output: a table on stdout and --json.
+// Output: a table on stdout and --json. --kernel lists the device kernels
+// (core/statistical/cuda/icd_cuda.h: persistent, launch-per-step) that run the MVU; the
+// first also runs the several-columns MVU and SVU. Each run prints its host setup time.
 //
 // With --compare-nz N (one of the Nz), also SIRT (lambda 1.9, non-negative) and CGLS from
 // zero on the same noisy data and volume, each at the iteration of its smallest error
 // against the phantom (semi-convergence): RMS error and uniform-region noise beside FDK's
-// and ICD's, and --png: the central axial slices of phantom, FDK, ICD, SIRT and CGLS side
-// by side in one window.
+// and ICD's, and --png: the three central slices (axial, coronal, sagittal) of phantom, FDK,
+// ICD, SIRT and CGLS, one row each, in one window. --json and --png are written into
+// --out-dir (created).
 //
-//   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --json icd.json
-//   build/bin/icd-bench --nz 128 --compare-nz 128 --png bench/icd_compare.png
+//   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --out-dir results
+//   build/bin/icd-bench --nz 16 --kernel persistent,launch-per-step
+//   build/bin/icd-bench --nz 128 --compare-nz 128 --out-dir bench
 #include <algorithm>
 #include <chrono>
 #include <cmath>
