@@ -81,24 +81,41 @@ __device__ void LoadFootprints(const IcdDeviceProblem& p, const IcdStepTask& tas
   __syncthreads();
 }
 
-// Calls visit(index into residual/weights, a_ij) for each pixel of voxel (slot, iz) in view v.
-template <typename Visit>
-__device__ __forceinline__ void VisitVoxel(const IcdDeviceProblem& p, const StepFootprints& f,
-                                           int v, int slot, int iz, Visit&& visit) {
+// The pixels of voxel (slot, iz) in view v, numbered n = 0 .. count - 1 with detector
+// columns outer and rows inner (the CPU reference's order). The phases visit them in
+// batches of kBatch: the batch's loads are all issued before any is used, so that a thread
+// waits for memory once per batch rather than once per pixel (a footprint is about 6
+// pixels, so usually one batch).
+constexpr int kBatch = 6;
+
+struct VoxelPixels {
+  SfAxialT<float> axial;
+  int rows = 0, count = 0;  // rows per detector column; pixels (0: none)
+};
+
+__device__ __forceinline__ VoxelPixels MakeVoxelPixels(const IcdDeviceProblem& p,
+                                                       const SfColumnT<float>& col, int iz) {
+  VoxelPixels out;
+  if (col.first_column > col.last_column) return out;
+  out.axial = MakeAxial<float>(col, p.z0 + iz * p.voxel_z, p.voxel_z, p.rows);
+  if (out.axial.first_row > out.axial.last_row) return out;
+  out.rows = out.axial.last_row - out.axial.first_row + 1;
+  out.count = out.rows * (col.last_column - col.first_column + 1);
+  return out;
+}
+
+// Pixel n's index into view v's part of the residual/weights and its a_ij.
+__device__ __forceinline__ void PixelOf(const IcdDeviceProblem& p, const StepFootprints& f,
+                                        int slot, const VoxelPixels& x, int n, int& index,
+                                        float& a) {
   const SfColumnT<float>& col = f.column[slot];
-  if (col.first_column > col.last_column) return;
-  const SfAxialT<float> ax = MakeAxial<float>(col, p.z0 + iz * p.voxel_z, p.voxel_z, p.rows);
-  if (ax.first_row > ax.last_row) return;
-  for (int c = col.first_column; c <= col.last_column; ++c) {
-    const int offset = c - col.first_column;
-    const float column_weight =
-        offset < kCachedColumns ? f.weight[slot][offset] : ColumnWeight(col, c);
-    const float column_part = ax.amplitude * column_weight;
-    const int64_t base = (static_cast<int64_t>(v) * p.columns + c) * p.rows;
-    for (int r = ax.first_row; r <= ax.last_row; ++r) {
-      visit(base + r, column_part * RowWeight(ax, r));
-    }
-  }
+  const int offset = n / x.rows;
+  const int r = x.axial.first_row + (n - offset * x.rows);
+  const int c = col.first_column + offset;
+  const float column_weight =
+      offset < kCachedColumns ? f.weight[slot][offset] : ColumnWeight(col, c);
+  a = x.axial.amplitude * column_weight * RowWeight(x.axial, r);
+  index = c * p.rows + r;
 }
 
 // Phase A for one view: theta partials of every voxel of the step.
@@ -107,15 +124,35 @@ __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentSc
                                 const IcdStepTask& task, int size, int v,
                                 const StepFootprints& f) {
   float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
+  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
+  const float* weights = p.weights + view_offset;
+  const float* residual = p.residual + view_offset;
   for (int j = threadIdx.x; j < size; j += blockDim.x) {
     int slot, iz;
     StepVoxel(task, j, slot, iz);
+    const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
     float t1 = 0, t2 = 0;
-    VisitVoxel(p, f, v, slot, iz, [&](int64_t i, float a) {
-      const float wa = __ldg(p.weights + i) * a;
-      t1 += wa * p.residual[i];
-      t2 += wa * a;
-    });
+    for (int first = 0; first < x.count; first += kBatch) {
+      float a[kBatch], w[kBatch], e[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        a[k] = 0;
+        w[k] = 0;
+        e[k] = 0;
+        if (first + k < x.count) {
+          int index;
+          PixelOf(p, f, slot, x, first + k, index, a[k]);
+          w[k] = __ldg(weights + index);
+          e[k] = residual[index];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const float wa = w[k] * a[k];
+        t1 += wa * e[k];
+        t2 += wa * a[k];
+      }
+    }
     out[j] = make_float2(t1, t2);
   }
   __syncthreads();  // f may be rewritten next
@@ -124,12 +161,28 @@ __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentSc
 // Phase C for one view: e += a delta for every voxel of the step.
 __device__ void ForwardView(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                             const IcdStepTask& task, int size, int v, const StepFootprints& f) {
+  float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
   for (int j = threadIdx.x; j < size; j += blockDim.x) {
     const float delta = __ldcg(&s.delta[j]);
     if (delta == 0.0f) continue;
     int slot, iz;
     StepVoxel(task, j, slot, iz);
-    VisitVoxel(p, f, v, slot, iz, [&](int64_t i, float a) { p.residual[i] += a * delta; });
+    const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
+    for (int first = 0; first < x.count; first += kBatch) {
+      int index[kBatch];
+      float a[kBatch], e[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (first + k < x.count) {
+          PixelOf(p, f, slot, x, first + k, index[k], a[k]);
+          e[k] = residual[index[k]];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (first + k < x.count) residual[index[k]] = e[k] + a[k] * delta;
+      }
+    }
   }
   __syncthreads();  // the next phase reads what other threads of the block wrote
 }
@@ -197,40 +250,54 @@ __device__ void UpdateVoxels(const IcdDeviceProblem& p, const IcdPersistentScrat
 // Footprints are double-buffered: with one view per block (the usual case) the next
 // step's are computed after the block's part of the update, while other blocks still
 // work towards the barrier, so that neither C nor A waits for them.
+// At least 768 threads per SM resident (H100: 132 SMs x 6 or 3 blocks, more than the 391
+// views of the literature case, so that each block owns one view).
 template <int kThreads>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 768 / kThreads)
     PersistentSteps(IcdDeviceProblem p, IcdPersistentScratch s, int first_step, int last_step) {
   __shared__ StepFootprints footprints[2];
+  // The current and the next step's task, in shared memory (not registers: the groups are
+  // indexed by voxel).
+  __shared__ IcdStepTask step_tasks[2];
+  constexpr int kTaskWords = sizeof(IcdStepTask) / sizeof(int);
+  static_assert(kTaskWords <= 128, "a task is loaded by one thread per word");
+  auto load_task = [&](int step, IcdStepTask& to) {
+    if (threadIdx.x < kTaskWords) {
+      reinterpret_cast<int*>(&to)[threadIdx.x] =
+          __ldg(reinterpret_cast<const int*>(s.tasks + step) + threadIdx.x);
+    }
+    __syncthreads();
+  };
   cg::grid_group grid = cg::this_grid();
   const bool one_view = gridDim.x >= p.num_views;  // block b owns view b only
-  IcdStepTask task = LoadReadOnly(s.tasks + first_step);
-  int size = StepSize(task);
-  int buffer = 0;
+  int current = 0;  // index into step_tasks and footprints
+  load_task(first_step, step_tasks[current]);
   for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
-    LoadFootprints(p, task, v, footprints[buffer]);
-    BackProjectView(p, s, task, size, v, footprints[buffer]);
+    LoadFootprints(p, step_tasks[current], v, footprints[current]);
+    BackProjectView(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
+                    footprints[current]);
   }
   grid.sync();
   for (int step = first_step; step < last_step; ++step) {
+    const IcdStepTask& task = step_tasks[current];
+    const IcdStepTask& next = step_tasks[current ^ 1];
+    const int size = StepSize(task);
     // The next step's task is fetched before the barriers (tasks are read-only).
     const bool more = step + 1 < last_step;
-    const IcdStepTask next = more ? LoadReadOnly(s.tasks + step + 1) : task;
-    const int next_size = StepSize(next);
+    if (more) load_task(step + 1, step_tasks[current ^ 1]);
     UpdateVoxels(p, s, task, size);
-    if (one_view && more) LoadFootprints(p, next, blockIdx.x, footprints[buffer ^ 1]);
+    if (one_view && more) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
     grid.sync();
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
-      if (!one_view) LoadFootprints(p, task, v, footprints[buffer]);
-      ForwardView(p, s, task, size, v, footprints[buffer]);
+      if (!one_view) LoadFootprints(p, task, v, footprints[current]);
+      ForwardView(p, s, task, size, v, footprints[current]);
       if (more) {
-        if (!one_view) LoadFootprints(p, next, v, footprints[buffer ^ 1]);
-        BackProjectView(p, s, next, next_size, v, footprints[buffer ^ 1]);
+        if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
+        BackProjectView(p, s, next, StepSize(next), v, footprints[current ^ 1]);
       }
     }
     if (more) grid.sync();
-    task = next;
-    size = next_size;
-    buffer ^= 1;
+    current ^= 1;
   }
 }
 
