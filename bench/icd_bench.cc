@@ -274,7 +274,12 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--nz", nz_text, "slice counts, comma-separated")->capture_default_str();
   app.add_option("--iterations", iterations, "MVU iterations per Nz")->capture_default_str();
-  app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz")->capture_default_str();
+  app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz (0: no SVU)")
+      ->capture_default_str();
+  int persistent_blocks = 0;
+  app.add_option("--persistent-blocks", persistent_blocks,
+                 "persistent kernel: blocks of the grid (0: one per view, as many as fit)")
+      ->capture_default_str();
   app.add_option("--svu-full", svu_full_text, "Nz for which SVU runs full iterations");
   app.add_option("--photons", photons, "photons per unattenuated pixel")->capture_default_str();
   app.add_option("--sigma", sigma, "prior sigma, per mm")->capture_default_str();
@@ -400,6 +405,7 @@ int Main(int argc, char** argv) {
     IcdCudaTuning tuning;
     tuning.kernel = kernels.front();
     tuning.steps_per_launch = steps_per_launch;
+    tuning.persistent_blocks = persistent_blocks;
     tuning.groups_per_graph = groups_per_graph;
     tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
       row.mvu_error.push_back(RmsError(x, truth));
@@ -467,6 +473,7 @@ int Main(int argc, char** argv) {
     }
 
     options.grouping = GroupingMode::kSingleVoxel;
+    const bool run_svu = row.svu_full || svu_groups > 0;
     IcdCudaTuning svu_tuning = tuning;
     svu_tuning.on_iteration_volume = nullptr;
     if (row.svu_full) {
@@ -477,14 +484,19 @@ int Main(int argc, char** argv) {
       options.iterations = 1;
       svu_tuning.step_limit = svu_groups;
     }
-    auto svu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
-                                  devices.front().index, svu_tuning, {});
+    absl::StatusOr<IcdResult> svu = IcdResult{};
+    if (run_svu) {
+      svu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
+                               devices.front().index, svu_tuning, {});
+    }
     if (!svu.ok()) {
       std::fprintf(stderr, "icd-bench: SVU: %s\n", std::string(svu.status().message()).c_str());
       return 1;
     }
     row.svu_setup_seconds = svu->setup_seconds;
-    if (row.svu_full) {
+    if (!run_svu) {
+      row.svu_seconds = 0;
+    } else if (row.svu_full) {
       double total = 0;
       for (const IcdIterationRecord& r : svu->iterations) {
         total += r.seconds;
