@@ -197,11 +197,14 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdForwardVolume(problem, s));
   }
 
+  const bool persistent = tuning.kernel == IcdKernel::kPersistent;
+  // The launch-per-step kernels' scratch (a token allocation for the persistent path).
   const IcdGroupShape shape = cuda::MakeIcdGroupShape(
       static_cast<int>(schedule.max_step_voxels()), problem.num_views);
-  const size_t group_slots = static_cast<size_t>(shape.grid_x) * shape.kx;
-  TOMO_ASSIGN_OR_RETURN(auto d_partial, DeviceBuffer<float>::Allocate(
-                                            2 * static_cast<size_t>(shape.grid_y) * group_slots, s));
+  const size_t group_slots = persistent ? 1 : static_cast<size_t>(shape.grid_x) * shape.kx;
+  const size_t partial_floats =
+      persistent ? 1 : 2 * static_cast<size_t>(shape.grid_y) * group_slots;
+  TOMO_ASSIGN_OR_RETURN(auto d_partial, DeviceBuffer<float>::Allocate(partial_floats, s));
   TOMO_ASSIGN_OR_RETURN(auto d_delta, DeviceBuffer<float>::Allocate(group_slots, s));
   TOMO_ASSIGN_OR_RETURN(auto d_counters, DeviceBuffer<unsigned>::Allocate(2, s));
   TOMO_ASSIGN_OR_RETURN(auto d_cost, DeviceBuffer<double>::Allocate(3 * cuda::kIcdCostBlocks, s));
@@ -215,7 +218,6 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
 
   // The persistent path's scratch: theta partials per (view, voxel of the step) and the
   // changes.
-  const bool persistent = tuning.kernel == IcdKernel::kPersistent;
   int persistent_blocks = 0;
   const int persistent_threads = cuda::IcdPersistentThreads(schedule.max_step_voxels());
   cuda::IcdPersistentScratch persistent_scratch;
