@@ -163,8 +163,9 @@ __device__ void ForwardView(const IcdDeviceProblem& p, const IcdPersistentScratc
                             const IcdStepTask& task, int size, int v, const StepFootprints& f) {
   float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
   for (int j = threadIdx.x; j < size; j += blockDim.x) {
+    // The change and the first batch of e are loaded together (a voxel whose value did not
+    // change writes nothing).
     const float delta = __ldcg(&s.delta[j]);
-    if (delta == 0.0f) continue;
     int slot, iz;
     StepVoxel(task, j, slot, iz);
     const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
@@ -178,6 +179,7 @@ __device__ void ForwardView(const IcdDeviceProblem& p, const IcdPersistentScratc
           e[k] = residual[index[k]];
         }
       }
+      if (delta == 0.0f) break;
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
         if (first + k < x.count) residual[index[k]] = e[k] + a[k] * delta;
@@ -223,12 +225,24 @@ __device__ void UpdateVoxels(const IcdDeviceProblem& p, const IcdPersistentScrat
         }
       }
     }
+    // The partials of up to 32 x kViewsPerLane views in one round of loads (a loop with a
+    // run-time bound would wait for each load in turn).
+    constexpr int kViewsPerLane = 8;
     float t1 = 0, t2 = 0;
-#pragma unroll 4
-    for (int v = lane; v < p.num_views; v += 32) {
-      const float2 partial = __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j]);
-      t1 += partial.x;
-      t2 += partial.y;
+    for (int first = 0; first < p.num_views; first += 32 * kViewsPerLane) {
+      float2 partial[kViewsPerLane];
+#pragma unroll
+      for (int k = 0; k < kViewsPerLane; ++k) {
+        const int v = first + k * 32 + lane;
+        partial[k] = v < p.num_views
+                         ? __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j])
+                         : make_float2(0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int k = 0; k < kViewsPerLane; ++k) {
+        t1 += partial[k].x;
+        t2 += partial[k].y;
+      }
     }
     const float theta1 = WarpSum(t1), theta2 = WarpSum(t2);
     float numerator = 0, denominator = 0;
@@ -282,10 +296,20 @@ __global__ void __launch_bounds__(kThreads, 768 / kThreads)
     const IcdStepTask& task = step_tasks[current];
     const IcdStepTask& next = step_tasks[current ^ 1];
     const int size = StepSize(task);
-    // The next step's task is fetched before the barriers (tasks are read-only).
+    // The next step's task: its load is issued before the update and lands in shared
+    // memory after it (tasks are read-only).
     const bool more = step + 1 < last_step;
-    if (more) load_task(step + 1, step_tasks[current ^ 1]);
+    int next_word = 0;
+    if (more && threadIdx.x < kTaskWords) {
+      next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 1) + threadIdx.x);
+    }
     UpdateVoxels(p, s, task, size);
+    if (more) {
+      if (threadIdx.x < kTaskWords) {
+        reinterpret_cast<int*>(&step_tasks[current ^ 1])[threadIdx.x] = next_word;
+      }
+      __syncthreads();
+    }
     if (one_view && more) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
     grid.sync();
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
