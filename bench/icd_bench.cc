@@ -7,9 +7,13 @@
 // Data: the 3D Shepp-Logan phantom (core/phantom/ellipsoid_phantom.h) of radius 95 mm with
 // its densities times 0.02 /mm (water-like attenuation), its exact line integrals, and
 // Poisson noise at --photons photons per unattenuated pixel (default 2e4: a low dose); the
-// weights are the detected counts. One projection set serves every Nz: the volume covers
-// the middle Nz slices of the object (as a reconstruction of a slab of a longer object).
-// Start: FDK of the same data (CUDA backend).
+// weights are the detected counts. The volume covers the middle Nz slices of the object;
+// the data of each Nz are the projections of the phantom's part inside that slab (the rest
+// cut away), so that they are consistent with the volume for every method. With
+// --whole-object one projection of the whole phantom serves every Nz instead: a long
+// object, whose rays outside the slab no method on the slab can explain (the iterative
+// ones then pile the unexplained attenuation into the slab). Start: FDK of the same data
+// (CUDA backend).
 //
 // For each Nz: the groups (K = mean and largest group size), the work count (voxels x views
 // x mean footprint pixels) and the floor it implies, then --iterations MVU iterations with
@@ -18,21 +22,27 @@
 // (default 3, see core/statistical/update_schedule.h); SVU timed on its first --svu-groups groups of an iteration and
 // extrapolated to the whole iteration (a full 512^3 SVU iteration is about 1.3e8 group
 // steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
-// Output: a table on stdout and --json.
+// Output: a table on stdout and --json. --kernel lists the device kernels
+// (core/statistical/cuda/icd_cuda.h: persistent, launch-per-step) that run the MVU; the
+// first also runs the several-columns MVU and SVU. Each run prints its host setup time.
 //
 // With --compare-nz N (one of the Nz), also SIRT (lambda 1.9, non-negative) and CGLS from
 // zero on the same noisy data and volume, each at the iteration of its smallest error
 // against the phantom (semi-convergence): RMS error and uniform-region noise beside FDK's
-// and ICD's, and --png: the central axial slices of phantom, FDK, ICD, SIRT and CGLS side
-// by side in one window.
+// and ICD's, and --png: the three central slices (axial, coronal, sagittal) of phantom, FDK,
+// ICD, SIRT and CGLS, one row each, in one window. --json and --png are written into
+// --out-dir (created).
 //
-//   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --json icd.json
-//   build/bin/icd-bench --nz 128 --compare-nz 128 --png bench/icd_compare.png
+//   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --out-dir results
+//   build/bin/icd-bench --nz 16 --kernel persistent,launch-per-step
+//   build/bin/icd-bench --nz 128 --compare-nz 128 --out-dir bench
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -40,9 +50,11 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/algorithms/cgls.h"
 #include "core/algorithms/filtered_back_projection.h"
 #include "core/algorithms/sirt.h"
+#include "core/base/parallel_for.h"
 #include "core/io/png_preview.h"
 #include "core/devices/devices.h"
 #include "core/geometry/geometry_builders.h"
@@ -146,37 +158,113 @@ absl::StatusOr<BestIterate> RunAlgebraic(const std::string& name, bool cgls, int
   return best;
 }
 
-// The central axial slices of the volumes side by side, one window for all.
+// The three central slices (axial, coronal, sagittal: core/io/png_preview.h, square
+// pixels) of each volume side by side, one volume per row of the image, one window for all.
 absl::Status WriteComparisonPng(const std::string& path, const std::vector<const Array3D*>& volumes,
                                 const core::VolumeGeometry& geometry) {
   const core::DisplayWindow window{0.002, 0.007};  // the phantom's brain contrasts, per mm
-  core::GreyImage row;
-  std::vector<core::GreyImage> axial;
+  constexpr int64_t kGap = 4;                      // black pixels between slices and rows
+  std::vector<std::vector<core::GreyImage>> rows;
+  int64_t width = 0, height = 0;
   for (const Array3D* v : volumes) {
     auto slices = core::RenderCentralSlices(*v, geometry, window);
     if (!slices.ok()) return slices.status();
-    axial.push_back(std::move((*slices)[0]));
-  }
-  row.plane = "axial";
-  row.height = axial[0].height;
-  for (const core::GreyImage& image : axial) row.width += image.width;
-  row.pixels.resize(static_cast<size_t>(row.width * row.height));
-  int64_t x0 = 0;
-  for (const core::GreyImage& image : axial) {
-    for (int64_t y = 0; y < image.height; ++y) {
-      for (int64_t x = 0; x < image.width; ++x) {
-        row.pixels[static_cast<size_t>(y * row.width + x0 + x)] =
-            image.pixels[static_cast<size_t>(y * image.width + x)];
-      }
+    int64_t row_width = 0, row_height = 0;
+    for (const core::GreyImage& image : *slices) {
+      row_width += image.width + kGap;
+      row_height = std::max(row_height, image.height);
     }
-    x0 += image.width;
+    width = std::max(width, row_width);
+    height += row_height + kGap;
+    rows.push_back(std::move(*slices));
   }
-  auto png = core::EncodePng(row);
+  core::GreyImage all;
+  all.plane = "axial";
+  all.width = width;
+  all.height = height;
+  all.pixels.assign(static_cast<size_t>(width * height), 0);
+  int64_t y0 = 0;
+  for (const std::vector<core::GreyImage>& row : rows) {
+    int64_t x0 = 0, row_height = 0;
+    for (const core::GreyImage& image : row) {
+      for (int64_t y = 0; y < image.height; ++y) {
+        for (int64_t x = 0; x < image.width; ++x) {
+          all.pixels[static_cast<size_t>((y0 + y) * width + x0 + x)] =
+              image.pixels[static_cast<size_t>(y * image.width + x)];
+        }
+      }
+      x0 += image.width + kGap;
+      row_height = std::max(row_height, image.height);
+    }
+    y0 += row_height + kGap;
+  }
+  auto png = core::EncodePng(all);
   if (!png.ok()) return png.status();
   std::ofstream out(path, std::ios::binary);
   out.write(png->data(), static_cast<std::streamsize>(png->size()));
   return out ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
 }
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Noisy line integrals and their weights (the detected counts) of the phantom's part with z
+// in [z_min, z_max]. Counts: Poisson with mean photons exp(-line integral), drawn exactly
+// below 1000 expected counts and from the normal approximation N(m, m) above (its
+// skewness, 1 / sqrt(m) < 0.03, is below what the reconstructions can tell), clamped at 1.
+// Each view draws from its own generator, seeded by the view, on all cores: the data do not
+// depend on the thread count.
+struct NoisyData {
+  Array3D line_integrals, weights;
+  std::string summary;
+};
+
+NoisyData MakeNoisyData(const core::EllipsoidPhantom& phantom, const core::VectorGeometry& geometry,
+                        double photons, double z_min, double z_max) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Array3D exact = phantom.Project(geometry, 1, z_min, z_max);
+  const double project_seconds = Seconds(t0);
+  NoisyData data{Array3D(exact.dims()), Array3D(exact.dims()), ""};
+  const int64_t view_pixels = exact.dims().d1 * exact.dims().d2;
+  core::ParallelFor(exact.dims().d0, [&](int64_t v0, int64_t v1) {
+    for (int64_t view = v0; view < v1; ++view) {
+      std::mt19937_64 random(20261125u + static_cast<uint64_t>(view) * 0x9E3779B97F4A7C15ull);
+      std::normal_distribution<double> normal;
+      for (int64_t i = view * view_pixels; i < (view + 1) * view_pixels; ++i) {
+        const double mean = photons * std::exp(-static_cast<double>(exact.data()[i]));
+        double counts;
+        if (mean < 1000) {
+          counts = static_cast<double>(std::poisson_distribution<int64_t>(mean)(random));
+        } else {
+          counts = std::round(mean + std::sqrt(mean) * normal(random));
+        }
+        counts = std::max(1.0, counts);
+        data.line_integrals.data()[i] = static_cast<float>(-std::log(counts / photons));
+        data.weights.data()[i] = static_cast<float>(counts);
+      }
+    }
+  });
+  data.summary = absl::StrFormat(
+      "%lld views of %lld x %lld, z in [%g, %g] mm, exact projection %.1f s, Poisson noise "
+      "(%.0f photons) %.1f s, on %d threads",
+      static_cast<long long>(exact.dims().d0), static_cast<long long>(exact.dims().d1),
+      static_cast<long long>(exact.dims().d2), z_min, z_max, project_seconds, photons,
+      Seconds(t0) - project_seconds, core::DefaultThreadCount());
+  return data;
+}
+
+absl::StatusOr<IcdKernel> ParseKernel(const std::string& name) {
+  if (name == "persistent") return IcdKernel::kPersistent;
+  if (name == "launch-per-step") return IcdKernel::kLaunchPerStep;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--kernel: '", name, "' is not one of persistent, launch-per-step"));
+}
+
+// One MVU run (one column per step) with a kernel.
+struct KernelRun {
+  std::string kernel;
+  double setup_seconds = 0;
+  std::vector<double> seconds, cost;
+};
 
 struct Row {
   int64_t nz = 0;
@@ -184,6 +272,8 @@ struct Row {
   int64_t max_k = 0, groups = 0;
   double footprint_pixels = 0, pixel_visits = 0;
   std::vector<double> mvu_seconds, mvu_cost, mvu_error, mvu_noise;
+  double mvu_setup_seconds = 0, svu_setup_seconds = 0, host_seconds = 0;
+  std::vector<KernelRun> other_kernels;  // MVU with the --kernel list's other kernels
   double fdk_error = 0, fdk_noise = 0, initial_cost = 0;
   double svu_seconds = 0;  // per iteration (extrapolated unless svu_full)
   bool svu_full = false;
@@ -217,24 +307,72 @@ int Main(int argc, char** argv) {
   int groups_per_graph = 256;
   int columns_per_step = 3;
   int64_t compare_nz = 0, sirt_iterations = 60, cgls_iterations = 20;
-  std::string png_path = "icd_compare.png";
+  std::string png_path = "icd_compare.png", out_dir = ".", kernel_text = "persistent";
+  int steps_per_launch = 2048;
+  app.add_option("--out-dir", out_dir, "directory for --json and --png (created)")
+      ->capture_default_str();
+  app.add_option("--kernel", kernel_text,
+                 "device kernels for MVU, comma-separated (persistent, launch-per-step); the "
+                 "first also runs the several-columns MVU and SVU")
+      ->capture_default_str();
+  app.add_option("--steps-per-launch", steps_per_launch, "persistent kernel: steps per launch")
+      ->capture_default_str();
   app.add_option("--columns-per-step", columns_per_step,
                  "also MVU with this many columns per step (2..4; 0 or 1: not)")
       ->capture_default_str();
   app.add_option("--compare-nz", compare_nz, "Nz for the FDK/ICD/SIRT/CGLS comparison (0: none)");
   app.add_option("--sirt-iterations", sirt_iterations, "SIRT iterations at most")->capture_default_str();
   app.add_option("--cgls-iterations", cgls_iterations, "CGLS iterations at most")->capture_default_str();
-  app.add_option("--png", png_path, "comparison slices")->capture_default_str();
+  app.add_option("--png", png_path, "comparison slices, file name in --out-dir")
+      ->capture_default_str();
   app.add_option("--nz", nz_text, "slice counts, comma-separated")->capture_default_str();
   app.add_option("--iterations", iterations, "MVU iterations per Nz")->capture_default_str();
-  app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz")->capture_default_str();
+  app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz (0: no SVU)")
+      ->capture_default_str();
+  bool whole_object = false;
+  app.add_flag("--whole-object", whole_object,
+               "project the whole phantom (a long object: the volume's slab then explains only "
+               "part of the data) instead of the slab's part for each Nz");
+  int persistent_blocks = 0;
+  app.add_option("--persistent-blocks", persistent_blocks,
+                 "persistent kernel: blocks of the grid (0: one per view, as many as fit)")
+      ->capture_default_str();
   app.add_option("--svu-full", svu_full_text, "Nz for which SVU runs full iterations");
   app.add_option("--photons", photons, "photons per unattenuated pixel")->capture_default_str();
   app.add_option("--sigma", sigma, "prior sigma, per mm")->capture_default_str();
   app.add_option("--c", c, "prior c")->capture_default_str();
   app.add_option("--groups-per-graph", groups_per_graph, "0: plain launches")->capture_default_str();
-  app.add_option("--json", json_path, "results as JSON")->capture_default_str();
+  app.add_option("--json", json_path, "results as JSON, file name in --out-dir")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  std::vector<IcdKernel> kernels;
+  std::vector<std::string> kernel_names;
+  {
+    std::stringstream stream(kernel_text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+      auto kernel = ParseKernel(item);
+      if (!kernel.ok()) {
+        std::fprintf(stderr, "icd-bench: %s\n", std::string(kernel.status().message()).c_str());
+        return 1;
+      }
+      kernels.push_back(*kernel);
+      kernel_names.push_back(item);
+    }
+    if (kernels.empty()) {
+      std::fprintf(stderr, "icd-bench: --kernel: none given\n");
+      return 1;
+    }
+  }
+  std::error_code made;
+  std::filesystem::create_directories(out_dir, made);
+  if (made) {
+    std::fprintf(stderr, "icd-bench: --out-dir %s: %s\n", out_dir.c_str(), made.message().c_str());
+    return 1;
+  }
+  json_path = (std::filesystem::path(out_dir) / json_path).string();
+  png_path = (std::filesystem::path(out_dir) / png_path).string();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible when piped
 
   const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
   if (devices.empty()) {
@@ -258,18 +396,14 @@ int Main(int argc, char** argv) {
   for (core::Ellipsoid& e : ellipsoids) e.density *= 0.02;
   const core::EllipsoidPhantom phantom(std::move(ellipsoids));
 
-  auto t0 = std::chrono::steady_clock::now();
-  const Array3D exact = phantom.Project(geometry, 1);
-  Array3D line_integrals(exact.dims()), weights(exact.dims());
   std::mt19937_64 random(20261125);
-  for (int64_t i = 0; i < exact.size(); ++i) {
-    std::poisson_distribution<int64_t> poisson(photons * std::exp(-static_cast<double>(exact.data()[i])));
-    const double counts = std::max<double>(1.0, static_cast<double>(poisson(random)));
-    line_integrals.data()[i] = static_cast<float>(-std::log(counts / photons));
-    weights.data()[i] = static_cast<float>(counts);
+  auto t0 = std::chrono::steady_clock::now();
+  // Whole object: one data set for every Nz.
+  NoisyData whole;
+  if (whole_object) {
+    whole = MakeNoisyData(phantom, geometry, photons, -kInfinity, kInfinity);
+    std::printf("data (whole object): %s\n", whole.summary.c_str());
   }
-  std::printf("data: 391 views of 386 x 1024, exact projection and Poisson noise (%.0f photons) "
-              "in %.1f s\n", photons, Seconds(t0));
 
   const std::vector<int64_t> svu_full = ParseList(svu_full_text);
   std::vector<Row> rows;
@@ -280,6 +414,16 @@ int Main(int argc, char** argv) {
     const core::VolumeGeometry volume =
         core::VolumeGeometry::Create({512, 512, nz}, {0.415, 0.415, 0.3}, {}).value();
     const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
+    // The slab's data: the phantom between the volume's bottom and top faces.
+    NoisyData slab;
+    if (!whole_object) {
+      slab = MakeNoisyData(phantom, geometry, photons,
+                           volume.z_mm(0) - 0.5 * volume.voxel_size_mm().z,
+                           volume.z_mm(static_cast<double>(nz - 1)) + 0.5 * volume.voxel_size_mm().z);
+      std::printf("\ndata (the slab's part of the phantom): %s\n", slab.summary.c_str());
+    }
+    const Array3D& line_integrals = whole_object ? whole.line_integrals : slab.line_integrals;
+    const Array3D& weights = whole_object ? whole.weights : slab.weights;
     t0 = std::chrono::steady_clock::now();
     const ZVoxelGroups groups = ZVoxelGroups::Find(sf, GroupingMode::kMultiVoxel);
     row.mean_k = groups.mean_group_size();
@@ -293,6 +437,7 @@ int Main(int argc, char** argv) {
                 static_cast<long long>(nz), static_cast<long long>(row.groups), row.mean_k,
                 static_cast<long long>(row.max_k), Seconds(t0), row.footprint_pixels,
                 row.pixel_visits);
+    const auto host_start = std::chrono::steady_clock::now();
     const Array3D truth = phantom.Rasterize(volume, 1);
     auto fdk = core::Fdk(geometry, volume, line_integrals, core::FdkOptions{}, **backend, {});
     if (!fdk.ok()) {
@@ -301,6 +446,8 @@ int Main(int argc, char** argv) {
     }
     row.fdk_error = RmsError(*fdk, truth);
     row.fdk_noise = UniformRegionNoise(*fdk, volume);
+    row.host_seconds = Seconds(host_start);
+    std::printf("  phantom rasterised and FDK in %.1f s\n", row.host_seconds);
 
     IcdOptions options;
     options.iterations = iterations;
@@ -308,6 +455,9 @@ int Main(int argc, char** argv) {
     options.prior.sigma = sigma;
     options.prior.c = c;
     IcdCudaTuning tuning;
+    tuning.kernel = kernels.front();
+    tuning.steps_per_launch = steps_per_launch;
+    tuning.persistent_blocks = persistent_blocks;
     tuning.groups_per_graph = groups_per_graph;
     tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
       row.mvu_error.push_back(RmsError(x, truth));
@@ -320,16 +470,42 @@ int Main(int argc, char** argv) {
       return 1;
     }
     row.initial_cost = mvu->initial_cost;
+    row.mvu_setup_seconds = mvu->setup_seconds;
     for (const IcdIterationRecord& r : mvu->iterations) {
       row.mvu_seconds.push_back(r.seconds);
       row.mvu_cost.push_back(r.cost);
+    }
+    std::printf("  MVU (%s): setup %.1f s, first iteration %.3f s\n", kernel_names[0].c_str(),
+                mvu->setup_seconds, row.mvu_seconds.front());
+    for (size_t k = 1; k < kernels.size(); ++k) {
+      IcdCudaTuning other = tuning;
+      other.kernel = kernels[k];
+      other.on_iteration_volume = nullptr;
+      auto result = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
+                                       devices.front().index, other, {});
+      if (!result.ok()) {
+        std::fprintf(stderr, "icd-bench: MVU (%s): %s\n", kernel_names[k].c_str(),
+                     std::string(result.status().message()).c_str());
+        return 1;
+      }
+      KernelRun run;
+      run.kernel = kernel_names[k];
+      run.setup_seconds = result->setup_seconds;
+      for (const IcdIterationRecord& r : result->iterations) {
+        run.seconds.push_back(r.seconds);
+        run.cost.push_back(r.cost);
+      }
+      std::printf("  MVU (%s): setup %.1f s, %.3f s/iteration, last cost %.6e (%s: %.6e)\n",
+                  run.kernel.c_str(), run.setup_seconds, Mean(run.seconds), run.cost.back(),
+                  kernel_names[0].c_str(), row.mvu_cost.back());
+      row.other_kernels.push_back(std::move(run));
     }
 
     if (columns_per_step > 1) {
       IcdOptions paired_options = options;
       paired_options.columns_per_step = columns_per_step;
-      IcdCudaTuning paired_tuning;
-      paired_tuning.groups_per_graph = groups_per_graph;
+      IcdCudaTuning paired_tuning = tuning;
+      paired_tuning.on_iteration_volume = nullptr;
       paired_tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
         row.paired_error.push_back(RmsError(x, truth));
       };
@@ -349,8 +525,9 @@ int Main(int argc, char** argv) {
     }
 
     options.grouping = GroupingMode::kSingleVoxel;
-    IcdCudaTuning svu_tuning;
-    svu_tuning.groups_per_graph = groups_per_graph;
+    const bool run_svu = row.svu_full || svu_groups > 0;
+    IcdCudaTuning svu_tuning = tuning;
+    svu_tuning.on_iteration_volume = nullptr;
     if (row.svu_full) {
       svu_tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
         row.svu_error.push_back(RmsError(x, truth));
@@ -359,13 +536,19 @@ int Main(int argc, char** argv) {
       options.iterations = 1;
       svu_tuning.step_limit = svu_groups;
     }
-    auto svu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
-                                  devices.front().index, svu_tuning, {});
+    absl::StatusOr<IcdResult> svu = IcdResult{};
+    if (run_svu) {
+      svu = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
+                               devices.front().index, svu_tuning, {});
+    }
     if (!svu.ok()) {
       std::fprintf(stderr, "icd-bench: SVU: %s\n", std::string(svu.status().message()).c_str());
       return 1;
     }
-    if (row.svu_full) {
+    row.svu_setup_seconds = svu->setup_seconds;
+    if (!run_svu) {
+      row.svu_seconds = 0;
+    } else if (row.svu_full) {
       double total = 0;
       for (const IcdIterationRecord& r : svu->iterations) {
         total += r.seconds;
@@ -464,7 +647,17 @@ int Main(int argc, char** argv) {
          << ", \"paired_steps\": " << r.paired_steps << ", \"paired_columns\": " << r.paired_columns
          << ", \"paired_seconds\": " << list(r.paired_seconds)
          << ", \"paired_cost\": " << list(r.paired_cost)
-         << ", \"paired_rms_error\": " << list(r.paired_error) << "}";
+         << ", \"paired_rms_error\": " << list(r.paired_error)
+         << ", \"kernel\": \"" << kernel_names[0] << "\", \"mvu_setup_seconds\": "
+         << r.mvu_setup_seconds << ", \"svu_setup_seconds\": " << r.svu_setup_seconds
+         << ", \"host_seconds\": " << r.host_seconds << ", \"other_kernels\": [";
+    for (size_t k = 0; k < r.other_kernels.size(); ++k) {
+      const KernelRun& run = r.other_kernels[k];
+      json << (k ? ", " : "") << "{\"kernel\": \"" << run.kernel
+           << "\", \"setup_seconds\": " << run.setup_seconds
+           << ", \"seconds\": " << list(run.seconds) << ", \"cost\": " << list(run.cost) << "}";
+    }
+    json << "]}";
   }
   json << "]}\n";
   return 0;

@@ -138,7 +138,47 @@ double EllipsoidPhantom::LineIntegral(const Ray& ray) const {
   return integral;
 }
 
+double EllipsoidPhantom::LineIntegral(const Ray& ray, double z_min_mm, double z_max_mm) const {
+  double integral = 0;
+  for (const Ellipsoid& e : ellipsoids_) {
+    // As LineIntegral above, with the chord's two ends (t along the ray from the point
+    // closest to the centre) clipped to the part of the line inside the slab.
+    const Vec3 origin = ray.origin + Dot(e.center_mm - ray.origin, ray.direction) * ray.direction;
+    const Vec3 q = ToUnitFrame(e, origin, /*is_direction=*/false);
+    const Vec3 w = ToUnitFrame(e, ray.direction, /*is_direction=*/true);
+    const double a = Dot(w, w);
+    const double half_b = Dot(q, w);
+    const double c = Dot(q, q) - 1.0;
+    const double quarter_discriminant = half_b * half_b - a * c;
+    if (quarter_discriminant <= 0) continue;
+    const double half_chord = std::sqrt(quarter_discriminant) / a;
+    double t0 = -half_b / a - half_chord, t1 = -half_b / a + half_chord;
+    if (ray.direction.z == 0) {
+      if (origin.z < z_min_mm || origin.z > z_max_mm) continue;
+    } else {
+      double enter = (z_min_mm - origin.z) / ray.direction.z;
+      double leave = (z_max_mm - origin.z) / ray.direction.z;
+      if (enter > leave) std::swap(enter, leave);
+      t0 = std::max(t0, enter);
+      t1 = std::min(t1, leave);
+    }
+    if (t1 > t0) integral += e.density * (t1 - t0);
+  }
+  return integral;
+}
+
 Array3D EllipsoidPhantom::Project(const VectorGeometry& geometry, int supersampling) const {
+  return ProjectRays(geometry, supersampling, [&](const Ray& ray) { return LineIntegral(ray); });
+}
+
+Array3D EllipsoidPhantom::Project(const VectorGeometry& geometry, int supersampling,
+                                  double z_min_mm, double z_max_mm) const {
+  return ProjectRays(geometry, supersampling,
+                     [&](const Ray& ray) { return LineIntegral(ray, z_min_mm, z_max_mm); });
+}
+
+Array3D EllipsoidPhantom::ProjectRays(const VectorGeometry& geometry, int supersampling,
+                                      const std::function<double(const Ray&)>& integral) {
   const int samples = std::max(1, supersampling);
   const int64_t rows = geometry.rows();
   const int64_t columns = geometry.columns();
@@ -156,7 +196,7 @@ Array3D EllipsoidPhantom::Project(const VectorGeometry& geometry, int supersampl
                 static_cast<double>(r) + (rows == 1 ? 0.0 : SubsampleOffset(j, row_samples));
             for (int i = 0; i < samples; ++i) {
               const double column = static_cast<double>(c) + SubsampleOffset(i, samples);
-              sum += LineIntegral(geometry.PixelRay(view, row, column));
+              sum += integral(geometry.PixelRay(view, row, column));
             }
           }
           projections.at(view, r, c) = static_cast<float>(sum * inverse_count);

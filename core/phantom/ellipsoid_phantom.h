@@ -16,6 +16,7 @@
 //   Array3D projections = phantom.Project(geometry, /*supersampling=*/2);
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/data/array3d.h"
@@ -57,7 +58,19 @@ class EllipsoidPhantom {
   // row only). Computed in float64, parallel over views.
   Array3D Project(const VectorGeometry& geometry, int supersampling) const;
 
+  // The same for the part of the phantom between two heights, z in [z_min_mm, z_max_mm]
+  // (the rest cut away): consistent data for a volume that covers only that slab of a
+  // longer object, as iterative methods on the slab assume. Infinite bounds give the whole
+  // phantom (up to rounding).
+  double LineIntegral(const Ray& ray, double z_min_mm, double z_max_mm) const;
+  Array3D Project(const VectorGeometry& geometry, int supersampling, double z_min_mm,
+                  double z_max_mm) const;
+
  private:
+  // Project's loop over views (in parallel), pixels and subsamples, with the line integral
+  // given.
+  static Array3D ProjectRays(const VectorGeometry& geometry, int supersampling,
+                             const std::function<double(const Ray&)>& integral);
   std::vector<Ellipsoid> ellipsoids_;
 };
 

@@ -82,6 +82,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
                                             const Array3D* start_volume,
                                             const IcdOptions& options,
                                             const RunContext& context) {
+  const auto setup_start = std::chrono::steady_clock::now();
   TOMO_ASSIGN_OR_RETURN(IcdProblem problem,
                         PrepareIcdProblem(projector, line_integrals, weights, start_volume,
                                           options, ResidualStart::kCompute));
@@ -101,6 +102,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
   result.max_group_size = groups.max_group_size();
   result.mean_group_size = groups.mean_group_size();
   result.initial_cost = HalfWeightedSquares(problem.residual, problem.weights) + prior_value();
+  result.setup_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
 
   // The footprints of the (at most two) columns of the current step.
   struct CachedColumn {

@@ -67,6 +67,9 @@ struct IcdResult {
   int64_t max_group_size = 0;
   double mean_group_size = 0;
   double initial_cost = 0;
+  // Wall time from the call to the first iteration: checks, layouts, groups, schedule and
+  // (CUDA) upload and the start's projection.
+  double setup_seconds = 0;
 };
 
 // Bytes a run holds at once. Device: the volume (z fastest), the residual and the weights

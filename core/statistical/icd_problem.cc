@@ -1,6 +1,7 @@
 #include "core/statistical/icd_problem.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -28,16 +29,47 @@ std::vector<float> ToViewColumnRow(const Array3D& a) {
   return out;
 }
 
+// The first offending element, searched on ParallelFor threads (each chunk's first, then
+// the smallest of them).
 absl::Status CheckFinite(const char* name, const Array3D& a, bool non_negative) {
-  for (int64_t i = 0; i < a.size(); ++i) {
-    const float value = a.data()[i];
-    if (!std::isfinite(value) || (non_negative && value < 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": element ", i, " is ", value,
-                                                     "; must be finite",
-                                                     non_negative ? " and >= 0" : ""));
+  std::atomic<int64_t> first_bad{a.size()};
+  ParallelFor(a.size(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float value = a.data()[i];
+      if (!std::isfinite(value) || (non_negative && value < 0)) {
+        int64_t seen = first_bad.load();
+        while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+        }
+        return;
+      }
     }
-  }
-  return absl::OkStatus();
+  });
+  const int64_t i = first_bad.load();
+  if (i == a.size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, ": element ", i, " is ", a.data()[i],
+                                                 "; must be finite",
+                                                 non_negative ? " and >= 0" : ""));
+}
+
+double SumOfSquares(const std::vector<float>& values) {
+  const int64_t count = static_cast<int64_t>(values.size());
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(DefaultThreadCount(), count / 65536));
+  std::vector<double> sums(static_cast<size_t>(parts), 0.0);
+  ParallelFor(
+      parts,
+      [&](int64_t p0, int64_t p1) {
+        for (int64_t part = p0; part < p1; ++part) {
+          double sum = 0;
+          for (int64_t i = count * part / parts; i < count * (part + 1) / parts; ++i) {
+            sum += static_cast<double>(values[static_cast<size_t>(i)]) * values[static_cast<size_t>(i)];
+          }
+          sums[static_cast<size_t>(part)] = sum;
+        }
+      },
+      static_cast<int>(parts));
+  double total = 0;
+  for (double sum : sums) total += sum;
+  return total;
 }
 
 }  // namespace
@@ -71,14 +103,16 @@ absl::StatusOr<IcdProblem> PrepareIcdProblem(const SeparableFootprintProjector& 
   problem.volume.assign(static_cast<size_t>(geometry.voxel_count()), 0.0f);
   Array3D start_clipped;
   if (start_volume != nullptr) {
-    start_clipped = start_volume->Clone();
-    for (int64_t i = 0; i < start_clipped.size(); ++i) {
-      start_clipped.data()[i] = std::max(start_clipped.data()[i], 0.0f);
-    }
+    start_clipped = Array3D::Uninitialized(start_volume->dims());
+    ParallelFor(start_clipped.size(), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        start_clipped.data()[i] = std::max(start_volume->data()[i], 0.0f);
+      }
+    });
     ParallelFor(n.y, [&](int64_t y0, int64_t y1) {
       for (int64_t iy = y0; iy < y1; ++iy) {
-        for (int64_t ix = 0; ix < n.x; ++ix) {
-          for (int64_t iz = 0; iz < n.z; ++iz) {
+        for (int64_t iz = 0; iz < n.z; ++iz) {
+          for (int64_t ix = 0; ix < n.x; ++ix) {
             problem.volume[static_cast<size_t>((iy * n.x + ix) * n.z + iz)] =
                 start_clipped.at(iz, iy, ix);
           }
@@ -88,7 +122,7 @@ absl::StatusOr<IcdProblem> PrepareIcdProblem(const SeparableFootprintProjector& 
   }
   problem.weights = ToViewColumnRow(weights);
   problem.line_integrals = ToViewColumnRow(line_integrals);
-  for (float y : problem.line_integrals) problem.line_integrals_norm2 += static_cast<double>(y) * y;
+  problem.line_integrals_norm2 = SumOfSquares(problem.line_integrals);
   if (residual == ResidualStart::kCompute) {
     if (start_volume != nullptr) {
       TOMO_ASSIGN_OR_RETURN(Array3D ax, projector.Forward(start_clipped));

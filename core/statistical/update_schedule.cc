@@ -114,6 +114,9 @@ UpdateSchedule UpdateSchedule::Make(const SeparableFootprintProjector& projector
         static_cast<int>(parts));
   }
   UpdateSchedule schedule;
+  // At most one step per group (the single-voxel update of 512^3 has 1.3e8).
+  schedule.groups_.reserve(static_cast<size_t>(groups.total_groups()));
+  schedule.step_offsets_.reserve(static_cast<size_t>(groups.total_groups()) + 1);
   auto group_of = [&](int32_t column, int64_t g) {
     const int32_t stride = groups.Stride(column % nx, column / nx);
     return ScheduledGroup{column, static_cast<int32_t>(g), stride,

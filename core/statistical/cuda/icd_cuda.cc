@@ -118,6 +118,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
                                              const IcdOptions& options, int device,
                                              const IcdCudaTuning& tuning,
                                              const RunContext& context) {
+  const auto setup_start = std::chrono::steady_clock::now();
   TOMO_ASSIGN_OR_RETURN(IcdProblem host,
                         PrepareIcdProblem(projector, line_integrals, weights, start_volume,
                                           options, ResidualStart::kLeaveEmpty));
@@ -196,11 +197,14 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdForwardVolume(problem, s));
   }
 
+  const bool persistent = tuning.kernel == IcdKernel::kPersistent;
+  // The launch-per-step kernels' scratch (a token allocation for the persistent path).
   const IcdGroupShape shape = cuda::MakeIcdGroupShape(
       static_cast<int>(schedule.max_step_voxels()), problem.num_views);
-  const size_t group_slots = static_cast<size_t>(shape.grid_x) * shape.kx;
-  TOMO_ASSIGN_OR_RETURN(auto d_partial, DeviceBuffer<float>::Allocate(
-                                            2 * static_cast<size_t>(shape.grid_y) * group_slots, s));
+  const size_t group_slots = persistent ? 1 : static_cast<size_t>(shape.grid_x) * shape.kx;
+  const size_t partial_floats =
+      persistent ? 1 : 2 * static_cast<size_t>(shape.grid_y) * group_slots;
+  TOMO_ASSIGN_OR_RETURN(auto d_partial, DeviceBuffer<float>::Allocate(partial_floats, s));
   TOMO_ASSIGN_OR_RETURN(auto d_delta, DeviceBuffer<float>::Allocate(group_slots, s));
   TOMO_ASSIGN_OR_RETURN(auto d_counters, DeviceBuffer<unsigned>::Allocate(2, s));
   TOMO_ASSIGN_OR_RETURN(auto d_cost, DeviceBuffer<double>::Allocate(3 * cuda::kIcdCostBlocks, s));
@@ -212,8 +216,32 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   scratch.cursor = d_counters.get() + 1;
   scratch.tasks = d_tasks.get();
 
+  // The persistent path's scratch: theta partials per (view, voxel of the step) and the
+  // changes.
+  int persistent_blocks = 0;
+  const int persistent_threads = cuda::IcdPersistentThreads(schedule.max_step_voxels());
+  cuda::IcdPersistentScratch persistent_scratch;
+  DeviceBuffer<float2> d_theta_partial;
+  DeviceBuffer<float> d_persistent_delta;
+  if (persistent) {
+    TOMO_CUDA_RETURN_IF_ERROR(
+        cuda::IcdPersistentGridBlocks(problem.num_views, persistent_threads, &persistent_blocks));
+    if (tuning.persistent_blocks > 0) {
+      persistent_blocks = std::min(persistent_blocks, tuning.persistent_blocks);
+    }
+    const size_t slots = static_cast<size_t>(std::max<int64_t>(1, schedule.max_step_voxels()));
+    TOMO_ASSIGN_OR_RETURN(d_theta_partial,
+                          DeviceBuffer<float2>::Allocate(
+                              slots * static_cast<size_t>(problem.num_views), s));
+    TOMO_ASSIGN_OR_RETURN(d_persistent_delta, DeviceBuffer<float>::Allocate(slots, s));
+    persistent_scratch.theta_partial = d_theta_partial.get();
+    persistent_scratch.delta = d_persistent_delta.get();
+    persistent_scratch.tasks = d_tasks.get();
+    persistent_scratch.slots = static_cast<int>(slots);
+  }
+
   // One graph of groups_per_graph group steps, replayed.
-  const int64_t per_graph = tuning.groups_per_graph;
+  const int64_t per_graph = persistent ? 0 : tuning.groups_per_graph;
   Graph graph;
   GraphExec graph_exec;
   if (per_graph > 0 && static_cast<int64_t>(tasks.size()) >= per_graph) {
@@ -237,6 +265,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   result.mean_group_size = groups.mean_group_size();
   TOMO_ASSIGN_OR_RETURN(const CostParts initial, DeviceCost(problem, d_cost.get(), s));
   result.initial_cost = initial.data + initial.prior;
+  result.setup_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
 
   std::vector<Event> in_flight_events;
   for (int j = 0; j < std::max(1, tuning.graphs_in_flight); ++j) {
@@ -257,7 +287,14 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
       if (batch >= static_cast<int64_t>(in_flight_events.size())) {
         TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(slot.get()));
       }
-      if (graph_exec.get() != nullptr && total - done >= per_graph) {
+      if (persistent) {
+        const int64_t step = std::min<int64_t>(std::max(1, tuning.steps_per_launch), total - done);
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentSteps(
+            problem, persistent_scratch, persistent_threads, persistent_blocks,
+            static_cast<int>(done),
+            static_cast<int>(done + step), s));
+        done += step;
+      } else if (graph_exec.get() != nullptr && total - done >= per_graph) {
         TOMO_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec.get(), s));
         done += per_graph;
       } else {

@@ -2,20 +2,20 @@
 // CUDA device; the same method, order of columns and groups, and cost as the CPU reference
 // (core/statistical/icd_cpu.h), in float32 on the device.
 //
-// Per step of the UpdateSchedule (one group, or the groups of two columns that never meet)
-// two kernels (core/statistical/cuda/icd_kernels.h): the back projection of w e and w into
-// theta1, theta2 with the voxel update in the last block, then the forward update of the
-// residual e without atomics. The volume (z fastest), residual and weights stay on the
-// device for the whole run; the steps of an iteration are a task list on the device,
-// replayed as CUDA graphs of tuning.groups_per_graph steps.
+// Per step of the UpdateSchedule (one group, or the groups of up to four columns that never
+// meet): the back projection of w e and w into theta1, theta2, the voxel update, and the
+// forward update of the residual e without atomics (core/statistical/cuda/icd_kernels.h;
+// IcdKernel below: a persistent cooperative kernel over many steps, or two launches per
+// step). The volume (z fastest), residual and weights stay on the device for the whole run;
+// the steps of an iteration are a task list on the device.
 //
 // Thread and stream: the calling thread only; the device is entered for the call (and
 // left as it was) and all work runs on one stream of its own.
 // Errors: PrepareIcdProblem's (INVALID_ARGUMENT); RESOURCE_EXHAUSTED, before any device
 // allocation, when IcdDeviceBytes (with the run's steps) exceeds context.memory_budget_bytes
-// (0: the device's free memory), naming both; CANCELLED (checked between graph launches,
-// at most tuning.graphs_in_flight graphs of steps after the request); INTERNAL for CUDA
-// failures (naming the call).
+// (0: the device's free memory), naming both; CANCELLED (checked between launches or graph
+// launches, at most tuning.graphs_in_flight of them after the request); INTERNAL for CUDA
+// failures (naming the call), among them kPersistent on a device without cooperative launch.
 //
 //   TOMO_ASSIGN_OR_RETURN(IcdResult result, ReconstructIcdCuda(sf, y, w, nullptr, options,
 //                                                              /*device=*/0, {}, context));
@@ -32,9 +32,24 @@
 
 namespace tomo::core::statistical {
 
+// How the steps run on the device (icd_kernels.h):
+//  kPersistent     one cooperative launch per steps_per_launch steps, two grid barriers per
+//                  step, each (column, view) footprint computed once per block and shared
+//                  by the group's slices (the default);
+//  kLaunchPerStep  two kernels per step (a thread per (voxel, view), the last block updating
+//                  the voxels), replayed as CUDA graphs: the first design, kept to compare.
+enum class IcdKernel { kPersistent, kLaunchPerStep };
+
 struct IcdCudaTuning {
-  // Steps per CUDA graph; 0: plain launches (two per step), for comparison.
+  IcdKernel kernel = IcdKernel::kPersistent;
+  // kPersistent: steps per launch (cancellation is checked between launches).
+  int steps_per_launch = 2048;
+  // kPersistent: blocks of the grid, at most the co-resident ones and one per view (0: that
+  // most). Fewer make each block own several views (tests use it).
+  int persistent_blocks = 0;
+  // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.
   int groups_per_graph = 256;
+  // Launches (kPersistent) or graphs queued at most.
   int graphs_in_flight = 8;
   // Benchmarks only. step_limit > 0: each iteration stops after that many steps (the time
   // of a partial iteration, to extrapolate the single-voxel update of large volumes).

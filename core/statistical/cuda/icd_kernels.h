@@ -77,6 +77,33 @@ cudaError_t LaunchIcdGroupBackProjectAndUpdate(const IcdDeviceProblem& problem,
 cudaError_t LaunchIcdGroupForward(const IcdDeviceProblem& problem, const IcdGroupScratch& scratch,
                                   const IcdGroupShape& shape, cudaStream_t stream);
 
+// The persistent path (icd_persistent_kernels.cu): one cooperative launch runs the steps
+// [first_step, last_step) of tasks with grid-wide barriers between their phases, instead
+// of two launches per step. Each block owns the views blockIdx.x, blockIdx.x + gridDim.x,
+// ...; per step and owned view it computes the transaxial footprint of each of the step's
+// columns once (shared memory) and visits the pixels of all the step's voxels. Phases:
+//   A  theta partials of step s, per (view, voxel): theta_partial[view * slots + voxel];
+//   B  voxel update, one warp per voxel: the partials summed over the views by the lanes,
+//      the 26 neighbours' surrogate terms one per lane, the new value and its change;
+//   C  e += a delta in each owned view for step s, then (same block, same view, no
+//      barrier needed: a view's pixels are only touched by its owner) A for step s + 1.
+// So a step costs two grid barriers; e is updated without atomics (a step's voxels share
+// no pixel). Requires a device with cooperative launch and a grid of co-resident blocks.
+struct IcdPersistentScratch {
+  float2* theta_partial = nullptr;  // [num_views][slots]
+  float* delta = nullptr;           // [slots]
+  const IcdStepTask* tasks = nullptr;
+  int slots = 0;                    // >= the voxels of the largest step
+};
+// Threads per block for steps of at most largest_step voxels: 128, or 256 above 128.
+int IcdPersistentThreads(int64_t largest_step);
+// Blocks of the persistent grid on the current device: min(num_views, co-resident blocks);
+// 0 with cudaErrorNotSupported when the device has no cooperative launch.
+cudaError_t IcdPersistentGridBlocks(int num_views, int threads, int* blocks);
+cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
+                                     const IcdPersistentScratch& scratch, int threads, int blocks,
+                                     int first_step, int last_step, cudaStream_t stream);
+
 // e += A x for the whole volume (the start), with atomic adds: one thread per column and
 // view.
 cudaError_t LaunchIcdForwardVolume(const IcdDeviceProblem& problem, cudaStream_t stream);

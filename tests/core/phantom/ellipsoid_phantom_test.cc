@@ -1,6 +1,7 @@
 #include "core/phantom/ellipsoid_phantom.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/geometry/geometry_builders.h"
@@ -13,6 +14,10 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 Ray MakeRay(Vec3 origin, Vec3 direction) { return {origin, Normalized(direction)}; }
+
+// A slab of the projection test, off-centre and thinner than the ellipsoids.
+constexpr double kSlabLowMm = -1.2;
+constexpr double kSlabHighMm = 2.1;
 
 TEST(EllipsoidPhantomTest, SphereChordIsTwiceTheHalfChord) {
   const double r = 10.0;
@@ -164,6 +169,61 @@ TEST(EllipsoidPhantomTest, ProjectMatchesLineIntegralsAndMass) {
   fan.detector = {1, 25, 1.0, 1.0, 0, 0};
   const Array3D f = phantom.Project(MakeFan2D(fan).value(), 4);
   EXPECT_NEAR(f.at(0, 0, 12), 20.0, 0.05);
+}
+
+// The slab's part of the phantom: against numeric integration of the density inside the
+// slab, additivity over adjacent slabs, infinite bounds giving the whole line, horizontal
+// rays, and Project with bounds equal to its per-ray integrals.
+TEST(EllipsoidPhantomTest, SlabLineIntegralsCutThePhantomBetweenHeights) {
+  const EllipsoidPhantom phantom(
+      {Ellipsoid{{3, -2, 1}, {12, 5, 8}, 0.7, 1.5}, Ellipsoid{{-1, 1, -2}, {4, 9, 3}, -1.1, -0.4}});
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<Ray> rays = {
+      MakeRay({0, 0, 0}, {0.3, 1, 0.2}), MakeRay({2, -1, 2}, {-1, 0.4, 0.9}),
+      MakeRay({-1, 1, 0.5}, {0, 0, 1}),  MakeRay({5, 3, -2}, {0.7, -0.7, -0.3})};
+  for (const Ray& ray : rays) {
+    SCOPED_TRACE(ray.direction.z);
+    const double lo = -1.7, mid = 0.9, hi = 3.3;
+    // Midpoint rule over the part of the line inside [lo, hi].
+    const int steps = 200000;
+    const double half_length = 40.0, dt = 2.0 * half_length / steps;
+    double numeric = 0;
+    for (int i = 0; i < steps; ++i) {
+      const Vec3 point = ray.origin + (-half_length + (i + 0.5) * dt) * ray.direction;
+      if (point.z >= lo && point.z <= hi) numeric += phantom.DensityAt(point) * dt;
+    }
+    const double slab = phantom.LineIntegral(ray, lo, hi);
+    EXPECT_NEAR(slab, numeric, 2e-3);
+    EXPECT_GT(std::abs(slab), 0.01);  // every ray meets the slab's part
+    EXPECT_NEAR(phantom.LineIntegral(ray, lo, mid) + phantom.LineIntegral(ray, mid, hi), slab,
+                1e-9);
+    EXPECT_NEAR(phantom.LineIntegral(ray, -inf, inf), phantom.LineIntegral(ray), 1e-9);
+  }
+  const Ray horizontal = MakeRay({0, 0, 0.5}, {1, 0.2, 0});
+  EXPECT_NEAR(phantom.LineIntegral(horizontal, 0.4, 0.6), phantom.LineIntegral(horizontal), 1e-12);
+  EXPECT_EQ(phantom.LineIntegral(horizontal, 0.6, 0.9), 0.0);
+
+  FanConeOptions cone;
+  cone.detector = {9, 13, 1.7, 1.3, 0.4, -0.6};
+  cone.source_origin_mm = 60;
+  cone.origin_detector_mm = 45;
+  cone.angles_rad = UniformAnglesRad(5, 0.2, 2 * kPi);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const Array3D slab = phantom.Project(geometry, 1, kSlabLowMm, kSlabHighMm);
+  const Array3D whole = phantom.Project(geometry, 1);
+  const Array3D unbounded = phantom.Project(geometry, 1, -inf, inf);
+  bool cut = false;
+  for (int64_t v = 0; v < 5; ++v) {
+    for (int64_t r = 0; r < 9; ++r) {
+      for (int64_t c = 0; c < 13; ++c) {
+        const Ray ray = geometry.PixelRay(v, r, c);
+        ASSERT_NEAR(slab.at(v, r, c), phantom.LineIntegral(ray, kSlabLowMm, kSlabHighMm), 1e-5);
+        ASSERT_NEAR(unbounded.at(v, r, c), whole.at(v, r, c), 1e-5);
+        cut = cut || std::abs(slab.at(v, r, c) - whole.at(v, r, c)) > 0.1;
+      }
+    }
+  }
+  EXPECT_TRUE(cut) << "the slab must cut some rays";
 }
 
 // An extruded 2D phantom gives the 2D line integrals along fan rays in the plane: the

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "core/algorithms/filtered_back_projection.h"
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/statistical/pwls_cost.h"
@@ -184,6 +186,19 @@ TEST(IcdCpuTest, StartVolumeIsUsedAndClippedAndBadInputsAreRefused) {
       ReconstructIcdCpu(sf, c.line_integrals, negative_weights, nullptr, options, {});
   ASSERT_FALSE(bad_weights.ok());
   EXPECT_THAT(bad_weights.status().message(), HasSubstr("weights: element 5"));
+
+  // Several bad values spread over the array (the check runs on threads, a chunk each):
+  // the first one is named.
+  Array3D bad_data = c.line_integrals.Clone();
+  const int64_t count = bad_data.size();
+  const int64_t first_bad = std::uniform_int_distribution<int64_t>(count / 3, count / 2)(random);
+  bad_data.data()[count - 1] = std::numeric_limits<float>::infinity();
+  bad_data.data()[first_bad + count / 4] = std::nanf("");
+  bad_data.data()[first_bad] = std::nanf("");
+  auto bad_values = ReconstructIcdCpu(sf, bad_data, c.weights, nullptr, options, {});
+  ASSERT_FALSE(bad_values.ok());
+  EXPECT_THAT(bad_values.status().message(),
+              HasSubstr(absl::StrCat("line_integrals: element ", first_bad, " is nan")));
 
   Array3D wrong_start({15, 17, 18});
   auto bad_start =

@@ -83,11 +83,17 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
   struct Mode {
     GroupingMode grouping;
     int columns_per_step;
+    IcdKernel kernel;
     const char* name;
   };
-  const Mode modes[] = {{GroupingMode::kMultiVoxel, 1, "MVU"},
-                        {GroupingMode::kMultiVoxel, 3, "MVU, 3 columns per step"},
-                        {GroupingMode::kSingleVoxel, 1, "SVU"}};
+  const Mode modes[] = {
+      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistent, "MVU, 3 columns per step, persistent"},
+      {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistent, "SVU, persistent"},
+      {GroupingMode::kMultiVoxel, 1, IcdKernel::kLaunchPerStep, "MVU, launch per step"},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kLaunchPerStep,
+       "MVU, 3 columns per step, launch per step"},
+      {GroupingMode::kSingleVoxel, 1, IcdKernel::kLaunchPerStep, "SVU, launch per step"}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -101,7 +107,10 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       Array3D start = c.phantom.Rasterize(c.volume, 1);
       for (int64_t i = 0; i < start.size(); ++i) start.data()[i] *= 0.5f;
       auto cpu = ReconstructIcdCpu(sf, c.line_integrals, c.weights, &start, options, {});
-      auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, {}, {});
+      IcdCudaTuning tuning;
+      tuning.kernel = mode.kernel;
+      tuning.steps_per_launch = 37;  // launches that end and start within iterations
+      auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ(gpu->total_groups, cpu->total_groups);
@@ -123,6 +132,37 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
   }
 }
 
+// The persistent kernel with fewer blocks than views (each block then owns several views,
+// and views of one block follow each other within a phase), on a non-square volume with
+// more slices than the default case (groups of several voxels, strides over 3), against
+// the CPU reference.
+TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  const IcdTestCase c = MakeIcdTestCase(random_, false, {23, 14, 29});
+  const auto sf = SeparableFootprintProjector::Create(c.geometry, c.volume).value();
+  IcdOptions options = Options(c.volume, GroupingMode::kMultiVoxel, 2);
+  options.columns_per_step = 2;
+  auto cpu = ReconstructIcdCpu(sf, c.line_integrals, c.weights, nullptr, options, {});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  for (int blocks : {1, 5}) {
+    SCOPED_TRACE(blocks);
+    IcdCudaTuning tuning;
+    tuning.persistent_blocks = blocks;
+    tuning.steps_per_launch = 100;
+    auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0, tuning, {});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_GT(gpu->max_group_size, 2);
+    for (size_t k = 0; k < cpu->iterations.size(); ++k) {
+      std::printf("[ measure ] %d blocks, iteration %zu: cost CPU %.7e CUDA %.7e\n", blocks, k + 1,
+                  cpu->iterations[k].cost, gpu->iterations[k].cost);
+      EXPECT_NEAR(gpu->iterations[k].cost / cpu->iterations[k].cost, 1.0, kCostTolerance);
+    }
+    const double difference = RelativeRmsDifference(gpu->volume, cpu->volume);
+    std::printf("[ measure ] volume CUDA vs CPU: relative RMS difference %.2e\n", difference);
+    EXPECT_LT(difference, kVolumeTolerance);
+  }
+}
+
 TEST_F(IcdCudaTest, BeatsFdkAgainstThePhantomAndGraphsEqualPlainLaunches) {
   SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
   const IcdTestCase c = MakeIcdTestCase(random_, false);
@@ -134,8 +174,10 @@ TEST_F(IcdCudaTest, BeatsFdkAgainstThePhantomAndGraphsEqualPlainLaunches) {
   IcdOptions options = Options(c.volume, GroupingMode::kMultiVoxel, 4);
   options.columns_per_step = 3;
   IcdCudaTuning graphs;
+  graphs.kernel = IcdKernel::kLaunchPerStep;
   graphs.groups_per_graph = 7;  // a remainder of plain launches too
   IcdCudaTuning plain;
+  plain.kernel = IcdKernel::kLaunchPerStep;
   plain.groups_per_graph = 0;
   auto with_graphs = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &fdk, options, 0, graphs, {});
   auto with_launches = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &fdk, options, 0, plain, {});
@@ -165,7 +207,8 @@ TEST_F(IcdCudaTest, CancelsBetweenGroupsAndRefusesWhatDoesNotFit) {
   const auto sf = SeparableFootprintProjector::Create(c.geometry, c.volume).value();
   const IcdOptions options = Options(c.volume, GroupingMode::kMultiVoxel, 2);
   IcdCudaTuning tuning;
-  tuning.groups_per_graph = 16;
+  tuning.groups_per_graph = 16;  // both kernels check between batches of 16 steps
+  tuning.steps_per_launch = 16;
   int checks = 0;
   RunContext cancelling;
   cancelling.is_cancelled = [&] { return ++checks > 3; };

@@ -1,0 +1,366 @@
+// The persistent multi-voxel update of ICD (core/statistical/cuda/icd_kernels.h describes
+// the phases): one cooperative launch runs many steps, the grid waiting at two barriers per
+// step instead of the host launching two kernels per step, whose fixed latency (launch,
+// task fetch, the last block's serial update) bounded the per-step path.
+//
+// Per step and view the block first puts each of the step's columns' transaxial footprint
+// and its detector-column weights in shared memory: thread t < 128 belongs to column slot
+// t / 32 and computes the weight of the footprint's detector column t % 32 (wider
+// footprints compute the rest on the fly), so the trapezoid is evaluated once per (column,
+// view) and shared by every slice of the groups. Then thread j walks voxel j's pixels
+// (detector columns outer, rows inner): consecutive threads are consecutive voxels of a
+// group, a few rows apart in the same detector column of the (view, column, row) residual.
+#include <cooperative_groups.h>
+
+#include "core/statistical/cuda/icd_kernels.h"
+#include "core/statistical/icd_update_math.h"
+
+namespace tomo::core::statistical::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kCachedColumns = 32;
+static_assert(128 >= kIcdMaxGroupsPerStep * kCachedColumns,
+              "one thread per (column slot, cached detector column) in blocks of 128 or 256");
+
+struct StepFootprints {
+  SfColumnT<float> column[kIcdMaxGroupsPerStep];
+  float weight[kIcdMaxGroupsPerStep][kCachedColumns];
+};
+
+__device__ __forceinline__ int StepSize(const IcdStepTask& task) {
+  int size = 0;
+#pragma unroll
+  for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) size += task.groups[g].size;
+  return size;
+}
+
+// Voxel k (< StepSize) of a step: its column slot and slice.
+__device__ __forceinline__ void StepVoxel(const IcdStepTask& task, int k, int& slot, int& iz) {
+  int g = 0;
+  while (g < kIcdMaxGroupsPerStep - 1 && k >= task.groups[g].size) {
+    k -= task.groups[g].size;
+    ++g;
+  }
+  slot = g;
+  iz = task.groups[g].first_slice + k * task.groups[g].stride;
+}
+
+// Read-only inputs (views, weights, tasks) through the non-coherent cache: they stay cached
+// across the grid barriers. What other blocks write within a launch (volume, partials,
+// changes) is read with __ldcg (L2), never through a possibly stale L1 line.
+template <typename T>
+__device__ __forceinline__ T LoadReadOnly(const T* from) {
+  static_assert(sizeof(T) % sizeof(int) == 0, "whole words");
+  T out;
+  const int* words = reinterpret_cast<const int*>(from);
+  int* to = reinterpret_cast<int*>(&out);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(T) / sizeof(int)); ++i) to[i] = __ldg(words + i);
+  return out;
+}
+
+// Fills f for view v of the step (all threads take part; ends with a barrier).
+__device__ void LoadFootprints(const IcdDeviceProblem& p, const IcdStepTask& task, int v,
+                               StepFootprints& f) {
+  const int t = threadIdx.x;
+  if (t < kIcdMaxGroupsPerStep * kCachedColumns) {
+    const int g = t / kCachedColumns, offset = t % kCachedColumns;
+    if (task.groups[g].size > 0) {
+      const int column = task.groups[g].column;
+      const int ix = column % p.nx, iy = column / p.nx;
+      const SfColumnT<float> col =
+          MakeColumn<float>(LoadReadOnly(p.views + v), p.x0 + ix * p.voxel_x, p.y0 + iy * p.voxel_y,
+                            p.voxel_x, p.voxel_y, p.columns);
+      if (offset == 0) f.column[g] = col;
+      const int c = col.first_column + offset;
+      if (c <= col.last_column) f.weight[g][offset] = ColumnWeight(col, c);
+    }
+  }
+  __syncthreads();
+}
+
+// The pixels of voxel (slot, iz) in view v, numbered n = 0 .. count - 1 with detector
+// columns outer and rows inner (the CPU reference's order). The phases visit them in
+// batches of kBatch: the batch's loads are all issued before any is used, so that a thread
+// waits for memory once per batch rather than once per pixel (a footprint is about 6
+// pixels, so usually one batch).
+constexpr int kBatch = 6;
+
+struct VoxelPixels {
+  SfAxialT<float> axial;
+  int rows = 0, count = 0;  // rows per detector column; pixels (0: none)
+};
+
+__device__ __forceinline__ VoxelPixels MakeVoxelPixels(const IcdDeviceProblem& p,
+                                                       const SfColumnT<float>& col, int iz) {
+  VoxelPixels out;
+  if (col.first_column > col.last_column) return out;
+  out.axial = MakeAxial<float>(col, p.z0 + iz * p.voxel_z, p.voxel_z, p.rows);
+  if (out.axial.first_row > out.axial.last_row) return out;
+  out.rows = out.axial.last_row - out.axial.first_row + 1;
+  out.count = out.rows * (col.last_column - col.first_column + 1);
+  return out;
+}
+
+// Pixel n's index into view v's part of the residual/weights and its a_ij.
+__device__ __forceinline__ void PixelOf(const IcdDeviceProblem& p, const StepFootprints& f,
+                                        int slot, const VoxelPixels& x, int n, int& index,
+                                        float& a) {
+  const SfColumnT<float>& col = f.column[slot];
+  const int offset = n / x.rows;
+  const int r = x.axial.first_row + (n - offset * x.rows);
+  const int c = col.first_column + offset;
+  const float column_weight =
+      offset < kCachedColumns ? f.weight[slot][offset] : ColumnWeight(col, c);
+  a = x.axial.amplitude * column_weight * RowWeight(x.axial, r);
+  index = c * p.rows + r;
+}
+
+// Phase A for one view: theta partials of every voxel of the step.
+// f: the step's footprints in view v (LoadFootprints).
+__device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
+                                const IcdStepTask& task, int size, int v,
+                                const StepFootprints& f) {
+  float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
+  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
+  const float* weights = p.weights + view_offset;
+  const float* residual = p.residual + view_offset;
+  for (int j = threadIdx.x; j < size; j += blockDim.x) {
+    int slot, iz;
+    StepVoxel(task, j, slot, iz);
+    const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
+    float t1 = 0, t2 = 0;
+    for (int first = 0; first < x.count; first += kBatch) {
+      float a[kBatch], w[kBatch], e[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        a[k] = 0;
+        w[k] = 0;
+        e[k] = 0;
+        if (first + k < x.count) {
+          int index;
+          PixelOf(p, f, slot, x, first + k, index, a[k]);
+          w[k] = __ldg(weights + index);
+          e[k] = residual[index];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const float wa = w[k] * a[k];
+        t1 += wa * e[k];
+        t2 += wa * a[k];
+      }
+    }
+    out[j] = make_float2(t1, t2);
+  }
+  __syncthreads();  // f may be rewritten next
+}
+
+// Phase C for one view: e += a delta for every voxel of the step.
+__device__ void ForwardView(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
+                            const IcdStepTask& task, int size, int v, const StepFootprints& f) {
+  float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
+  for (int j = threadIdx.x; j < size; j += blockDim.x) {
+    // The change and the first batch of e are loaded together (a voxel whose value did not
+    // change writes nothing).
+    const float delta = __ldcg(&s.delta[j]);
+    int slot, iz;
+    StepVoxel(task, j, slot, iz);
+    const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
+    for (int first = 0; first < x.count; first += kBatch) {
+      int index[kBatch];
+      float a[kBatch], e[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (first + k < x.count) {
+          PixelOf(p, f, slot, x, first + k, index[k], a[k]);
+          e[k] = residual[index[k]];
+        }
+      }
+      if (delta == 0.0f) break;
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (first + k < x.count) residual[index[k]] = e[k] + a[k] * delta;
+      }
+    }
+  }
+  __syncthreads();  // the next phase reads what other threads of the block wrote
+}
+
+__device__ __forceinline__ float WarpSum(float value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  return value;
+}
+
+// Phase B: one warp per voxel of the step.
+__device__ void UpdateVoxels(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
+                             const IcdStepTask& task, int size) {
+  const int lane = threadIdx.x % 32;
+  const int warps_per_block = blockDim.x / 32;
+  const int warp = blockIdx.x * warps_per_block + threadIdx.x / 32;
+  const int warps = gridDim.x * warps_per_block;
+  for (int j = warp; j < size; j += warps) {
+    // The voxel's and its neighbours' values first (independent of the partial sums, so
+    // that both sets of loads are in flight together).
+    int slot, iz;
+    StepVoxel(task, j, slot, iz);
+    const int column = task.groups[slot].column;
+    const int ix = column % p.nx, iy = column / p.nx;
+    float* voxel = p.volume + static_cast<int64_t>(column) * p.nz + iz;
+    const float x = __ldcg(voxel);
+    float other = 0, b = 0;
+    if (lane < 26) {
+      const int raster = lane < 13 ? lane : lane + 1;
+      const int dz = raster / 9 - 1, dy = (raster / 3) % 3 - 1, dx = raster % 3 - 1;
+      const int jx = ix + dx, jy = iy + dy, jz = iz + dz;
+      if (jx >= 0 && jx < p.nx && jy >= 0 && jy < p.ny && jz >= 0 && jz < p.nz) {
+        b = p.neighbour_weights[lane];
+        if (b != 0.0f) {
+          other = __ldcg(&p.volume[(static_cast<int64_t>(jy) * p.nx + jx) * p.nz + jz]);
+        }
+      }
+    }
+    // The partials of up to 32 x kViewsPerLane views in one round of loads (a loop with a
+    // run-time bound would wait for each load in turn).
+    constexpr int kViewsPerLane = 8;
+    float t1 = 0, t2 = 0;
+    for (int first = 0; first < p.num_views; first += 32 * kViewsPerLane) {
+      float2 partial[kViewsPerLane];
+#pragma unroll
+      for (int k = 0; k < kViewsPerLane; ++k) {
+        const int v = first + k * 32 + lane;
+        partial[k] = v < p.num_views
+                         ? __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j])
+                         : make_float2(0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int k = 0; k < kViewsPerLane; ++k) {
+        t1 += partial[k].x;
+        t2 += partial[k].y;
+      }
+    }
+    const float theta1 = WarpSum(t1), theta2 = WarpSum(t2);
+    float numerator = 0, denominator = 0;
+    if (b != 0.0f) {
+      const float curvature = SurrogateNeighbourCurvature<float>(x, other, b, p.prior);
+      numerator = curvature * other;
+      denominator = curvature;
+    }
+    numerator = WarpSum(numerator);
+    denominator = WarpSum(denominator);
+    if (lane == 0) {
+      const float r = SurrogateSolve<float>(x, theta1, theta2, numerator, denominator);
+      *voxel = r;
+      s.delta[j] = r - x;
+    }
+  }
+}
+
+// Footprints are double-buffered: with one view per block (the usual case) the next
+// step's are computed after the block's part of the update, while other blocks still
+// work towards the barrier, so that neither C nor A waits for them.
+// At least 768 threads per SM resident (H100: 132 SMs x 6 or 3 blocks, more than the 391
+// views of the literature case, so that each block owns one view).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads, 768 / kThreads)
+    PersistentSteps(IcdDeviceProblem p, IcdPersistentScratch s, int first_step, int last_step) {
+  __shared__ StepFootprints footprints[2];
+  // The current and the next step's task, in shared memory (not registers: the groups are
+  // indexed by voxel).
+  __shared__ IcdStepTask step_tasks[2];
+  constexpr int kTaskWords = sizeof(IcdStepTask) / sizeof(int);
+  static_assert(kTaskWords <= 128, "a task is loaded by one thread per word");
+  auto load_task = [&](int step, IcdStepTask& to) {
+    if (threadIdx.x < kTaskWords) {
+      reinterpret_cast<int*>(&to)[threadIdx.x] =
+          __ldg(reinterpret_cast<const int*>(s.tasks + step) + threadIdx.x);
+    }
+    __syncthreads();
+  };
+  cg::grid_group grid = cg::this_grid();
+  const bool one_view = gridDim.x >= p.num_views;  // block b owns view b only
+  int current = 0;  // index into step_tasks and footprints
+  load_task(first_step, step_tasks[current]);
+  for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
+    LoadFootprints(p, step_tasks[current], v, footprints[current]);
+    BackProjectView(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
+                    footprints[current]);
+  }
+  grid.sync();
+  for (int step = first_step; step < last_step; ++step) {
+    const IcdStepTask& task = step_tasks[current];
+    const IcdStepTask& next = step_tasks[current ^ 1];
+    const int size = StepSize(task);
+    // The next step's task: its load is issued before the update and lands in shared
+    // memory after it (tasks are read-only).
+    const bool more = step + 1 < last_step;
+    int next_word = 0;
+    if (more && threadIdx.x < kTaskWords) {
+      next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 1) + threadIdx.x);
+    }
+    UpdateVoxels(p, s, task, size);
+    if (more) {
+      if (threadIdx.x < kTaskWords) {
+        reinterpret_cast<int*>(&step_tasks[current ^ 1])[threadIdx.x] = next_word;
+      }
+      __syncthreads();
+    }
+    if (one_view && more) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
+    grid.sync();
+    for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
+      if (!one_view) LoadFootprints(p, task, v, footprints[current]);
+      ForwardView(p, s, task, size, v, footprints[current]);
+      if (more) {
+        if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
+        BackProjectView(p, s, next, StepSize(next), v, footprints[current ^ 1]);
+      }
+    }
+    if (more) grid.sync();
+    current ^= 1;
+  }
+}
+
+}  // namespace
+
+int IcdPersistentThreads(int64_t largest_step) { return largest_step > 128 ? 256 : 128; }
+
+cudaError_t IcdPersistentGridBlocks(int num_views, int threads, int* blocks) {
+  *blocks = 0;
+  int device = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error != cudaSuccess) return error;
+  int cooperative = 0, sms = 0, per_sm = 0;
+  error = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  if (error != cudaSuccess) return error;
+  if (cooperative == 0) return cudaErrorNotSupported;
+  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (error != cudaSuccess) return error;
+  error = threads == 256
+              ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentSteps<256>, 256, 0)
+              : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentSteps<128>, 128, 0);
+  if (error != cudaSuccess) return error;
+  const int resident = per_sm * sms;
+  *blocks = resident < num_views ? resident : num_views;
+  return *blocks > 0 ? cudaSuccess : cudaErrorNotSupported;
+}
+
+cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
+                                     const IcdPersistentScratch& scratch, int threads, int blocks,
+                                     int first_step, int last_step, cudaStream_t stream) {
+  IcdDeviceProblem p = problem;
+  IcdPersistentScratch s = scratch;
+  void* args[] = {&p, &s, &first_step, &last_step};
+  const void* kernel = threads == 256 ? reinterpret_cast<const void*>(PersistentSteps<256>)
+                                      : reinterpret_cast<const void*>(PersistentSteps<128>);
+  const cudaError_t error =
+      cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, 0, stream);
+  if (error != cudaSuccess) return error;
+  return cudaGetLastError();
+}
+
+}  // namespace tomo::core::statistical::cuda
