@@ -276,9 +276,21 @@ absl::StatusOr<pb::Job> JobManager::DurableJob(const std::string& id) {
   return record->job;
 }
 
+void JobManager::ForgetAdmittingLocked(absl::string_view tenant, uint64_t bytes) {
+  auto it = admitting_.find(tenant);
+  if (it == admitting_.end()) return;
+  it->second.unfinished_jobs -= std::min<size_t>(it->second.unfinished_jobs, 1);
+  it->second.spool_bytes -= std::min(it->second.spool_bytes, bytes);
+  if (it->second.unfinished_jobs == 0) admitting_.erase(it);
+}
+
 TenantUsage JobManager::TenantUsageLocked(absl::string_view tenant) const {
   TenantUsage usage;
   usage.tenant = std::string(tenant);
+  if (auto it = admitting_.find(tenant); it != admitting_.end()) {
+    usage.unfinished_jobs = it->second.unfinished_jobs;
+    usage.spool_bytes = it->second.spool_bytes;
+  }
   for (const auto& [id, record] : table_.records()) {
     if (record.job.tenant() != tenant) continue;
     if (!IsTerminal(record.job.state())) ++usage.unfinished_jobs;
@@ -314,6 +326,11 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
       TOMO_RETURN_IF_ERROR(admission_.AdmitLocked(client, admitted.need, free_bytes,
                                                   scheduler_.queued(), spool_.root(),
                                                   TenantUsageLocked(tenant)));
+      // Counted for the tenant's quotas until its record exists (the lock is let go
+      // meanwhile, and a concurrent Submit of the tenant must see it).
+      TenantUsage& admitting = admitting_[std::string(tenant)];
+      ++admitting.unfinished_jobs;
+      admitting.spool_bytes += admitted.need.total_bytes();
     }
   }
   if (!existing_id.empty()) {
@@ -333,9 +350,11 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
     absl::MutexLock lock(&mu_);
     if (!file.ok()) {
       admission_.GiveBackLocked(admitted.need);
+      ForgetAdmittingLocked(tenant, admitted.need.total_bytes());
     } else {
       JobRecord& record = table_.records()[id];
       admission_.TakeOverLocked(record, admitted.need, input_bytes);
+      ForgetAdmittingLocked(tenant, admitted.need.total_bytes());
       pb::Job job;
       job.set_id(id);
       job.set_state(pb::JOB_STATE_UPLOADING);

@@ -243,8 +243,12 @@ class JobManager {
   // Stage durations and state counts of a change from record.job to next, into metrics.
   void MeasureLocked(JobRecord& record, const tomoserve::v1::Job& next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What tenant's jobs take now (for admission's quotas), counted over the table.
+  // What tenant's jobs take now (for admission's quotas): its records in the table and its
+  // jobs admitted whose records are not made yet (admitting_).
   TenantUsage TenantUsageLocked(absl::string_view tenant) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One admitted job of tenant (of bytes) has its record now, or was given back.
+  void ForgetAdmittingLocked(absl::string_view tenant, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobManagerOptions options_;
@@ -255,6 +259,8 @@ class JobManager {
   Admission admission_;
   Scheduler scheduler_;
   Retention retention_;
+  // Per tenant: jobs admitted whose records BeginUpload has not made yet.
+  std::map<std::string, TenantUsage, std::less<>> admitting_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Non-empty once Drain() or Shutdown() began: why new uploads are refused.
