@@ -622,7 +622,7 @@ TEST_F(SecurityTest, MetricsAskForTheirTokenAndNameNone) {
               absl::StrCat("Authorization: Bearer ", metrics_token, "\r\n"));
   ASSERT_TRUE(scraped.ok()) << scraped.status();
   EXPECT_EQ(scraped->status, 200);
-  EXPECT_THAT(scraped->body, HasSubstr("tomod_"));
+  EXPECT_THAT(scraped->body, HasSubstr("tomod_calls_unauthenticated_total 1\n"));
   for (const std::string& token : {lab_a_, lab_b_, admin_, metrics_token}) {
     EXPECT_THAT(scraped->body, Not(HasSubstr(token)));
   }
