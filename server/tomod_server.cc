@@ -296,7 +296,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   server->manager_ =
       std::make_unique<JobManager>(manager_options, *server->spool_, server->registry_);
   TOMO_RETURN_IF_ERROR(server->manager_->Start());
-  const Authenticator authenticator(server->tokens_.get(), options.tls.mutual());
+  const Authenticator authenticator(server->tokens_.get(), options.tls.mutual(),
+                                    server->metrics_.get());
   server->service_ = std::make_unique<ReconstructionService>(
       *server->manager_, server->registry_, server->metrics_.get(), authenticator);
   AddScrapeCollector(*server->metrics_, *server->manager_,

@@ -28,29 +28,24 @@
 // worker is idle (a committed job never waits behind an upload), and on pause, drain and
 // shutdown; a cancel of the committed job ends it CANCELLED as usual.
 //
-// Durability: the records live in SQLite at <spool>/tomod.db (JobStore). Every state
-// change goes through one place, CommitLocked(), which writes the record (fsynced) before
-// any caller, Submit reply or watcher is told; progress steps are not written (a run that
-// a crash interrupts starts again from the beginning anyway). Start() rebuilds the jobs
-// from the database, which is the truth at start-up:
-//   UPLOADING            removed with its files (nobody was answered);
-//   QUEUED               queued again, in priority and creation order;
-//   RUNNING              queued again while Job.attempts < max_attempts, else FAILED
-//                        naming the attempts (a job that crashes tomod must not crash it
-//                        forever); CANCELLED when a cancel had been asked for. When the
-//                        crash log (options.crash_log_path) names the job whose run a
-//                        fatal signal interrupted, only that job is charged the run: it
-//                        ends FAILED as poison once each of its max_attempts runs crashed
-//                        tomod, and the other RUNNING jobs are queued again with their
-//                        attempt given back;
-//   SUCCEEDED, FAILED,   kept as they were, results fetchable;
-//   CANCELLED
-// and removes job directories that have no record (leftovers of a crash).
+// The parts (one folder, one mutex): the job table (job_table.h: the records, the single
+// commit point, the watchers), admission (admission.h: validation, limits, the spool's
+// accounting), the scheduler (scheduler.h: the queue, the workers, following uploads,
+// reading ahead), recovery (recovery.h) and retention (retention.h). JobManager ties them
+// together and owns the uploads' way in and a job's way out (cancel, delete).
+//
+// Durability: the records live in a JobStore (SQLite at <spool>/tomod.db by default). Every
+// state change goes through JobTable::Commit, whose write a writer thread makes durable
+// outside the table's lock (many jobs' changes in one fsync); watchers get a change's event
+// only once it is durable, and a Submit reply only once its QUEUED record is (JobTable
+// explains). Progress steps are not written (a run that a crash interrupts starts again
+// from the beginning anyway). Start() rebuilds the jobs from the store (recovery.h).
 //
 // Tenants: a job belongs to BeginUpload's tenant (Job.tenant, persisted in the record);
 // idempotency keys are unique within a tenant (another tenant's key is another key), and
-// per-tenant quotas bound a tenant's unfinished jobs and spool bytes. Who may see which
-// job is the service's business (security/principal.h); ListJobs can list one tenant's.
+// per-tenant quotas bound a tenant's unfinished jobs and spool bytes (admission.h). Who may
+// see which job is the service's business (security/principal.h); ListJobs can list one
+// tenant's.
 //
 // Idempotency: a spec with an idempotency_key that a committed job (of the same tenant) has (also one committed
 // before a restart) creates nothing: BeginUpload returns an Upload that is already done
@@ -58,14 +53,9 @@
 // with one key may run at once: the first to commit wins, the other is removed and answers
 // with the winner. A key is free again once its job is deleted.
 //
-// Retention: with result_ttl > 0, finished jobs are deleted (record, then files) that long
-// after they ended, by a sweep every sweep interval and once at Start(). With
-// max_spool_bytes > 0, an upload that would bring the spool's job files (uploads in
-// progress counted at their full size, unfinished jobs with the bound of their outputs)
-// over it is refused with RESOURCE_EXHAUSTED; so is one whose input and outputs do not fit
-// the spool file system's free space less what accepted jobs will still write and
-// min_free_spool_bytes. A database write that fails on a full disk is tried again after
-// free_emergency_space (deletes, and the state changes of running jobs, go through).
+// Retention (retention.h): with result_ttl > 0, finished jobs are deleted that long after
+// they ended. Admission (admission.h): the spool's limits; a database write that fails on a
+// full disk is tried again after free_emergency_space.
 //
 // Stopping: Drain() (tomod's SIGTERM) refuses new uploads and lets the running jobs and
 // the uploads in progress end for a while; Shutdown() then stops what still runs and hands
@@ -89,7 +79,9 @@
 // the id), FAILED_PRECONDITION for operations the job's state forbids (naming the state),
 // INVALID_ARGUMENT / RESOURCE_EXHAUSTED from validation and limits, ALREADY_EXISTS for a
 // reused idempotency key, UNAVAILABLE while draining or shutting down (naming why), the
-// JobStore's errors when the database cannot be written (the change is then not made).
+// JobStore's errors when the database cannot be written: for a Submit the job is then not
+// made; a cancel or a delete that cannot be recorded is made in memory only (after a
+// restart the job is what the store last held, and a deleted job's files stay).
 //
 //   JobManager manager(options, *spool, registry);
 //   TOMO_RETURN_IF_ERROR(manager.Start());   // opens <spool>/tomod.db and recovers
@@ -101,14 +93,12 @@
 //   manager.Shutdown();   // requeues the jobs still running, joins the workers
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -120,100 +110,19 @@
 #include "core/algorithms/reconstruction.h"
 #include "core/data/array3d.h"
 #include "core/devices/devices.h"
-#include "core/operators/backend.h"
+#include "runner/job_spec.h"
+#include "server/jobs/admission.h"
+#include "server/jobs/job_manager_options.h"
+#include "server/jobs/job_table.h"
+#include "server/jobs/retention.h"
+#include "server/jobs/scheduler.h"
+#include "server/storage/spool.h"
+#include "server/uploads/upload_stream.h"
 #include "transfer/chunk_writer.h"
 #include "transfer/mapped_file_writer.h"
-#include "server/jobs/input_prefetch.h"
-#include "server/jobs/job_queue.h"
-#include "runner/job_spec.h"
-#include "server/storage/job_store.h"
-#include "server/storage/spool.h"
-#include "server/telemetry/tomod_metrics.h"
-#include "server/uploads/upload_stream.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::server {
-
-// Receives one job's events. Enqueue() and Close() are called with the manager's lock held
-// and in event order; they must only record what they are given (no blocking, no RPC
-// calls, no calls back into the manager). When one returns true, the manager calls
-// Flush() once, after releasing its lock; until that Flush() has returned, the watcher
-// must stay alive (a watcher returns true only when it is idle, so this is the token
-// that lets exactly one party drive its writes).
-class JobWatcher {
- public:
-  virtual ~JobWatcher() = default;
-  // An event; after a terminal state (SUCCEEDED, FAILED, CANCELLED) no more calls come.
-  virtual bool Enqueue(const tomoserve::v1::JobEvent& event) = 0;
-  // The watch ends without a terminal event: the job was removed, or tomod stops.
-  virtual bool Close(const absl::Status& status) = 0;
-  virtual void Flush() = 0;
-};
-
-// Which workers may reconstruct a job while it is uploaded (tomod's
-// --reconstruct_while_uploading): none, those whose backend sends the data to a device
-// (where compute would otherwise wait for the whole upload), or every worker (the CPU's
-// stream only collects the views; for tests of the path without a GPU).
-enum class WhileUploading { kNever, kOnDevices, kOnAnyWorker };
-
-struct JobManagerOptions {
-  ServerLimits limits;
-  // One worker thread each, in this order.
-  std::vector<core::DeviceInfo> devices;
-  // Smallest change of Progress.fraction that makes a progress event.
-  double progress_step = 0.01;
-  // tomod's --memory_budget_bytes (0: none). A run's RunContext.memory_budget_bytes is the
-  // smallest non-zero of the job's JobSpec.memory_budget_bytes, this and the GPU's free
-  // memory when the job starts (EffectiveMemoryBudget; the CPU has no limit of its own).
-  uint64_t memory_budget_bytes = 0;
-  // tomod's --max_attempts: most runs of one job. A run interrupted by a crash of tomod
-  // counts; after the last one the job ends FAILED at the next start. At least 1.
-  uint32_t max_attempts = 3;
-  // tomod's --result_ttl: finished jobs are deleted this long after they ended; zero: never.
-  absl::Duration result_ttl = absl::ZeroDuration();
-  // How often the retention sweep runs; zero: result_ttl / 10, within [100 ms, 1 min].
-  absl::Duration sweep_interval = absl::ZeroDuration();
-  // tomod's --tenant_max_unfinished_jobs and --tenant_max_spool_bytes: per tenant
-  // (Job.tenant), most jobs uploading, queued or running, and most spool bytes its jobs
-  // hold or reserve (Record::disk_bytes, as max_spool_bytes counts); 0: no limit.
-  uint32_t tenant_max_unfinished_jobs = 0;
-  uint64_t tenant_max_spool_bytes = 0;
-  // tomod's --max_spool_bytes: bound on the spool's job files for new uploads; 0: none.
-  // Admission counts each job at its input plus the bound of its outputs (disk_space.h).
-  uint64_t max_spool_bytes = 0;
-  // tomod's --min_free_spool_bytes: what admission leaves free on the spool's file system
-  // (for the job database and the crash log) beyond what accepted jobs will still write;
-  // a job that would go below it is RESOURCE_EXHAUSTED naming its need and the free space.
-  uint64_t min_free_spool_bytes = 64ull << 20;
-  // Called (from any thread, maybe with the manager's lock held: it must not call back
-  // into the manager) when a write of the job database failed for want of space; returns
-  // true when it freed some (tomod: its reserve file), and the write is tried once more.
-  // Empty: no retry.
-  std::function<bool()> free_emergency_space;
-  // tomod's --prefetch_bytes: while a worker runs a job, the input of the job the queue
-  // would hand out next is read into memory (InputPrefetcher, at most one per worker), up
-  // to this many bytes over all workers; 0: no reading ahead.
-  uint64_t prefetch_bytes = kDefaultPrefetchBytes;
-  // Which workers may follow an upload (see above).
-  WhileUploading reconstruct_while_uploading = WhileUploading::kOnDevices;
-  // Where state changes, stage durations and requeues are counted; null: nowhere. Not
-  // owned; must outlive the manager.
-  TomodMetrics* metrics = nullptr;
-  // Where fatal signals record the job whose run they interrupted (crash_log.h; tomod:
-  // <spool>/crashes); empty: no record and no handler. Start() reads it: a job that
-  // crashed the process is charged the run (after max_attempts such runs it ends FAILED as
-  // poison), the other jobs that crash interrupted are queued again without it.
-  std::string crash_log_path;
-  // For tests of that: a job with this JobSpec.name throws from its worker (an uncaught
-  // exception aborts tomod, as the reported std::length_error did); empty: never.
-  std::string crash_on_job_name_for_testing;
-  // For tests: called on the worker's thread with the job's id once its volume is shared
-  // for early fetch, before the "write results" event and before any output is written.
-  std::function<void(const std::string& job_id)> before_writing_results;
-};
-
-bool IsTerminal(tomoserve::v1::JobState state);
-
 
 class Upload;
 
@@ -318,158 +227,45 @@ class JobManager {
 
  private:
   friend class Upload;
-  class Flushes;
-  struct Record {
-    tomoserve::v1::Job job;
-    std::shared_ptr<const ValidatedJob> validated;
-    tomoserve::v1::JobEvent last_event;
-    std::vector<JobWatcher*> watchers;
-    // Set while RUNNING; the run polls it.
-    std::shared_ptr<std::atomic<bool>> cancel;
-    std::string cancel_reason;
-    // Persisted: a crash during the cancel must not make the job run again.
-    bool cancel_requested = false;
-    // Set when Shutdown() stops the run: the job goes back to QUEUED, not CANCELLED.
-    bool requeue_on_stop = false;
-    // When it last became QUEUED in this process (start of its queue wait).
-    absl::Time queued_at = absl::InfinitePast();
-    // The job's share of spool_bytes_: its files, or while UPLOADING the full input size,
-    // plus reserved_output_bytes until the job ends.
-    uint64_t disk_bytes = 0;
-    // Admission's bound of the outputs (disk_space.h), reserved from admission until the
-    // job ends (then replaced by the results' real size); part of pending_bytes_ too.
-    uint64_t reserved_output_bytes = 0;
-    // The input's bytes still to come while UPLOADING (part of pending_bytes_).
-    uint64_t pending_input_bytes = 0;
-    // Set while a worker follows the upload (and, once committed, holds the job out of
-    // the queue for that worker).
-    std::shared_ptr<UploadFeed> feed;
-    // QUEUED but not in queue_: committed while followed; the follower runs it or queues it.
-    bool held_for_follower = false;
-    // Set while RUNNING and the worker writes the outputs (early fetch, see above).
-    std::shared_ptr<const core::Array3D> being_written;
-  };
-  // A worker's state as BeginUpload and the queue see it.
-  struct WorkerSlot {
-    bool busy = false;  // running a job or following an upload
-    std::string follow_id;  // the upload to follow, until the worker picks it up
-    std::shared_ptr<UploadFeed> feed;  // while following
-  };
-  using RecordMap = std::map<std::string, Record, std::less<>>;
-  enum class Durability { kPersist, kMemoryOnly };
 
-  // Upload's end: QUEUED; or, when another upload with the same idempotency key committed
-  // first, this job removed (*superseded set; the caller removes the files) and that job.
+  // Upload's end: QUEUED once durable; or, when another upload with the same idempotency
+  // key committed first, this job removed (*superseded set; the caller removes the files)
+  // and that job.
   absl::StatusOr<tomoserve::v1::Job> CommitUpload(const std::string& id, bool* superseded);
   void AbortUpload(const std::string& id, const absl::Status& reason);
-
-  // A terminal job's output reservation, replaced by its files (ends the job's share of
-  // pending_bytes_); a committed upload's input, now on disk.
-  void ReleaseReservationLocked(Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The store's change, retried once after options_.free_emergency_space when it failed
-  // for want of disk space (RESOURCE_EXHAUSTED).
-  absl::Status StoreWithRoom(const std::function<absl::Status()>& change) const;
-  // Opens the store and rebuilds jobs_, queue_ and the spool accounting from it.
-  absl::Status Recover();
-  // The single point where a record changes: writes next to the store (kPersist), then
-  // makes it the record's job and sends it as an event to the watchers. When the store
-  // fails, nothing changes and its error is returned.
-  absl::Status CommitLocked(Record& record, tomoserve::v1::Job next, const std::string& message,
-                            Durability durability, Flushes& flushes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // For changes that must happen even when the store fails (a run's end): on a store
-  // error, logs it and commits in memory only; after a restart the job is what the store
-  // last held.
-  void CommitOrLogLocked(Record& record, tomoserve::v1::Job next, const std::string& message,
-                         Flushes& flushes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job of id once its newest change is durable (a retried Submit's answer).
+  absl::StatusOr<tomoserve::v1::Job> DurableJob(const std::string& id);
+  // CheckJobInputHeaders (runner/job_input.h) on an upload's spooled input.
+  absl::Status CheckInputHeaders(const std::string& id) const;
+  // The job table's change hook: admission's counts, metrics, the state-change log line.
+  void OnChangeLocked(JobRecord& record, const tomoserve::v1::Job& next,
+                      const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stage durations and state counts of a change from record.job to next, into metrics.
-  void MeasureLocked(Record& record, const tomoserve::v1::Job& next)
+  void MeasureLocked(JobRecord& record, const tomoserve::v1::Job& next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // RESOURCE_EXHAUSTED when a job of need_bytes would take tenant over
-  // tenant_max_unfinished_jobs or tenant_max_spool_bytes (counted over jobs_).
-  absl::Status CheckTenantQuotasLocked(absl::string_view tenant, uint64_t need_bytes) const
+  // What tenant's jobs take now (for admission's quotas): its records in the table and its
+  // jobs admitted whose records are not made yet (admitting_).
+  TenantUsage TenantUsageLocked(absl::string_view tenant) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps client_jobs_ as a job of that client changes from one state to another.
-  void CountClientLocked(const std::string& client, tomoserve::v1::JobState from,
-                         tomoserve::v1::JobState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Forgets a record: its bytes, its idempotency key, the entry. Not the store, not files.
-  RecordMap::iterator EraseLocked(RecordMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SweepLoop();
-  absl::StatusOr<Record*> FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<const Record*> FindLocked(absl::string_view id) const
+  // One admitted job of tenant (of bytes) has its record now, or was given back.
+  void ForgetAdmittingLocked(absl::string_view tenant, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool WorkerShouldWakeLocked(size_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WorkerLoop(size_t index);
-  // Marks the job RUNNING on worker index (record must be QUEUED and out of queue_); the
-  // run's cancel flag.
-  std::shared_ptr<std::atomic<bool>> StartRunLocked(size_t index, Record& record,
-                                                    Flushes& flushes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // volume: the job's volume when a worker reconstructed it while it was uploaded (only
-  // the outputs are written); else the job runs from its input.
-  void RunJob(size_t index, const std::string& id, std::shared_ptr<const ValidatedJob> job,
-              std::shared_ptr<std::atomic<bool>> cancel,
-              std::optional<core::Array3D> volume = std::nullopt);
-  // A new upload: sets an idle worker to follow it (see above) and returns the feed its
-  // writer reports to, or null.
-  std::shared_ptr<UploadFeed> AssignFollowerLocked(const std::string& id, Record& record)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Worker index follows the upload of id, then runs the job, queues it or lets it go.
-  void FollowUpload(size_t index, const std::string& id, std::shared_ptr<const ValidatedJob> job,
-                    std::shared_ptr<UploadFeed> feed);
-  // Queues a committed job; when no worker is idle to take it, a follower lets go.
-  void PushQueuedLocked(const std::string& id, int32_t priority)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the following of uploads: every follower (all) or the first one.
-  void YieldFollowersLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnProgress(const std::string& id, const core::ProgressUpdate& update);
-  // A run's ShareVolumeFn (job_execution.h): the volume becomes the record's being_written.
-  void ShareVolumeBeingWritten(const std::string& id, std::shared_ptr<const core::Array3D> volume);
 
   const JobManagerOptions options_;
   const Spool& spool_;
-  // RESOURCE_EXHAUSTED when the job's least device memory (Algorithm::MinimumDeviceBytes)
-  // exceeds the budget it would have on every worker's device.
-  absl::Status CheckFitsSomeDevice(const ValidatedJob& job) const;
-  // CheckJobInputHeaders (runner/job_input.h) on an upload's spooled input.
-  absl::Status CheckInputHeaders(const std::string& id) const;
-
   const core::AlgorithmRegistry& registry_;
-  std::vector<std::unique_ptr<core::Backend>> backends_;
-  std::vector<std::thread> workers_;
-  // Set by Start() when options_.prefetch_bytes > 0; thread-safe itself.
-  std::unique_ptr<InputPrefetcher> prefetcher_;
-  std::thread sweeper_;
-  // Set by Start(); thread-safe itself.
-  std::unique_ptr<JobStore> store_;
-
-  mutable absl::Mutex mu_;
-  // Ordered by id, that is by creation time.
-  RecordMap jobs_ ABSL_GUARDED_BY(mu_);
-  // Scoped idempotency key (tenant_keys.h) -> id of the committed job that has it.
-  std::map<std::string, std::string, std::less<>> keys_ ABSL_GUARDED_BY(mu_);
-  // Client -> its jobs UPLOADING, QUEUED or RUNNING (what --max_jobs_per_client bounds);
-  // kept by CommitLocked and EraseLocked, recounted by Recover.
-  std::map<std::string, size_t, std::less<>> client_jobs_ ABSL_GUARDED_BY(mu_);
-  // Sum of Record::disk_bytes.
-  uint64_t spool_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Bytes accepted jobs will still write (Record::pending_input_bytes and
-  // reserved_output_bytes): the free space admission must leave them.
-  uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  JobQueue queue_ ABSL_GUARDED_BY(mu_);
-  size_t uploading_ ABSL_GUARDED_BY(mu_) = 0;
+  JobTable table_;
+  absl::Mutex& mu_;  // the table's: guards what follows and the parts' state
+  Admission admission_;
+  Scheduler scheduler_;
+  Retention retention_;
+  // Per tenant: jobs admitted whose records BeginUpload has not made yet.
+  std::map<std::string, TenantUsage, std::less<>> admitting_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Non-empty once Drain() or Shutdown() began: why new uploads are refused.
   std::string drain_reason_ ABSL_GUARDED_BY(mu_);
   bool drain_cut_short_ ABSL_GUARDED_BY(mu_) = false;
-  // Jobs RUNNING on a worker now.
-  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
-  // One per worker, sized by Start().
-  std::vector<WorkerSlot> worker_slots_ ABSL_GUARDED_BY(mu_);
-  bool watches_closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One job's upload: bytes go to the spool file, counted and checksummed on a

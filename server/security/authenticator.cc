@@ -27,6 +27,7 @@ absl::StatusOr<Principal> Authenticator::Authenticate(
     const grpc::ServerContextBase& context) const {
   absl::StatusOr<Principal> who = Identify(context);
   if (!who.ok()) {
+    if (metrics_ != nullptr) metrics_->Unauthenticated();
     LogEvent(LogLevel::kWarning, "unauthenticated", "",
              {{"peer", context.peer()}, {"reason", std::string(who.status().message())}});
   }

@@ -13,7 +13,8 @@
 //   4. Else (no authentication configured): the default tenant as admin, today's behaviour
 //      of a tomod that knows no tenants.
 // The messages never hold the token sent. Every refusal is logged (event
-// "unauthenticated", with the peer and the reason, never the token).
+// "unauthenticated", with the peer and the reason, never the token) and counted
+// (tomod_calls_unauthenticated_total).
 //
 //   Authenticator authenticator(tokens.get(), /*certificate_identity=*/true);
 //   absl::StatusOr<Principal> who = authenticator.Authenticate(*context);
@@ -27,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "server/security/principal.h"
 #include "server/security/tokens_file.h"
+#include "server/telemetry/tomod_metrics.h"
 
 namespace tomo::server {
 
@@ -40,8 +42,10 @@ class Authenticator {
   Authenticator() = default;
   // tokens: null for none; must outlive the authenticator. certificate_identity: mutual
   // TLS is on, so a verified client certificate names the tenant.
-  Authenticator(const TokensFile* tokens, bool certificate_identity)
-      : tokens_(tokens), certificate_identity_(certificate_identity) {}
+  // metrics: where refusals are counted (tomod_calls_unauthenticated_total); may be null.
+  Authenticator(const TokensFile* tokens, bool certificate_identity,
+                TomodMetrics* metrics = nullptr)
+      : tokens_(tokens), certificate_identity_(certificate_identity), metrics_(metrics) {}
 
   absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& context) const;
   // Whether calls carry an identity (tokens or client certificates).
@@ -52,6 +56,7 @@ class Authenticator {
 
   const TokensFile* tokens_ = nullptr;
   bool certificate_identity_ = false;
+  TomodMetrics* metrics_ = nullptr;
 };
 
 }  // namespace tomo::server

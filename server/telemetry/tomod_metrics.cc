@@ -61,6 +61,10 @@ TomodMetrics::TomodMetrics()
       refused_(registry_.AddCounter("tomod_submits_refused_total",
                                     "Submits refused before any data was stored, by status code.",
                                     {"code"})),
+      unauthenticated_(registry_.AddCounter(
+          "tomod_calls_unauthenticated_total",
+          "Calls refused as UNAUTHENTICATED: no, a malformed, an unknown or a revoked token, or "
+          "a client certificate that names no tenant.")),
       stages_(registry_.AddHistogram("tomod_stage_duration_seconds",
                                      "Time a job spent in each stage of its way through tomod.",
                                      {"stage"}, StageBounds())),
@@ -134,6 +138,8 @@ void TomodMetrics::StateChanged(pb::JobState from, pb::JobState to) {
 void TomodMetrics::Requeued(absl::string_view reason) { requeued_.Add({std::string(reason)}); }
 
 void TomodMetrics::SubmitRefused(absl::string_view code) { refused_.Add({std::string(code)}); }
+
+void TomodMetrics::Unauthenticated() { unauthenticated_.Add({}); }
 
 void TomodMetrics::StageDone(Stage stage, double seconds) {
   stages_.Observe({StageLabel(stage)}, seconds);

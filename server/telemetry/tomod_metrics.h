@@ -72,6 +72,8 @@ class TomodMetrics {
   void StateChanged(tomoserve::v1::JobState from, tomoserve::v1::JobState to);
   void Requeued(absl::string_view reason);
   void SubmitRefused(absl::string_view code);
+  // A call refused as UNAUTHENTICATED (security/authenticator.h).
+  void Unauthenticated();
   void StageDone(Stage stage, double seconds);
   void UploadBytes(uint64_t bytes);
   void FetchBytes(uint64_t bytes);
@@ -107,6 +109,7 @@ class TomodMetrics {
   Counter& finished_;
   Counter& requeued_;
   Counter& refused_;
+  Counter& unauthenticated_;
   Histogram& stages_;
   Counter& upload_bytes_;
   Counter& fetch_bytes_;

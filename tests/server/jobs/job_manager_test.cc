@@ -540,6 +540,93 @@ TEST_F(JobManagerTest, JobsPerClientLimitCountsUnfinishedJobsAcrossRestarts) {
   EXPECT_TRUE(later.ok()) << later.status();
 }
 
+// Tenants: the job is its tenant's (across a restart), keys are per tenant, ListJobs can
+// list one tenant's jobs, and the tenant quotas count per tenant.
+TEST_F(JobManagerTest, TenantsOwnTheirJobsKeysAndQuotas) {
+  JobManagerOptions options;
+  options.tenant_max_unfinished_jobs = 2;
+  StartManagerWith(options, nullptr, /*paused=*/true);
+  std::mt19937_64 random(std::random_device{}());
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  spec.set_idempotency_key(absl::StrCat("tenant-key-", random()));
+  const std::string bytes(spec.input().size_bytes(), '\0');
+  auto submit = [&](const pb::JobSpec& s, absl::string_view tenant) -> absl::StatusOr<pb::Job> {
+    auto upload = manager_->BeginUpload(s, tenant, tenant);
+    if (!upload.ok()) return upload.status();
+    if ((*upload)->existing_job()) return *(*upload)->existing_job();
+    if (absl::Status st = (*upload)->Append(bytes).status(); !st.ok()) return st;
+    return (*upload)->Commit(bytes.size(), Crc32(bytes));
+  };
+  absl::StatusOr<pb::Job> a = submit(spec, "lab-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->tenant(), "lab-a");
+  absl::StatusOr<pb::Job> b = submit(spec, "lab-b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE(b->id(), a->id());
+  absl::StatusOr<pb::Job> a_again = submit(spec, "lab-a");
+  ASSERT_TRUE(a_again.ok()) << a_again.status();
+  EXPECT_EQ(a_again->id(), a->id());
+  // The default tenant's key is another key again.
+  absl::StatusOr<pb::Job> untenanted = submit(spec, "");
+  ASSERT_TRUE(untenanted.ok()) << untenanted.status();
+  EXPECT_NE(untenanted->id(), a->id());
+  EXPECT_NE(untenanted->id(), b->id());
+
+  auto listed = manager_->ListJobs({}, std::string("lab-b"));
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->jobs_size(), 1);
+  EXPECT_EQ(listed->jobs(0).id(), b->id());
+  EXPECT_EQ(manager_->ListJobs({})->jobs_size(), 3);
+
+  // Quota: lab-a has one queued job; a second is taken, a third refused; lab-b is apart.
+  pb::JobSpec other = SmallSpec(16, 8, 16);
+  ASSERT_TRUE(submit(other, "lab-a").ok());
+  absl::StatusOr<pb::Job> refused = submit(other, "lab-a");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              AllOf(HasSubstr("quota tenant_max_unfinished_jobs: tenant lab-a has 2"),
+                    HasSubstr("the limit is 2 (--tenant_max_unfinished_jobs)")));
+  EXPECT_TRUE(submit(other, "lab-b").ok());
+
+  // After a restart the owners, the keys and the counts are what they were.
+  RestartManager(nullptr, /*paused=*/true);
+  absl::StatusOr<pb::Job> restored = manager_->GetJob(a->id());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->tenant(), "lab-a");
+  a_again = submit(spec, "lab-a");
+  ASSERT_TRUE(a_again.ok()) << a_again.status();
+  EXPECT_EQ(a_again->id(), a->id());
+  EXPECT_EQ(submit(other, "lab-a").status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(JobManagerTest, TenantSpoolQuotaNamesItsNumbers) {
+  JobManagerOptions options;
+  pb::JobSpec spec = SmallSpec(16, 8, 16);
+  const std::string bytes(spec.input().size_bytes(), '\0');
+  // Room for one job's input and outputs, not two.
+  options.tenant_max_spool_bytes = 3 * spec.input().size_bytes() + (64 << 10);
+  StartManagerWith(options, nullptr, /*paused=*/true);
+  auto submit = [&](absl::string_view tenant) -> absl::StatusOr<pb::Job> {
+    auto upload = manager_->BeginUpload(spec, tenant, tenant);
+    if (!upload.ok()) return upload.status();
+    if (absl::Status st = (*upload)->Append(bytes).status(); !st.ok()) return st;
+    return (*upload)->Commit(bytes.size(), Crc32(bytes));
+  };
+  int taken = 0;
+  absl::Status refused;
+  for (; taken < 100; ++taken) {
+    refused = submit("lab-a").status();
+    if (!refused.ok()) break;
+  }
+  ASSERT_GE(taken, 1);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(),
+              AllOf(HasSubstr("quota tenant_max_spool_bytes: tenant lab-a's jobs hold or reserve"),
+                    HasSubstr(absl::StrCat("over the limit of ", options.tenant_max_spool_bytes,
+                                           " (--tenant_max_spool_bytes)"))));
+  EXPECT_TRUE(submit("lab-b").ok());
+}
+
 TEST_F(JobManagerTest, DeleteNeedsAFinishedJob) {
   StartManager();
   manager_->SetSchedulingPaused(true);

@@ -1,4 +1,5 @@
 #include "server/storage/job_store.h"
+#include "server/storage/sqlite_job_store.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -223,7 +224,7 @@ TEST_F(JobStoreTest, UsesWalAndRefusesANewerSchema) {
     ASSERT_TRUE(db.ok()) << db.status();
     // journal_mode=WAL is a property of the file: another connection sees it.
     EXPECT_EQ(db->QueryText("PRAGMA journal_mode").value_or(""), "wal");
-    EXPECT_EQ(db->QueryInt("PRAGMA user_version").value_or(-1), JobStore::kSchemaVersion);
+    EXPECT_EQ(db->QueryInt("PRAGMA user_version").value_or(-1), SqliteJobStore::kSchemaVersion);
     ASSERT_TRUE(db->Exec("PRAGMA user_version=7").ok());
   }
   absl::StatusOr<std::unique_ptr<JobStore>> newer = JobStore::Open(path_);
@@ -231,7 +232,7 @@ TEST_F(JobStoreTest, UsesWalAndRefusesANewerSchema) {
   EXPECT_THAT(newer.status().message(),
               HasSubstr(absl::StrCat("schema version 7 was written by a newer tomod; this one "
                                      "knows versions up to ",
-                                     JobStore::kSchemaVersion)));
+                                     SqliteJobStore::kSchemaVersion)));
 }
 
 TEST_F(JobStoreTest, AnUnreadableRecordIsLeftOutAndNamed) {

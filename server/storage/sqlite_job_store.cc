@@ -1,4 +1,4 @@
-#include "server/storage/job_store.h"
+#include "server/storage/sqlite_job_store.h"
 
 #include <utility>
 
@@ -28,6 +28,10 @@ constexpr char kColumns[] = "job, cancel_requested, event_sequence";
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  return SqliteJobStore::Open(path);
+}
+
+absl::StatusOr<std::unique_ptr<JobStore>> SqliteJobStore::Open(const std::string& path) {
   TOMO_ASSIGN_OR_RETURN(SqliteDb db, SqliteDb::Open(path));
   // Another tomod holding the database would be refused by the spool's lock first; the
   // timeout only covers a reader such as the sqlite3 shell.
@@ -48,16 +52,30 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   }
   TOMO_RETURN_IF_ERROR(db.Exec(absl::StrCat("BEGIN IMMEDIATE;", kCreateTable,
                                             "PRAGMA user_version=", kSchemaVersion, ";COMMIT;")));
-  return std::unique_ptr<JobStore>(new JobStore(path, std::move(db)));
+  return std::unique_ptr<JobStore>(new SqliteJobStore(path, std::move(db)));
 }
 
-absl::Status JobStore::Put(const StoredJob& record) {
+absl::Status SqliteJobStore::Apply(const std::vector<JobStoreWrite>& writes) {
+  if (writes.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  // One transaction: one fsync of the WAL at its COMMIT, however many writes.
+  TOMO_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+  absl::Status status;
+  for (const JobStoreWrite& write : writes) {
+    status = write.put.has_value() ? PutLocked(*write.put) : DeleteLocked(write.id);
+    if (!status.ok()) break;
+  }
+  if (status.ok()) status = db_.Exec("COMMIT");
+  if (!status.ok()) db_.Exec("ROLLBACK").IgnoreError();
+  return status;
+}
+
+absl::Status SqliteJobStore::PutLocked(const StoredJob& record) {
   const pb::Job& job = record.job;
   std::string blob;
   if (!job.SerializeToString(&blob)) {
     return absl::InternalError(absl::StrCat("job ", job.id(), ": cannot serialize its record"));
   }
-  absl::MutexLock lock(&mu_);
   TOMO_ASSIGN_OR_RETURN(
       SqliteStatement put,
       db_.Prepare("INSERT INTO jobs (id, state, idempotency_key, finished_unix_nanos, "
@@ -95,14 +113,13 @@ absl::Status JobStore::Put(const StoredJob& record) {
   return status;
 }
 
-absl::Status JobStore::Delete(absl::string_view id) {
-  absl::MutexLock lock(&mu_);
+absl::Status SqliteJobStore::DeleteLocked(absl::string_view id) {
   TOMO_ASSIGN_OR_RETURN(SqliteStatement erase, db_.Prepare("DELETE FROM jobs WHERE id = ?"));
   TOMO_RETURN_IF_ERROR(erase.BindText(1, id));
   return erase.Run();
 }
 
-absl::StatusOr<StoredJob> JobStore::ReadRow(const SqliteStatement& row) const {
+absl::StatusOr<StoredJob> SqliteJobStore::ReadRow(const SqliteStatement& row) const {
   StoredJob record;
   if (!record.job.ParseFromString(row.ColumnBlob(0))) {
     return absl::DataLossError(
@@ -113,7 +130,7 @@ absl::StatusOr<StoredJob> JobStore::ReadRow(const SqliteStatement& row) const {
   return record;
 }
 
-absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll(
+absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadAll(
     std::vector<std::string>* unreadable) const {
   absl::MutexLock lock(&mu_);
   TOMO_ASSIGN_OR_RETURN(
@@ -133,7 +150,7 @@ absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll(
   return records;
 }
 
-absl::StatusOr<std::optional<StoredJob>> JobStore::Get(absl::string_view id) const {
+absl::StatusOr<std::optional<StoredJob>> SqliteJobStore::Get(absl::string_view id) const {
   absl::MutexLock lock(&mu_);
   TOMO_ASSIGN_OR_RETURN(SqliteStatement get,
                         db_.Prepare(absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE id = ?")));
@@ -144,7 +161,7 @@ absl::StatusOr<std::optional<StoredJob>> JobStore::Get(absl::string_view id) con
   return record;
 }
 
-absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(
+absl::StatusOr<std::optional<std::string>> SqliteJobStore::FindByIdempotencyKey(
     absl::string_view key) const {
   absl::MutexLock lock(&mu_);
   TOMO_ASSIGN_OR_RETURN(SqliteStatement find,
