@@ -124,8 +124,12 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
     }
     ProgressBar bar(ProgressWanted(global));
     uint64_t expected = 0;
+    v1::OutputFormat format = v1::OUTPUT_FORMAT_UNSPECIFIED;
     for (const v1::ResultFile& result : job.results()) {
-      if (result.name() == name) expected = result.size_bytes();
+      if (result.name() == name) {
+        expected = result.size_bytes();
+        format = result.format();
+      }
     }
     absl::StatusOr<v1::ResultFile> file = client.Fetch(
         job.id(), name, path.string(), resume, [&](uint64_t done, uint64_t total) {
@@ -134,6 +138,13 @@ int FetchInto(TomoClient& client, const GlobalOptions& global, const v1::Job& jo
     bar.Finish();
     if (!file.ok()) {
       return FailRpc(global, absl::StrCat(what, " ", job.id(), "/", name), file.status());
+    }
+    if (format == v1::OUTPUT_FORMAT_DICOM_CT_SERIES) {
+      // As `tomo fetch --format dicom`: a folder of .dcm files rather than the tar.
+      absl::StatusOr<std::string> folder = UnpackDicomSeries(path.string(), out_dir.string());
+      if (!folder.ok()) return Fail(absl::StrCat(what, " ", job.id(), "/", name), folder.status());
+      PrintPath(global, *folder);
+      continue;
     }
     PrintPath(global, path.string());
   }
@@ -161,6 +172,7 @@ struct SubmitArgs {
   int download_streams = 0;  // ClientOptions::download_streams (0: automatic)
   int upload_streams = 0;    // ClientOptions::upload_streams (0: automatic)
   std::string on_interrupt = "ask";  // SubmitInterrupts::Mode
+  OutputFlags outputs;               // --format, --water-attenuation
 };
 
 // ClientOptions with --download_streams (and --upload_streams).
@@ -184,6 +196,9 @@ int RunSubmit(const GlobalOptions& global, const SubmitArgs& args) {
   if (!spec.ok()) return Fail("submit", spec.status());
   if (args.priority_set) spec->set_priority(args.priority);
   if (!args.name.empty()) spec->set_name(args.name);
+  if (absl::Status applied = ApplyOutputFlags(args.outputs, &*spec); !applied.ok()) {
+    return Fail("submit: usage", applied.message(), kExitUsage);
+  }
   // One key per invocation (unless given, or in the spec file): should the Submit be
   // retried, tomod answers with the job it already has instead of making a second one.
   if (!args.idempotency_key.empty()) {
@@ -641,6 +656,7 @@ void AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<Comm
         },
         "overrides the spec's priority (higher runs first, -100..100)");
     sub->add_option("--name", args->name, "overrides the spec's name");
+    AddOutputFlags(sub, &args->outputs);
     sub->add_option("--idempotency-key", args->idempotency_key,
                     "submitting again with the same key returns the same job instead of a "
                     "new one (at most 256 bytes; default: the spec's, else a fresh random "

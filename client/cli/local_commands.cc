@@ -176,7 +176,7 @@ struct LocalArgs {
   std::string out_dir;
   std::string device;           // "cuda:0" or a comma list "cuda:0,cuda:1"
   uint64_t memory_budget_bytes = 0;  // 0: the device's free memory
-  std::vector<std::string> formats;  // --format: replaces the spec's outputs
+  OutputFlags outputs;                // --format, --water-attenuation
 };
 
 int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
@@ -187,13 +187,8 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
   if (absl::Status sized = PrepareInputFiles(&data_paths, &*spec); !sized.ok()) {
     return Fail(what, sized);
   }
-  if (!args.formats.empty()) {
-    spec->clear_outputs();
-    for (const std::string& name : args.formats) {
-      absl::StatusOr<v1::OutputFormat> format = ParseOutputFormatName(name);
-      if (!format.ok()) return Fail("local: usage", format.status().message(), kExitUsage);
-      spec->add_outputs(*format);
-    }
+  if (absl::Status applied = ApplyOutputFlags(args.outputs, &*spec); !applied.ok()) {
+    return Fail("local: usage", applied.message(), kExitUsage);
   }
   absl::StatusOr<server::ValidatedJob> job =
       server::ValidateJobSpec(*spec, server::ServerLimits{});
@@ -327,7 +322,19 @@ struct CompareArgs {
   double max_rmse = -1;  // < 0: no bound
 };
 
+// The dims: --dims, else the sidecar of the image (volume.raw -> volume.json, as tomod's raw
+// output has one), else the reference's, else one square slice inferred from the size.
 absl::StatusOr<core::Dims3> CompareDims(const CompareArgs& args) {
+  if (args.dims.empty()) {
+    for (const std::string& raw : {args.image_path, args.reference_path}) {
+      const std::string sidecar = fs::path(raw).replace_extension(".json").string();
+      std::error_code error;
+      if (sidecar == raw || !fs::exists(sidecar, error)) continue;
+      absl::StatusOr<core::VolumeGeometry> grid = GeometryFromSidecar(sidecar);
+      if (!grid.ok()) return grid.status();
+      return grid->dims();
+    }
+  }
   if (!args.dims.empty()) {
     std::vector<std::string> parts = absl::StrSplit(args.dims, ',');
     core::Dims3 dims;
@@ -452,10 +459,7 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
                     "most device memory the job may use, in bytes (0: the device's free "
                     "memory); a job that does not fit is reconstructed in z-slabs that do")
         ->capture_default_str();
-    sub->add_option("--format", args->formats,
-                    absl::StrCat("output formats, replacing the spec's outputs (repeat or comma "
-                                 "list): ", OutputFormatNamesText()))
-        ->delimiter(',');
+    AddOutputFlags(sub, &args->outputs);
     commands.push_back({sub, [g, args] { return RunLocal(*g, *args); }});
   }
   {
@@ -466,7 +470,8 @@ void AddLocalCommands(CLI::App& app, const GlobalOptions& global,
     sub->add_option("--reference", args->reference_path, "the true image")->required();
     sub->add_option("--image", args->image_path, "the image to judge")->required();
     sub->add_option("--dims", args->dims,
-                    "Z,Y,X (default: one square slice inferred from the size)");
+                    "Z,Y,X (default: from the image's or the reference's sidecar, volume.json "
+                    "next to volume.raw, else one square slice inferred from the size)");
     sub->add_option("--max-rmse", args->max_rmse, "exit 1 when the RMSE is above this");
     commands.push_back({sub, [g, args] { return RunCompare(*g, *args); }});
   }

@@ -58,37 +58,6 @@ std::string StringField(const google::protobuf::Struct& sidecar, const std::stri
                                                                         : std::string();
 }
 
-// The grid of a raw volume from its sidecar (core/io/raw_sidecar.h).
-absl::StatusOr<core::VolumeGeometry> GeometryFromSidecar(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open the sidecar ", path));
-  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  google::protobuf::Struct sidecar;
-  if (!google::protobuf::util::JsonStringToMessage(json, &sidecar).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
-  }
-  if (StringField(sidecar, "element_type") != "float32" ||
-      StringField(sidecar, "byte_order") != "little_endian") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": only element_type float32, byte_order little_endian is read"));
-  }
-  absl::StatusOr<std::vector<double>> size = Numbers(sidecar, "size", 3, path);
-  if (!size.ok()) return size.status();
-  absl::StatusOr<std::vector<double>> voxel = Numbers(sidecar, "voxel_size_mm", 3, path);
-  if (!voxel.ok()) return voxel.status();
-  absl::StatusOr<std::vector<double>> centre = Numbers(sidecar, "center_mm", 3, path);
-  if (!centre.ok()) return centre.status();
-  for (double side : *size) {
-    if (!(side >= 1 && side <= core::VolumeGeometry::kMaxSide) || side != std::floor(side)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": size ", side, " is not in [1, ",
-                                                     core::VolumeGeometry::kMaxSide, "]"));
-    }
-  }
-  return core::VolumeGeometry::Create(
-      {static_cast<int64_t>((*size)[0]), static_cast<int64_t>((*size)[1]),
-       static_cast<int64_t>((*size)[2])},
-      {(*voxel)[0], (*voxel)[1], (*voxel)[2]}, {(*centre)[0], (*centre)[1], (*centre)[2]});
-}
 
 absl::StatusOr<std::optional<core::DisplayWindow>> ParseWindowOption(const std::string& text) {
   if (text.empty()) return std::optional<core::DisplayWindow>();
@@ -171,6 +140,70 @@ int RunPreview(const GlobalOptions& global, const PreviewArgs& args) {
 }
 
 }  // namespace
+
+absl::Status ApplyOutputFlags(const OutputFlags& flags, v1::JobSpec* spec) {
+  if (!flags.formats.empty()) {
+    spec->clear_outputs();
+    for (const std::string& name : flags.formats) {
+      absl::StatusOr<v1::OutputFormat> format = ParseOutputFormatName(name);
+      if (!format.ok()) return format.status();
+      spec->add_outputs(*format);
+    }
+  }
+  if (flags.water_attenuation_per_mm != 0) {
+    if (!std::isfinite(flags.water_attenuation_per_mm) || flags.water_attenuation_per_mm < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--water-attenuation ", flags.water_attenuation_per_mm,
+          ": expected mu of water in 1/mm, a finite value > 0 (about 0.019 at 70 keV)"));
+    }
+    spec->mutable_output_options()->set_water_attenuation_per_mm(flags.water_attenuation_per_mm);
+  }
+  return absl::OkStatus();
+}
+
+void AddOutputFlags(CLI::App* command, OutputFlags* flags) {
+  command
+      ->add_option("--format", flags->formats,
+                   absl::StrCat("output formats, replacing the spec's outputs (repeat or comma "
+                                "list): ",
+                                OutputFormatNamesText()))
+      ->delimiter(',');
+  command->add_option("--water-attenuation", flags->water_attenuation_per_mm,
+                      "mu of water at the scan's effective energy, 1/mm (about 0.019 at 70 "
+                      "keV): the HU scale of a DICOM series (output_options."
+                      "water_attenuation_per_mm)");
+}
+
+absl::StatusOr<core::VolumeGeometry> GeometryFromSidecar(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open the sidecar ", path));
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  google::protobuf::Struct sidecar;
+  if (!google::protobuf::util::JsonStringToMessage(json, &sidecar).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  }
+  if (StringField(sidecar, "element_type") != "float32" ||
+      StringField(sidecar, "byte_order") != "little_endian") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": only element_type float32, byte_order little_endian is read"));
+  }
+  absl::StatusOr<std::vector<double>> size = Numbers(sidecar, "size", 3, path);
+  if (!size.ok()) return size.status();
+  absl::StatusOr<std::vector<double>> voxel = Numbers(sidecar, "voxel_size_mm", 3, path);
+  if (!voxel.ok()) return voxel.status();
+  absl::StatusOr<std::vector<double>> centre = Numbers(sidecar, "center_mm", 3, path);
+  if (!centre.ok()) return centre.status();
+  for (double side : *size) {
+    if (!(side >= 1 && side <= core::VolumeGeometry::kMaxSide) || side != std::floor(side)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": size ", side, " is not in [1, ",
+                                                     core::VolumeGeometry::kMaxSide, "]"));
+    }
+  }
+  return core::VolumeGeometry::Create(
+      {static_cast<int64_t>((*size)[0]), static_cast<int64_t>((*size)[1]),
+       static_cast<int64_t>((*size)[2])},
+      {(*voxel)[0], (*voxel)[1], (*voxel)[2]}, {(*centre)[0], (*centre)[1], (*centre)[2]});
+}
 
 absl::StatusOr<v1::OutputFormat> ParseOutputFormatName(absl::string_view name) {
   for (const auto& [text, format] : kFormatNames) {

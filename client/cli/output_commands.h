@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/cli/cli_common.h"
+#include "core/geometry/volume_geometry.h"
 #include "tomoserve/v1/tomoserve.pb.h"
 
 namespace tomo::cli {
@@ -34,6 +35,23 @@ std::string OutputFormatNamesText();
 // the tar and returns the folder holding the .dcm files.
 absl::StatusOr<std::string> UnpackDicomSeries(const std::string& tar_path,
                                               const std::string& directory);
+
+// The output flags of submit and local: --format (names, replacing spec.outputs when given)
+// and --water-attenuation (mu of water in 1/mm, setting
+// spec.output_options.water_attenuation_per_mm for the HU of a DICOM series; 0: keep the
+// spec's). INVALID_ARGUMENT naming the flag for an unknown format or a value that is not
+// finite and > 0.
+struct OutputFlags {
+  std::vector<std::string> formats;
+  double water_attenuation_per_mm = 0;
+};
+absl::Status ApplyOutputFlags(const OutputFlags& flags, tomoserve::v1::JobSpec* spec);
+void AddOutputFlags(CLI::App* command, OutputFlags* flags);
+
+// The grid of a raw float32 volume from its JSON sidecar (core/io/raw_sidecar.h: the
+// volume.json next to volume.raw): NOT_FOUND when it cannot be read, INVALID_ARGUMENT
+// naming the path and what is wrong in it.
+absl::StatusOr<core::VolumeGeometry> GeometryFromSidecar(const std::string& path);
 
 void AddOutputCommands(CLI::App& app, const GlobalOptions& global,
                        std::vector<Command>& commands);

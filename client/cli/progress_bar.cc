@@ -127,7 +127,9 @@ void ProgressBar::Draw(double fraction, int percent, const std::string& label,
   if (text.size() > room) {
     // Keep the times (after the label) and cut the label's end.
     const std::string times = text.substr(text.find(label) + label.size());
-    const size_t label_room = room > times.size() + 3 ? room - times.size() - 3 : 0;
+    constexpr size_t kPercentWidth = 6;  // "100%  "
+    const size_t fixed = kPercentWidth + times.size() + 3;
+    const size_t label_room = room > fixed ? room - fixed : 0;
     text = absl::StrFormat("%3d%%  %s...%s", percent, label.substr(0, label_room), times);
     if (text.size() > room) text.resize(room);
   }

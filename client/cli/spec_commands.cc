@@ -43,8 +43,9 @@ std::string DescribeInput(const v1::JobSpec& spec) {
     return absl::StrCat(HumanBytes(spec.input().size_bytes()), " in ",
                         spec.input().files_size(), " file(s)");
   }
-  return absl::StrFormat("%d views x %d rows x %d columns x %d bytes = %d bytes (%s)",
-                         dims->views, dims->rows, dims->columns, value_bytes,
+  return absl::StrFormat("%d views x %d %s x %d columns x %d bytes = %d bytes (%s)",
+                         dims->views, dims->rows, dims->rows == 1 ? "row" : "rows",
+                         dims->columns, value_bytes,
                          spec.input().size_bytes(), HumanBytes(spec.input().size_bytes()));
 }
 

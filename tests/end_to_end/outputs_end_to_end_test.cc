@@ -6,6 +6,7 @@
 // Not registered with ctest until runner/job_execution.cc calls WriteJobOutputs
 // (runner/job_outputs.h): until then tomod refuses every format but RAW_FLOAT32.
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,15 @@ TEST_F(OutputsEndToEndTest, EveryFormatThroughTomodAndTheCli) {
   ASSERT_EQ(submitted.exit_code, 0) << submitted.Describe();
   const std::string id = submitted.OutLines().at(0);
   for (const char* name : {"volume.raw", "volume.json", "volume.nii", "volume.nii.gz",
-                           "volume.mha", "volume_dicom.tar", "preview_axial.png",
-                           "preview_coronal.png", "preview_sagittal.png"}) {
+                           "volume.mha", "preview_axial.png", "preview_coronal.png",
+                           "preview_sagittal.png"}) {
     EXPECT_TRUE(fs::is_regular_file(out + "/" + name)) << name << "\n" << submitted.Describe();
   }
+  // The DICOM series unpacked, as fetch --format dicom does: one .dcm per slice, no tar.
+  EXPECT_FALSE(fs::exists(out + "/volume_dicom.tar")) << submitted.Describe();
+  ASSERT_TRUE(fs::is_directory(out + "/volume_dicom")) << submitted.Describe();
+  EXPECT_EQ(std::distance(fs::directory_iterator(out + "/volume_dicom"), fs::directory_iterator{}),
+            kSize);
   // The reconstruction itself, within the core issue's bound.
   ProcessResult compared = TomoRaw({"compare", "--reference", phantom + "/truth.raw", "--image",
                                     out + "/volume.raw", "--dims", "32,32,32",
