@@ -162,7 +162,7 @@ absl::StatusOr<ArtResult> RunSweeps(ArtBuffers& run, const ArtOptions& options,
 class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
-      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels) {
+      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels, int slab_steps) {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
     auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
     m->kernels_ = kernels;
@@ -188,7 +188,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       partial_segments = m->segments_;
     }
     if (m->UsesDense()) {
-      TOMO_ASSIGN_OR_RETURN(const DenseSlabs dense, DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a)));
+      TOMO_ASSIGN_OR_RETURN(const DenseSlabs dense, DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a, slab_steps)));
       TOMO_ASSIGN_OR_RETURN(m->dense_values_, Upload(dense.values(), s));
       TOMO_ASSIGN_OR_RETURN(m->dense_offsets_, Upload(dense.pixel_offsets(), s));
       TOMO_ASSIGN_OR_RETURN(m->dense_slabs_, Upload(dense.slabs(), s));
@@ -208,7 +208,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                   n, columns};
     if (m->UsesSegmented()) {
       TOMO_ASSIGN_OR_RETURN(const SegmentedRuns segmented,
-                            SegmentedRuns::Build(a, SegmentedRuns::SegmentsFor(a)));
+                            SegmentedRuns::Build(a, SegmentedRuns::SegmentsFor(a, slab_steps)));
       TOMO_ASSIGN_OR_RETURN(m->segmented_values_, Upload(segmented.values(), s));
       TOMO_ASSIGN_OR_RETURN(m->segmented_runs_, Upload(segmented.runs(), s));
       TOMO_ASSIGN_OR_RETURN(m->segmented_slabs_, Upload(segmented.slabs(), s));
@@ -223,7 +223,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     }
     if (m->UsesInterleaved()) {
       TOMO_ASSIGN_OR_RETURN(const InterleavedRuns blocked,
-                            InterleavedRuns::Build(a, InterleavedRuns::SegmentsFor(a)));
+                            InterleavedRuns::Build(a, InterleavedRuns::SegmentsFor(a, slab_steps)));
       TOMO_ASSIGN_OR_RETURN(m->blocked_values_, Upload(blocked.values(), s));
       TOMO_ASSIGN_OR_RETURN(m->blocked_runs_, Upload(blocked.runs(), s));
       TOMO_ASSIGN_OR_RETURN(m->blocked_headers_, Upload(blocked.row_headers(), s));
@@ -666,8 +666,8 @@ absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) 
 }
 
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
-    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels) {
-  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels));
+    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels, int slab_steps) {
+  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels, slab_steps));
   return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
 }
 
