@@ -389,11 +389,15 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
             segmented_, block, static_cast<int64_t>(b) * per_view, per_view, x, x_transposed,
             partials_.get(), combine, s));
       } else if (UsesInterleaved()) {
-        combine.segments = blocked_.segments;
+        // Its warps hold all views; their last warp's serial sum of the segments was slow
+        // (round 2): the combine kernel adds them.
         const int64_t first = blocked_view_begin_[b];
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchInterleavedForwardPartials(
             blocked_, block, first, blocked_view_begin_[b + 1] - first, x, x_transposed,
-            partials_.get(), combine, s));
+            partials_.get(), cuda::GroupCombine{}, s));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, blocked_.segments,
+                                                               partials_.get(), projections,
+                                                               residual, out, s));
       } else {
         combine.segments = dense_.segments;
         const int64_t first = dense_view_begin_[b];

@@ -67,6 +67,9 @@ TOMO_THREAD_MATH void CombineOne(const SymmetricDeviceArrays& a, const OrbitBloc
                                  int segments, int k, int c, const float* partials,
                                  const float* projections, float* residual, float* out) {
   float sum = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 8
+#endif
   for (int s = 0; s < segments; ++s) sum += partials[(static_cast<int64_t>(s) * 8 + k) * a.columns + c];
   const int column = block.reversed[k] ? a.columns - 1 - c : c;
   const int64_t at = static_cast<int64_t>(block.view[k]) * a.columns + column;
