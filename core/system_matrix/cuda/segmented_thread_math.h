@@ -26,12 +26,19 @@ TOMO_THREAD_MATH float SegmentedForwardLaneView(const SegmentedDeviceArrays& d,
   const bool transposed = x_transposed != nullptr && keeps_axes == (slab.along_x != 0);
   const int n1 = d.n - 1;
   int m = slab.march_begin;
-  uint32_t run = d.runs[slab.run_base + lane];
+  // The run of the lane's current column, and the next one's loaded ahead (a lane moves on
+  // every one to three steps: its next pixel then does not wait for a load).
+  const int64_t runs0 = slab.run_base + lane;
+  uint32_t run = d.runs[runs0];
+  uint32_t next = m + 1 < slab.march_end ? d.runs[runs0 + 32] : 0u;
   float sum = 0.0f;
   for (int t = 0; t < slab.width; ++t) {
     while (static_cast<uint32_t>(t) >= SegmentedRunFirst(run) + SegmentedRunLength(run)) {
       if (++m >= slab.march_end) return sum;
-      run = d.runs[slab.run_base + 32 * static_cast<int64_t>(m - slab.march_begin) + lane];
+      run = next;
+      next = m + 1 < slab.march_end
+                 ? d.runs[runs0 + 32 * static_cast<int64_t>(m + 1 - slab.march_begin)]
+                 : 0u;
     }
     const float w = LoadReadOnly(d.values + slab.value_base + 32 * static_cast<int64_t>(t) + lane);
     const int minor = static_cast<int>(SegmentedRunMinor(run)) + t - static_cast<int>(SegmentedRunFirst(run));
