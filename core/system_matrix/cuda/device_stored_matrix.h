@@ -92,7 +92,9 @@ enum class SymmetricKernels {
   // layout is on the device.
   kSegmented,
 };
-inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kGather;
+// The default: one layout on the device, no atomics, the fastest measured
+// (bench/NOTES.md).
+inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kSegmented;
 const char* SymmetricKernelsName(SymmetricKernels kernels);
 // INVALID_ARGUMENT naming the value and the names allowed.
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name);
