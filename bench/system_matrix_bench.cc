@@ -137,11 +137,17 @@ struct Options {
   bool cusparse_graph = true;
   bool cpu_build = true;
   std::vector<SymmetricKernels> kernels = AllSymmetricKernels();
+  std::vector<int> slab_steps = {0};
 };
 
-// One kernel variant of ours (DeviceStoredMatrix's SymmetricKernels).
+// Whether the variant has slabs (a steps-per-slab setting to vary).
+bool HasSlabs(SymmetricKernels k) {
+  return k != SymmetricKernels::kGather && k != SymmetricKernels::kOrbit;
+}
+
 struct KernelResult {
   SymmetricKernels kernels = kDefaultSymmetricKernels;
+  int slab_steps = 0;  // 0: the layout's default
   uint64_t device_bytes = 0;  // the matrix's arrays on the device
   double upload_s = 0, s_per_sweep = 0, forward_s = 0, back_s = 0;
   int converged_at = 0;
@@ -149,6 +155,12 @@ struct KernelResult {
   int best_at = 0;
 };
 
+std::string VariantName(const KernelResult& k) {
+  return k.slab_steps > 0 ? absl::StrCat(SymmetricKernelsName(k.kernels), "/", k.slab_steps)
+                          : std::string(SymmetricKernelsName(k.kernels));
+}
+
+// One kernel variant of ours (DeviceStoredMatrix's SymmetricKernels).
 struct Result {
   int64_t n = 0;
   uint64_t csr_bytes = 0, symmetric_bytes = 0;
@@ -429,9 +441,9 @@ void PrintOurs(const Result& r) {
               static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
               r.ours_floor_s * 1e3);
   for (const KernelResult& k : r.kernels) {
-    std::printf("       %-11s dev %.3f GB (%.2fx, up %.2f s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
+    std::printf("       %-13s dev %.3f GB (%.2fx, up %.2f s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
                 "  x floor %.1f  conv %d  err %.4f  best %.4f@%d  vs first %.1e\n",
-                SymmetricKernelsName(k.kernels), k.device_bytes / 1e9,
+                VariantName(k).c_str(), k.device_bytes / 1e9,
                 static_cast<double>(r.csr_bytes) / static_cast<double>(k.device_bytes), k.upload_s,
                 k.s_per_sweep * 1e3,
                 k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
@@ -448,7 +460,7 @@ absl::Status RunOurs(const SymmetricSystemMatrix& a, const Array3D& sinogram,
                      std::vector<Array3D>& images) {
   double t = Now();
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceStoredMatrix> device,
-                        UploadSymmetricMatrix(a, 0, k.kernels));
+                        UploadSymmetricMatrix(a, 0, k.kernels, k.slab_steps));
   k.upload_s = Now() - t;
   k.device_bytes = device->matrix_bytes();
   ArtOptions art;
@@ -570,16 +582,30 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   const Array3D truth = phantom.Rasterize(volume, 2);
   const Array3D sinogram = core::EllipsoidPhantom::ExtrudedFrom(phantom).Project(geometry, 2);
   std::vector<Array3D> images;  // each kernel's image after --converge-iterations sweeps
+  std::vector<KernelResult> variants;
   for (const SymmetricKernels kernels : options.kernels) {
-    KernelResult k;
-    k.kernels = kernels;
+    for (const int steps : options.slab_steps) {
+      if (steps > 0 && !HasSlabs(kernels)) continue;
+      KernelResult k;
+      k.kernels = kernels;
+      k.slab_steps = steps;
+      variants.push_back(k);
+    }
+    if (!HasSlabs(kernels) && std::find(options.slab_steps.begin(), options.slab_steps.end(), 0) ==
+                                  options.slab_steps.end()) {
+      KernelResult k;
+      k.kernels = kernels;
+      variants.push_back(k);
+    }
+  }
+  for (KernelResult k : variants) {
     const size_t images_before = images.size();
     const absl::Status ran = RunOurs(a, sinogram, truth, options, k, images);
     if (!ran.ok()) {  // said, and the other variants still run
       images.resize(images_before);
-      std::printf("       %-11s failed: %s\n", SymmetricKernelsName(kernels),
+      std::printf("       %-13s failed: %s\n", VariantName(k).c_str(),
                   std::string(ran.message()).c_str());
-      absl::StrAppend(&result.note, SymmetricKernelsName(kernels), " failed; ");
+      absl::StrAppend(&result.note, VariantName(k), " failed; ");
       continue;
     }
     result.kernels.push_back(k);
@@ -664,7 +690,7 @@ std::string OnTheFlyJson(const Result::OnTheFly& f) {
 
 std::string KernelJson(const KernelResult& k) {
   return absl::StrCat(
-      "{\"kernel\": \"", SymmetricKernelsName(k.kernels), "\", \"device_bytes\": ", k.device_bytes,
+      "{\"kernel\": \"", VariantName(k), "\", \"device_bytes\": ", k.device_bytes,
       ", \"upload_s\": ", k.upload_s, ", \"s_per_iteration\": ", k.s_per_sweep,
       ", \"forward_s\": ", k.forward_s, ", \"back_s\": ", k.back_s,
       ", \"converged_at\": ", k.converged_at, ", \"error\": ", k.error,
@@ -696,14 +722,14 @@ void PrintRest(const Result& r, const Options& options) {
               static_cast<long>(r.n), r.cusparse_s * 1e3, r.expand_s, r.cusparse_error,
               r.note.c_str());
   for (const KernelResult& k : r.kernels) {
-    std::printf("       %-11s speedup over cuSPARSE %.2f  vs cuSPARSE image %.1e\n",
-                SymmetricKernelsName(k.kernels),
+    std::printf("       %-13s speedup over cuSPARSE %.2f  vs cuSPARSE image %.1e\n",
+                VariantName(k).c_str(),
                 r.cusparse_s > 0 ? r.cusparse_s / k.s_per_sweep : -1.0, k.vs_cusparse);
   }
   if (r.sart.s_per_iteration > 0 && !r.kernels.empty()) {
     const KernelResult& k = r.kernels[0];
     std::printf("       time to error %.4f: ours (%s) %.3f s (%d sweeps x %.5f)", k.best_error,
-                SymmetricKernelsName(k.kernels), k.best_at * k.s_per_sweep, k.best_at,
+                VariantName(k).c_str(), k.best_at * k.s_per_sweep, k.best_at,
                 k.s_per_sweep);
     for (const auto* f : {&r.sart, &r.os_sart}) {
       std::printf("; %s(%ld blocks) ", f == &r.sart ? "SART" : "OS-SART",
@@ -748,6 +774,10 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-build", options.cpu_build,
                  "also build the matrix on the CPU and check the device build's extents");
   std::string kernels_text = "all";
+  std::string steps_text = "0";
+  app.add_option("--slab-steps", steps_text,
+                 "steps per slab the blocked layouts aim at, comma-separated (0: their default); "
+                 "each value is one more line per blocked variant");
   app.add_option("--kernel", kernels_text,
                  "our kernel variants to run, comma-separated (gather, orbit, ...) or all; the "
                  "first is the one compared with SART and OS-SART");
@@ -755,6 +785,10 @@ int main(int argc, char** argv) {
   options.sizes.clear();
   for (const absl::string_view s : absl::StrSplit(sizes_text, ',')) {
     options.sizes.push_back(std::stoll(std::string(s)));
+  }
+  options.slab_steps.clear();
+  for (const absl::string_view s : absl::StrSplit(steps_text, ',')) {
+    options.slab_steps.push_back(std::stoi(std::string(s)));
   }
   if (kernels_text != "all") {
     options.kernels.clear();

@@ -82,11 +82,12 @@ uint32_t DenseSlabs::OrbitKey(int32_t n, int32_t ix, int32_t iy) {
   return (std::max(cx, cy) << 16) | std::min(cx, cy);
 }
 
-int DenseSlabs::SegmentsFor(const SymmetricSystemMatrix& a) {
+int DenseSlabs::SegmentsFor(const SymmetricSystemMatrix& a, int steps_wanted) {
+  const double steps = steps_wanted > 0 ? steps_wanted : kStepsWanted;
   const double mean = a.stored_rows() > 0 ? static_cast<double>(a.stored_nonzeros()) /
                                                 static_cast<double>(a.stored_rows())
                                           : 0.0;
-  return static_cast<int>(std::clamp(std::lround(mean / kStepsWanted), 1L, static_cast<long>(kMaxSegments)));
+  return static_cast<int>(std::clamp(std::lround(mean / steps), 1L, static_cast<long>(kMaxSegments)));
 }
 
 absl::StatusOr<DenseSlabs> DenseSlabs::Build(const SymmetricSystemMatrix& a, int segments,

@@ -50,8 +50,9 @@ class DenseSlabs {
   // pixels along x or y (fewer segments or a coarser grid would do).
   static absl::StatusOr<DenseSlabs> Build(const SymmetricSystemMatrix& a, int segments,
                                           int threads = 0);
-  // Segments that give slabs of about kStepsWanted steps for the matrix's mean row length.
-  static int SegmentsFor(const SymmetricSystemMatrix& a);
+  // Segments that give slabs of about steps_wanted steps (0: kStepsWanted) for the
+  // matrix's mean row length, at most kMaxSegments.
+  static int SegmentsFor(const SymmetricSystemMatrix& a, int steps_wanted = 0);
   static constexpr int kStepsWanted = 24;
   // At most this many (the group's last warp adds a partial per segment and view: at
   // 2048^2 the rows would want 244).

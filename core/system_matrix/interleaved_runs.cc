@@ -9,11 +9,12 @@
 
 namespace tomo::core::system_matrix {
 
-int InterleavedRuns::SegmentsFor(const SymmetricSystemMatrix& a) {
+int InterleavedRuns::SegmentsFor(const SymmetricSystemMatrix& a, int steps_wanted) {
+  const double steps = steps_wanted > 0 ? steps_wanted : kStepsWanted;
   const double mean = a.stored_rows() > 0 ? static_cast<double>(a.stored_nonzeros()) /
                                                 static_cast<double>(a.stored_rows())
                                           : 0.0;
-  return static_cast<int>(std::clamp(std::lround(mean / kStepsWanted), 1L, static_cast<long>(kMaxSegments)));
+  return static_cast<int>(std::clamp(std::lround(mean / steps), 1L, static_cast<long>(kMaxSegments)));
 }
 
 absl::StatusOr<InterleavedRuns> InterleavedRuns::Build(const SymmetricSystemMatrix& a,

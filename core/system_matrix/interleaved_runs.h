@@ -43,8 +43,9 @@ class InterleavedRuns {
   // INVALID_ARGUMENT when the run slots exceed 32-bit offsets. segments >= 1.
   static absl::StatusOr<InterleavedRuns> Build(const SymmetricSystemMatrix& a, int segments,
                                                int threads = 0);
-  // Segments that give slabs of about kStepsWanted steps for the matrix's mean row length.
-  static int SegmentsFor(const SymmetricSystemMatrix& a);
+  // Segments that give slabs of about steps_wanted steps (0: kStepsWanted) for the
+  // matrix's mean row length, at most kMaxSegments.
+  static int SegmentsFor(const SymmetricSystemMatrix& a, int steps_wanted = 0);
 
   int segments() const { return segments_; }
   const std::vector<float>& values() const { return values_; }

@@ -47,8 +47,9 @@ class SegmentedRuns {
   // slab or 32 or more in one column (more segments would do).
   static absl::StatusOr<SegmentedRuns> Build(const SymmetricSystemMatrix& a, int segments,
                                              int threads = 0);
-  // Segments that give slabs of about kStepsWanted steps for the matrix's mean row length.
-  static int SegmentsFor(const SymmetricSystemMatrix& a);
+  // Segments that give slabs of about steps_wanted steps (0: kStepsWanted) for the
+  // matrix's mean row length, at most kMaxSegments.
+  static int SegmentsFor(const SymmetricSystemMatrix& a, int steps_wanted = 0);
 
   int segments() const { return segments_; }
   int32_t n() const { return n_; }

@@ -15,49 +15,49 @@
 
 namespace tomo::core::system_matrix::cuda {
 
-// Forward, one lane: sums[k] (k < block.count) of the lane's weights times x at the images
-// of their pixels under view k's map. The stored value and pixel are read once for all the
-// block's views.
+// Forward, one lane and one view k of the block: the sum of the lane's weights times x at
+// the images of their pixels under view k's map (the block's eight warps, one per view,
+// read the slab's lines once from L2 and then from L1).
 //
 // x_transposed (optional: nullptr reads x alone) is the image transposed, xt[ix * n + iy] =
 // x[iy * n + ix]. The lanes of one step lie along a column of pixels (slab.along_x) or a
 // row; a map that keeps the axes keeps that line's direction, one that swaps them turns it.
 // Reading each map's pixels from the copy in which that line is contiguous makes the 32
 // lanes' reads of x fall in a few cache lines for all eight maps, not for four of them.
-TOMO_DENSE_MATH void DenseForwardLane(const DenseDeviceArrays& d, const DenseSlab& slab,
-                                      const OrbitBlock& block, int lane, const float* x,
-                                      const float* x_transposed, float sums[8]) {
+TOMO_DENSE_MATH float DenseForwardLaneView(const DenseDeviceArrays& d, const DenseSlab& slab,
+                                           const OrbitBlock& block, int k, int lane,
+                                           const float* x, const float* x_transposed) {
   const int n1 = d.n - 1;
-  bool transposed[8];
-  for (int k = 0; k < 8; ++k) {
-    const bool keeps_axes = block.m[k][1] == 0;
-    transposed[k] = x_transposed != nullptr && keeps_axes == (slab.along_x != 0);
-  }
+  const bool keeps_axes = block.m[k][1] == 0;
+  const bool transposed = x_transposed != nullptr && keeps_axes == (slab.along_x != 0);
+  float sum = 0.0f;
 #if defined(__CUDA_ARCH__)
-#pragma unroll 2
+#pragma unroll 4
 #endif
   for (int j = 0; j < slab.width; ++j) {
     const int64_t e = slab.offset + 32 * static_cast<int64_t>(j) + lane;
-    const float w = d.values[e];
     const uint32_t o = d.offsets[e];
     const int cx = 2 * (static_cast<int>(slab.base & 0xffffu) + static_cast<int>(o & 0xffu)) - n1;
     const int cy = 2 * (static_cast<int>(slab.base >> 16) + static_cast<int>(o >> 8)) - n1;
+    const int ox = (block.m[k][0] * cx + block.m[k][1] * cy + n1) >> 1;
+    const int oy = (block.m[k][2] * cx + block.m[k][3] * cy + n1) >> 1;
+    const float* at = transposed ? x_transposed + static_cast<int64_t>(ox) * d.n + oy
+                                 : x + static_cast<int64_t>(oy) * d.n + ox;
 #if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int k = 0; k < 8; ++k) {
-      if (k < block.count) {
-        const int ox = (block.m[k][0] * cx + block.m[k][1] * cy + n1) >> 1;
-        const int oy = (block.m[k][2] * cx + block.m[k][3] * cy + n1) >> 1;
-        const float* at = transposed[k] ? x_transposed + static_cast<int64_t>(ox) * d.n + oy
-                                        : x + static_cast<int64_t>(oy) * d.n + ox;
-#if defined(__CUDA_ARCH__)
-        sums[k] += w * __ldg(at);
+    sum += d.values[e] * __ldg(at);
 #else
-        sums[k] += w * *at;
+    sum += d.values[e] * *at;
 #endif
-      }
-    }
+  }
+  return sum;
+}
+
+// All the block's views for one lane (the CPU's emulation of the views' warps).
+inline void DenseForwardLane(const DenseDeviceArrays& d, const DenseSlab& slab,
+                             const OrbitBlock& block, int lane, const float* x,
+                             const float* x_transposed, float sums[8]) {
+  for (int k = 0; k < block.count; ++k) {
+    sums[k] += DenseForwardLaneView(d, slab, block, k, lane, x, x_transposed);
   }
 }
 

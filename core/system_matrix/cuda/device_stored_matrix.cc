@@ -162,7 +162,7 @@ absl::StatusOr<ArtResult> RunSweeps(ArtBuffers& run, const ArtOptions& options,
 class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
-      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels) {
+      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels, int slab_steps) {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
     auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
     m->kernels_ = kernels;
@@ -188,7 +188,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       partial_segments = m->segments_;
     }
     if (m->UsesDense()) {
-      TOMO_ASSIGN_OR_RETURN(const DenseSlabs dense, DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a)));
+      TOMO_ASSIGN_OR_RETURN(const DenseSlabs dense, DenseSlabs::Build(a, DenseSlabs::SegmentsFor(a, slab_steps)));
       TOMO_ASSIGN_OR_RETURN(m->dense_values_, Upload(dense.values(), s));
       TOMO_ASSIGN_OR_RETURN(m->dense_offsets_, Upload(dense.pixel_offsets(), s));
       TOMO_ASSIGN_OR_RETURN(m->dense_slabs_, Upload(dense.slabs(), s));
@@ -208,7 +208,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                   n, columns};
     if (m->UsesSegmented()) {
       TOMO_ASSIGN_OR_RETURN(const SegmentedRuns segmented,
-                            SegmentedRuns::Build(a, SegmentedRuns::SegmentsFor(a)));
+                            SegmentedRuns::Build(a, SegmentedRuns::SegmentsFor(a, slab_steps)));
       TOMO_ASSIGN_OR_RETURN(m->segmented_values_, Upload(segmented.values(), s));
       TOMO_ASSIGN_OR_RETURN(m->segmented_runs_, Upload(segmented.runs(), s));
       TOMO_ASSIGN_OR_RETURN(m->segmented_slabs_, Upload(segmented.slabs(), s));
@@ -223,7 +223,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     }
     if (m->UsesInterleaved()) {
       TOMO_ASSIGN_OR_RETURN(const InterleavedRuns blocked,
-                            InterleavedRuns::Build(a, InterleavedRuns::SegmentsFor(a)));
+                            InterleavedRuns::Build(a, InterleavedRuns::SegmentsFor(a, slab_steps)));
       TOMO_ASSIGN_OR_RETURN(m->blocked_values_, Upload(blocked.values(), s));
       TOMO_ASSIGN_OR_RETURN(m->blocked_runs_, Upload(blocked.runs(), s));
       TOMO_ASSIGN_OR_RETURN(m->blocked_headers_, Upload(blocked.row_headers(), s));
@@ -389,11 +389,15 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
             segmented_, block, static_cast<int64_t>(b) * per_view, per_view, x, x_transposed,
             partials_.get(), combine, s));
       } else if (UsesInterleaved()) {
-        combine.segments = blocked_.segments;
+        // Its warps hold all views; their last warp's serial sum of the segments was slow
+        // (round 2): the combine kernel adds them.
         const int64_t first = blocked_view_begin_[b];
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchInterleavedForwardPartials(
             blocked_, block, first, blocked_view_begin_[b + 1] - first, x, x_transposed,
-            partials_.get(), combine, s));
+            partials_.get(), cuda::GroupCombine{}, s));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, blocked_.segments,
+                                                               partials_.get(), projections,
+                                                               residual, out, s));
       } else {
         combine.segments = dense_.segments;
         const int64_t first = dense_view_begin_[b];
@@ -666,8 +670,8 @@ absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) 
 }
 
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
-    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels) {
-  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels));
+    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels, int slab_steps) {
+  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels, slab_steps));
   return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
 }
 

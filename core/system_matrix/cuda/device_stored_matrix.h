@@ -92,15 +92,19 @@ enum class SymmetricKernels {
   // layout is on the device.
   kSegmented,
 };
-inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kGather;
+// The default: one layout on the device, no atomics, the fastest measured
+// (bench/NOTES.md).
+inline constexpr SymmetricKernels kDefaultSymmetricKernels = SymmetricKernels::kSegmented;
 const char* SymmetricKernelsName(SymmetricKernels kernels);
 // INVALID_ARGUMENT naming the value and the names allowed.
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name);
 std::vector<SymmetricKernels> AllSymmetricKernels();
 
+// slab_steps: the steps per slab the blocked layouts aim at (0: their default; more steps,
+// fewer and longer warps).
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
     const SymmetricSystemMatrix& matrix, int device,
-    SymmetricKernels kernels = kDefaultSymmetricKernels);
+    SymmetricKernels kernels = kDefaultSymmetricKernels, int slab_steps = 0);
 // views_per_block as ArtOptions::views_per_block (0: one view); RunArt's options must
 // carry the same value.
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadCsrMatrix(const CsrSystemMatrix& matrix,

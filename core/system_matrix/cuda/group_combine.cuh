@@ -48,4 +48,41 @@ __device__ __forceinline__ void CombineIfLastOfGroup(const GroupCombine& c,
   if (lane == 0) c.counters[group] = 0;
 }
 
+// The same for a block of 256 threads that holds one slab, warp k its view k (all threads
+// call this): the group's last block to finish adds the partials, thread (k, lane) the
+// segments of view k and row first_row + lane, unrolled so that the loads overlap.
+__device__ __forceinline__ void CombineIfLastBlockOfGroup(const GroupCombine& c,
+                                                          const OrbitBlock& block,
+                                                          int first_row, int columns,
+                                                          const float* partials) {
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  const int group = first_row / 32;
+  if (threadIdx.x == 0) last = atomicAdd(c.counters + group, 1) == c.segments - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int k = threadIdx.x / 32;
+  const int row = first_row + threadIdx.x % 32;
+  if (k < block.count && row < columns) {
+    float sum = 0;
+#pragma unroll 8
+    for (int s = 0; s < c.segments; ++s) {
+      sum += __ldcg(partials + (static_cast<int64_t>(s) * 8 + k) * columns + row);
+    }
+    const int column = block.reversed[k] ? columns - 1 - row : row;
+    const int64_t at = static_cast<int64_t>(block.view[k]) * columns + column;
+    if (c.projections == nullptr) {
+      c.out[at] = sum;
+    } else {
+      const float r = c.projections[at] - sum;
+      c.residual[at] = r;
+      const float norm2 = c.row_norm2[static_cast<int64_t>(block.stored_view) * columns + row];
+      c.out[at] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
+    }
+  }
+  if (threadIdx.x == 0) c.counters[group] = 0;
+}
+
 }  // namespace tomo::core::system_matrix::cuda

@@ -10,44 +10,55 @@
 
 namespace tomo::core::system_matrix::cuda {
 
-// Forward, one lane: walks its entries t = 0 .. slab.width - 1 in step with the other lanes
-// (one line of values per step), moving to its run of the next column when the current one
-// ends, and adds w x(M_k p) to sums[k] for every view k of the block. x_transposed as
-// DenseForwardLane's (the lanes of a step lie along a column when slab.along_x).
-TOMO_THREAD_MATH void SegmentedForwardLane(const SegmentedDeviceArrays& d,
-                                           const SegmentedSlab& slab, const OrbitBlock& block,
-                                           int lane, const float* x, const float* x_transposed,
-                                           float sums[8]) {
-  if (slab.first_row + lane >= d.columns || slab.march_end <= slab.march_begin) return;
-  int m = slab.march_begin;
-  uint32_t run = d.runs[slab.run_base + lane];
+// Forward, one lane and one view k of the block: walks the lane's entries t = 0 ..
+// slab.width - 1 in step with the other lanes (one line of values per step), moving to its
+// run of the next column when the current one ends, and returns the sum of w x(M_k p).
+// x_transposed (optional) is x transposed (xt[ix * n + iy]): the lanes of a step lie along
+// a column of pixels (slab.along_x) or a row; a map that keeps the axes keeps that line's
+// direction, one that swaps them turns it; reading from the copy in which the line is
+// contiguous puts the 32 lanes' reads in a few cache lines for every map.
+TOMO_THREAD_MATH float SegmentedForwardLaneView(const SegmentedDeviceArrays& d,
+                                                const SegmentedSlab& slab,
+                                                const OrbitBlock& block, int k, int lane,
+                                                const float* x, const float* x_transposed) {
+  if (slab.first_row + lane >= d.columns || slab.march_end <= slab.march_begin) return 0.0f;
+  const bool keeps_axes = block.m[k][1] == 0;
+  const bool transposed = x_transposed != nullptr && keeps_axes == (slab.along_x != 0);
   const int n1 = d.n - 1;
-  bool transposed[8];
-  for (int k = 0; k < 8; ++k) {
-    const bool keeps_axes = block.m[k][1] == 0;
-    transposed[k] = x_transposed != nullptr && keeps_axes == (slab.along_x != 0);
-  }
+  int m = slab.march_begin;
+  // The run of the lane's current column, and the next one's loaded ahead (a lane moves on
+  // every one to three steps: its next pixel then does not wait for a load).
+  const int64_t runs0 = slab.run_base + lane;
+  uint32_t run = d.runs[runs0];
+  uint32_t next = m + 1 < slab.march_end ? d.runs[runs0 + 32] : 0u;
+  float sum = 0.0f;
   for (int t = 0; t < slab.width; ++t) {
     while (static_cast<uint32_t>(t) >= SegmentedRunFirst(run) + SegmentedRunLength(run)) {
-      if (++m >= slab.march_end) return;
-      run = d.runs[slab.run_base + 32 * static_cast<int64_t>(m - slab.march_begin) + lane];
+      if (++m >= slab.march_end) return sum;
+      run = next;
+      next = m + 1 < slab.march_end
+                 ? d.runs[runs0 + 32 * static_cast<int64_t>(m + 1 - slab.march_begin)]
+                 : 0u;
     }
     const float w = LoadReadOnly(d.values + slab.value_base + 32 * static_cast<int64_t>(t) + lane);
     const int minor = static_cast<int>(SegmentedRunMinor(run)) + t - static_cast<int>(SegmentedRunFirst(run));
     const int cx = 2 * (slab.along_x ? m : minor) - n1;
     const int cy = 2 * (slab.along_x ? minor : m) - n1;
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int k = 0; k < 8; ++k) {
-      if (k < block.count) {
-        const int ox = (block.m[k][0] * cx + block.m[k][1] * cy + n1) >> 1;
-        const int oy = (block.m[k][2] * cx + block.m[k][3] * cy + n1) >> 1;
-        const float* at = transposed[k] ? x_transposed + static_cast<int64_t>(ox) * d.n + oy
-                                        : x + static_cast<int64_t>(oy) * d.n + ox;
-        sums[k] += w * LoadReadOnly(at);
-      }
-    }
+    const int ox = (block.m[k][0] * cx + block.m[k][1] * cy + n1) >> 1;
+    const int oy = (block.m[k][2] * cx + block.m[k][3] * cy + n1) >> 1;
+    const float* at = transposed ? x_transposed + static_cast<int64_t>(ox) * d.n + oy
+                                 : x + static_cast<int64_t>(oy) * d.n + ox;
+    sum += w * LoadReadOnly(at);
+  }
+  return sum;
+}
+
+// All the block's views for one lane: sums[k] (the CPU's emulation of the views' warps).
+inline void SegmentedForwardLane(const SegmentedDeviceArrays& d, const SegmentedSlab& slab,
+                                 const OrbitBlock& block, int lane, const float* x,
+                                 const float* x_transposed, float sums[8]) {
+  for (int k = 0; k < block.count; ++k) {
+    sums[k] += SegmentedForwardLaneView(d, slab, block, k, lane, x, x_transposed);
   }
 }
 

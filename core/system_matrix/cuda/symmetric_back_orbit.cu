@@ -15,12 +15,13 @@
 // the gather (3.3 against 3.6 ms per sweep's A^T): a block's 32 k orbits are only 1 k warps,
 // each a chain of dependent look-ups, too few to hide their latency.
 //
-// Launch shape: eight lanes per orbit (lane g takes the orbit's pixel q_g in the stored
-// frame: OrbitLaneSums), so a block of the smallest grids still fills the device (n^2 / 8
-// orbits x 8 lanes = n^2 threads); the lanes' eight sums are added across the eight lanes
-// with shuffles, and lane h writes output h. A block of 256 threads is 32 orbits, an 8 x 4
-// tile of representatives over the quadrant ix, iy >= n / 2 (the representatives are its
-// half cx >= cy; the lanes of the others add nothing and write nothing).
+// Launch shape: a block of 256 threads covers 32 orbits (an 8 x 4 tile of representatives
+// over the quadrant ix, iy >= n / 2; the representatives are its half cx >= cy, the lanes
+// of the others add nothing and write nothing) with eight warps: warp g takes the orbits'
+// pixel q_g in the stored frame (OrbitLaneSums), so the 32 lanes of a warp look up 32
+// neighbouring stored pixels (the same few rays, runs and lines) as one thread per orbit
+// did, with eight times the threads (n^2 per block: enough to hide the look-ups' latency
+// at 512^2). The warps' sums meet in shared memory; warp h then writes output h.
 #include "core/system_matrix/cuda/segmented_thread_math.h"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/symmetric_thread_math.h"
@@ -38,26 +39,22 @@ __global__ void __launch_bounds__(kThreads)
                              StoredViewGeometry geometry, OrbitBlock block, SquareMapTable maps,
                              const float* __restrict__ z_full, float* __restrict__ x,
                              float* __restrict__ x_transposed, bool clamp) {
-  const int g = threadIdx.x & 7;
-  const int orbit = threadIdx.x >> 3;
-  const int ix = n / 2 + static_cast<int>(blockIdx.x) * kTileX + (orbit % kTileX);
-  const int iy = n / 2 + static_cast<int>(blockIdx.y) * kTileY + (orbit / kTileX);
+  __shared__ float part[8][8][32];  // [g][h][orbit]
+  const int warp = threadIdx.x / 32;  // g for the sums, then h for the output
+  const int lane = threadIdx.x % 32;  // the orbit in the tile
+  const int ix = n / 2 + static_cast<int>(blockIdx.x) * kTileX + (lane % kTileX);
+  const int iy = n / 2 + static_cast<int>(blockIdx.y) * kTileY + (lane / kTileX);
   const bool valid = IsOrbitRepresentative(n, ix, iy);
   float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (valid) OrbitLaneSums(n, columns, geometry, block, maps, z_full, ix, iy, g, weight_at, sums);
-  // Sum over the eight lanes of the orbit (lanes 8o .. 8o + 7 of the warp).
+  if (valid) OrbitLaneSums(n, columns, geometry, block, maps, z_full, ix, iy, warp, weight_at, sums);
 #pragma unroll
-  for (int h = 0; h < 8; ++h) {
-#pragma unroll
-    for (int offset = 1; offset < 8; offset *= 2) {
-      sums[h] += __shfl_xor_sync(0xffffffffu, sums[h], offset);
-    }
-  }
+  for (int h = 0; h < 8; ++h) part[warp][h][lane] = sums[h];
+  __syncthreads();
   if (!valid) return;
   float total = 0.0f;
 #pragma unroll
-  for (int h = 0; h < 8; ++h) total = h == g ? sums[h] : total;
-  OrbitWriteOutput(maps, n, ix, iy, g, total, x, x_transposed, clamp);
+  for (int g = 0; g < 8; ++g) total += part[g][warp][lane];
+  OrbitWriteOutput(maps, n, ix, iy, warp, total, x, x_transposed, clamp);
 }
 
 template <typename WeightAt>

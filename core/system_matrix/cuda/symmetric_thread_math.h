@@ -67,6 +67,9 @@ TOMO_THREAD_MATH void CombineOne(const SymmetricDeviceArrays& a, const OrbitBloc
                                  int segments, int k, int c, const float* partials,
                                  const float* projections, float* residual, float* out) {
   float sum = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 8
+#endif
   for (int s = 0; s < segments; ++s) sum += partials[(static_cast<int64_t>(s) * 8 + k) * a.columns + c];
   const int column = block.reversed[k] ? a.columns - 1 - c : c;
   const int64_t at = static_cast<int64_t>(block.view[k]) * a.columns + column;
@@ -253,16 +256,29 @@ TOMO_THREAD_MATH void OrbitLaneSums(int n, int columns, const StoredViewGeometry
   const float half = 0.5f * static_cast<float>(columns - 1);
   int first, last;
   RayWindow(geometry, half, columns, qx, qy, &first, &last);
-  for (int c = first; c <= last; ++c) {
-    const float w = weight_at(c, qx, qy);
-    if (w == 0.0f) continue;
+  // Four candidate rays at a time: their look-ups are independent chains of dependent
+  // loads, which the unrolled loop lets the device overlap.
+  constexpr int kChunk = 4;
+  for (int c0 = first; c0 <= last; c0 += kChunk) {
+    float w[kChunk];
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int h = 0; h < 8; ++h) {
-      if (base[h] < 0) continue;
-      const int column = reversed[h] ? columns - 1 - c : c;
-      sums[h] += w * LoadReadOnly(z_full + base[h] + column);
+    for (int i = 0; i < kChunk; ++i) w[i] = c0 + i <= last ? weight_at(c0 + i, qx, qy) : 0.0f;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int i = 0; i < kChunk; ++i) {
+      if (w[i] == 0.0f) continue;
+      const int c = c0 + i;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int h = 0; h < 8; ++h) {
+        if (base[h] < 0) continue;
+        const int column = reversed[h] ? columns - 1 - c : c;
+        sums[h] += w[i] * LoadReadOnly(z_full + base[h] + column);
+      }
     }
   }
 }
