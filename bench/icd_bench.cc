@@ -271,7 +271,7 @@ struct Row {
   double mean_k = 0;
   int64_t max_k = 0, groups = 0;
   double footprint_pixels = 0, pixel_visits = 0;
-  std::vector<double> mvu_seconds, mvu_cost, mvu_error, mvu_noise;
+  std::vector<double> mvu_seconds, mvu_cost, mvu_error, mvu_noise, mvu_data, mvu_prior;
   double mvu_setup_seconds = 0, svu_setup_seconds = 0, host_seconds = 0;
   std::vector<KernelRun> other_kernels;  // MVU with the --kernel list's other kernels
   double fdk_error = 0, fdk_noise = 0, initial_cost = 0;
@@ -329,6 +329,16 @@ int Main(int argc, char** argv) {
   app.add_option("--iterations", iterations, "MVU iterations per Nz")->capture_default_str();
   app.add_option("--svu-groups", svu_groups, "SVU groups timed per Nz (0: no SVU)")
       ->capture_default_str();
+  std::string prior_sweep_text, blocks_sweep_text;
+  int64_t sweep_iterations = 5;
+  app.add_option("--prior-sweep", prior_sweep_text,
+                 "sigma:c pairs, comma-separated: MVU with each prior at the comparison's Nz "
+                 "(else the first), --sweep-iterations each; the comparison shows the one of "
+                 "smallest error");
+  app.add_option("--sweep-iterations", sweep_iterations, "iterations of each prior sweep run")
+      ->capture_default_str();
+  app.add_option("--blocks-sweep", blocks_sweep_text,
+                 "persistent grid sizes, comma-separated: one timed MVU iteration each");
   bool whole_object = false;
   app.add_flag("--whole-object", whole_object,
                "project the whole phantom (a long object: the volume's slab then explains only "
@@ -345,6 +355,20 @@ int Main(int argc, char** argv) {
   app.add_option("--json", json_path, "results as JSON, file name in --out-dir")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  std::vector<std::pair<double, double>> prior_sweep;
+  {
+    std::stringstream stream(prior_sweep_text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos) {
+        std::fprintf(stderr, "icd-bench: --prior-sweep: '%s' is not sigma:c\n", item.c_str());
+        return 1;
+      }
+      prior_sweep.emplace_back(std::stod(item.substr(0, colon)), std::stod(item.substr(colon + 1)));
+    }
+  }
+  const std::vector<int64_t> blocks_sweep = ParseList(blocks_sweep_text);
   std::vector<IcdKernel> kernels;
   std::vector<std::string> kernel_names;
   {
@@ -474,6 +498,8 @@ int Main(int argc, char** argv) {
     for (const IcdIterationRecord& r : mvu->iterations) {
       row.mvu_seconds.push_back(r.seconds);
       row.mvu_cost.push_back(r.cost);
+      row.mvu_data.push_back(r.data_term);
+      row.mvu_prior.push_back(r.prior_term);
     }
     std::printf("  MVU (%s): setup %.1f s, first iteration %.3f s\n", kernel_names[0].c_str(),
                 mvu->setup_seconds, row.mvu_seconds.front());
@@ -562,8 +588,10 @@ int Main(int argc, char** argv) {
     std::printf("  FDK: RMS error %.4e /mm, noise %.4e /mm; ICD initial cost %.6e\n",
                 row.fdk_error, row.fdk_noise, row.initial_cost);
     for (size_t k = 0; k < row.mvu_cost.size(); ++k) {
-      std::printf("  MVU iteration %zu: %.3f s, cost %.6e, RMS error %.4e, noise %.4e", k + 1,
-                  row.mvu_seconds[k], row.mvu_cost[k], row.mvu_error[k], row.mvu_noise[k]);
+      std::printf("  MVU iteration %zu: %.3f s, cost %.6e (data %.4e + prior %.4e), RMS error "
+                  "%.4e, noise %.4e",
+                  k + 1, row.mvu_seconds[k], row.mvu_cost[k], row.mvu_data[k], row.mvu_prior[k],
+                  row.mvu_error[k], row.mvu_noise[k]);
       if (k < row.paired_cost.size()) {
         std::printf(" | %d columns/step: %.3f s, cost %.6e, RMS error %.4e", columns_per_step,
                     row.paired_seconds[k],
@@ -586,6 +614,76 @@ int Main(int argc, char** argv) {
                   static_cast<long long>(row.paired_columns), Mean(row.paired_seconds),
                   row.svu_seconds / Mean(row.paired_seconds));
     }
+    // The prior sweep and the grid-size sweep run at the comparison's Nz (else the first).
+    const bool sweep_here = compare_nz > 0 ? nz == compare_nz : rows.empty();
+    Array3D best_sweep_volume;
+    std::string best_sweep_name;
+    if (sweep_here && !prior_sweep.empty()) {
+      double best_error = 1e300;
+      for (const auto& [sweep_sigma, sweep_c] : prior_sweep) {
+        IcdOptions sweep_options = options;
+        sweep_options.grouping = GroupingMode::kMultiVoxel;
+        sweep_options.iterations = sweep_iterations;
+        sweep_options.columns_per_step = std::max(1, columns_per_step);
+        sweep_options.prior.sigma = sweep_sigma;
+        sweep_options.prior.c = sweep_c;
+        IcdCudaTuning sweep_tuning = tuning;
+        std::vector<double> errors, noises;
+        Array3D last;
+        sweep_tuning.on_iteration_volume = [&](int64_t, const Array3D& x) {
+          errors.push_back(RmsError(x, truth));
+          noises.push_back(UniformRegionNoise(x, volume));
+          last = x.Clone();
+        };
+        auto result = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, sweep_options,
+                                         devices.front().index, sweep_tuning, {});
+        if (!result.ok()) {
+          std::fprintf(stderr, "icd-bench: prior sweep: %s\n",
+                       std::string(result.status().message()).c_str());
+          return 1;
+        }
+        std::printf("  prior sigma %.3g /mm, c %.3g (c sigma %.3g /mm), %d columns per step:\n",
+                    sweep_sigma, sweep_c, sweep_c * sweep_sigma, sweep_options.columns_per_step);
+        for (size_t k = 0; k < result->iterations.size(); ++k) {
+          const IcdIterationRecord& r = result->iterations[k];
+          std::printf("    iteration %zu: %.3f s, cost %.6e (data %.4e + prior %.4e), RMS error "
+                      "%.4e, noise %.4e\n",
+                      k + 1, r.seconds, r.cost, r.data_term, r.prior_term, errors[k], noises[k]);
+        }
+        if (errors.back() < best_error) {
+          best_error = errors.back();
+          best_sweep_volume = std::move(last);
+          best_sweep_name = absl::StrFormat("sigma %.3g c %.3g", sweep_sigma, sweep_c);
+          row.mvu_error.back() = errors.back();
+          row.mvu_noise.back() = noises.back();
+        }
+      }
+      std::printf("  prior sweep: smallest RMS error with %s (the comparison shows it)\n",
+                  best_sweep_name.c_str());
+    }
+    if (sweep_here && !blocks_sweep.empty()) {
+      for (int64_t blocks : blocks_sweep) {
+        IcdOptions timing_options = options;
+        timing_options.grouping = GroupingMode::kMultiVoxel;
+        timing_options.iterations = 1;
+        timing_options.columns_per_step = std::max(1, columns_per_step);
+        IcdCudaTuning timing_tuning = tuning;
+        timing_tuning.on_iteration_volume = nullptr;
+        timing_tuning.persistent_blocks = static_cast<int>(blocks);
+        auto result = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, timing_options,
+                                         devices.front().index, timing_tuning, {});
+        if (!result.ok()) {
+          std::fprintf(stderr, "icd-bench: grid sweep: %s\n",
+                       std::string(result.status().message()).c_str());
+          return 1;
+        }
+        std::printf("  persistent grid of at most %lld blocks, %d columns per step: %.3f s per "
+                    "iteration (%.2f us per step)\n",
+                    static_cast<long long>(blocks), timing_options.columns_per_step,
+                    result->iterations[0].seconds,
+                    1e6 * result->iterations[0].seconds / static_cast<double>(result->steps));
+      }
+    }
     if (nz == compare_nz) {
       std::vector<BestIterate> algebraic;
       for (bool cgls : {false, true}) {
@@ -600,14 +698,18 @@ int Main(int argc, char** argv) {
       std::printf("  comparison at Nz %lld (RMS error /mm, noise /mm in the uniform region):\n",
                   static_cast<long long>(nz));
       std::printf("    FDK            %.4e  %.4e\n", row.fdk_error, row.fdk_noise);
-      std::printf("    ICD (%lld it)   %.4e  %.4e\n", static_cast<long long>(iterations),
+      std::printf("    ICD (%lld it%s%s)   %.4e  %.4e\n",
+                  static_cast<long long>(best_sweep_name.empty() ? iterations : sweep_iterations),
+                  best_sweep_name.empty() ? "" : ", ", best_sweep_name.c_str(),
                   row.mvu_error.back(), row.mvu_noise.back());
       for (const BestIterate& b : algebraic) {
         std::printf("    %s (best %lld) %.4e  %.4e\n", b.name.c_str(),
                     static_cast<long long>(b.iteration), b.error, b.noise);
       }
       const absl::Status written = WriteComparisonPng(
-          png_path, {&truth, &*fdk, &mvu->volume, &algebraic[0].volume, &algebraic[1].volume},
+          png_path,
+          {&truth, &*fdk, best_sweep_name.empty() ? &mvu->volume : &best_sweep_volume,
+           &algebraic[0].volume, &algebraic[1].volume},
           volume);
       std::printf("    slices (phantom, FDK, ICD, SIRT, CGLS): %s %s\n", png_path.c_str(),
                   written.ok() ? "" : std::string(written.message()).c_str());
@@ -639,6 +741,10 @@ int Main(int argc, char** argv) {
          << ", \"k_max\": " << r.max_k << ", \"groups\": " << r.groups
          << ", \"footprint_pixels\": " << r.footprint_pixels
          << ", \"mvu_seconds\": " << list(r.mvu_seconds) << ", \"mvu_cost\": " << list(r.mvu_cost)
+         << ", \"mvu_data_term\": " << list(r.mvu_data)
+         << ", \"mvu_prior_term\": " << list(r.mvu_prior)
+         << ", \"mvu_data_term\": " << list(r.mvu_data)
+         << ", \"mvu_prior_term\": " << list(r.mvu_prior)
          << ", \"mvu_rms_error\": " << list(r.mvu_error) << ", \"mvu_noise\": " << list(r.mvu_noise)
          << ", \"initial_cost\": " << r.initial_cost << ", \"fdk_rms_error\": " << r.fdk_error
          << ", \"fdk_noise\": " << r.fdk_noise << ", \"svu_seconds_per_iteration\": " << r.svu_seconds
