@@ -33,6 +33,14 @@ ABSL_FLAG(uint32_t, max_jobs_per_client, 250,
           "refused with RESOURCE_EXHAUSTED. A client is the authenticated identity of the "
           "connection, else the host of its address. The default, a quarter of "
           "--max_queue_length's default, keeps one client from filling the queue; 0: no limit");
+ABSL_FLAG(uint32_t, max_uploads_per_client, 16,
+          "most uploads (Submit calls before upload_end) one client may have in progress; more "
+          "are refused with RESOURCE_EXHAUSTED. A client as for --max_jobs_per_client; 0: no "
+          "limit");
+ABSL_FLAG(absl::Duration, upload_idle_timeout, absl::Minutes(2),
+          "an upload whose client sends nothing for this long while tomod waits for its next "
+          "message is ended (DEADLINE_EXCEEDED) and its job removed, releasing its room on "
+          "the spool; 0: never");
 ABSL_FLAG(uint32_t, max_iterations, 1000,
           "most iterations an iterative algorithm may be asked for; more are refused with "
           "RESOURCE_EXHAUSTED (FBP/FDK have none)");
@@ -68,7 +76,8 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM/SIGINT: health turns NOT_SERVING and new jobs are refused at once; "
           "running jobs get this long to finish, then they are stopped and queued again "
           "(durably, not counted as an attempt) to run after the restart. A second signal "
-          "ends the wait at once");
+          "ends the wait at once. The whole stop takes at most this + 10 s: a supervisor's "
+          "stop timeout must be longer (deploy/README.md)");
 ABSL_FLAG(uint64_t, min_free_spool_bytes, uint64_t{64} << 20,
           "free bytes kept on the spool's file system (job database, logs) beyond what "
           "accepted jobs will write; below it new jobs are refused (degraded: health "
@@ -104,6 +113,8 @@ int main(int argc, char** argv) {
   options.limits.max_views = absl::GetFlag(FLAGS_max_views);
   options.limits.max_queue_length = absl::GetFlag(FLAGS_max_queue_length);
   options.limits.max_jobs_per_client = absl::GetFlag(FLAGS_max_jobs_per_client);
+  options.max_uploads_per_client = absl::GetFlag(FLAGS_max_uploads_per_client);
+  options.upload_idle_timeout = absl::GetFlag(FLAGS_upload_idle_timeout);
   options.limits.max_iterations = absl::GetFlag(FLAGS_max_iterations);
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   options.matrix_cache_bytes = absl::GetFlag(FLAGS_matrix_cache_bytes);

@@ -515,12 +515,12 @@ grpc::ServerUnaryReactor* AnswerUnary(grpc::CallbackServerContext* context,
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::Submit(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return NewSubmitReactor(manager_, striped_uploads_, metrics_, context, response);
+  return NewSubmitReactor(manager_, striped_uploads_, idle_uploads_, metrics_, context, response);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::SubmitStripe(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return NewSubmitStripeReactor(striped_uploads_, metrics_, context, response);
+  return NewSubmitStripeReactor(striped_uploads_, idle_uploads_, metrics_, context, response);
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetJob(grpc::CallbackServerContext* context,

@@ -30,6 +30,7 @@
 
 #include "core/algorithms/reconstruction.h"
 #include "server/jobs/job_manager.h"
+#include "server/uploads/idle_uploads.h"
 #include "server/uploads/striped_upload.h"
 #include "server/telemetry/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
@@ -68,7 +69,8 @@ class ReconstructionService final : public ReconstructionServiceBase {
   // null: nowhere.
   ReconstructionService(JobManager& manager, const core::AlgorithmRegistry& registry,
                         TomodMetrics* metrics = nullptr)
-      : manager_(manager), registry_(registry), metrics_(metrics) {}
+      : manager_(manager), registry_(registry), metrics_(metrics),
+        idle_uploads_(manager.options().upload_idle_timeout) {}
 
   // Requests: the method's request message; replies: its response message (JobEvent for
   // WatchJob, FetchResultResponse for FetchResult), each as bytes.
@@ -103,6 +105,8 @@ class ReconstructionService final : public ReconstructionServiceBase {
   const core::AlgorithmRegistry& registry_;
   TomodMetrics* metrics_;
   StripedUploadRegistry striped_uploads_;
+  // Ends uploads whose client went silent (--upload_idle_timeout).
+  IdleUploads idle_uploads_;
 };
 
 }  // namespace tomo::server

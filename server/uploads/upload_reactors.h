@@ -10,13 +10,15 @@
 //   SubmitStripe  one more stripe of such an upload: open (job id and stripe), then the
 //                 stripe's units; the call ends OK when all have arrived.
 //
-// Any failure, a stream that ends early or a client cancel remove the job (every stripe's
-// call then fails too). The stream's thread only queues data; when the writer's queue is
+// Any failure, a stream that ends early, a client cancel or a client silent for longer than
+// --upload_idle_timeout while tomod waits for its next message (IdleUploads) remove the job
+// (every stripe's call then fails too). The stream's thread only queues data; when the writer's queue is
 // full (or a stripe runs too far ahead) the next read waits for a callback, and the final
 // fsync and commit run on the writer's thread, which then finishes the Submit call.
 #pragma once
 
 #include "server/jobs/job_manager.h"
+#include "server/uploads/idle_uploads.h"
 #include "server/uploads/striped_upload.h"
 #include "server/telemetry/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
@@ -32,10 +34,10 @@ inline constexpr char kJobIdMetadataKey[] = "tomo-job-id";
 // job; so is any message after upload_end (the call then ends without a job). response
 // receives the SubmitResponse / SubmitStripeResponse bytes.
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitReactor(
-    JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
+    JobManager& manager, StripedUploadRegistry& striped, IdleUploads& idle, TomodMetrics* metrics,
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response);
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitStripeReactor(
-    StripedUploadRegistry& striped, TomodMetrics* metrics, grpc::CallbackServerContext* context,
-    grpc::ByteBuffer* response);
+    StripedUploadRegistry& striped, IdleUploads& idle, TomodMetrics* metrics,
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response);
 
 }  // namespace tomo::server
