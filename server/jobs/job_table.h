@@ -123,7 +123,8 @@ struct JobRecord {
   uint64_t disk_bytes = 0;
   // Admission's bound of the outputs (disk_space.h), reserved until the job ends.
   uint64_t reserved_output_bytes = 0;
-  // Admission's: the input's bytes still to come while UPLOADING.
+  // Admission's: the input's bytes reserved while UPLOADING (part of pending_bytes_): they
+  // grow as the bytes arrive (Admission::GrowUploadLocked), up to the input's size.
   uint64_t pending_input_bytes = 0;
 };
 
