@@ -187,7 +187,8 @@ class JobTable {
   // Queues the removal of a record from the store (the record itself stays, if any).
   Ticket WriteDelete(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets a record: its idempotency key, its entry (the erase hook first). Not the store,
-  // not files; its watchers are closed with status when given.
+  // not files. Its watchers are given its untold events, then (when still open) closed with
+  // status, or ABORTED naming the job when status is OK.
   RecordMap::iterator Erase(RecordMap::iterator it, const absl::Status& status,
                             WatcherFlushes& flushes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Blocks until the write of ticket has ended: OK when durable, else its error. Never with
