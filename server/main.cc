@@ -48,9 +48,10 @@ ABSL_FLAG(uint32_t, tenant_max_unfinished_jobs, 0,
           "most unfinished jobs (uploading, queued or running) one tenant may have; more are "
           "refused with RESOURCE_EXHAUSTED naming the quota; 0: no limit");
 ABSL_FLAG(uint64_t, tenant_max_spool_bytes, 0,
-          "most spool bytes one tenant's jobs may hold or reserve (inputs, results, uploads "
-          "at their full size, outputs' bound until a job ends); a job that would go over is "
-          "refused with RESOURCE_EXHAUSTED naming the quota; 0: no limit");
+          "most spool bytes one tenant's jobs may hold or reserve (inputs, results, what "
+          "uploads in progress have reserved, outputs' bound until a job ends); a job whose "
+          "input and outputs would take it over is refused with RESOURCE_EXHAUSTED naming the "
+          "quota; 0: no limit");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM server certificate (chain) for TLS; with --tls_key_file, tomod speaks TLS only "
           "(see docs/security.md; scripts/dev-certs makes development ones)");
@@ -63,6 +64,14 @@ ABSL_FLAG(std::string, tokens_file, "",
           "comments), readable by its owner (and group) only; when set, every RPC but health "
           "needs 'authorization: Bearer <token>' metadata. Read again on SIGHUP (a bad file "
           "keeps the tokens in force)");
+ABSL_FLAG(uint32_t, max_uploads_per_client, 16,
+          "most uploads (Submit calls before upload_end) one client may have in progress; more "
+          "are refused with RESOURCE_EXHAUSTED. A client as for --max_jobs_per_client; 0: no "
+          "limit");
+ABSL_FLAG(absl::Duration, upload_idle_timeout, absl::Minutes(2),
+          "an upload whose client sends nothing for this long while tomod waits for its next "
+          "message is ended (DEADLINE_EXCEEDED) and its job removed, releasing its room on "
+          "the spool; 0: never");
 ABSL_FLAG(uint32_t, max_iterations, 1000,
           "most iterations an iterative algorithm may be asked for; more are refused with "
           "INVALID_ARGUMENT, as an absurd count is a wrong spec (FBP/FDK have none)");
@@ -103,7 +112,8 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM/SIGINT: health turns NOT_SERVING and new jobs are refused at once; "
           "running jobs get this long to finish, then they are stopped and queued again "
           "(durably, not counted as an attempt) to run after the restart. A second signal "
-          "ends the wait at once");
+          "ends the wait at once. The whole stop takes at most this + 10 s: a supervisor's "
+          "stop timeout must be longer (deploy/README.md)");
 ABSL_FLAG(uint64_t, min_free_spool_bytes, uint64_t{64} << 20,
           "free bytes kept on the spool's file system (job database, logs) beyond what "
           "accepted jobs will write; below it new jobs are refused (degraded: health "
@@ -252,6 +262,8 @@ int main(int argc, char** argv) {
   options.limits.max_views = absl::GetFlag(FLAGS_max_views);
   options.limits.max_queue_length = absl::GetFlag(FLAGS_max_queue_length);
   options.limits.max_jobs_per_client = absl::GetFlag(FLAGS_max_jobs_per_client);
+  options.max_uploads_per_client = absl::GetFlag(FLAGS_max_uploads_per_client);
+  options.upload_idle_timeout = absl::GetFlag(FLAGS_upload_idle_timeout);
   options.limits.max_iterations = absl::GetFlag(FLAGS_max_iterations);
   options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   options.matrix_cache_bytes = absl::GetFlag(FLAGS_matrix_cache_bytes);

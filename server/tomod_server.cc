@@ -243,6 +243,11 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
         absl::StrCat("--result_ttl: ", absl::FormatDuration(options.result_ttl),
                      " is negative; it must be >= 0 (0 keeps finished jobs until deleted)"));
   }
+  if (options.upload_idle_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--upload_idle_timeout: ", absl::FormatDuration(options.upload_idle_timeout),
+                     " is negative; 0 means never"));
+  }
   if (options.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--drain_timeout: ", absl::FormatDuration(options.drain_timeout),
@@ -290,6 +295,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
       (std::filesystem::path(server->spool_->root()) / kCrashLogName).string();
   manager_options.crash_on_job_name_for_testing = options.crash_on_job_name_for_testing;
   manager_options.min_free_spool_bytes = options.min_free_spool_bytes;
+  manager_options.upload_idle_timeout = options.upload_idle_timeout;
+  manager_options.max_uploads_per_client = options.max_uploads_per_client;
   manager_options.free_emergency_space = [reserve = server->runtime_reserve_.get()] {
     return reserve->Release();
   };

@@ -118,6 +118,9 @@ struct ServerOptions {
   uint64_t spool_reserve_bytes = 32ull << 20;
   // How often the spool's free space is checked (health, metrics, the reserve).
   absl::Duration space_check_interval = absl::Seconds(1);
+  // --max_uploads_per_client, --upload_idle_timeout: see JobManagerOptions.
+  uint32_t max_uploads_per_client = 16;
+  absl::Duration upload_idle_timeout = absl::Minutes(2);
   // --testing_crash_on_job_name: see JobManagerOptions::crash_on_job_name_for_testing.
   std::string crash_on_job_name_for_testing;
 };
@@ -128,8 +131,11 @@ inline constexpr int kDefaultMetricsPort = 9473;
 
 
 // Beyond drain_timeout + shutdown_grace, how long RunServer waits for runs to notice their
-// cancellation before it exits regardless (systemd's default stop timeout is 90 s).
-inline constexpr absl::Duration kStopMargin = absl::Seconds(20);
+// cancellation before it exits regardless. Runs check it between iterations and chunks of
+// views (a CPU back projection every 32 views), well within this. With the defaults a stop
+// takes at most 30 + 5 + 5 = 40 s, under the 45 s stop timeout deploy/README.md gives the
+// container (docker's own default is 10 s, systemd's 90 s).
+inline constexpr absl::Duration kStopMargin = absl::Seconds(5);
 
 // The devices options select (see ServerOptions::device_ids and devices). INVALID_ARGUMENT
 // naming the id and the devices present for an id that is not one of them, or is repeated.

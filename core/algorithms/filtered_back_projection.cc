@@ -34,8 +34,14 @@ constexpr double kSharedCosineTolerance = 1e-9;
 // Slack on the short-scan minimum, for angles computed in float64 from degrees.
 constexpr double kRangeToleranceRad = 1e-6;
 // At most this many back projection calls per slab (cancellation points) when the plan has
-// one view chunk; each call returns a whole slab, so more blocks cost more host traffic.
+// one view chunk on a device backend; each call returns a whole slab, so more blocks cost
+// more host traffic.
 constexpr int64_t kMaxBackProjectionBlocks = 4;
+// On host backends (the CPU's), a cancellation point every this many views instead: four
+// blocks of a large cone-beam job took tens of seconds each on the CPU, so a stop waited that
+// long (a drained tomod outlived its stop timeout). Each block adds one pass over the slab to
+// sum it, about 1/32 of the block's back projection.
+constexpr int64_t kHostViewsPerBackProjectionBlock = 32;
 
 double Degrees(double radians) { return radians * 180.0 / kPi; }
 
@@ -109,8 +115,9 @@ struct FusedFilter {
 // (core/algorithms/slab_plan.h), each slab written into its place in the result. With
 // several backends the slabs are handed out to one host thread per backend (at least one
 // slab per backend). Cancellation and progress between chunks. Without `fused`, with one
-// chunk in the plan and a cancellable context, the views are still cut into up to
-// kMaxBackProjectionBlocks blocks (cancellation points); the blocks are the same for every
+// chunk in the plan and a cancellable context, the views are still cut into blocks
+// (cancellation points: up to kMaxBackProjectionBlocks on devices, one per
+// kHostViewsPerBackProjectionBlock views on the host); the blocks are the same for every
 // slab, so a split volume equals the unsplit one voxel for voxel (the back projection is
 // voxel-wise). `plan` is the caller's PlanSlabs for these backends and budget; `fused`
 // needs a plan of one view chunk (the caller checks).
@@ -126,7 +133,13 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
     return absl::InternalError("fdk: a fused filter needs one view chunk");
   }
   if (chunks.size() == 1 && context.is_cancelled && fused == nullptr) {
-    const int64_t blocks = std::min(views, kMaxBackProjectionBlocks);
+    const bool on_host = std::none_of(backends.begin(), backends.end(), [](const Backend* b) {
+      return b->PrefersFilterAndBackProject();
+    });
+    const int64_t blocks =
+        on_host ? std::max<int64_t>(1, (views + kHostViewsPerBackProjectionBlock - 1) /
+                                           kHostViewsPerBackProjectionBlock)
+                : std::min(views, kMaxBackProjectionBlocks);
     chunks.clear();
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t begin = block * views / blocks;

@@ -544,14 +544,16 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::Submit(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   absl::StatusOr<Principal> caller = authenticator_.Authenticate(*context);
   if (!caller.ok()) return new RefusedReadReactor(caller.status());
-  return NewSubmitReactor(manager_, striped_uploads_, metrics_, context, response, *caller);
+  return NewSubmitReactor(manager_, striped_uploads_, idle_uploads_, metrics_, context, response,
+                          *caller);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ReconstructionService::SubmitStripe(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   absl::StatusOr<Principal> caller = authenticator_.Authenticate(*context);
   if (!caller.ok()) return new RefusedReadReactor(caller.status());
-  return NewSubmitStripeReactor(striped_uploads_, metrics_, context, response, *caller);
+  return NewSubmitStripeReactor(striped_uploads_, idle_uploads_, metrics_, context, response,
+                                *caller);
 }
 
 grpc::ServerUnaryReactor* ReconstructionService::GetJob(grpc::CallbackServerContext* context,

@@ -37,6 +37,7 @@
 #include "core/algorithms/reconstruction.h"
 #include "server/jobs/job_manager.h"
 #include "server/security/authenticator.h"
+#include "server/uploads/idle_uploads.h"
 #include "server/uploads/striped_upload.h"
 #include "server/telemetry/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
@@ -78,7 +79,8 @@ class ReconstructionService final : public ReconstructionServiceBase {
   ReconstructionService(JobManager& manager, const core::AlgorithmRegistry& registry,
                         TomodMetrics* metrics = nullptr, Authenticator authenticator = {})
       : manager_(manager), registry_(registry), metrics_(metrics),
-        authenticator_(authenticator) {}
+        authenticator_(authenticator),
+        idle_uploads_(manager.options().upload_idle_timeout) {}
 
   // Requests: the method's request message; replies: its response message (JobEvent for
   // WatchJob, FetchResultResponse for FetchResult), each as bytes.
@@ -117,6 +119,8 @@ class ReconstructionService final : public ReconstructionServiceBase {
   TomodMetrics* metrics_;
   const Authenticator authenticator_;
   StripedUploadRegistry striped_uploads_;
+  // Ends uploads whose client went silent (--upload_idle_timeout).
+  IdleUploads idle_uploads_;
 };
 
 }  // namespace tomo::server

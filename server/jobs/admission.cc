@@ -12,6 +12,15 @@ namespace tomo::server {
 
 namespace pb = ::tomoserve::v1;
 
+namespace {
+
+// What admission reserves at once: the outputs' bound and the input's first step.
+uint64_t FirstReservation(const SpoolNeed& need) {
+  return need.output_bytes + std::min(need.input_bytes, kUploadReservationStep);
+}
+
+}  // namespace
+
 absl::StatusOr<AdmittedSpec> Admission::CheckSpec(const pb::JobSpec& spec) const {
   absl::StatusOr<ValidatedJob> checked = ValidateJobSpec(spec, limits_.limits);
   if (!checked.ok()) return checked.status();
@@ -81,6 +90,17 @@ absl::Status Admission::AdmitLocked(absl::string_view client, const SpoolNeed& n
           "one"));
     }
   }
+  const uint32_t uploads_per_client = limits_.max_uploads_per_client;
+  if (uploads_per_client > 0 && !client.empty()) {
+    auto counted = client_uploads_.find(client);
+    const size_t uploads = counted == client_uploads_.end() ? 0 : counted->second;
+    if (uploads >= uploads_per_client) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "client ", client, " has ", uploads, " uploads in progress; the server's limit is ",
+          uploads_per_client, " per client (--max_uploads_per_client); end one (upload_end) "
+          "before starting another"));
+    }
+  }
   TOMO_RETURN_IF_ERROR(CheckTenantQuotas(tenant, need.total_bytes()));
   const size_t length = queued + uploading_;
   if (length >= limits_.limits.max_queue_length) {
@@ -113,28 +133,80 @@ absl::Status Admission::AdmitLocked(absl::string_view client, const SpoolNeed& n
         "; delete finished jobs to make room"));
   }
   ++uploading_;  // holds the place while the directory is made
-  spool_bytes_ += need_bytes;  // and the room
-  pending_bytes_ += need_bytes;
+  if (!client.empty()) ++client_uploads_[std::string(client)];
+  // The outputs and the input's first step; the rest of the input as it arrives.
+  const uint64_t reserved = FirstReservation(need);
+  spool_bytes_ += reserved;
+  pending_bytes_ += reserved;
   return absl::OkStatus();
 }
 
-void Admission::GiveBackLocked(const SpoolNeed& need) {
+void Admission::GiveBackLocked(absl::string_view client, const SpoolNeed& need) {
   if (uploading_ > 0) --uploading_;
-  spool_bytes_ -= std::min(spool_bytes_, need.total_bytes());
-  pending_bytes_ -= std::min(pending_bytes_, need.total_bytes());
+  UploadEndedLocked(std::string(client));
+  const uint64_t reserved = FirstReservation(need);
+  spool_bytes_ -= std::min(spool_bytes_, reserved);
+  pending_bytes_ -= std::min(pending_bytes_, reserved);
 }
 
-void Admission::TakeOverLocked(JobRecord& record, const SpoolNeed& need, uint64_t input_bytes) {
-  record.disk_bytes = need.total_bytes();
-  record.pending_input_bytes = input_bytes;
+void Admission::TakeOverLocked(JobRecord& record, const SpoolNeed& need) {
+  record.disk_bytes = FirstReservation(need);
+  record.pending_input_bytes = std::min(need.input_bytes, kUploadReservationStep);
   record.reserved_output_bytes = need.output_bytes;
+}
+
+absl::Status Admission::GrowUploadLocked(JobRecord& record, uint64_t received_bytes,
+                                         const absl::StatusOr<uint64_t>& free_bytes,
+                                         const std::string& spool_root) {
+  if (received_bytes <= record.pending_input_bytes) return absl::OkStatus();
+  const uint64_t input_bytes =
+      record.validated != nullptr ? record.validated->input_bytes : received_bytes;
+  const uint64_t target =
+      std::min(input_bytes, core::CheckedAdd<uint64_t>(received_bytes, kUploadReservationStep)
+                                .value_or(UINT64_MAX));
+  if (target <= record.pending_input_bytes) return absl::OkStatus();
+  const uint64_t more = target - record.pending_input_bytes;
+  const std::string what =
+      absl::StrCat("the upload of job ", record.job.id(), " has received ", received_bytes,
+                   " of its ", input_bytes, " bytes and needs ", more, " more bytes of room");
+  const uint64_t max_spool = limits_.max_spool_bytes;
+  if (max_spool > 0 && more > max_spool - std::min(max_spool, spool_bytes_)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "spool is full: ", what, ", which would bring the spool's job files to ",
+        spool_bytes_ + more, " bytes, over the server's limit of ", max_spool,
+        " bytes (--max_spool_bytes); the job is removed"));
+  }
+  if (!free_bytes.ok()) return free_bytes.status();
+  const uint64_t kept = core::CheckedAdd<uint64_t>(pending_bytes_, limits_.min_free_spool_bytes)
+                            .value_or(UINT64_MAX);
+  const uint64_t usable = *free_bytes - std::min(*free_bytes, kept);
+  if (more > usable) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "spool file system is full: ", what, "; ", spool_root, " has ", *free_bytes,
+        " bytes free, of which ", pending_bytes_, " are promised to accepted jobs and ",
+        limits_.min_free_spool_bytes,
+        " kept for the job database (--min_free_spool_bytes); the job is removed"));
+  }
+  spool_bytes_ += more;
+  pending_bytes_ += more;
+  record.disk_bytes += more;
+  record.pending_input_bytes += more;
+  return absl::OkStatus();
+}
+
+void Admission::UploadEndedLocked(const std::string& client) {
+  if (client.empty()) return;
+  auto it = client_uploads_.find(client);
+  if (it == client_uploads_.end()) return;
+  if (--it->second == 0) client_uploads_.erase(it);
 }
 
 void Admission::OnChangeLocked(JobRecord& record, const pb::Job& next) {
   const pb::JobState from = record.job.state(), to = next.state();
   CountClientLocked(next.client(), from, to);
-  if (from == pb::JOB_STATE_UPLOADING && to != pb::JOB_STATE_UPLOADING && uploading_ > 0) {
-    --uploading_;
+  if (from == pb::JOB_STATE_UPLOADING && to != pb::JOB_STATE_UPLOADING) {
+    if (uploading_ > 0) --uploading_;
+    UploadEndedLocked(next.client());
   }
   if (from == pb::JOB_STATE_UPLOADING || IsTerminal(to)) {
     // The input is on disk once the upload ended (committed or not).
@@ -154,7 +226,10 @@ void Admission::ReleaseReservationLocked(JobRecord& record) {
 
 void Admission::OnEraseLocked(JobRecord& record) {
   CountClientLocked(record.job.client(), record.job.state(), pb::JOB_STATE_UNSPECIFIED);
-  if (record.job.state() == pb::JOB_STATE_UPLOADING && uploading_ > 0) --uploading_;
+  if (record.job.state() == pb::JOB_STATE_UPLOADING) {
+    if (uploading_ > 0) --uploading_;
+    UploadEndedLocked(record.job.client());
+  }
   spool_bytes_ -= std::min(spool_bytes_, record.disk_bytes);
   pending_bytes_ -= std::min(pending_bytes_,
                              record.pending_input_bytes + record.reserved_output_bytes);

@@ -1,13 +1,19 @@
 // Admission: whether tomod takes a new job, and the spool's accounting behind that answer.
 // A spec is validated and its least device memory checked against every device before
 // anything is stored (CheckSpec, no lock); then, under the job table's lock, AdmitLocked
-// checks the draining state's caller has passed, the client's unfinished jobs
-// (--max_jobs_per_client), the tenant's quotas (--tenant_max_unfinished_jobs,
-// --tenant_max_spool_bytes), the queue length (--max_queue_length), the spool's job files
-// (--max_spool_bytes) and the spool file system's free space less what accepted jobs will
-// still write and --min_free_spool_bytes; when all pass it reserves the job's room (its
-// input and the bound of its outputs, disk_space.h). Each refusal is RESOURCE_EXHAUSTED
-// (INVALID_ARGUMENT for a bad spec) naming the limit, its flag and the numbers.
+// checks the client's unfinished jobs (--max_jobs_per_client) and uploads in progress
+// (--max_uploads_per_client), the tenant's quotas (--tenant_max_unfinished_jobs,
+// --tenant_max_spool_bytes: the tenant's jobs' spool bytes plus this job's whole room), the
+// queue length (--max_queue_length), and that the job's
+// whole room (its input and the bound of its outputs, disk_space.h) fits the spool's job
+// files (--max_spool_bytes) and the spool file system's free space less what accepted jobs
+// will still write and --min_free_spool_bytes. When all pass it reserves the outputs and
+// the first kUploadReservationStep bytes of the input; the rest of the input is reserved as
+// it arrives (GrowUploadLocked, one step at a time), so an upload that declares much and
+// sends little holds little (one that stalls is ended by tomod's --upload_idle_timeout).
+// An upload whose next step no longer fits ends RESOURCE_EXHAUSTED. Each refusal is
+// RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a bad spec) naming the limit, its flag and the
+// numbers.
 //
 // The counts follow the jobs through the job table's change hook (OnChangeLocked) and
 // erase hook (OnEraseLocked): a job's input is on disk once its upload ends; its outputs'
@@ -47,6 +53,7 @@ struct AdmissionLimits {
   uint32_t tenant_max_unfinished_jobs = 0;  // --tenant_max_unfinished_jobs (0: none)
   uint64_t tenant_max_spool_bytes = 0;      // --tenant_max_spool_bytes (0: none)
   uint64_t min_free_spool_bytes = 0;  // --min_free_spool_bytes
+  uint32_t max_uploads_per_client = 0;  // --max_uploads_per_client (0: none)
 };
 
 // What one tenant's jobs take now: the jobs UPLOADING, QUEUED or RUNNING, and the spool
@@ -62,6 +69,9 @@ struct AdmittedSpec {
   std::shared_ptr<const ValidatedJob> validated;
   SpoolNeed need;
 };
+
+// How much more of an upload's input is reserved at a time.
+inline constexpr uint64_t kUploadReservationStep = uint64_t{8} << 20;
 
 class Admission {
  public:
@@ -81,10 +91,17 @@ class Admission {
                            const std::string& spool_root, const TenantUsage& tenant = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An admitted job that was not created after all: its room and its place back.
-  void GiveBackLocked(const SpoolNeed& need) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A created job's share of the reservation (its record takes it over).
-  void TakeOverLocked(JobRecord& record, const SpoolNeed& need, uint64_t input_bytes)
+  void GiveBackLocked(absl::string_view client, const SpoolNeed& need)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A created job's share of the reservation (its record takes it over).
+  void TakeOverLocked(JobRecord& record, const SpoolNeed& need)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An upload of record has received received_bytes of its input: reserves up to the next
+  // step beyond them (at most the input's size). RESOURCE_EXHAUSTED naming the job, the
+  // bytes and --max_spool_bytes or the free space (free_bytes) when they do not fit.
+  absl::Status GrowUploadLocked(JobRecord& record, uint64_t received_bytes,
+                                const absl::StatusOr<uint64_t>& free_bytes,
+                                const std::string& spool_root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The job table's hooks (an upload ends when its job leaves UPLOADING or is erased).
   void OnChangeLocked(JobRecord& record, const tomoserve::v1::Job& next)
@@ -104,6 +121,7 @@ class Admission {
   void CountClientLocked(const std::string& client, tomoserve::v1::JobState from,
                          tomoserve::v1::JobState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseReservationLocked(JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UploadEndedLocked(const std::string& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckFitsSomeDevice(const ValidatedJob& job) const;
   // RESOURCE_EXHAUSTED when a job of need_bytes would take tenant over a tenant quota.
   absl::Status CheckTenantQuotas(const TenantUsage& tenant, uint64_t need_bytes) const;
@@ -120,6 +138,8 @@ class Admission {
   uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Jobs UPLOADING (with those admitted and being created).
   size_t uploading_ ABSL_GUARDED_BY(mu_) = 0;
+  // Client -> its uploads in progress (what --max_uploads_per_client bounds).
+  std::map<std::string, size_t, std::less<>> client_uploads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tomo::server

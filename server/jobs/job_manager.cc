@@ -86,6 +86,7 @@ AdmissionLimits LimitsOf(const JobManagerOptions& options) {
   limits.tenant_max_unfinished_jobs = options.tenant_max_unfinished_jobs;
   limits.tenant_max_spool_bytes = options.tenant_max_spool_bytes;
   limits.min_free_spool_bytes = options.min_free_spool_bytes;
+  limits.max_uploads_per_client = options.max_uploads_per_client;
   return limits;
 }
 
@@ -349,11 +350,11 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
     WatcherFlushes flushes;
     absl::MutexLock lock(&mu_);
     if (!file.ok()) {
-      admission_.GiveBackLocked(admitted.need);
+      admission_.GiveBackLocked(client, admitted.need);
       ForgetAdmittingLocked(tenant, admitted.need.total_bytes());
     } else {
       JobRecord& record = table_.records()[id];
-      admission_.TakeOverLocked(record, admitted.need, input_bytes);
+      admission_.TakeOverLocked(record, admitted.need);
       ForgetAdmittingLocked(tenant, admitted.need.total_bytes());
       pb::Job job;
       job.set_id(id);
@@ -393,6 +394,15 @@ absl::StatusOr<std::unique_ptr<Upload>> JobManager::BeginUpload(const pb::JobSpe
   }
   return std::unique_ptr<Upload>(
       new Upload(this, id, input_bytes, std::move(*file), std::move(feed)));
+}
+
+absl::StatusOr<uint64_t> JobManager::GrowUpload(const std::string& id, uint64_t received_bytes) {
+  absl::StatusOr<uint64_t> free_bytes = FileSystemFreeBytes(spool_.root());
+  absl::MutexLock lock(&mu_);
+  TOMO_ASSIGN_OR_RETURN(JobRecord * record, table_.Find(id));
+  TOMO_RETURN_IF_ERROR(
+      admission_.GrowUploadLocked(*record, received_bytes, free_bytes, spool_.root()));
+  return record->pending_input_bytes;
 }
 
 absl::StatusOr<pb::Job> JobManager::CommitUpload(const std::string& id, bool* superseded) {
@@ -484,7 +494,7 @@ void JobManager::AbortUpload(const std::string& id, const absl::Status& reason) 
 Upload::Upload(JobManager* manager, std::string id, uint64_t expected_bytes, AppendFile file,
                std::shared_ptr<UploadFeed> feed)
     : manager_(manager), id_(std::move(id)), expected_bytes_(expected_bytes),
-      feed_(std::move(feed)) {
+      reserved_bytes_(std::min(expected_bytes, kUploadReservationStep)), feed_(std::move(feed)) {
   // The callbacks are read when the queue fills, after SetOnRoom.
   auto on_room = [this] {
     if (on_room_) on_room_();
@@ -533,6 +543,15 @@ absl::StatusOr<bool> Upload::Append(std::string data) {
     return status;
   }
   const uint64_t offset = received_bytes_;
+  if (offset + data.size() > reserved_bytes_) {
+    // The input is reserved as it arrives (admission.h): the next step, or the end.
+    absl::StatusOr<uint64_t> reserved = manager_->GrowUpload(id_, offset + data.size());
+    if (!reserved.ok()) {
+      Abort(reserved.status());
+      return reserved.status();
+    }
+    reserved_bytes_ = *reserved;
+  }
   received_bytes_ += data.size();
   auto chunk = std::make_shared<const std::string>(std::move(data));
   if (feed_ != nullptr) feed_->Received(chunk);  // the follower copies it from memory

@@ -214,8 +214,8 @@ class JobManager {
 
   const ServerLimits& limits() const { return options_.limits; }
   const JobManagerOptions& options() const { return options_; }
-  // Bytes of job files in the spool, uploads in progress counted at their full size: what
-  // max_spool_bytes bounds.
+  // Bytes of job files in the spool and reserved for them (an upload in progress: what it
+  // has reserved so far, admission.h): what max_spool_bytes bounds.
   uint64_t spool_used_bytes() const;
   const std::vector<core::DeviceInfo>& devices() const { return options_.devices; }
   // Jobs QUEUED or UPLOADING (what --max_queue_length bounds).
@@ -233,6 +233,9 @@ class JobManager {
   // and that job.
   absl::StatusOr<tomoserve::v1::Job> CommitUpload(const std::string& id, bool* superseded);
   void AbortUpload(const std::string& id, const absl::Status& reason);
+  // An upload has received received_bytes: its input's reservation grown (Admission::
+  // GrowUploadLocked); the bytes now reserved, or RESOURCE_EXHAUSTED.
+  absl::StatusOr<uint64_t> GrowUpload(const std::string& id, uint64_t received_bytes);
   // The job of id once its newest change is durable (a retried Submit's answer).
   absl::StatusOr<tomoserve::v1::Job> DurableJob(const std::string& id);
   // CheckJobInputHeaders (runner/job_input.h) on an upload's spooled input.
@@ -332,6 +335,8 @@ class Upload {
   JobManager* manager_;
   std::string id_;
   uint64_t expected_bytes_;
+  // Of the input, reserved on the spool so far (admission.h: it grows as bytes arrive).
+  uint64_t reserved_bytes_ = 0;
   uint64_t received_bytes_ = 0;
   std::function<void()> on_room_;
   std::shared_ptr<UploadFeed> feed_;  // may be null

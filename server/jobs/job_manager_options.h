@@ -61,6 +61,13 @@ struct JobManagerOptions {
   // would hand out next is read into memory (InputPrefetcher, at most one per worker), up
   // to this many bytes over all workers; 0: no reading ahead.
   uint64_t prefetch_bytes = kDefaultPrefetchBytes;
+  // tomod's --max_uploads_per_client: uploads in progress one client may have (counted by
+  // BeginUpload's client, as --max_jobs_per_client); 0: no limit.
+  uint32_t max_uploads_per_client = 16;
+  // tomod's --upload_idle_timeout: a Submit or SubmitStripe stream whose client sends
+  // nothing for this long while tomod waits for its next message is ended and its job
+  // removed (uploads/idle_uploads.h); zero: never.
+  absl::Duration upload_idle_timeout = absl::Minutes(2);
   // Which workers may follow an upload (see above).
   WhileUploading reconstruct_while_uploading = WhileUploading::kOnDevices;
   // Opens the job store at a path (<spool>/tomod.db); empty: SQLite (SqliteJobStore). A

@@ -145,11 +145,19 @@ JobTable::RecordMap::iterator JobTable::Erase(RecordMap::iterator it, const absl
                                               WatcherFlushes& flushes) {
   JobRecord& record = it->second;
   if (on_erase_) on_erase_(record);
-  if (!status.ok()) {
-    for (JobWatcher* watcher : record.watchers) {
-      if (watcher->Close(status)) flushes.Add(watcher);
-    }
+  // Removed: what it has not told yet is told now (a job deleted right after it ended, before
+  // that end was durable, still shows its watchers the end), and a watch still open ends.
+  while (!record.untold.empty()) {
+    pb::JobEvent event = std::move(record.untold.front().second);
+    record.untold.pop_front();
+    TellLocked(record, event, flushes);
   }
+  const absl::Status closing =
+      status.ok() ? absl::AbortedError(absl::StrCat("job ", it->first, " was removed")) : status;
+  for (JobWatcher* watcher : record.watchers) {
+    if (watcher->Close(closing)) flushes.Add(watcher);
+  }
+  record.watchers.clear();
   const std::string key =
       ScopedIdempotencyKey(record.job.tenant(), record.job.spec().idempotency_key());
   if (!key.empty()) {

@@ -123,7 +123,8 @@ struct JobRecord {
   uint64_t disk_bytes = 0;
   // Admission's bound of the outputs (disk_space.h), reserved until the job ends.
   uint64_t reserved_output_bytes = 0;
-  // Admission's: the input's bytes still to come while UPLOADING.
+  // Admission's: the input's bytes reserved while UPLOADING (part of pending_bytes_): they
+  // grow as the bytes arrive (Admission::GrowUploadLocked), up to the input's size.
   uint64_t pending_input_bytes = 0;
 };
 
@@ -186,7 +187,8 @@ class JobTable {
   // Queues the removal of a record from the store (the record itself stays, if any).
   Ticket WriteDelete(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets a record: its idempotency key, its entry (the erase hook first). Not the store,
-  // not files; its watchers are closed with status when given.
+  // not files. Its watchers are given its untold events, then (when still open) closed with
+  // status, or ABORTED naming the job when status is OK.
   RecordMap::iterator Erase(RecordMap::iterator it, const absl::Status& status,
                             WatcherFlushes& flushes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Blocks until the write of ticket has ended: OK when durable, else its error. Never with

@@ -20,17 +20,25 @@ namespace pb = ::tomoserve::v1;
 
 namespace {
 
+// DEADLINE_EXCEEDED for an upload (what) whose client sent nothing for --upload_idle_timeout.
+absl::Status IdleError(const std::string& what, uint64_t bytes) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      what, " received no message for longer than --upload_idle_timeout after ", bytes,
+      " bytes; the job is removed"));
+}
+
 class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  SubmitReactor(JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
-                grpc::CallbackServerContext* context, grpc::ByteBuffer* response,
-                const Principal& caller)
-      : manager_(manager), striped_uploads_(striped), metrics_(metrics), context_(context),
-        response_(response), caller_(caller) {
-    StartRead(&raw_request_);
+  SubmitReactor(JobManager& manager, StripedUploadRegistry& striped, IdleUploads& idle,
+                TomodMetrics* metrics, grpc::CallbackServerContext* context,
+                grpc::ByteBuffer* response, const Principal& caller)
+      : manager_(manager), striped_uploads_(striped), idle_(idle), idle_entry_(idle.Register(context)),
+        metrics_(metrics), context_(context), caller_(caller), response_(response) {
+    ReadNext();
   }
 
   void OnReadDone(bool ok) override {
+    idle_entry_->Busy();
     if (ok && end_received_) {
       // A message after upload_end: the commit that upload_end started sees this and
       // refuses the job (AfterUploadEnd), whatever the message was.
@@ -49,7 +57,13 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         status = absl::InvalidArgumentError(absl::StrCat(
             "the upload of job ", JobId(), " ended after ", SentBytes(), " bytes",
             striped_ ? " of stripe 0" : "", " without upload_end; the job is removed"));
-        Abort(context_->IsCancelled() ? absl::CancelledError("the client cancelled") : status);
+        if (idle_entry_->reaped()) {
+          status = IdleError(absl::StrCat("the upload of job ", JobId()), SentBytes());
+          Log(std::string(status.message()));
+          Abort(status);
+        } else {
+          Abort(context_->IsCancelled() ? absl::CancelledError("the client cancelled") : status);
+        }
       }
       Finish(transfer::ToGrpcStatus(status));
       return;
@@ -73,6 +87,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void OnDone() override {
     if (striped_) striped_uploads_.Remove(striped_->job_id());
+    idle_.Unregister(idle_entry_);
     delete this;  // ~Upload (~StripedUpload) removes an uncommitted job
   }
 
@@ -89,7 +104,11 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (striped_) striped_->Abort(reason);
     if (upload_) upload_->Abort(reason);
   }
-  void ReadNext() { StartRead(&raw_request_); }
+  // Waits for the client's next message (and counts towards --upload_idle_timeout).
+  void ReadNext() {
+    idle_entry_->Waiting();
+    StartRead(&raw_request_);
+  }
 
   // Checked by the commit just before the job becomes QUEUED.
   absl::Status AfterUploadEnd() {
@@ -148,8 +167,9 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         const pb::UploadEnd& end = request_.upload_end();
         end_received_ = true;
         // One more read: a message after upload_end is refused (AfterUploadEnd), the
-        // client's half-close is fine; the commit does not wait for either.
-        ReadNext();
+        // client's half-close is fine; the commit does not wait for either (nor is the
+        // stream idle while it commits).
+        StartRead(&raw_request_);
         if (striped_) {
           striped_->CommitAsync(end.total_bytes(), end.crc32(), std::move(done),
                                 [this] { return AfterUploadEnd(); });
@@ -206,6 +226,8 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   JobManager& manager_;
   StripedUploadRegistry& striped_uploads_;
+  IdleUploads& idle_;
+  const std::shared_ptr<IdleUploads::Entry> idle_entry_;
   TomodMetrics* metrics_;
   grpc::CallbackServerContext* context_;
   const Principal caller_;
@@ -224,20 +246,26 @@ class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
 class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  SubmitStripeReactor(StripedUploadRegistry& striped, TomodMetrics* metrics,
+  SubmitStripeReactor(StripedUploadRegistry& striped, IdleUploads& idle, TomodMetrics* metrics,
                       grpc::CallbackServerContext* context, grpc::ByteBuffer* response,
                       const Principal& caller)
-      : striped_uploads_(striped), metrics_(metrics), context_(context), response_(response),
-        caller_(caller) {
-    StartRead(&raw_request_);
+      : striped_uploads_(striped), idle_(idle), idle_entry_(idle.Register(context)),
+        metrics_(metrics), context_(context), response_(response), caller_(caller) {
+    ReadNext();
   }
 
   void OnReadDone(bool ok) override {
+    idle_entry_->Busy();
     if (!ok) {
       absl::Status status;
       if (!upload_) {
         status = absl::InvalidArgumentError(
             "the SubmitStripe stream ended before its first message, open");
+      } else if (idle_entry_->reaped()) {
+        status = IdleError(absl::StrCat("stripe ", index_, " of job ", upload_->job_id()),
+                           upload_->StripeBytesReceived(index_));
+        Log(std::string(status.message()));
+        upload_->Abort(status);
       } else if (context_->IsCancelled()) {
         status = CancelledByClient();
         upload_->Abort(status);
@@ -267,10 +295,17 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
     if (upload_) upload_->Abort(CancelledByClient());
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    idle_.Unregister(idle_entry_);
+    delete this;
+  }
 
  private:
-  void ReadNext() { StartRead(&raw_request_); }
+  // Waits for the client's next message (and counts towards --upload_idle_timeout).
+  void ReadNext() {
+    idle_entry_->Waiting();
+    StartRead(&raw_request_);
+  }
   absl::Status CancelledByClient() const {
     return absl::CancelledError(absl::StrCat("the client cancelled stripe ", index_, " of job ",
                                              upload_->job_id(), "'s upload"));
@@ -310,6 +345,8 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   }
 
   StripedUploadRegistry& striped_uploads_;
+  IdleUploads& idle_;
+  const std::shared_ptr<IdleUploads::Entry> idle_entry_;
   TomodMetrics* metrics_;
   grpc::CallbackServerContext* context_;
   grpc::ByteBuffer* response_;
@@ -323,15 +360,15 @@ class SubmitStripeReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 }  // namespace
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitReactor(
-    JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
+    JobManager& manager, StripedUploadRegistry& striped, IdleUploads& idle, TomodMetrics* metrics,
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response, const Principal& caller) {
-  return new SubmitReactor(manager, striped, metrics, context, response, caller);
+  return new SubmitReactor(manager, striped, idle, metrics, context, response, caller);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitStripeReactor(
-    StripedUploadRegistry& striped, TomodMetrics* metrics, grpc::CallbackServerContext* context,
-    grpc::ByteBuffer* response, const Principal& caller) {
-  return new SubmitStripeReactor(striped, metrics, context, response, caller);
+    StripedUploadRegistry& striped, IdleUploads& idle, TomodMetrics* metrics,
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response, const Principal& caller) {
+  return new SubmitStripeReactor(striped, idle, metrics, context, response, caller);
 }
 
 }  // namespace tomo::server

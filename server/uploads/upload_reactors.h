@@ -12,14 +12,16 @@
 //                 client that began it may open it), then the stripe's units; the call
 //                 ends OK when all have arrived.
 //
-// Any failure, a stream that ends early or a client cancel remove the job (every stripe's
-// call then fails too). The stream's thread only queues data; when the writer's queue is
+// Any failure, a stream that ends early, a client cancel or a client silent for longer than
+// --upload_idle_timeout while tomod waits for its next message (IdleUploads) remove the job
+// (every stripe's call then fails too). The stream's thread only queues data; when the writer's queue is
 // full (or a stripe runs too far ahead) the next read waits for a callback, and the final
 // fsync and commit run on the writer's thread, which then finishes the Submit call.
 #pragma once
 
 #include "server/jobs/job_manager.h"
 #include "server/security/principal.h"
+#include "server/uploads/idle_uploads.h"
 #include "server/uploads/striped_upload.h"
 #include "server/telemetry/tomod_metrics.h"
 #include "tomoserve/v1/tomoserve.grpc.pb.h"
@@ -36,10 +38,10 @@ inline constexpr char kJobIdMetadataKey[] = "tomo-job-id";
 // receives the SubmitResponse / SubmitStripeResponse bytes. caller: who the call was
 // authenticated as (security/authenticator.h).
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitReactor(
-    JobManager& manager, StripedUploadRegistry& striped, TomodMetrics* metrics,
+    JobManager& manager, StripedUploadRegistry& striped, IdleUploads& idle, TomodMetrics* metrics,
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response, const Principal& caller);
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewSubmitStripeReactor(
-    StripedUploadRegistry& striped, TomodMetrics* metrics, grpc::CallbackServerContext* context,
-    grpc::ByteBuffer* response, const Principal& caller);
+    StripedUploadRegistry& striped, IdleUploads& idle, TomodMetrics* metrics,
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response, const Principal& caller);
 
 }  // namespace tomo::server

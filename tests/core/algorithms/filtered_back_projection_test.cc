@@ -299,6 +299,37 @@ double MaxAbs(const Array3D& a) {
   return worst;
 }
 
+// On the CPU the back projection checks cancellation every 32 views (a stop must not wait
+// for a quarter of a large job's back projection), and a cancel between those blocks stops
+// it there; the volume equals the one of a run that cannot be cancelled.
+TEST(FdkTest, OnTheCpuTheBackProjectionChecksCancellationEvery32Views) {
+  const int views = 320;
+  const VectorGeometry geometry =
+      MakeCircularCone(Cone(UniformAnglesRad(views, 0, 2 * kPi))).value();
+  const Array3D projections = Phantom3D().Project(geometry, 1);
+  CpuBackend backend;
+  RunContext context;
+  std::atomic<int> checks{0};
+  context.is_cancelled = [&] {
+    ++checks;
+    return false;
+  };
+  auto checked = Fdk(geometry, Volume3D(), projections, {}, backend, context);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  // One check per block of at most 32 views, beside the few before the back projection.
+  EXPECT_GE(checks.load(), (views + 31) / 32);
+  auto plain = Fdk(geometry, Volume3D(), projections, {}, backend, {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_LT(MaxDifference(*checked, *plain), 1e-4 * MaxAbs(*plain));
+
+  const int before_back_projection = checks.load() - (views + 31) / 32;
+  std::atomic<int> calls{0};
+  context.is_cancelled = [&] { return calls++ >= before_back_projection + 3; };
+  auto cancelled = Fdk(geometry, Volume3D(), projections, {}, backend, context);
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(cancelled.status().message(), HasSubstr("back projection"));
+}
+
 constexpr uint64_t kSlice3D = 64 * 64 * 4;   // one float32 slice of Volume3D
 constexpr uint64_t kView3D = 64 * 64 * 4;    // one float32 view of Cone()
 
