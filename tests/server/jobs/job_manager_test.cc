@@ -269,6 +269,7 @@ TEST_F(JobManagerTest, PhantomJobSucceedsWithEventsInOrder) {
 // found is in the job's notes and in one of its events.
 TEST_F(JobManagerTest, InputNotesStayWithTheResult) {
   StartManager();
+  manager_->SetSchedulingPaused(true);  // the watcher must see the run's events
   pb::JobSpec spec = SmallSpec(64, 90, 64);
   std::string bytes = PhantomSinogramBytes(spec);
   std::vector<float> values(bytes.size() / 4);
@@ -281,6 +282,7 @@ TEST_F(JobManagerTest, InputNotesStayWithTheResult) {
   ASSERT_TRUE(job.ok()) << job.status();
   RecordingWatcher watcher;
   ASSERT_TRUE(manager_->Watch(job->id(), &watcher).ok());
+  manager_->SetSchedulingPaused(false);
   ASSERT_TRUE(watcher.WaitForEnd());
   pb::Job done = WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED);
   ASSERT_EQ(done.notes_size(), 1);
