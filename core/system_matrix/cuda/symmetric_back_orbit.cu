@@ -1,5 +1,5 @@
-// Transposed product of one orbit block of the symmetric stored matrix, one owner per pixel
-// orbit (OrbitLaneSums, OrbitWriteOutput: symmetric_thread_math.h), without atomics.
+// Transposed product of one orbit block of the symmetric stored matrix, one thread per pixel
+// orbit (BackOrbitThread, symmetric_thread_math.h), without atomics.
 //
 // Why: the pixel-owned gather (symmetric_back.cu) finds, for each of the n^2 output pixels
 // and each of the block's 8 views, the rays meeting the pixel's image in the stored frame
@@ -15,13 +15,17 @@
 // the gather (3.3 against 3.6 ms per sweep's A^T): a block's 32 k orbits are only 1 k warps,
 // each a chain of dependent look-ups, too few to hide their latency.
 //
-// Launch shape: a block of 256 threads covers 32 orbits (an 8 x 4 tile of representatives
-// over the quadrant ix, iy >= n / 2; the representatives are its half cx >= cy, the lanes
-// of the others add nothing and write nothing) with eight warps: warp g takes the orbits'
-// pixel q_g in the stored frame (OrbitLaneSums), so the 32 lanes of a warp look up 32
-// neighbouring stored pixels (the same few rays, runs and lines) as one thread per orbit
-// did, with eight times the threads (n^2 per block: enough to hide the look-ups' latency
-// at 512^2). The warps' sums meet in shared memory; warp h then writes output h.
+// Launch shape: kTileX x kTileY threads over the quadrant ix, iy >= n / 2 (the
+// representatives are its half cx >= cy; the other threads return), a warp an 8 x 4 tile so
+// that the orbit's pixels under maps that swap the axes are as compact as under those that
+// keep them, and the 32 lanes of a warp look up 32 neighbouring stored pixels (the same few
+// rays, runs and lines) at each of the eight orbit pixels.
+//
+// Measured on the H100 (bench/NOTES.md): this first version, 6.09 / 11.67 / 36.37 ms per
+// sweep at 512^2 / 1024^2 / 2048^2 with the runs forward, stayed the fastest. Spreading an
+// orbit over eight lanes (round 2) scattered a warp's look-ups over eight places: 2.8x
+// slower at 1024^2; over eight warps with a shared-memory sum (round 3) kept them together
+// but was 1.1x faster at 512^2 and 2.4x slower at 1024^2.
 #include "core/system_matrix/cuda/segmented_thread_math.h"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/symmetric_thread_math.h"
@@ -29,32 +33,20 @@
 namespace tomo::core::system_matrix::cuda {
 namespace {
 
-constexpr int kTileX = 8;  // representatives
-constexpr int kTileY = 4;
-constexpr int kThreads = 8 * kTileX * kTileY;
+constexpr int kTileX = 8;
+constexpr int kTileY = 16;
 
 template <typename WeightAt>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTileX * kTileY)
     SymmetricBackOrbitKernel(int32_t n, int32_t columns, WeightAt weight_at,
                              StoredViewGeometry geometry, OrbitBlock block, SquareMapTable maps,
                              const float* __restrict__ z_full, float* __restrict__ x,
                              float* __restrict__ x_transposed, bool clamp) {
-  __shared__ float part[8][8][32];  // [g][h][orbit]
-  const int warp = threadIdx.x / 32;  // g for the sums, then h for the output
-  const int lane = threadIdx.x % 32;  // the orbit in the tile
-  const int ix = n / 2 + static_cast<int>(blockIdx.x) * kTileX + (lane % kTileX);
-  const int iy = n / 2 + static_cast<int>(blockIdx.y) * kTileY + (lane / kTileX);
-  const bool valid = IsOrbitRepresentative(n, ix, iy);
-  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (valid) OrbitLaneSums(n, columns, geometry, block, maps, z_full, ix, iy, warp, weight_at, sums);
-#pragma unroll
-  for (int h = 0; h < 8; ++h) part[warp][h][lane] = sums[h];
-  __syncthreads();
-  if (!valid) return;
-  float total = 0.0f;
-#pragma unroll
-  for (int g = 0; g < 8; ++g) total += part[g][warp][lane];
-  OrbitWriteOutput(maps, n, ix, iy, warp, total, x, x_transposed, clamp);
+  const int ix = n / 2 + static_cast<int>(blockIdx.x) * kTileX + static_cast<int>(threadIdx.x);
+  const int iy = n / 2 + static_cast<int>(blockIdx.y) * kTileY + static_cast<int>(threadIdx.y);
+  if (!IsOrbitRepresentative(n, ix, iy)) return;
+  BackOrbitThread(n, columns, geometry, block, maps, z_full, ix, iy, weight_at, x, x_transposed,
+                  clamp);
 }
 
 template <typename WeightAt>
@@ -64,9 +56,8 @@ cudaError_t LaunchOrbit(int32_t n, int32_t columns, const WeightAt& weight_at,
                         float* x_transposed, bool clamp, cudaStream_t stream) {
   const int side = n - n / 2;
   const dim3 blocks((side + kTileX - 1) / kTileX, (side + kTileY - 1) / kTileY);
-  SymmetricBackOrbitKernel<<<blocks, kThreads, 0, stream>>>(n, columns, weight_at, geometry,
-                                                            block, maps, z_full, x, x_transposed,
-                                                            clamp);
+  SymmetricBackOrbitKernel<<<blocks, dim3(kTileX, kTileY), 0, stream>>>(
+      n, columns, weight_at, geometry, block, maps, z_full, x, x_transposed, clamp);
   return cudaGetLastError();
 }
 

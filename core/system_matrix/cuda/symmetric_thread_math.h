@@ -229,60 +229,6 @@ TOMO_THREAD_MATH bool IsOrbitRepresentative(int n, int ix, int iy) {
   return cy >= 0 && cx >= cy && ix < n;
 }
 
-// Transposed product of one pixel orbit (representative (ix, iy)), split over eight lanes:
-// lane g takes the orbit's pixel q_g = M_g q0 in the stored view's frame, finds the rays
-// meeting it (window) and their weights (weight_at(c, qx, qy): the stored weight of ray c
-// at (qx, qy), 0 where it does not meet it), each weight once, and adds each, for every
-// view k of the block, to sums[h] for output pixel M_h q0 with M_k = M_h M_g^-1
-// (block.slot_for[h][g]). The orbit's output h is the sum of the eight lanes' sums[h].
-template <typename WeightAt>
-TOMO_THREAD_MATH void OrbitLaneSums(int n, int columns, const StoredViewGeometry& geometry,
-                                    const OrbitBlock& block, const SquareMapTable& maps,
-                                    const float* z_full, int ix, int iy, int g,
-                                    const WeightAt& weight_at, float sums[8]) {
-  int base[8];  // where view slot_for[h][g]'s z starts, -1 when the block lacks it
-  bool reversed[8];
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-  for (int h = 0; h < 8; ++h) {
-    const int k = block.slot_for[h][g];
-    base[h] = k < 0 ? -1 : block.view[k] * columns;
-    reversed[h] = k >= 0 && block.reversed[k] != 0;
-    sums[h] = 0.0f;
-  }
-  int qx, qy;
-  MapGridPixel(maps, g, n, ix, iy, &qx, &qy);
-  const float half = 0.5f * static_cast<float>(columns - 1);
-  int first, last;
-  RayWindow(geometry, half, columns, qx, qy, &first, &last);
-  // Four candidate rays at a time: their look-ups are independent chains of dependent
-  // loads, which the unrolled loop lets the device overlap.
-  constexpr int kChunk = 4;
-  for (int c0 = first; c0 <= last; c0 += kChunk) {
-    float w[kChunk];
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int i = 0; i < kChunk; ++i) w[i] = c0 + i <= last ? weight_at(c0 + i, qx, qy) : 0.0f;
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int i = 0; i < kChunk; ++i) {
-      if (w[i] == 0.0f) continue;
-      const int c = c0 + i;
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-      for (int h = 0; h < 8; ++h) {
-        if (base[h] < 0) continue;
-        const int column = reversed[h] ? columns - 1 - c : c;
-        sums[h] += w[i] * LoadReadOnly(z_full + base[h] + column);
-      }
-    }
-  }
-}
-
 // The stored weights of the runs format (or the interleaved layout, a.stride 32) for the
 // orbit transpose: stored view `stored_view`'s rows.
 struct RunsWeightAt {
@@ -293,41 +239,74 @@ struct RunsWeightAt {
   }
 };
 
-// Writes output h of the orbit (x = x + total, clamped at 0 when clamp; the transposed copy
-// too when given), unless an earlier h is the same pixel (smaller orbits, on a diagonal or a
-// centre line, appear under several h with the same total): each pixel once.
-TOMO_THREAD_MATH void OrbitWriteOutput(const SquareMapTable& maps, int n, int ix, int iy, int h,
-                                       float total, float* x, float* x_transposed,
-                                       bool clamp) {
-  int px, py;
-  MapGridPixel(maps, h, n, ix, iy, &px, &py);
-  for (int e = 0; e < h; ++e) {
-    int ex, ey;
-    MapGridPixel(maps, e, n, ix, iy, &ex, &ey);
-    if (ex == px && ey == py) return;
+// Transposed product, one thread per pixel orbit (representative (ix, iy)): for each of
+// the orbit's pixels q_g = M_g q0 in the stored view's frame, the rays meeting q_g (window)
+// and their weights (weight_at(c, qx, qy): ray c's stored weight at (qx, qy), 0 where it
+// does not meet it), each weight found once and added, for every view k of the block, to
+// output pixel M_h q0 with M_k = M_h M_g^-1 (block.slot_for[h][g]). Then each distinct
+// output pixel of the orbit is updated once: x = x + sum (clamped at 0 when clamp). Pixels
+// of smaller orbits (on a diagonal or a centre line) appear under several h with the same
+// sum and are written once. x_transposed (optional) receives the same values transposed
+// (xt[ix * n + iy]; the transposed pixel is in the same orbit, so it has the same owner).
+template <typename WeightAt>
+TOMO_THREAD_MATH void BackOrbitThread(int n, int columns, const StoredViewGeometry& geometry,
+                                      const OrbitBlock& block, const SquareMapTable& maps,
+                                      const float* z_full, int ix, int iy,
+                                      const WeightAt& weight_at, float* x, float* x_transposed,
+                                      bool clamp) {
+  const float half = 0.5f * static_cast<float>(columns - 1);
+  int px[8], py[8];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int h = 0; h < 8; ++h) MapGridPixel(maps, h, n, ix, iy, &px[h], &py[h]);
+  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int g = 0; g < 8; ++g) {
+    const int qx = px[g], qy = py[g];
+    int first, last;
+    RayWindow(geometry, half, columns, qx, qy, &first, &last);
+    for (int c = first; c <= last; ++c) {
+      const float w = weight_at(c, qx, qy);
+      if (w == 0.0f) continue;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int h = 0; h < 8; ++h) {
+        const int k = block.slot_for[h][g];
+        if (k < 0) continue;
+        const int column = block.reversed[k] ? columns - 1 - c : c;
+        sums[h] += w * LoadReadOnly(z_full + static_cast<int64_t>(block.view[k]) * columns + column);
+      }
+    }
   }
-  const int64_t at = static_cast<int64_t>(py) * n + px;
-  const float updated = x[at] + total;
-  const float value = clamp ? fmaxf(updated, 0.0f) : updated;
-  x[at] = value;
-  if (x_transposed != nullptr) x_transposed[static_cast<int64_t>(px) * n + py] = value;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int h = 0; h < 8; ++h) {
+    bool seen = false;
+    for (int e = 0; e < h; ++e) seen = seen || (px[e] == px[h] && py[e] == py[h]);
+    if (seen) continue;
+    const int64_t at = static_cast<int64_t>(py[h]) * n + px[h];
+    const float updated = x[at] + sums[h];
+    const float value = clamp ? fmaxf(updated, 0.0f) : updated;
+    x[at] = value;
+    if (x_transposed != nullptr) x_transposed[static_cast<int64_t>(px[h]) * n + py[h]] = value;
+  }
 }
 
-// The whole orbit on one thread (the CPU's emulation of the eight lanes and their sum).
-inline void BackOrbitRepresentative(const SymmetricDeviceArrays& a,
-                                    const StoredViewGeometry& geometry, const OrbitBlock& block,
-                                    const SquareMapTable& maps, const float* z_full, int ix,
-                                    int iy, float* x, float* x_transposed, bool clamp) {
-  float totals[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+// The runs format's (or the interleaved layout's) orbit thread.
+TOMO_THREAD_MATH void BackOrbitRepresentative(const SymmetricDeviceArrays& a,
+                                              const StoredViewGeometry& geometry,
+                                              const OrbitBlock& block,
+                                              const SquareMapTable& maps,
+                                              const float* z_full, int ix, int iy, float* x,
+                                              float* x_transposed, bool clamp) {
   const RunsWeightAt weight_at{a, static_cast<int64_t>(block.stored_view) * a.columns};
-  for (int g = 0; g < 8; ++g) {
-    float sums[8];
-    OrbitLaneSums(a.n, a.columns, geometry, block, maps, z_full, ix, iy, g, weight_at, sums);
-    for (int h = 0; h < 8; ++h) totals[h] += sums[h];
-  }
-  for (int h = 0; h < 8; ++h) {
-    OrbitWriteOutput(maps, a.n, ix, iy, h, totals[h], x, x_transposed, clamp);
-  }
+  BackOrbitThread(a.n, a.columns, geometry, block, maps, z_full, ix, iy, weight_at, x,
+                  x_transposed, clamp);
 }
 
 }  // namespace tomo::core::system_matrix::cuda

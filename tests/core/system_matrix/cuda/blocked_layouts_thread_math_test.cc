@@ -364,13 +364,7 @@ void EmulateSegmentedBack(const HostSegmented& h, const SymmetricSystemMatrix& a
   for (int iy = n / 2; iy < n; ++iy) {
     for (int ix = n / 2; ix < n; ++ix) {
       if (!IsOrbitRepresentative(n, ix, iy)) continue;
-      float totals[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int lane = 0; lane < 8; ++lane) {
-        float sums[8];
-        OrbitLaneSums(n, h.arrays.columns, g, block, maps, z, ix, iy, lane, weight_at, sums);
-        for (int o = 0; o < 8; ++o) totals[o] += sums[o];
-      }
-      for (int o = 0; o < 8; ++o) OrbitWriteOutput(maps, n, ix, iy, o, totals[o], x, xt, false);
+      BackOrbitThread(n, h.arrays.columns, g, block, maps, z, ix, iy, weight_at, x, xt, false);
     }
   }
 }
