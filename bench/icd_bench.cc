@@ -219,9 +219,9 @@ struct NoisyData {
 };
 
 NoisyData MakeNoisyData(const core::EllipsoidPhantom& phantom, const core::VectorGeometry& geometry,
-                        double photons, double z_min, double z_max) {
+                        double photons, double z_min, double z_max, int supersampling) {
   const auto t0 = std::chrono::steady_clock::now();
-  const Array3D exact = phantom.Project(geometry, 1, z_min, z_max);
+  const Array3D exact = phantom.Project(geometry, supersampling, z_min, z_max);
   const double project_seconds = Seconds(t0);
   NoisyData data{Array3D(exact.dims()), Array3D(exact.dims()), ""};
   const int64_t view_pixels = exact.dims().d1 * exact.dims().d2;
@@ -244,10 +244,11 @@ NoisyData MakeNoisyData(const core::EllipsoidPhantom& phantom, const core::Vecto
     }
   });
   data.summary = absl::StrFormat(
-      "%lld views of %lld x %lld, z in [%g, %g] mm, exact projection %.1f s, Poisson noise "
-      "(%.0f photons) %.1f s, on %d threads",
+      "%lld views of %lld x %lld, z in [%g, %g] mm, exact projection (%d^2 rays per pixel) "
+      "%.1f s, Poisson noise (%.0f photons) %.1f s, on %d threads",
       static_cast<long long>(exact.dims().d0), static_cast<long long>(exact.dims().d1),
-      static_cast<long long>(exact.dims().d2), z_min, z_max, project_seconds, photons,
+      static_cast<long long>(exact.dims().d2), z_min, z_max, supersampling, project_seconds,
+      photons,
       Seconds(t0) - project_seconds, core::DefaultThreadCount());
   return data;
 }
@@ -339,6 +340,11 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--blocks-sweep", blocks_sweep_text,
                  "persistent grid sizes, comma-separated: one timed MVU iteration each");
+  int ray_supersampling = 1;
+  app.add_option("--ray-supersampling", ray_supersampling,
+                 "exact line integrals per pixel side, averaged (1: the pixel centre's; the "
+                 "projector models integrate over the pixel, so 2 or 3 is closer to them)")
+      ->capture_default_str();
   bool whole_object = false;
   app.add_flag("--whole-object", whole_object,
                "project the whole phantom (a long object: the volume's slab then explains only "
@@ -425,7 +431,7 @@ int Main(int argc, char** argv) {
   // Whole object: one data set for every Nz.
   NoisyData whole;
   if (whole_object) {
-    whole = MakeNoisyData(phantom, geometry, photons, -kInfinity, kInfinity);
+    whole = MakeNoisyData(phantom, geometry, photons, -kInfinity, kInfinity, ray_supersampling);
     std::printf("data (whole object): %s\n", whole.summary.c_str());
   }
 
@@ -443,7 +449,8 @@ int Main(int argc, char** argv) {
     if (!whole_object) {
       slab = MakeNoisyData(phantom, geometry, photons,
                            volume.z_mm(0) - 0.5 * volume.voxel_size_mm().z,
-                           volume.z_mm(static_cast<double>(nz - 1)) + 0.5 * volume.voxel_size_mm().z);
+                           volume.z_mm(static_cast<double>(nz - 1)) + 0.5 * volume.voxel_size_mm().z,
+                           ray_supersampling);
       std::printf("\ndata (the slab's part of the phantom): %s\n", slab.summary.c_str());
     }
     const Array3D& line_integrals = whole_object ? whole.line_integrals : slab.line_integrals;

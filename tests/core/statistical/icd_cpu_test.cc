@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/algorithms/filtered_back_projection.h"
+#include "core/geometry/geometry_builders.h"
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/statistical/pwls_cost.h"
 #include "gmock/gmock.h"
@@ -129,6 +130,114 @@ TEST(IcdCpuTest, MultiVoxelAndSingleVoxelUpdatesReachTheSameCost) {
               mvu_error, svu_error);
   EXPECT_LT(mvu_error, 0.6 * fdk_error);
   EXPECT_LT(std::abs(mvu_error - svu_error), 0.05 * svu_error);
+}
+
+// ICD's fixed point against the minimiser found without its update formula: cyclic exact
+// coordinate descent that minimises the true cost (EvaluatePwlsCost: a fresh projection,
+// the q-GGMRF itself, not its surrogate) over each voxel in [0, upper] by golden-section
+// search. The cost is convex, so both must reach its minimum over x >= 0. A tiny volume
+// (4 x 3 x 5 voxels, anisotropic and off-centre) keeps the search to a few seconds.
+TEST(IcdCpuTest, ConvergesToTheMinimiserOfAnIndependentSearch) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({4, 3, 5}, {0.9, 1.1, 0.7}, {0.3, -0.2, 0.1}).value();
+  FanConeOptions cone;
+  cone.detector = {7, 9, 1.0, 1.2, 0.2, 0};
+  cone.source_origin_mm = 40;
+  cone.origin_detector_mm = 30;
+  cone.angles_rad = UniformAnglesRad(10, 0.3, 2 * M_PI);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
+  // Data: a random non-negative volume's projection with Gaussian noise, weights random.
+  Array3D truth(volume.dims());
+  for (int64_t i = 0; i < truth.size(); ++i) truth.data()[i] = static_cast<float>(0.02 * uniform(random));
+  Array3D y = sf.Forward(truth).value();
+  Array3D w(y.dims());
+  std::normal_distribution<double> normal(0.0, 0.01);
+  for (int64_t i = 0; i < y.size(); ++i) {
+    y.data()[i] += static_cast<float>(normal(random));
+    w.data()[i] = static_cast<float>(500 + 1500 * uniform(random));
+  }
+  IcdOptions options;
+  options.iterations = 150;
+  options.prior = DefaultQggmrfPrior(volume);
+  options.prior.sigma = 5e-3;
+  options.prior.c = 0.5;
+  auto icd = ReconstructIcdCpu(sf, y, w, nullptr, options, {});
+  ASSERT_TRUE(icd.ok()) << icd.status();
+
+  // The cost of x with voxel i set to t, from A's columns (VoxelFootprint) and the residual
+  // of x kept in float64, and the prior's value (QggmrfPriorValue) over the whole volume.
+  const Size3 n = volume.size();
+  std::vector<std::vector<FootprintEntry>> columns(static_cast<size_t>(truth.size()));
+  for (int64_t iz = 0; iz < n.z; ++iz) {
+    for (int64_t iy = 0; iy < n.y; ++iy) {
+      for (int64_t ix = 0; ix < n.x; ++ix) {
+        columns[static_cast<size_t>((iz * n.y + iy) * n.x + ix)] = sf.VoxelFootprint(ix, iy, iz);
+      }
+    }
+  }
+  Array3D x(volume.dims());  // zeros
+  std::vector<double> residual(static_cast<size_t>(y.size()));
+  for (int64_t i = 0; i < y.size(); ++i) residual[static_cast<size_t>(i)] = -y.data()[i];
+  auto at = [&](const FootprintEntry& f) {
+    return static_cast<size_t>((f.view * y.dims().d1 + f.row) * y.dims().d2 + f.column);
+  };
+  auto data_term = [&] {
+    double sum = 0;
+    for (int64_t i = 0; i < y.size(); ++i) {
+      sum += 0.5 * w.data()[i] * residual[static_cast<size_t>(i)] * residual[static_cast<size_t>(i)];
+    }
+    return sum;
+  };
+  auto cost = [&](int64_t voxel, double t, double data) {
+    const double old_value = x.data()[voxel];
+    for (const FootprintEntry& f : columns[static_cast<size_t>(voxel)]) {
+      const double e = residual[at(f)], moved = e + f.weight * (t - old_value);
+      data += 0.5 * w.data()[at(f)] * (moved * moved - e * e);
+    }
+    x.data()[voxel] = static_cast<float>(t);
+    const double prior = QggmrfPriorValue(options.prior, n, x.data(), 1, n.x, n.x * n.y);
+    x.data()[voxel] = static_cast<float>(old_value);
+    return data + prior;
+  };
+  constexpr double kGolden = 0.6180339887498949;
+  for (int sweep = 0; sweep < 40; ++sweep) {
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const double data = data_term();
+      double lo = 0, hi = std::max(0.1, 4.0 * x.data()[i]);
+      double a = hi - kGolden * (hi - lo), b = lo + kGolden * (hi - lo);
+      double fa = cost(i, a, data), fb = cost(i, b, data);
+      for (int k = 0; k < 40; ++k) {
+        if (fa < fb) {
+          hi = b; b = a; fb = fa; a = hi - kGolden * (hi - lo);
+          fa = cost(i, a, data);
+        } else {
+          lo = a; a = b; fa = fb; b = lo + kGolden * (hi - lo);
+          fb = cost(i, b, data);
+        }
+      }
+      const double t = 0.5 * (lo + hi);
+      for (const FootprintEntry& f : columns[static_cast<size_t>(i)]) {
+        residual[at(f)] += f.weight * (t - x.data()[i]);
+      }
+      x.data()[i] = static_cast<float>(t);
+    }
+  }
+  // Both final costs from scratch by EvaluatePwlsCost.
+  auto fresh = [&](const Array3D& v) {
+    return EvaluatePwlsCost(sf, y, w, v, options.prior).value().total();
+  };
+  const double searched = fresh(x);
+  const double icd_cost = fresh(icd->volume);
+  std::printf("[ measure ] cost: ICD %.9e, independent search %.9e; RMS volume difference %.3e "
+              "(RMS volume %.3e)\n",
+              icd_cost, searched, RmsError(icd->volume, x), RmsError(x, Array3D(volume.dims())));
+  EXPECT_NEAR(icd_cost / searched, 1.0, 1e-6);
+  EXPECT_LT(RmsError(icd->volume, x), 1e-3 * RmsError(x, Array3D(volume.dims())));
 }
 
 TEST(IcdCpuTest, ReportsProgressWithTheCostAndStopsWhenCancelled) {
