@@ -1,5 +1,5 @@
-// iterative-study: the semi-convergence experiment of the block-iterative study
-// (/work/shared/papers/block-algebraic-3d-gpu-thesis.txt, chapter 9) on tomoserve's
+// iterative-study: the semi-convergence experiment of the published studies of block-iterative
+// algebraic methods for 3D GPU reconstruction, on tomoserve's
 // iterative methods, for bench/NOTES.md (issue 6).
 //
 // The problem: a 256^3 volume of 1 mm voxels holding the 3D Shepp-Logan phantom (radius
