@@ -74,8 +74,13 @@ def seconds(text):
     return total
 
 
+# Flags Abseil's command-line parser itself takes, which tomod's --help (its own flags only)
+# does not list.
+PARSER_FLAGS = {"flagfile": "", "fromenv": "", "tryfromenv": "", "undefok": ""}
+
+
 def tomod_flags(binary):
-    """{flag: default text} from tomod --helpfull (absl exits 1 after help)."""
+    """{flag: default text} from tomod --helpfull, plus the parser's own flags."""
     out = subprocess.run([binary, "--helpfull"], capture_output=True, text=True, timeout=30)
     text = out.stdout + out.stderr
     flags = {}
@@ -86,7 +91,7 @@ def tomod_flags(binary):
         flags[start.group(1)] = default.group(1).strip('"') if default else ""
     if "listen" not in flags:
         raise RuntimeError(f"{binary} --helpfull lists no --listen:\n{text[:500]}")
-    return flags
+    return {**PARSER_FLAGS, **flags}
 
 
 def flag_values(args):
