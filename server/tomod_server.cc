@@ -17,6 +17,8 @@
 #include <utility>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
@@ -45,6 +47,21 @@
 
 namespace tomo::server {
 namespace {
+
+// The reflection library registers its plugin with every ServerBuilder as soon as it is
+// loaded, so leaving out InitProtoReflectionServerBuilderPlugin() does not turn it off: this
+// option takes the plugin out of the builder again (for tomod with authentication).
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*arguments*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+                                    return absl::StrContains(plugin->name(), "reflection");
+                                  }),
+                   plugins->end());
+  }
+};
 
 bool IsUnixAddress(absl::string_view listen) {
   return absl::StartsWith(listen, "unix:") || absl::StartsWith(listen, "unix-abstract:");
@@ -325,8 +342,12 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection cannot ask for a token: it is served only where every caller may call.
-  if (!authenticator.enabled()) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!authenticator.enabled()) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  } else {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
   int selected_port = 0;
   builder.AddListeningPort(options.listen, credentials, &selected_port);
   builder.RegisterService(server->service_.get());

@@ -49,20 +49,21 @@ std::string RandomToken(std::mt19937_64& random) {
   return token;
 }
 
-// The health service's Check for the whole server ("" service), as raw bytes: SERVING is
-// the response "\x08\x01".
-absl::StatusOr<std::string> HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
+// One request of raw bytes to method, one response back (a unary call; a streaming method
+// gets one message and the end of the client's side).
+absl::StatusOr<std::string> RawCall(const std::shared_ptr<grpc::Channel>& channel,
+                                    const std::string& method, const std::string& bytes_out) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   grpc::ByteBuffer request, response;
-  grpc::Slice empty("", 0);
-  request = grpc::ByteBuffer(&empty, 1);
+  grpc::Slice out(bytes_out.data(), bytes_out.size());
+  request = grpc::ByteBuffer(&out, 1);
   std::mutex mu;
   std::condition_variable done;
   bool finished = false;
   grpc::Status status;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request,
                  &response, [&](grpc::Status s) {
                    std::lock_guard<std::mutex> lock(mu);
                    status = std::move(s);
@@ -76,10 +77,22 @@ absl::StatusOr<std::string> HealthCheck(const std::shared_ptr<grpc::Channel>& ch
                         status.error_message());
   }
   std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return absl::DataLossError("unreadable health response");
+  if (!response.Dump(&slices).ok()) return absl::DataLossError("unreadable response");
   std::string bytes;
   for (const grpc::Slice& s : slices) bytes += std::string(s.begin(), s.end());
   return bytes;
+}
+
+// The health service's Check for the whole server ("" service): SERVING is "\x08\x01".
+absl::StatusOr<std::string> HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
+  return RawCall(channel, "/grpc.health.v1.Health/Check", "");
+}
+
+// Server reflection's list of services: a ServerReflectionRequest whose list_services
+// (field 7) is "*".
+absl::StatusOr<std::string> ReflectionListServices(const std::shared_ptr<grpc::Channel>& channel) {
+  return RawCall(channel, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                 std::string("\x3a\x01*", 3));
 }
 
 class SecurityTest : public DaemonTest {
@@ -360,6 +373,19 @@ TEST_F(SecurityTest, TokensWorkOverPlainTextOnLoopback) {
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   r = Tomo({"status", job->id()}, kTomoTimeout, {"TOMO_TOKEN=" + lab_b_});
   EXPECT_EQ(r.exit_code, 4) << r.Describe();
+}
+
+// Reflection cannot ask for a token, so a tomod with tokens does not serve it; without
+// authentication it does.
+TEST_F(SecurityTest, ReflectionIsServedOnlyWithoutAuthentication) {
+  absl::StatusOr<std::string> services =
+      ReflectionListServices(client::MakeChannel(server(), Options(lab_a_)));
+  EXPECT_EQ(services.status().code(), absl::StatusCode::kUnimplemented) << services.status();
+  ASSERT_EQ(StopDaemon(), 0);
+  StartDaemon({"--devices=cpu"});
+  services = ReflectionListServices(client::MakeChannel(server(), client::ClientOptions{}));
+  ASSERT_TRUE(services.ok()) << services.status();
+  EXPECT_THAT(*services, HasSubstr("tomoserve.v1.Reconstruction"));
 }
 
 TEST_F(SecurityTest, SighupReloadsTheTokensAndABadFileKeepsThemInForce) {
