@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/cli_common.h"
+#include "client/cli/joined_input.h"
 #include "client/job_spec_json.h"
 #include "core/devices/devices.h"
 #include "core/operators/backend.h"
@@ -107,30 +107,15 @@ int RunCor(const CorArgs& args) {
   absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(*device);
   if (!backend.ok()) return Fail(absl::StrCat(what, ": device ", device->id), backend.status());
 
-  // Several files are one input, back to back, as tomod's spool holds them.
-  std::string input_path = data_paths.front();
-  struct RemoveOnExit {
-    std::string path;
-    ~RemoveOnExit() {
-      std::error_code ignored;
-      if (!path.empty()) fs::remove(path, ignored);
-    }
-  } joined_input;
-  if (data_paths.size() > 1) {
-    std::error_code error;
-    joined_input.path =
-        (fs::temp_directory_path(error) / absl::StrCat(".tomo_cor_input_", ::getpid(), ".bin"))
-            .string();
-    std::ofstream joined(joined_input.path, std::ios::binary | std::ios::trunc);
-    for (const std::string& path : data_paths) {
-      std::ifstream part(path, std::ios::binary);
-      joined << part.rdbuf();
-    }
-    joined.close();
-    if (!joined) return Fail(what, absl::StrCat("cannot write ", joined_input.path), kExitError);
-    input_path = joined_input.path;
+  JoinedInput input_file;
+  std::error_code no_temp;
+  const std::string scratch =
+      (fs::temp_directory_path(no_temp) / absl::StrCat(".tomo_cor_input_", ::getpid(), ".bin"))
+          .string();
+  if (absl::Status joined = input_file.Join(data_paths, scratch); !joined.ok()) {
+    return Fail(what, joined.message(), kExitError);
   }
-  absl::StatusOr<server::JobInput> input = server::ResolveJobInput(*job, input_path);
+  absl::StatusOr<server::JobInput> input = server::ResolveJobInput(*job, input_file.path());
   if (!input.ok()) return Fail(what, input.status());
   for (const std::string& note : input->notes) std::fprintf(stderr, "%s\n", note.c_str());
   absl::StatusOr<core::ReconstructionRequest> request = server::RequestForInput(*job, *input);

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/cli_common.h"
+#include "client/cli/joined_input.h"
 #include "client/cli/dicom_ct_pd_phantom.h"
 #include "client/cli/output_commands.h"
 #include "client/cli/phantom_cases.h"
@@ -266,32 +266,16 @@ int RunLocal(const GlobalOptions& global, const LocalArgs& args) {
   context.is_cancelled = [] { return g_interrupted.load(); };
   context.memory_budget_bytes =
       server::EffectiveMemoryBudget(job->memory_budget_bytes, args.memory_budget_bytes, device_free);
-  // Several files are one input to the job runner, as tomod's spool holds them: back to
-  // back in one file (in the result directory, removed afterwards).
-  std::string input_path = data_paths.front();
-  struct RemoveOnExit {
-    std::string path;
-    ~RemoveOnExit() {
-      std::error_code ignored;
-      if (!path.empty()) fs::remove(path, ignored);
-    }
-  } joined_input;
-  if (data_paths.size() > 1) {
-    joined_input.path = (fs::path(args.out_dir) / ".tomo_local_input.bin").string();
-    std::ofstream joined(joined_input.path, std::ios::binary | std::ios::trunc);
-    for (const std::string& path : data_paths) {
-      std::ifstream part(path, std::ios::binary);
-      joined << part.rdbuf();
-    }
-    joined.close();
-    if (!joined) {
-      return Fail(what, absl::StrCat("cannot write ", joined_input.path), kExitError);
-    }
-    input_path = joined_input.path;
+  // Several files are joined in the result directory (removed afterwards).
+  JoinedInput input_file;
+  if (absl::Status joined =
+          input_file.Join(data_paths, (fs::path(args.out_dir) / ".tomo_local_input.bin").string());
+      !joined.ok()) {
+    return Fail(what, joined.message(), kExitError);
   }
   auto previous = std::signal(SIGINT, OnInterrupt);
   absl::StatusOr<std::vector<v1::ResultFile>> results = server::ExecuteJob(
-      *job, input_path, args.out_dir, backends, registry, context);
+      *job, input_file.path(), args.out_dir, backends, registry, context);
   std::signal(SIGINT, previous);
   bar.Finish();
   if (!results.ok()) {
