@@ -30,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "core/algorithms/stored_matrix_art.h"
+#include "core/base/build_info.h"
 #include "core/base/status_macros.h"
 #include "google/protobuf/stubs/logging.h"
 #include "transfer/allocator_tuning.h"
@@ -40,10 +41,6 @@
 #include "server/security/token_table.h"
 #include "server/telemetry/log.h"
 #include "server/jobs/matrix_cache.h"
-
-#ifndef TOMO_VERSION
-#define TOMO_VERSION "unknown"
-#endif
 
 namespace tomo::server {
 namespace {
@@ -395,7 +392,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
                                       ":", server->metrics_http_->port(), "/metrics",
                                       metrics_token.empty() ? "" : " (token needed)")
                        : ", metrics off",
-                   ", spool ", server->spool_->root(), ", version ", TOMO_VERSION));
+                   ", spool ", server->spool_->root(), ", version ", core::TomoVersion()));
   return server;
 }
 

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/base/build_info.h"
 #include "core/base/status_macros.h"
 #include "core/devices/devices.h"
 #include "transfer/chunk_reader.h"
@@ -29,10 +30,6 @@
 #include "server/telemetry/log.h"
 #include "server/uploads/upload_reactors.h"
 #include "server/api/wire_message.h"
-
-#ifndef TOMO_VERSION
-#define TOMO_VERSION "unknown"
-#endif
 
 namespace tomo::server {
 
@@ -650,7 +647,7 @@ grpc::ServerUnaryReactor* ReconstructionService::GetServerInfo(
 pb::ServerInfo ReconstructionService::ServerInfo() const {
   pb::ServerInfo info;
   pb::ServerInfo* response = &info;
-  response->set_version(TOMO_VERSION);
+  response->set_version(core::TomoVersion());
   // Fresh free-memory figures for the devices that have workers.
   const std::vector<core::DeviceInfo> now = core::ListDevices();
   for (const core::DeviceInfo& device : manager_.devices()) {
