@@ -187,6 +187,12 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
   std::atomic<bool> failed{false};
   std::atomic<size_t> next_slab{0};
 
+  auto step_done = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ++steps_done;
+    context.Report({0.5 + 0.5 * static_cast<double>(steps_done) / static_cast<double>(steps),
+                    "back projection"});
+  };
   // One slab on one backend, into `target` (the slab's dims).
   auto run_slab = [&](Backend& backend, const VolumeGeometry& slab_volume,
                       Array3D& target) -> absl::Status {
@@ -213,10 +219,7 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
         const float* in = part.data();
         for (int64_t i = 0; i < target.size(); ++i) out[i] += in[i];
       }
-      std::lock_guard<std::mutex> lock(mu);
-      ++steps_done;
-      context.Report({0.5 + 0.5 * static_cast<double>(steps_done) / static_cast<double>(steps),
-                      "back projection"});
+      step_done();
     }
     return absl::OkStatus();
   };
@@ -227,6 +230,19 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
       absl::Status status;
       if (plan.slabs.size() == 1) {
         status = run_slab(backend, volume, result);
+      } else if (fused != nullptr) {
+        // One call per slab (one view chunk): the backend writes the slab into its place
+        // in the result, with no array of its own and no second copy (with several devices
+        // the host's memory bandwidth is what they share).
+        absl::StatusOr<VolumeGeometry> slab_volume = SlabVolume(volume, slab);
+        status = slab_volume.status();
+        if (status.ok()) status = context.CheckCancelled("fdk / back projection");
+        if (status.ok() && !failed.load()) {
+          status = backend.FilterAndBackProjectInto(
+              *inputs.front().geometry, *slab_volume, *inputs.front().data, *fused->filter,
+              *fused->weights, weighting, result.data() + slab.first_slice * slice_size);
+          if (status.ok()) step_done();
+        }
       } else {
         absl::StatusOr<VolumeGeometry> slab_volume = SlabVolume(volume, slab);
         status = slab_volume.status();

@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/streaming_copy.h"
+
 namespace tomo::core {
 
 int DefaultThreadCount() {
@@ -66,8 +68,13 @@ void ParallelFill(float* to, int64_t count, float value) {
 }
 
 void ParallelCopy(const float* from, int64_t count, float* to) {
+  if (count < kParallelValues) {
+    std::memcpy(to, from, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  // Large copies: streaming stores (streaming_copy.h), a third less memory traffic.
   ForBlocks(count, [&](int64_t begin, int64_t end) {
-    std::memcpy(to + begin, from + begin, static_cast<size_t>(end - begin) * sizeof(float));
+    CopyStreaming(from + begin, end - begin, to + begin);
   });
 }
 

@@ -16,8 +16,8 @@ void ParallelFor(int64_t count, const std::function<void(int64_t, int64_t)>& bod
 
 // Fill and copy of large float arrays on several threads (one thread below 4 Mi values):
 // both are bound by memory bandwidth and, on fresh memory, by page faults, and both scale
-// with threads (a 512^3 volume takes about 0.3 s to fault in on one thread of the H100
-// machine).
+// with threads (a 512^3 volume takes about 0.3 s to fault in on one thread). Large copies
+// use streaming stores (streaming_copy.h).
 void ParallelFill(float* to, int64_t count, float value);
 void ParallelCopy(const float* from, int64_t count, float* to);
 

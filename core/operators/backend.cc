@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/geometry/parallel_2d_form.h"
@@ -83,6 +84,20 @@ absl::Status Backend::FilterAndBackProject(const VectorGeometry& geometry,
   ApplyFilteredBackProjectionWeights(weights, weighted);
   TOMO_RETURN_IF_ERROR(FilterRows(filter, weighted));
   return BackProject(geometry, volume_geometry, weighted, weighting, volume);
+}
+
+absl::Status Backend::FilterAndBackProjectInto(const VectorGeometry& geometry,
+                                               const VolumeGeometry& volume_geometry,
+                                               const Array3D& projections,
+                                               const RampFilter& filter,
+                                               const FilteredBackProjectionWeights& weights,
+                                               BackProjectionWeighting weighting,
+                                               float* volume_values) {
+  Array3D volume = Array3D::Uninitialized(volume_geometry.dims());
+  TOMO_RETURN_IF_ERROR(FilterAndBackProject(geometry, volume_geometry, projections, filter,
+                                            weights, weighting, volume));
+  ParallelCopy(volume.data(), volume.size(), volume_values);
+  return absl::OkStatus();
 }
 
 namespace {

@@ -101,6 +101,18 @@ class Backend {
                                             const Array3D& projections, const RampFilter& filter,
                                             const FilteredBackProjectionWeights& weights,
                                             BackProjectionWeighting weighting, Array3D& volume);
+  // The same with the volume written to volume_values (volume_geometry.dims() values,
+  // z-major, owned by the caller): a z-slab's place in a larger result, so that several
+  // devices write their slabs where they belong without a second copy. The default
+  // reconstructs into an array of its own and copies; a device backend overrides it to
+  // download straight there.
+  virtual absl::Status FilterAndBackProjectInto(const VectorGeometry& geometry,
+                                                const VolumeGeometry& volume_geometry,
+                                                const Array3D& projections,
+                                                const RampFilter& filter,
+                                                const FilteredBackProjectionWeights& weights,
+                                                BackProjectionWeighting weighting,
+                                                float* volume_values);
   // The same fed with views in order as they arrive (filter_and_back_project_stream.h). The
   // default keeps the views in a host array and calls FilterAndBackProject at Finish; a
   // device backend overrides it to weight, filter and back project each chunk of views as

@@ -52,6 +52,7 @@
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_row_filter.h"
 #include "core/operators/projector_plan.h"
+#include "core/data/dims_check.h"
 #include "core/operators/vector_operands.h"
 
 namespace tomo::core::cuda {
@@ -111,6 +112,27 @@ class CudaBackend final : public Backend {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
     return FilterAndBackProjectOnDevice(stream_.get(), geometry, volume_geometry, projections,
                                         filter, weights, weighting, volume, &staging_);
+  }
+
+  // Downloads straight into the caller's memory (a slab of a larger result).
+  absl::Status FilterAndBackProjectInto(const VectorGeometry& geometry,
+                                        const VolumeGeometry& volume_geometry,
+                                        const Array3D& projections, const RampFilter& filter,
+                                        const FilteredBackProjectionWeights& weights,
+                                        BackProjectionWeighting weighting,
+                                        float* volume_values) override {
+    TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
+                                        geometry.projection_dims(), "(views, rows, columns)"));
+    TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume_geometry));
+    TOMO_RETURN_IF_ERROR(weights.Check(projections.dims()));
+    if (!weights.pixel.empty() && !weights.pixel_shared_by_views(projections.dims())) {
+      return Backend::FilterAndBackProjectInto(geometry, volume_geometry, projections, filter,
+                                               weights, weighting, volume_values);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    return FilterAndBackProjectOnDevice(stream_.get(), geometry, volume_geometry, projections,
+                                        filter, weights, weighting, volume_values, &staging_);
   }
 
   // A DeviceFilterAndBackProject on this backend's device, stream and staging, holding the

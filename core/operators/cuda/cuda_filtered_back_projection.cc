@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/page_touch.h"
 #include "core/base/parallel_for.h"
+#include "core/base/streaming_copy.h"
 #include "core/base/status_macros.h"
 #include "core/geometry/detector_row_band.h"
 #include "core/operators/cuda/cuda_check.h"
@@ -91,6 +93,7 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
                                        static_cast<size_t>(d.volume_values_), stream));
   TOMO_ASSIGN_OR_RETURN(d.copy_stream_, Stream::Create());
   TOMO_ASSIGN_OR_RETURN(d.source_read_, Event::Create());
+  TOMO_ASSIGN_OR_RETURN(d.computed_, Event::Create());
   for (int b = 0; b < 2; ++b) {
     TOMO_ASSIGN_OR_RETURN(d.downloaded_[b], Event::Create());
     TOMO_ASSIGN_OR_RETURN(d.buffers_[b],
@@ -167,11 +170,11 @@ absl::Status DeviceFilterAndBackProject::AddViewsOnDevice(const float* views, in
           TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[b].get()));
         }
         float* pinned = staging_->buffers[b].get() + filled_ * view_values_;
-        const size_t band_view_bytes = static_cast<size_t>(view_values_) * sizeof(float);
+        // Streaming stores: the copy engine, not this core, reads the buffer next.
         ParallelFor(take, [&](int64_t first, int64_t end) {
           for (int64_t i = first; i < end; ++i) {
-            std::memcpy(pinned + i * view_values_, source + i * host_view_values,
-                        band_view_bytes);
+            CopyStreaming(source + i * host_view_values, view_values_,
+                          pinned + i * view_values_);
           }
         });
       }
@@ -264,18 +267,34 @@ absl::Status DeviceFilterAndBackProject::Finish(Array3D& volume) {
     return absl::InvalidArgumentError(absl::StrCat("volume: ", volume.size(), " values, the ",
                                                    "stream's volume has ", volume_values_));
   }
-  absl::Status status = FinishOnDevice(volume);
+  return FinishInto(volume.data());
+}
+
+absl::Status DeviceFilterAndBackProject::FinishInto(float* volume_values) {
+  if (!failed_.ok()) return failed_;
+  TOMO_RETURN_IF_ERROR(CheckAllViews(added_, views_));
+  absl::Status status = FinishOnDevice(volume_values);
   if (!status.ok()) failed_ = status;
   return status;
 }
 
-absl::Status DeviceFilterAndBackProject::FinishOnDevice(Array3D& volume) {
+absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
   if (filled_ > 0) {
     TOMO_RETURN_IF_ERROR(LaunchChunk(chunk_direct_ ? nullptr : staging_->buffers[chunk_ % 2].get(),
                                      filled_, /*wait_for_upload=*/false));
   }
   if (profile_ != nullptr) profile_->direct_views = direct_views_;
+  if (staging_ != nullptr) {
+    // While the device finishes the back projection, this thread maps the result's pages
+    // (page_touch.h), so the download's copies do not fault them in; it stops as soon as
+    // the device is done (an error stops it too and surfaces at the download's waits).
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_.get(), stream_));
+    const size_t touched = TouchPagesWhile(
+        volume_values, static_cast<size_t>(volume_values_) * sizeof(float),
+        [&] { return cudaEventQuery(computed_.get()) == cudaErrorNotReady; });
+    if (profile_ != nullptr) profile_->touched_bytes = static_cast<int64_t>(touched);
+  }
   std::chrono::steady_clock::time_point download_start;
   if (profile_ != nullptr) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -283,18 +302,19 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(Array3D& volume) {
     download_start = std::chrono::steady_clock::now();
   }
   if (staging_ == nullptr) {
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume.data(), volume_.get(), volume.size_bytes(),
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume_values, volume_.get(),
+                                              static_cast<size_t>(volume_values_) * sizeof(float),
                                               cudaMemcpyDeviceToHost, stream_));
   } else {
     // The volume back through the pinned buffers, in pieces: the copy engine fills one
     // while the host's threads empty the other into the (pageable) result. A pageable
     // download goes at about 7 GB/s, 0.6 s for a 1024^3 volume.
     const int64_t piece = chunk_views_ * view_values_;
-    const int64_t pieces = (volume.size() + piece - 1) / piece;
-    auto piece_size = [&](int64_t p) { return std::min(piece, volume.size() - p * piece); };
+    const int64_t pieces = (volume_values_ + piece - 1) / piece;
+    auto piece_size = [&](int64_t p) { return std::min(piece, volume_values_ - p * piece); };
     auto empty_piece = [&](int64_t p) -> absl::Status {
       TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded_[p % 2].get()));
-      ParallelCopy(staging_->buffers[p % 2].get(), piece_size(p), volume.data() + p * piece);
+      ParallelCopy(staging_->buffers[p % 2].get(), piece_size(p), volume_values + p * piece);
       return absl::OkStatus();
     };
     for (int64_t p = 0; p < pieces; ++p) {
@@ -317,6 +337,22 @@ absl::Status FilterAndBackProjectOnDevice(
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     Array3D& volume, PinnedStaging* staging, int64_t chunk_bytes,
     FilterAndBackProjectProfile* profile) {
+  if (volume.size() != volume_geometry.dims().count()) {
+    return absl::InvalidArgumentError(absl::StrCat("volume: ", volume.size(), " values, the ",
+                                                   "volume geometry has ",
+                                                   volume_geometry.dims().count()));
+  }
+  return FilterAndBackProjectOnDevice(stream, geometry, volume_geometry, projections, filter,
+                                      weights, weighting, volume.data(), staging, chunk_bytes,
+                                      profile);
+}
+
+absl::Status FilterAndBackProjectOnDevice(
+    cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+    const Array3D& projections, const RampFilter& filter,
+    const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
+    float* volume_values, PinnedStaging* staging, int64_t chunk_bytes,
+    FilterAndBackProjectProfile* profile) {
   int device = 0;
   TOMO_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));  // the caller's current device
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceFilterAndBackProject> pass,
@@ -331,7 +367,7 @@ absl::Status FilterAndBackProjectOnDevice(
     const int64_t count = std::min(pass->chunk_views(), views - v0);
     TOMO_RETURN_IF_ERROR(pass->AddViews(v0, projections.data() + v0 * view_values, count));
   }
-  return pass->Finish(volume);
+  return pass->FinishInto(volume_values);
 }
 
 }  // namespace tomo::core::cuda

@@ -15,7 +15,11 @@
 // gathers each chunk's band rows into one with all its cores and the copy engine reads it
 // at the link's speed, and the volume comes back through them the same way; without, the
 // copies go from and to pageable memory (the driver stages them with one thread, about
-// 7 GB/s on the H100 machine).
+// 7 GB/s on an H100 machine). While the device computes the last chunks, the host thread
+// maps the result's pages (core/base/page_touch.h) so that the download's copies into it
+// do not fault; the gathers and those copies use streaming stores
+// (core/base/streaming_copy.h). Finish can write into any caller's memory (FinishInto):
+// with several devices each writes its z-slab straight into the one result.
 //
 // Projections that are already page-locked (an input tomod read ahead and registered,
 // core::PinHostMemory; IsPageLocked tells) skip the gathering: with `staging`, a chunk whose
@@ -77,6 +81,8 @@ struct FilterAndBackProjectProfile {
   // Views uploaded straight from the caller's page-locked memory (the rest were gathered
   // into the staging buffers, or copied from pageable memory without staging).
   int64_t direct_views = 0;
+  // Bytes of the result whose pages Finish mapped while the device computed (page_touch.h).
+  int64_t touched_bytes = 0;
 };
 
 // The operator as a stream (filter_and_back_project_stream.h) on one device: set-up at
@@ -106,6 +112,9 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
 
   absl::Status AddViews(int64_t first_view, const float* views, int64_t count) override;
   absl::Status Finish(Array3D& volume) override;
+  // As Finish, the volume written to volume_values (the volume geometry's values, z-major):
+  // e.g. a z-slab's place in a larger result, so that it is not copied again.
+  absl::Status FinishInto(float* volume_values);
   int64_t views_added() const override { return added_; }
   // Views uploaded straight from page-locked memory so far (see the class comment).
   int64_t direct_views() const { return direct_views_; }
@@ -122,7 +131,7 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   // Enqueues on the copy stream the copy of count of the caller's full views (their band
   // rows) into the current chunk's device buffer after the filled_ views there.
   absl::Status UploadDirect(const float* views, int64_t count);
-  absl::Status FinishOnDevice(Array3D& volume);
+  absl::Status FinishOnDevice(float* volume_values);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -151,6 +160,7 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   bool chunk_direct_ = false;
   int64_t direct_views_ = 0;
   Event source_read_;  // after the direct copies of an AddViews call: it waits for this
+  Event computed_;     // after the last chunk's back projection (Finish maps pages until then)
   absl::Status failed_;      // the first error; every later call returns it
   std::chrono::steady_clock::time_point chunks_start_;
 };
@@ -163,6 +173,14 @@ absl::Status FilterAndBackProjectOnDevice(
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     Array3D& volume, PinnedStaging* staging,
+    int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
+    FilterAndBackProjectProfile* profile = nullptr);
+// The same into volume_values (volume_geometry.dims() values, z-major; see FinishInto).
+absl::Status FilterAndBackProjectOnDevice(
+    cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
+    const Array3D& projections, const RampFilter& filter,
+    const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
+    float* volume_values, PinnedStaging* staging,
     int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
     FilterAndBackProjectProfile* profile = nullptr);
 

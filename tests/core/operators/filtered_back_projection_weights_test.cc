@@ -5,6 +5,7 @@
 #include "core/operators/filtered_back_projection_weights.h"
 
 #include <random>
+#include <vector>
 #include <string>
 
 #include "core/geometry/geometry_builders.h"
@@ -96,6 +97,20 @@ TEST(BackendTest, DefaultFilterAndBackProjectComposesTheOperators) {
       cpu.BackProject(geometry, volume, by_hand, BackProjectionWeighting::kFdk, expected).ok());
   for (int64_t i = 0; i < expected.size(); ++i) EXPECT_EQ(fused.data()[i], expected.data()[i]);
   EXPECT_FALSE(cpu.PrefersFilterAndBackProject());
+
+  // Into the caller's memory: the same values there, and nothing written around them.
+  constexpr float kPoison = -7.5f;
+  std::vector<float> larger(static_cast<size_t>(volume.dims().count() + 2 * 33), kPoison);
+  ASSERT_TRUE(cpu.FilterAndBackProjectInto(geometry, volume, projections, filter, weights,
+                                           BackProjectionWeighting::kFdk, larger.data() + 33)
+                  .ok());
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(larger[static_cast<size_t>(33 + i)], expected.data()[i]);
+  }
+  for (int i = 0; i < 33; ++i) {
+    EXPECT_EQ(larger[static_cast<size_t>(i)], kPoison);
+    EXPECT_EQ(larger[larger.size() - 1 - static_cast<size_t>(i)], kPoison);
+  }
 
   FilteredBackProjectionWeights wrong;
   wrong.column.resize(3);
