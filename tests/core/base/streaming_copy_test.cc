@@ -25,7 +25,7 @@ TEST(StreamingCopyTest, CopiesEveryValueAtEveryAlignmentAndNothingElse) {
     for (float& v : source) v = uniform(random);
     for (int source_offset : {0, 1, 3}) {
       for (int offset = 0; offset < 16; ++offset) {
-        SCOPED_TRACE(testing::Message() << "count " << count << ", offsets " << source_offset
+        SCOPED_TRACE(::testing::Message() << "count " << count << ", offsets " << source_offset
                                         << " / " << offset);
         std::vector<float> target(static_cast<size_t>(count) + 40, kPoison);
         CopyStreaming(source.data() + source_offset, count, target.data() + 8 + offset);
