@@ -431,7 +431,8 @@ absl::Status TimeOperatorAlone(const BenchCase& c, const core::VectorGeometry& g
 }
 
 absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices, int repeats,
-                                            bool pinned, std::mt19937_64& random) {
+                                            bool pinned, bool stream,
+                                            std::mt19937_64& random) {
   TOMO_ASSIGN_OR_RETURN(core::VectorGeometry geometry, MakeGeometry(c));
   TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry volume,
                         core::VolumeGeometry::Create({c.n, c.n, c.n},
@@ -518,7 +519,7 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
     result.gather_s = std::chrono::duration<double>(t2 - t1).count();
     result.pinned_copy_s = std::chrono::duration<double>(t3 - t2).count();
   }
-  {
+  if (stream) {
     const int64_t view_values = geometry.rows() * geometry.columns();
     const double view_bytes = static_cast<double>(view_values) * sizeof(float);
     std::vector<double> fast, paced, tails;
@@ -816,6 +817,12 @@ int Main(int argc, char** argv) {
   bool pinned = true;
   app.add_flag("--pinned,!--no-pinned", pinned,
                "also time FDK case 1 end to end from page-locked (registered) projections");
+  std::vector<int> fdk_devices;
+  app.add_option("--fdk-devices", fdk_devices,
+                 "device counts for the FDK end-to-end runs (default: 1 and all devices)");
+  bool fdk_stream = true;
+  app.add_flag("--fdk-stream,!--no-fdk-stream", fdk_stream,
+               "also time the FDK stream (views added as an upload delivers them)");
   std::vector<int64_t> fdk_sides = {512};
   app.add_option("--fdk-sides", fdk_sides,
                  "volume sides for FDK case 1 end to end (same field of view), e.g. 512,1024")
@@ -969,10 +976,14 @@ int Main(int argc, char** argv) {
     // voxels, the transfers stay.
     fdk_case.voxel_mm *= static_cast<double>(fdk_case.n) / static_cast<double>(side);
     fdk_case.n = side;
-    std::vector<int> counts = {1};
-    if (devices.size() > 1) counts.push_back(static_cast<int>(devices.size()));
+    std::vector<int> counts = fdk_devices;
+    if (counts.empty()) {
+      counts.push_back(1);
+      if (devices.size() > 1) counts.push_back(static_cast<int>(devices.size()));
+    }
     for (int count : counts) {
-      absl::StatusOr<EndToEndFdk> r = TimeFdkFromHost(fdk_case, count, repeats, pinned, random);
+      absl::StatusOr<EndToEndFdk> r =
+          TimeFdkFromHost(fdk_case, count, repeats, pinned, fdk_stream, random);
       if (!r.ok()) {
         std::fprintf(stderr, "tomo-bench: fdk1 end to end: %s\n",
                      std::string(r.status().message()).c_str());
@@ -999,7 +1010,7 @@ int Main(int argc, char** argv) {
                   r->half_profile.setup_s * 1e3, r->half_profile.chunks_s * 1e3,
                   r->half_profile.download_s * 1e3);
       std::printf("             progress:%s\n", r->events.c_str());
-      std::printf("             as a stream (core::BeginFdk, 4 views per AddViews): %.1f ms "
+      if (fdk_stream) std::printf("             as a stream (core::BeginFdk, 4 views per AddViews): %.1f ms "
                   "as fast as views can be added; views arriving at %.1f GB/s: %.1f ms, of "
                   "which %.1f ms after the last view arrived\n",
                   r->stream_s * 1e3, kStreamArrivalGBs, r->stream_paced_s * 1e3,
