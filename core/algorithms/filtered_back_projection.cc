@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -43,9 +42,6 @@ constexpr int64_t kMaxBackProjectionBlocks = 4;
 // long (a drained tomod outlived its stop timeout). Each block adds one pass over the slab to
 // sum it, about 1/32 of the block's back projection.
 constexpr int64_t kHostViewsPerBackProjectionBlock = 32;
-// Several devices with one slab each: each slab this much larger than the one before
-// (slab_plan.h, StaggeredSlabs), so that their downloads into host memory do not coincide.
-constexpr double kSlabStaggerRatio = 1.0;
 
 double Degrees(double radians) { return radians * 180.0 / kPi; }
 
@@ -316,18 +312,6 @@ absl::StatusOr<Array3D> FilterAndBackProjectBySlabs(
       plan.view_chunks.size() == 1 &&
       std::all_of(backends.begin(), backends.end(),
                   [](const Backend* backend) { return backend->PrefersFilterAndBackProject(); });
-  if (fused && backends.size() > 1 && plan.slabs.size() == backends.size()) {
-    // One slab per device: staggered sizes (StaggeredSlabs), when the largest still fits.
-    const char* env = std::getenv("TOMO_FDK_STAGGER");
-    const double ratio = env != nullptr ? std::atof(env) : kSlabStaggerRatio;
-    std::vector<Slab> staggered =
-        StaggeredSlabs(volume.size().z, static_cast<int64_t>(backends.size()), ratio);
-    const uint64_t largest = SlabBytes(geometry, volume, ProjectionValueBytes(backends, weighting),
-                                       staggered.back().slices, geometry.num_views());
-    if (context.memory_budget_bytes == 0 || largest <= context.memory_budget_bytes) {
-      plan.slabs = std::move(staggered);
-    }
-  }
   if (fused) {
     TOMO_RETURN_IF_ERROR(context.CheckCancelled("fdk / filter and back projection"));
     context.Report({0.5, "back projection"});

@@ -1,7 +1,6 @@
 #include "core/algorithms/slab_plan.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -102,32 +101,6 @@ absl::StatusOr<SlabPlan> PlanSlabs(const VectorGeometry& geometry, const VolumeG
   plan.peak_bytes = SlabBytes(geometry, volume, bytes_per_projection_value,
                               CeilDiv(nz, slab_count), CeilDiv(views, chunk_count));
   return plan;
-}
-
-std::vector<Slab> StaggeredSlabs(int64_t nz, int64_t count, double ratio) {
-  count = std::clamp<int64_t>(count, 1, std::max<int64_t>(nz, 1));
-  // Cumulative weights 1, r, r^2, ... turned into slice boundaries (rounded, strictly
-  // increasing so that each slab keeps at least one slice).
-  std::vector<double> cumulative(static_cast<size_t>(count) + 1, 0.0);
-  double weight = 1.0;
-  for (int64_t k = 0; k < count; ++k) {
-    cumulative[static_cast<size_t>(k) + 1] = cumulative[static_cast<size_t>(k)] + weight;
-    weight *= std::max(1.0, ratio);
-  }
-  std::vector<Slab> slabs;
-  slabs.reserve(static_cast<size_t>(count));
-  int64_t begin = 0;
-  for (int64_t k = 0; k < count; ++k) {
-    int64_t end = k + 1 == count
-                      ? nz
-                      : std::llround(static_cast<double>(nz) *
-                                     cumulative[static_cast<size_t>(k) + 1] /
-                                     cumulative[static_cast<size_t>(count)]);
-    end = std::clamp(end, begin + 1, nz - (count - 1 - k));
-    slabs.push_back(Slab{begin, end - begin});
-    begin = end;
-  }
-  return slabs;
 }
 
 absl::StatusOr<VolumeGeometry> SlabVolume(const VolumeGeometry& volume, const Slab& slab) {

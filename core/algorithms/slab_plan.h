@@ -64,14 +64,6 @@ absl::StatusOr<SlabPlan> PlanSlabs(const VectorGeometry& geometry, const VolumeG
                                    int bytes_per_projection_value, uint64_t budget_bytes,
                                    int64_t min_slabs = 1);
 
-// nz slices cut into `count` slabs (1 <= count <= nz) whose sizes grow by `ratio` (>= 1)
-// from one to the next (ratio 1: as equal as whole slices allow; every slab keeps at least
-// one slice). Why: several devices that each back project one slab download their slabs
-// through the host's memory, which they share; slabs of staggered sizes end at staggered
-// times, so one device's download runs while the next still computes instead of all
-// downloads competing at the end.
-std::vector<Slab> StaggeredSlabs(int64_t nz, int64_t count, double ratio);
-
 // The VolumeGeometry of a slab: same x/y size, voxel size and centre x/y; slab.slices
 // slices; centre z at the centre of the slab's slices in the full volume, so slab voxel
 // (ix, iy, k) sits where full voxel (ix, iy, first_slice + k) does. INVALID_ARGUMENT when

@@ -155,37 +155,5 @@ TEST(SlabPlanTest, SlabVolumeKeepsVoxelPositions) {
   EXPECT_EQ(SlabVolume(volume, {0, 0}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(SlabPlanTest, StaggeredSlabsGrowByTheRatioAndCoverTheVolume) {
-  for (int64_t nz : {1, 2, 7, 100, 513, 1024}) {
-    for (int64_t count : {1, 2, 3, 4, 9}) {
-      for (double ratio : {1.0, 1.2, 1.5, 4.0}) {
-        SCOPED_TRACE(::testing::Message() << "nz " << nz << ", count " << count << ", ratio "
-                                          << ratio);
-        const std::vector<Slab> slabs = StaggeredSlabs(nz, count, ratio);
-        ASSERT_EQ(static_cast<int64_t>(slabs.size()), std::min(nz, count));
-        int64_t next = 0;
-        for (const Slab& slab : slabs) {
-          EXPECT_EQ(slab.first_slice, next);
-          EXPECT_GE(slab.slices, 1);
-          next = slab.first_slice + slab.slices;
-        }
-        EXPECT_EQ(next, nz);
-        // Away from the one-slice floor, consecutive sizes keep the ratio to a slice.
-        if (nz >= 100 * count) {
-          for (size_t k = 1; k < slabs.size(); ++k) {
-            if (slabs[k - 1].slices < 20) continue;
-            const double expected = ratio * static_cast<double>(slabs[k - 1].slices);
-            EXPECT_NEAR(static_cast<double>(slabs[k].slices), expected, 1.0 + ratio) << k;
-          }
-        }
-      }
-    }
-  }
-  // Two slabs at 1.25: 4 / 9 and 5 / 9 of the slices.
-  const std::vector<Slab> two = StaggeredSlabs(900, 2, 1.25);
-  EXPECT_EQ(two[0].slices, 400);
-  EXPECT_EQ(two[1].slices, 500);
-}
-
 }  // namespace
 }  // namespace tomo::core
