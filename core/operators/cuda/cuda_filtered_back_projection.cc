@@ -4,7 +4,6 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -262,7 +261,6 @@ absl::Status DeviceFilterAndBackProject::LaunchChunk(const float* source, int64_
 
 absl::Status DeviceFilterAndBackProject::Finish(Array3D& volume) {
   if (!failed_.ok()) return failed_;
-  TOMO_RETURN_IF_ERROR(CheckAllViews(added_, views_));
   if (volume.size() != volume_values_) {
     return absl::InvalidArgumentError(absl::StrCat("volume: ", volume.size(), " values, the ",
                                                    "stream's volume has ", volume_values_));
