@@ -39,6 +39,7 @@
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
+#include "core/operators/resident_operators.h"
 
 namespace tomo::core {
 
@@ -58,6 +59,14 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
                                                const Array3D& projections,
                                                const IterativeOptions& options, int64_t blocks,
                                                ViewOrder order, Backend& backend,
+                                               const RunContext& context);
+// The same on given ResidentOperators (one device's, or SeveralDevicesResidentOperators:
+// each block's views are then split among the devices).
+absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
+                                               const VolumeGeometry& volume,
+                                               const Array3D& projections,
+                                               const IterativeOptions& options, int64_t blocks,
+                                               ViewOrder order, ResidentOperators& ops,
                                                const RunContext& context);
 
 }  // namespace tomo::core

@@ -28,6 +28,7 @@
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
+#include "core/operators/resident_operators.h"
 
 namespace tomo::core {
 
@@ -40,5 +41,11 @@ absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeome
 absl::StatusOr<IterativeResult> Cgls(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                      const Array3D& projections, const IterativeOptions& options,
                                      Backend& backend, const RunContext& context);
+// The same on given ResidentOperators (the backend's entry makes them with
+// Backend::MakeResidentOperators): one device's, or SeveralDevicesResidentOperators for a
+// run on several devices (iterative_algorithms.h).
+absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     ResidentOperators& ops, const RunContext& context);
 
 }  // namespace tomo::core
