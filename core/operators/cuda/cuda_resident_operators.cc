@@ -164,7 +164,10 @@ class HostBouncedProjector final : public ResidentProjector {
 
 // Lets `device` read and write `peer`'s memory directly (once per ordered pair in the
 // process) where cudaDeviceCanAccessPeer says it can; elsewhere nothing is enabled and
-// cudaMemcpyPeerAsync still copies (the driver stages it).
+// cudaMemcpyPeerAsync still copies (the driver stages it). Resident arrays come from the
+// stream-ordered allocator (cudaMallocAsync: the device's current memory pool), whose
+// allocations do not follow cudaDeviceEnablePeerAccess: the pool is opened to `device` too
+// (cudaMemPoolSetAccess), so that peer copies of them can go device to device.
 absl::Status EnablePeerAccessOnce(int device, int peer) {
   static std::mutex mutex;
   static std::set<std::pair<int, int>>* done = new std::set<std::pair<int, int>>();
@@ -180,6 +183,13 @@ absl::Status EnablePeerAccessOnce(int device, int peer) {
     } else {
       TOMO_CUDA_RETURN_IF_ERROR(enabled);
     }
+    cudaMemPool_t pool = nullptr;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaDeviceGetMemPool(&pool, peer));
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = device;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAccess(pool, &access, 1));
   }
   done->insert({device, peer});
   return absl::OkStatus();
