@@ -17,6 +17,11 @@
 // per block). The residual norms are summed on the device (no wait per block).
 // RESOURCE_EXHAUSTED before anything is allocated when that exceeds the budget.
 //
+// Several devices: the entry on ResidentOperators runs the same code on a
+// SeveralDevicesResidentOperators (volumes replicated, projections split by views; arrays
+// are allocated with their ResidentRole so that it can place them), each device then
+// holding every volume and its share of the projections.
+//
 // Residual reported with iteration k: the root of the sum over blocks of ||b_k - A_k x||^2,
 // each measured as the sweep met the block (for B = 1, SIRT's). Progress: one event per
 // iteration. Cancellation: checked before every block.

@@ -13,6 +13,11 @@
 // q) plus the projector's own (docs/iterative.md); RESOURCE_EXHAUSTED before anything is
 // allocated when that exceeds the budget.
 //
+// Several devices: the entry on ResidentOperators runs the same code on a
+// SeveralDevicesResidentOperators (volumes replicated, projections split by views; arrays
+// are allocated with their ResidentRole so that it can place them), each device then
+// holding every volume and its share of the projections.
+//
 // Residual reported with iteration k: ||r|| = ||b - A x_k|| after its update (kept by the
 // recursion, no extra projection). Progress: one event per iteration. Cancellation: before
 // every iteration.

@@ -11,6 +11,11 @@
 // plus what the backend's projector keeps (docs/iterative.md); RESOURCE_EXHAUSTED before
 // anything is allocated when that exceeds the budget (iterative_common.h).
 //
+// Several devices: the entry on ResidentOperators runs the same code on a
+// SeveralDevicesResidentOperators (volumes replicated, projections split by views; arrays
+// are allocated with their ResidentRole so that it can place them), each device then
+// holding every volume and its share of the projections.
+//
 // Residual reported with iteration k: ||b - A x|| of the image iteration k started from
 // (computed on the way: no extra projection). Progress: one event per iteration (stage
 // "sirt: relative residual r", iteration k of n). Cancellation: checked before every
