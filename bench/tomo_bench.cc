@@ -40,6 +40,15 @@
 //   sart-par-256  SART (133 blocks), as sirt-par-256                          <= 40 ms
 //   os-sart-par-256  the block-iterative method with 10 interleaved blocks, as sirt-par-256
 //   cgls-par-256  CGLS, as sirt-par-256
+//   os-sart-cone-256, cgls-cone-256  the block-iterative method (10 interleaved blocks) and
+//                 CGLS, as sirt-cone-256
+// With --iterative-devices 1,2 each iterative case runs on 1 and on 2 devices in the same
+// run (core::SeveralDevicesResidentOperators over the first N devices' backends: views
+// split, volume replicated, one volume reduced and broadcast per back projection): the
+// median over --repeats runs of the time per iteration (host clock after synchronising
+// every device used, first iteration excluded), and the speedup over the first count. The
+// peer copy of one volume between devices 1 and 0 (CopyFromPeer, what each back projection
+// pays twice) is timed beside it ("peer-copy").
 //
 //   build/bin/tomo-bench --json bench.json [--repeats 5] [--cases fdk1-bp,cone-fp-512]
 // fdk1-total's end to end is its own line ("fdk1-e2e"): core::Fdk from pageable host arrays
@@ -81,6 +90,7 @@
 #include "core/algorithms/cgls.h"
 #include "core/algorithms/sirt.h"
 #include "core/base/parallel_for.h"
+#include "core/operators/several_devices_resident_operators.h"
 #include "core/algorithms/slab_plan.h"
 #include "core/devices/devices.h"
 #include "core/filters/ramp_filter.h"
@@ -650,6 +660,8 @@ std::vector<IterativeCase> IterativeCases() {
       {"sart-par-256", IterativeCase::kSart, false, 256, 133, 256, "<= 40 ms"},
       {"os-sart-par-256", IterativeCase::kOsSart, false, 256, 133, 256, "-"},
       {"cgls-par-256", IterativeCase::kCgls, false, 256, 133, 256, "-"},
+      {"os-sart-cone-256", IterativeCase::kOsSart, true, 256, 360, 384, "-"},
+      {"cgls-cone-256", IterativeCase::kCgls, true, 256, 360, 384, "-"},
   };
 }
 
@@ -657,11 +669,36 @@ struct IterativeResult {
   IterativeCase c;
   double per_iteration_s = 0, setup_s = 0, total_s = 0;
   int64_t iterations = 0;
+  int devices = 1;
 };
 
+// Waits for every CUDA device in `ordinals` (device 0 current afterwards).
+void SynchroniseDevices(const std::vector<int>& ordinals) {
+  for (int ordinal : ordinals) {
+    cudaSetDevice(ordinal);
+    cudaDeviceSynchronize();
+  }
+  cudaSetDevice(0);
+}
+
+// backends: one (the method on its backend, as tomod runs it on one device) or several
+// (SeveralDevicesResidentOperators over their resident operators); ordinals: their CUDA
+// devices, synchronised at the end of every iteration.
 absl::StatusOr<IterativeResult> RunIterativeCase(const IterativeCase& c, int64_t iterations,
-                                                 core::Backend& backend,
+                                                 const std::vector<core::Backend*>& backends,
+                                                 const std::vector<int>& ordinals,
                                                  std::mt19937_64& random) {
+  core::Backend& backend = *backends.front();
+  std::unique_ptr<core::SeveralDevicesResidentOperators> several;
+  if (backends.size() > 1) {
+    std::vector<std::unique_ptr<core::ResidentOperators>> devices;
+    for (core::Backend* b : backends) {
+      TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::ResidentOperators> ops,
+                            b->MakeResidentOperators());
+      devices.push_back(std::move(ops));
+    }
+    TOMO_ASSIGN_OR_RETURN(several, core::SeveralDevicesResidentOperators::Create(std::move(devices)));
+  }
   core::VectorGeometry geometry = [&] {
     const std::vector<double> angles =
         core::UniformAnglesRad(c.views, 0, c.cone ? 2 * kPi : kPi);
@@ -686,29 +723,33 @@ absl::StatusOr<IterativeResult> RunIterativeCase(const IterativeCase& c, int64_t
   std::vector<std::chrono::steady_clock::time_point> ends;
   core::IterativeOptions options;
   options.iterations = iterations;
-  options.on_iteration = [&ends](const core::IterationReport&) {
-    cudaDeviceSynchronize();
+  options.on_iteration = [&ends, &ordinals](const core::IterationReport&) {
+    SynchroniseDevices(ordinals);
     ends.push_back(std::chrono::steady_clock::now());
     return absl::OkStatus();
   };
+  // The method on the one backend or on the several devices' operators.
+  auto run_on = [&](auto& target) -> absl::StatusOr<core::IterativeResult> {
+    switch (c.method) {
+      case IterativeCase::kSirt:
+        return core::Sirt(core::Geometry(geometry), volume, projections, options, target,
+                          core::RunContext{});
+      case IterativeCase::kSart:
+        return core::BlockIterative(core::Geometry(geometry), volume, projections, options,
+                                    c.views, core::ViewOrder::kInterleaved, target,
+                                    core::RunContext{});
+      case IterativeCase::kOsSart:
+        return core::BlockIterative(core::Geometry(geometry), volume, projections, options, 10,
+                                    core::ViewOrder::kInterleaved, target, core::RunContext{});
+      case IterativeCase::kCgls:
+        return core::Cgls(core::Geometry(geometry), volume, projections, options, target,
+                          core::RunContext{});
+    }
+    return absl::InternalError("iterative case: unknown method");
+  };
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<core::IterativeResult> run;
-  switch (c.method) {
-    case IterativeCase::kSirt:
-      run = core::Sirt(geometry, volume, projections, options, backend, {});
-      break;
-    case IterativeCase::kSart:
-      run = core::BlockIterative(geometry, volume, projections, options, c.views,
-                                 core::ViewOrder::kInterleaved, backend, {});
-      break;
-    case IterativeCase::kOsSart:
-      run = core::BlockIterative(geometry, volume, projections, options, 10,
-                                 core::ViewOrder::kInterleaved, backend, {});
-      break;
-    case IterativeCase::kCgls:
-      run = core::Cgls(geometry, volume, projections, options, backend, {});
-      break;
-  }
+  absl::StatusOr<core::IterativeResult> run =
+      several != nullptr ? run_on(*several) : run_on(backend);
   const auto end = std::chrono::steady_clock::now();
   TOMO_RETURN_IF_ERROR(run.status());
   if (ends.size() != static_cast<size_t>(iterations) || iterations < 2) {
@@ -788,11 +829,56 @@ absl::Status ProfileSartBlock(core::Backend& backend) {
   return absl::OkStatus();
 }
 
+// "peer-copy": CopyFromPeer of one n^3 volume between devices 1 and 0 each way (what a
+// back projection on two devices moves: device 1's partial to device 0, the sum back),
+// 20 copies after one, host clock around them after synchronising both devices.
+absl::Status TimePeerCopy(const std::vector<core::DeviceInfo>& devices, int64_t n) {
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> b0, core::MakeBackend(devices[0]));
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<core::Backend> b1, core::MakeBackend(devices[1]));
+  TOMO_ASSIGN_OR_RETURN(auto ops0, b0->MakeResidentOperators());
+  TOMO_ASSIGN_OR_RETURN(auto ops1, b1->MakeResidentOperators());
+  const core::Dims3 dims{n, n, n};
+  TOMO_ASSIGN_OR_RETURN(auto a0, ops0->Allocate(dims));
+  TOMO_ASSIGN_OR_RETURN(auto a1, ops1->Allocate(dims));
+  TOMO_RETURN_IF_ERROR(ops0->Fill(1.0f, *a0));
+  TOMO_RETURN_IF_ERROR(ops1->Fill(2.0f, *a1));
+  const std::vector<int> ordinals = {devices[0].index, devices[1].index};
+  const double gigabytes = static_cast<double>(dims.count()) * sizeof(float) * 1e-9;
+  struct Way {
+    const char* name;
+    core::ResidentOperators& to;
+    core::ResidentOperators& from;
+    const core::ResidentArray& source;
+    core::ResidentArray& target;
+  };
+  for (const Way& way : {Way{"device 1 -> 0", *ops0, *ops1, *a1, *a0},
+                         Way{"device 0 -> 1", *ops1, *ops0, *a0, *a1}}) {
+    TOMO_RETURN_IF_ERROR(way.to.CopyFromPeer(way.from, way.source, way.target));
+    SynchroniseDevices(ordinals);
+    constexpr int kCopies = 20;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCopies; ++i) {
+      TOMO_RETURN_IF_ERROR(way.to.CopyFromPeer(way.from, way.source, way.target));
+    }
+    SynchroniseDevices(ordinals);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kCopies;
+    std::printf("peer-copy        %lld^3 volume %s: %.3f ms per copy, %.1f GB/s\n",
+                static_cast<long long>(n), way.name, s * 1e3, gigabytes / s);
+  }
+  int can_access = 0;
+  cudaDeviceCanAccessPeer(&can_access, devices[0].index, devices[1].index);
+  std::printf("peer-copy        cudaDeviceCanAccessPeer(0, 1) = %d\n", can_access);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 std::string IterativeJson(const std::vector<IterativeResult>& results, const std::string& device) {
   std::string out = absl::StrCat("{\n  \"device\": \"", device, "\",\n  \"iterative\": [\n");
   for (size_t i = 0; i < results.size(); ++i) {
     const IterativeResult& r = results[i];
-    absl::StrAppend(&out, "    {\"case\": \"", r.c.name, "\", \"iterations\": ", r.iterations,
+    absl::StrAppend(&out, "    {\"case\": \"", r.c.name, "\", \"devices\": ", r.devices,
+                    ", \"iterations\": ", r.iterations,
                     ", \"seconds_per_iteration\": ", r.per_iteration_s,
                     ", \"setup_seconds\": ", r.setup_s, ", \"total_seconds\": ", r.total_s,
                     ", \"target\": \"", r.c.target, "\"}", i + 1 < results.size() ? "," : "",
@@ -837,6 +923,12 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{2}, int64_t{10000}));
   app.add_option("--iterative-json", iterative_json_path,
                  "write the iterative cases' results as JSON to this path");
+  std::vector<int> iterative_devices;
+  app.add_option("--iterative-devices", iterative_devices,
+                 "time the iterative cases on each of these device counts (e.g. 1,2: the "
+                 "first device, then the first two), median of --repeats runs, with speedups")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
@@ -932,28 +1024,76 @@ int Main(int argc, char** argv) {
     }
   }
   std::vector<IterativeResult> iterative_results;
+  // Device counts: as given, or the first device alone.
+  std::vector<int> counts = iterative_devices.empty() ? std::vector<int>{1} : iterative_devices;
+  for (int count : counts) {
+    if (count > static_cast<int>(devices.size())) {
+      std::fprintf(stderr, "tomo-bench: --iterative-devices: %d devices asked for, %zu present\n",
+                   count, devices.size());
+      return 1;
+    }
+  }
   for (const IterativeCase& c : IterativeCases()) {
     if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.name) == wanted.end()) {
       continue;
     }
-    absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(devices[0]);
-    if (!backend.ok()) {
-      std::fprintf(stderr, "tomo-bench: %s\n", std::string(backend.status().message()).c_str());
+    double first_median = 0;
+    for (int count : counts) {
+      std::vector<std::unique_ptr<core::Backend>> owned;
+      std::vector<core::Backend*> backends;
+      std::vector<int> ordinals;
+      for (int d = 0; d < count; ++d) {
+        absl::StatusOr<std::unique_ptr<core::Backend>> backend = core::MakeBackend(devices[d]);
+        if (!backend.ok()) {
+          std::fprintf(stderr, "tomo-bench: %s\n", std::string(backend.status().message()).c_str());
+          return 1;
+        }
+        owned.push_back(std::move(backend).value());
+        backends.push_back(owned.back().get());
+        ordinals.push_back(devices[d].index);
+      }
+      // One run as before (no --iterative-devices), else a warm-up and --repeats runs.
+      const int runs = iterative_devices.empty() ? 1 : repeats + 1;
+      std::vector<IterativeResult> timed;
+      for (int run = 0; run < runs; ++run) {
+        const bool warm_up = runs > 1 && run == 0;
+        absl::StatusOr<IterativeResult> r = RunIterativeCase(
+            c, warm_up ? 2 : iterative_iterations, backends, ordinals, random);
+        if (!r.ok()) {
+          std::fprintf(stderr, "tomo-bench: %s on %d device(s): %s\n", c.name.c_str(), count,
+                       std::string(r.status().message()).c_str());
+          return 1;
+        }
+        if (!warm_up) timed.push_back(*r);
+      }
+      std::sort(timed.begin(), timed.end(), [](const IterativeResult& a, const IterativeResult& b) {
+        return a.per_iteration_s < b.per_iteration_s;
+      });
+      IterativeResult r = timed[timed.size() / 2];
+      r.devices = count;
+      if (first_median == 0) first_median = r.per_iteration_s;
+      if (iterative_devices.empty()) {
+        std::printf("%-16s %8.2f ms per iteration (%lld iterations; setup %.0f ms, total %.0f ms "
+                    "from host data)  target %s\n",
+                    c.name.c_str(), r.per_iteration_s * 1e3, static_cast<long long>(r.iterations),
+                    r.setup_s * 1e3, r.total_s * 1e3, c.target.c_str());
+      } else {
+        std::printf("%-16s %d device(s): %8.2f ms per iteration median of %zu (min %.2f ms; "
+                    "%lld iterations; setup %.0f ms)  speedup %.2fx over %d device(s)\n",
+                    c.name.c_str(), count, r.per_iteration_s * 1e3, timed.size(),
+                    timed.front().per_iteration_s * 1e3, static_cast<long long>(r.iterations),
+                    r.setup_s * 1e3, first_median / r.per_iteration_s, counts.front());
+      }
+      std::fflush(stdout);
+      iterative_results.push_back(r);
+    }
+  }
+  if (std::any_of(counts.begin(), counts.end(), [](int count) { return count > 1; })) {
+    const absl::Status copied = TimePeerCopy(devices, 256);
+    if (!copied.ok()) {
+      std::fprintf(stderr, "tomo-bench: peer-copy: %s\n", std::string(copied.message()).c_str());
       return 1;
     }
-    absl::StatusOr<IterativeResult> r =
-        RunIterativeCase(c, iterative_iterations, **backend, random);
-    if (!r.ok()) {
-      std::fprintf(stderr, "tomo-bench: %s: %s\n", c.name.c_str(),
-                   std::string(r.status().message()).c_str());
-      return 1;
-    }
-    std::printf("%-16s %8.2f ms per iteration (%lld iterations; setup %.0f ms, total %.0f ms "
-                "from host data)  target %s\n",
-                c.name.c_str(), r->per_iteration_s * 1e3, static_cast<long long>(r->iterations),
-                r->setup_s * 1e3, r->total_s * 1e3, c.target.c_str());
-    std::fflush(stdout);
-    iterative_results.push_back(*r);
   }
   if (!iterative_json_path.empty()) {
     std::ofstream file(iterative_json_path);

@@ -42,11 +42,23 @@ absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
                                                const RunContext& context) {
   TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
                                             /*constrained_method=*/true));
+  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());
+  return BlockIterative(geometry, volume, projections, options, blocks, order, *ops, context);
+}
+
+absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
+                                               const VolumeGeometry& volume,
+                                               const Array3D& projections,
+                                               const IterativeOptions& options, int64_t blocks,
+                                               ViewOrder order, ResidentOperators& resident,
+                                               const RunContext& context) {
+  TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
+                                            /*constrained_method=*/true));
   const int64_t views = ProjectionDims(geometry).d0;
   TOMO_ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> partition,
                         PartitionViews(views, blocks, order));
   const std::string method = blocks == views ? "sart" : "os-sart";
-  TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());
+  ResidentOperators* ops = &resident;
   const uint64_t volume_bytes = static_cast<uint64_t>(volume.voxel_count()) * sizeof(float);
   const uint64_t projection_bytes = static_cast<uint64_t>(projections.size()) * sizeof(float);
   // Column sums per block: up to kMaxKeptColumnWeights blocks always, more while they take
@@ -76,9 +88,9 @@ absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
     TOMO_ASSIGN_OR_RETURN(const Geometry block_geometry, SubsetGeometry(geometry, partition[k]));
     TOMO_ASSIGN_OR_RETURN(part.projector, ops->MakeProjector(block_geometry, volume, options.projector));
     const Dims3 dims = ProjectionDims(block_geometry);
-    TOMO_ASSIGN_OR_RETURN(part.b, ops->Allocate(dims));
-    TOMO_ASSIGN_OR_RETURN(part.row_weights, ops->Allocate(dims));
-    TOMO_ASSIGN_OR_RETURN(part.residual, ops->Allocate(dims));
+    TOMO_ASSIGN_OR_RETURN(part.b, ops->Allocate(dims, ResidentRole::kProjections));
+    TOMO_ASSIGN_OR_RETURN(part.row_weights, ops->Allocate(dims, ResidentRole::kProjections));
+    TOMO_ASSIGN_OR_RETURN(part.residual, ops->Allocate(dims, ResidentRole::kProjections));
     TOMO_RETURN_IF_ERROR(ops->Upload(GatherViews(projections, partition[k]), *part.b));
     TOMO_RETURN_IF_ERROR(ops->AccumulateDot(*part.b, *part.b));
     TOMO_RETURN_IF_ERROR(MakeRowWeights(*ops, *part.projector, guards, *back, *part.row_weights));

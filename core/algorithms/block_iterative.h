@@ -17,6 +17,11 @@
 // per block). The residual norms are summed on the device (no wait per block).
 // RESOURCE_EXHAUSTED before anything is allocated when that exceeds the budget.
 //
+// Several devices: the entry on ResidentOperators runs the same code on a
+// SeveralDevicesResidentOperators (volumes replicated, projections split by views; arrays
+// are allocated with their ResidentRole so that it can place them), each device then
+// holding every volume and its share of the projections.
+//
 // Residual reported with iteration k: the root of the sum over blocks of ||b_k - A_k x||^2,
 // each measured as the sweep met the block (for B = 1, SIRT's). Progress: one event per
 // iteration. Cancellation: checked before every block.
@@ -39,6 +44,7 @@
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
+#include "core/operators/resident_operators.h"
 
 namespace tomo::core {
 
@@ -58,6 +64,14 @@ absl::StatusOr<IterativeResult> BlockIterative(const VectorGeometry& geometry,
                                                const Array3D& projections,
                                                const IterativeOptions& options, int64_t blocks,
                                                ViewOrder order, Backend& backend,
+                                               const RunContext& context);
+// The same on given ResidentOperators (one device's, or SeveralDevicesResidentOperators:
+// each block's views are then split among the devices).
+absl::StatusOr<IterativeResult> BlockIterative(const Geometry& geometry,
+                                               const VolumeGeometry& volume,
+                                               const Array3D& projections,
+                                               const IterativeOptions& options, int64_t blocks,
+                                               ViewOrder order, ResidentOperators& ops,
                                                const RunContext& context);
 
 }  // namespace tomo::core

@@ -21,6 +21,15 @@ absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeome
   TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
                                             /*constrained_method=*/false));
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());
+  return Cgls(geometry, volume, projections, options, *ops, context);
+}
+
+absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     ResidentOperators& resident, const RunContext& context) {
+  TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
+                                            /*constrained_method=*/false));
+  ResidentOperators* ops = &resident;
   const uint64_t volume_bytes = static_cast<uint64_t>(volume.voxel_count()) * sizeof(float);
   const uint64_t projection_bytes = static_cast<uint64_t>(projections.size()) * sizeof(float);
   TOMO_RETURN_IF_ERROR(CheckFitsBudget("cgls", 3 * volume_bytes + 3 * projection_bytes,
@@ -33,9 +42,9 @@ absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeome
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume_dims));
   TOMO_ASSIGN_OR_RETURN(auto p, ops->Allocate(volume_dims));
   TOMO_ASSIGN_OR_RETURN(auto s, ops->Allocate(volume_dims));
-  TOMO_ASSIGN_OR_RETURN(auto b, ops->Allocate(projection_dims));
-  TOMO_ASSIGN_OR_RETURN(auto r, ops->Allocate(projection_dims));
-  TOMO_ASSIGN_OR_RETURN(auto q, ops->Allocate(projection_dims));
+  TOMO_ASSIGN_OR_RETURN(auto b, ops->Allocate(projection_dims, ResidentRole::kProjections));
+  TOMO_ASSIGN_OR_RETURN(auto r, ops->Allocate(projection_dims, ResidentRole::kProjections));
+  TOMO_ASSIGN_OR_RETURN(auto q, ops->Allocate(projection_dims, ResidentRole::kProjections));
 
   TOMO_RETURN_IF_ERROR(ops->Upload(projections, *b));
   TOMO_ASSIGN_OR_RETURN(const double b_norm2, ops->Dot(*b, *b));

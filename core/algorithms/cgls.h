@@ -13,6 +13,11 @@
 // q) plus the projector's own (docs/iterative.md); RESOURCE_EXHAUSTED before anything is
 // allocated when that exceeds the budget.
 //
+// Several devices: the entry on ResidentOperators runs the same code on a
+// SeveralDevicesResidentOperators (volumes replicated, projections split by views; arrays
+// are allocated with their ResidentRole so that it can place them), each device then
+// holding every volume and its share of the projections.
+//
 // Residual reported with iteration k: ||r|| = ||b - A x_k|| after its update (kept by the
 // recursion, no extra projection). Progress: one event per iteration. Cancellation: before
 // every iteration.
@@ -28,6 +33,7 @@
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
+#include "core/operators/resident_operators.h"
 
 namespace tomo::core {
 
@@ -40,5 +46,11 @@ absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeome
 absl::StatusOr<IterativeResult> Cgls(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                      const Array3D& projections, const IterativeOptions& options,
                                      Backend& backend, const RunContext& context);
+// The same on given ResidentOperators (the backend's entry makes them with
+// Backend::MakeResidentOperators): one device's, or SeveralDevicesResidentOperators for a
+// run on several devices (iterative_algorithms.h).
+absl::StatusOr<IterativeResult> Cgls(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     ResidentOperators& ops, const RunContext& context);
 
 }  // namespace tomo::core

@@ -21,6 +21,15 @@ absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeome
   TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
                                             /*constrained_method=*/true));
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<ResidentOperators> ops, backend.MakeResidentOperators());
+  return Sirt(geometry, volume, projections, options, *ops, context);
+}
+
+absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     ResidentOperators& resident, const RunContext& context) {
+  TOMO_RETURN_IF_ERROR(CheckIterativeInputs(geometry, volume, projections, options,
+                                            /*constrained_method=*/true));
+  ResidentOperators* ops = &resident;
   const uint64_t volume_bytes = static_cast<uint64_t>(volume.voxel_count()) * sizeof(float);
   const uint64_t projection_bytes = static_cast<uint64_t>(projections.size()) * sizeof(float);
   TOMO_RETURN_IF_ERROR(CheckFitsBudget("sirt", 3 * volume_bytes + 3 * projection_bytes,
@@ -34,9 +43,10 @@ absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeome
   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume_dims));
   TOMO_ASSIGN_OR_RETURN(auto back, ops->Allocate(volume_dims));
   TOMO_ASSIGN_OR_RETURN(auto column_sums, ops->Allocate(volume_dims));
-  TOMO_ASSIGN_OR_RETURN(auto b, ops->Allocate(projection_dims));
-  TOMO_ASSIGN_OR_RETURN(auto row_weights, ops->Allocate(projection_dims));
-  TOMO_ASSIGN_OR_RETURN(auto residual, ops->Allocate(projection_dims));
+  TOMO_ASSIGN_OR_RETURN(auto b, ops->Allocate(projection_dims, ResidentRole::kProjections));
+  TOMO_ASSIGN_OR_RETURN(auto row_weights,
+                        ops->Allocate(projection_dims, ResidentRole::kProjections));
+  TOMO_ASSIGN_OR_RETURN(auto residual, ops->Allocate(projection_dims, ResidentRole::kProjections));
 
   TOMO_RETURN_IF_ERROR(ops->Upload(projections, *b));
   TOMO_RETURN_IF_ERROR(MakeRowWeights(*ops, *projector, guards, *back, *row_weights));

@@ -11,6 +11,11 @@
 // plus what the backend's projector keeps (docs/iterative.md); RESOURCE_EXHAUSTED before
 // anything is allocated when that exceeds the budget (iterative_common.h).
 //
+// Several devices: the entry on ResidentOperators runs the same code on a
+// SeveralDevicesResidentOperators (volumes replicated, projections split by views; arrays
+// are allocated with their ResidentRole so that it can place them), each device then
+// holding every volume and its share of the projections.
+//
 // Residual reported with iteration k: ||b - A x|| of the image iteration k started from
 // (computed on the way: no extra projection). Progress: one event per iteration (stage
 // "sirt: relative residual r", iteration k of n). Cancellation: checked before every
@@ -29,6 +34,7 @@
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
+#include "core/operators/resident_operators.h"
 
 namespace tomo::core {
 
@@ -41,5 +47,11 @@ absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeome
 absl::StatusOr<IterativeResult> Sirt(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                      const Array3D& projections, const IterativeOptions& options,
                                      Backend& backend, const RunContext& context);
+// The same on given ResidentOperators (the backend's entry makes them with
+// Backend::MakeResidentOperators): one device's, or SeveralDevicesResidentOperators for a
+// run on several devices (iterative_algorithms.h).
+absl::StatusOr<IterativeResult> Sirt(const Geometry& geometry, const VolumeGeometry& volume,
+                                     const Array3D& projections, const IterativeOptions& options,
+                                     ResidentOperators& ops, const RunContext& context);
 
 }  // namespace tomo::core

@@ -15,6 +15,11 @@
 // (naming "icd" and the kind for a Radon geometry), bad options (ValidateIcdOptions), or
 // weights that are not finite and >= 0; FDK's errors for the start (a helical orbit needs
 // start_from_fdk false); RESOURCE_EXHAUSTED; CANCELLED.
+//
+// One device: given several backends (Algorithm::RunOnBackends) it runs on the first. Why:
+// coordinate descent updates voxel groups one after another against one shared error
+// sinogram, so splitting it among devices would need that sinogram exchanged after every
+// group, not once per iteration as the views-split methods of iterative_algorithms.h do.
 #pragma once
 
 #include <memory>

@@ -86,7 +86,8 @@ class HostProjector final : public ResidentProjector {
 HostResidentOperators::HostResidentOperators(Backend& backend, int threads)
     : backend_(backend), threads_(threads > 0 ? threads : DefaultThreadCount()) {}
 
-absl::StatusOr<std::unique_ptr<ResidentArray>> HostResidentOperators::Allocate(Dims3 dims) {
+absl::StatusOr<std::unique_ptr<ResidentArray>> HostResidentOperators::Allocate(
+    Dims3 dims, ResidentRole /*role*/) {
   if (dims.d0 < 0 || dims.d1 < 0 || dims.d2 < 0) {
     return absl::InvalidArgumentError(absl::StrCat("Allocate: dims ", DimsText(dims)));
   }
@@ -106,6 +107,20 @@ absl::Status HostResidentOperators::Download(const ResidentArray& device, Array3
   TOMO_RETURN_IF_ERROR(CheckDimsMatch("Download: host array", host.dims(), device.dims(),
                                       "(the resident array's)"));
   ParallelCopy(Host(device).array.data(), host.size(), host.data());
+  return absl::OkStatus();
+}
+
+absl::Status HostResidentOperators::CopyFromPeer(ResidentOperators& source_ops,
+                                                 const ResidentArray& source,
+                                                 ResidentArray& target) {
+  if (dynamic_cast<HostResidentOperators*>(&source_ops) == nullptr) {
+    return ResidentOperators::CopyFromPeer(source_ops, source, target);
+  }
+  TOMO_RETURN_IF_ERROR(CheckOwned("CopyFromPeer", &source_ops, source));
+  TOMO_RETURN_IF_ERROR(CheckOwned("CopyFromPeer", this, target));
+  TOMO_RETURN_IF_ERROR(CheckDimsMatch("CopyFromPeer: target", target.dims(), source.dims(),
+                                      "(the source's)"));
+  ParallelCopy(Host(source).array.data(), source.size(), Host(target).array.data());
   return absl::OkStatus();
 }
 

@@ -7,7 +7,8 @@
 // Arrays are Array3D. Element-wise operations run in float32 (x[i] = a * x[i] + ...
 // exactly as written, one rounding per operation as on the device); Dot sums in float64,
 // in parallel chunks combined in a fixed order (results do not depend on the thread
-// count). Calls are synchronous.
+// count). Calls are synchronous. The role of an array (ResidentRole) changes nothing here.
+// CopyFromPeer from another HostResidentOperators copies the host array directly.
 //
 //   HostResidentOperators ops(cpu_backend);
 //   TOMO_ASSIGN_OR_RETURN(auto x, ops.Allocate(volume.dims()));
@@ -28,7 +29,10 @@ class HostResidentOperators final : public ResidentOperators {
 
   std::string name() const override { return backend_.name(); }
   uint64_t free_bytes() const override { return 0; }
-  absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(Dims3 dims) override;
+  absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(
+      Dims3 dims, ResidentRole role = ResidentRole::kVolume) override;
+  absl::Status CopyFromPeer(ResidentOperators& source_ops, const ResidentArray& source,
+                            ResidentArray& target) override;
   absl::Status Upload(const Array3D& host, ResidentArray& device) override;
   absl::Status Download(const ResidentArray& device, Array3D& host) override;
   absl::StatusOr<std::unique_ptr<ResidentProjector>> MakeProjector(

@@ -12,6 +12,11 @@
 //
 // The operators:
 //   - arrays: Allocate (contents unspecified), Upload, Download; float32, Dims3 as Array3D;
+//     each allocated with its ResidentRole (a volume or a set of projections), which an
+//     implementation over several devices needs to place it (replicated or split by views,
+//     several_devices_resident_operators.h); one device ignores it;
+//   - CopyFromPeer: an array of another ResidentOperators (another device) into one of
+//     this, device to device where the implementations know each other;
 //   - projection: a ResidentProjector per (geometry, VolumeGeometry, ProjectorModel), e.g.
 //     one per block of views: Forward (projections = A volume) and Back (volume = the
 //     model's A^T projections), as the Projector that Backend::MakeProjector makes;
@@ -31,6 +36,8 @@
 //
 //   TOMO_ASSIGN_OR_RETURN(auto ops, backend.MakeResidentOperators());
 //   TOMO_ASSIGN_OR_RETURN(auto x, ops->Allocate(volume.dims()));
+//   TOMO_ASSIGN_OR_RETURN(auto ax, ops->Allocate(ProjectionDims(geometry),
+//                                                ResidentRole::kProjections));
 //   TOMO_ASSIGN_OR_RETURN(auto projector,
 //                         ops->MakeProjector(geometry, volume, ProjectorModel::kJoseph));
 //   TOMO_RETURN_IF_ERROR(ops->Fill(0.0f, *x));
@@ -50,6 +57,11 @@
 #include "core/operators/projector_model.h"
 
 namespace tomo::core {
+
+// What an array holds: a volume (z, y, x) or projections (views, rows, columns). Arrays of
+// both roles may take part in one projection; the element-wise operations and Dot take
+// arrays of one role.
+enum class ResidentRole { kVolume, kProjections };
 
 // A float32 array owned by a ResidentOperators (on its device). Move-only through
 // unique_ptr; the implementation decides where the elements live.
@@ -92,11 +104,23 @@ class ResidentOperators {
   // Device bytes free for new arrays, or 0 when the device reports no limit (host memory).
   virtual uint64_t free_bytes() const = 0;
 
-  virtual absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(Dims3 dims) = 0;
+  // An array of dims for the role (INVALID_ARGUMENT for negative dims).
+  virtual absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(
+      Dims3 dims, ResidentRole role = ResidentRole::kVolume) = 0;
   // device = host (dims must match).
   virtual absl::Status Upload(const Array3D& host, ResidentArray& device) = 0;
   // host = device (dims must match); complete on return.
   virtual absl::Status Download(const ResidentArray& device, Array3D& host) = 0;
+
+  // target = source, where source was allocated by source_ops (another ResidentOperators,
+  // typically on another device) and target by this object; dims must match
+  // (INVALID_ARGUMENT naming the operation otherwise). Ordered after the work already
+  // issued on both, and work issued later on either (even writes to source) waits for the
+  // copy where a device implementation does not. This default goes through host memory
+  // (source_ops.Download, then Upload); HostResidentOperators copies host arrays directly,
+  // CudaResidentOperators copies device to device (cudaMemcpyPeerAsync).
+  virtual absl::Status CopyFromPeer(ResidentOperators& source_ops, const ResidentArray& source,
+                                    ResidentArray& target);
 
   // The projector pair of a model for a geometry (projector_model.h; checked as
   // Backend::MakeProjector, with its words). A device implementation uploads the per-view

@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -161,15 +162,49 @@ class HostBouncedProjector final : public ResidentProjector {
   Array3D volume_, projections_;
 };
 
+// Lets `device` read and write `peer`'s memory directly (once per ordered pair in the
+// process) where cudaDeviceCanAccessPeer says it can; elsewhere nothing is enabled and
+// cudaMemcpyPeerAsync still copies (the driver stages it). Resident arrays come from the
+// stream-ordered allocator (cudaMallocAsync: the device's current memory pool), whose
+// allocations do not follow cudaDeviceEnablePeerAccess: the pool is opened to `device` too
+// (cudaMemPoolSetAccess), so that peer copies of them can go device to device.
+absl::Status EnablePeerAccessOnce(int device, int peer) {
+  static std::mutex mutex;
+  static std::set<std::pair<int, int>>* done = new std::set<std::pair<int, int>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done->count({device, peer}) > 0) return absl::OkStatus();
+  int can_access = 0;
+  TOMO_CUDA_RETURN_IF_ERROR(cudaDeviceCanAccessPeer(&can_access, device, peer));
+  if (can_access != 0) {
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device));
+    const cudaError_t enabled = cudaDeviceEnablePeerAccess(peer, 0);
+    if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();  // enabled elsewhere in the process: what was wanted
+    } else {
+      TOMO_CUDA_RETURN_IF_ERROR(enabled);
+    }
+    cudaMemPool_t pool = nullptr;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaDeviceGetMemPool(&pool, peer));
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = device;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAccess(pool, &access, 1));
+  }
+  done->insert({device, peer});
+  return absl::OkStatus();
+}
+
 class CudaResidentOperators final : public ResidentOperators {
  public:
   CudaResidentOperators(int device, cudaStream_t stream, std::string name,
-                        DeviceBuffer<double> partials)
+                        DeviceBuffer<double> partials, Event copy_event)
       : device_(device), stream_(stream), name_(std::move(name)),
-        partials_(std::move(partials)) {}
+        partials_(std::move(partials)), copy_event_(std::move(copy_event)) {}
   ~CudaResidentOperators() override {
     absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
     partials_.Reset();
+    copy_event_.Reset();
   }
 
   std::string name() const override { return name_; }
@@ -181,7 +216,8 @@ class CudaResidentOperators final : public ResidentOperators {
     return free;
   }
 
-  absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(Dims3 dims) override {
+  absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(
+      Dims3 dims, ResidentRole /*role*/ = ResidentRole::kVolume) override {
     if (dims.d0 < 0 || dims.d1 < 0 || dims.d2 < 0) {
       return absl::InvalidArgumentError(absl::StrCat("Allocate: dims ", DimsText(dims)));
     }
@@ -211,6 +247,42 @@ class CudaResidentOperators final : public ResidentOperators {
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), Data(device), host.size_bytes(),
                                               cudaMemcpyDeviceToHost, stream_));
     TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  // From another CudaResidentOperators: cudaMemcpyPeerAsync on this stream, after the
+  // source stream's work so far (an event), and the source stream then waits for the copy
+  // (so that later work there cannot overwrite the array while the copy reads it). Other
+  // sources: the default (through host memory).
+  absl::Status CopyFromPeer(ResidentOperators& source_ops, const ResidentArray& source,
+                            ResidentArray& target) override {
+    auto* peer = dynamic_cast<CudaResidentOperators*>(&source_ops);
+    if (peer == nullptr) return ResidentOperators::CopyFromPeer(source_ops, source, target);
+    TOMO_RETURN_IF_ERROR(CheckOwned("CopyFromPeer", peer, source));
+    TOMO_RETURN_IF_ERROR(CheckOwned("CopyFromPeer", this, target));
+    TOMO_RETURN_IF_ERROR(CheckDimsMatch("CopyFromPeer: target", target.dims(), source.dims(),
+                                        "(the source's)"));
+    const size_t bytes = static_cast<size_t>(source.size()) * sizeof(float);
+    if (peer == this) {
+      TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Data(target), Data(source), bytes,
+                                                cudaMemcpyDeviceToDevice, stream_));
+      return absl::OkStatus();
+    }
+    if (peer->device_ != device_) TOMO_RETURN_IF_ERROR(EnablePeerAccessOnce(device_, peer->device_));
+    {
+      TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(peer->device_));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(peer->copy_event_.get(), peer->stream_));
+    }
+    {
+      TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, peer->copy_event_.get(), 0));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyPeerAsync(Data(target), device_, Data(source),
+                                                    peer->device_, bytes, stream_));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(copy_event_.get(), stream_));
+    }
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(peer->device_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(peer->stream_, copy_event_.get(), 0));
     return absl::OkStatus();
   }
 
@@ -364,6 +436,9 @@ class CudaResidentOperators final : public ResidentOperators {
   const cudaStream_t stream_;
   const std::string name_;
   DeviceBuffer<double> partials_;
+  // Recorded on stream_ by CopyFromPeer (as the source: the work before the copy; as the
+  // target: the copy) for the other stream to wait on.
+  Event copy_event_;
   std::vector<double> host_partials_ = std::vector<double>(kMaxDotBlocks);
   bool layered_taken_ = false;
   std::mutex host_projector_mutex_;  // the lock of the host projectors bounced through
@@ -377,8 +452,9 @@ absl::StatusOr<std::unique_ptr<ResidentOperators>> MakeCudaResidentOperators(
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device));
   TOMO_ASSIGN_OR_RETURN(auto partials,
                         DeviceBuffer<double>::Allocate(kMaxDotBlocks + 1, stream));
+  TOMO_ASSIGN_OR_RETURN(Event copy_event, Event::Create());
   return std::unique_ptr<ResidentOperators>(std::make_unique<CudaResidentOperators>(
-      device, stream, std::move(name), std::move(partials)));
+      device, stream, std::move(name), std::move(partials), std::move(copy_event)));
 }
 
 }  // namespace tomo::core::cuda
