@@ -28,8 +28,8 @@ ABSL_FLAG(std::string, spool_dir, "/var/lib/tomoserve/spool",
           "directory for uploaded projections and results; created if missing");
 ABSL_FLAG(std::vector<std::string>, devices, {},
           "comma-separated ids of the devices to run jobs on, one worker each, e.g. "
-          "cuda:0,cuda:1 or cpu (tomo info lists them); empty: every GPU, or the CPU "
-          "when there is none");
+          "cuda:0,cuda:1 or cpu (tomo info lists them); cpu:1, cpu:2, ... are more CPU "
+          "workers sharing the host's cores; empty: every GPU, or the CPU when there is none");
 ABSL_FLAG(bool, cpu_worker, false,
           "also run jobs on the CPU when there are GPUs (without a GPU the CPU is always used)");
 ABSL_FLAG(uint64_t, max_upload_bytes, uint64_t{16} << 30, "largest accepted upload, in bytes");
@@ -100,6 +100,16 @@ ABSL_FLAG(std::string, reconstruct_while_uploading, "devices",
           "FBP/FDK jobs whose input is plain float32 projections are reconstructed while they "
           "are uploaded, by an idle worker: devices (GPU workers), all (the CPU worker too; "
           "no gain there) or never");
+ABSL_FLAG(std::string, multi_device_jobs, "off",
+          "off: every job runs on one device. idle: a job of at least "
+          "--multi_device_min_voxels voxels whose algorithm splits its work over devices "
+          "(today FDK: fbp on a cone-beam or vector geometry) also takes the other devices of "
+          "its kind that are idle when it starts, less one for each job still queued; it keeps "
+          "them until it ends and never waits for more (docs/architecture.md, Scheduler)");
+ABSL_FLAG(uint64_t, multi_device_min_voxels, tomo::server::kDefaultMultiDeviceMinVoxels,
+          "smallest volume, in voxels (x * y * z), of a job that --multi_device_jobs=idle lets "
+          "take several devices; the default is 512^3, below which a second device's own "
+          "copy of the projections costs about what it saves");
 ABSL_FLAG(int32_t, metrics_port, tomo::server::kDefaultMetricsPort,
           "serve Prometheus metrics at http://<--metrics_host>:<port>/metrics; 0: off");
 ABSL_FLAG(std::string, metrics_host, "127.0.0.1",
@@ -149,7 +159,7 @@ const std::vector<FlagGroup>& FlagGroups() {
       {"Security", {}, {"tls", "token", "tenant"}},
       {"Devices and memory",
        {"devices", "cpu_worker", "memory_budget_bytes", "matrix_cache_bytes", "prefetch_bytes",
-        "reconstruct_while_uploading"},
+        "reconstruct_while_uploading", "multi_device_jobs", "multi_device_min_voxels"},
        {}},
       {"Limits", {"max_attempts"}, {"max_upload", "max_voxels", "max_views", "max_queue",
                                     "max_jobs", "max_iterations"}},
@@ -285,6 +295,14 @@ int main(int argc, char** argv) {
                  while_uploading.c_str());
     return 2;
   }
+  absl::StatusOr<tomo::server::MultiDeviceJobs> multi_device =
+      tomo::server::ParseMultiDeviceJobs(absl::GetFlag(FLAGS_multi_device_jobs));
+  if (!multi_device.ok()) {
+    std::fprintf(stderr, "tomod: %s\n", std::string(multi_device.status().message()).c_str());
+    return 2;
+  }
+  options.multi_device.mode = *multi_device;
+  options.multi_device.min_voxels = absl::GetFlag(FLAGS_multi_device_min_voxels);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);

@@ -131,6 +131,7 @@ void AddScrapeCollector(TomodMetrics& metrics, const JobManager& manager,
   metrics.registry().AddCollector([&metrics, &manager, gpus] {
     metrics.queue_depth().Set({}, static_cast<double>(manager.queue_length()));
     metrics.watchers().Set({}, static_cast<double>(manager.watcher_count()));
+    metrics.devices_busy().Set({}, static_cast<double>(manager.busy_devices()));
     metrics.spool_used_bytes().Set({}, static_cast<double>(manager.spool_used_bytes()));
     const std::map<tomoserve::v1::JobState, size_t> counts = manager.JobCountsByState();
     for (int state = tomoserve::v1::JOB_STATE_UPLOADING;
@@ -164,10 +165,20 @@ absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions&
   if (!options.device_ids.empty()) {
     const std::vector<core::DeviceInfo> present = core::ListDevices();
     std::vector<core::DeviceInfo> selected;
-    for (const std::string& id : options.device_ids) {
+    for (const std::string& given : options.device_ids) {
+      // "cpu:N": one more CPU worker (several stand in for GPUs in tests of the scheduler,
+      // or run small jobs side by side on a large host); "cpu:0" is the CPU itself.
+      std::string id = given;
+      std::optional<core::DeviceInfo> extra_cpu;
+      uint32_t cpu_number = 0;
+      if (absl::StartsWith(given, "cpu:") && absl::SimpleAtoi(given.substr(4), &cpu_number)) {
+        extra_cpu = core::CpuDevice();
+        if (cpu_number > 0) extra_cpu->id = absl::StrCat("cpu:", cpu_number);
+        id = extra_cpu->id;
+      }
       auto found = std::find_if(present.begin(), present.end(),
                                 [&](const core::DeviceInfo& d) { return d.id == id; });
-      if (found == present.end()) {
+      if (!extra_cpu.has_value() && found == present.end()) {
         std::vector<std::string> ids;
         for (const core::DeviceInfo& d : present) ids.push_back(d.id);
         return absl::InvalidArgumentError(absl::StrCat("--devices: ", id,
@@ -179,7 +190,7 @@ absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions&
         return absl::InvalidArgumentError(
             absl::StrCat("--devices: ", id, " is listed twice; each device gets one worker"));
       }
-      selected.push_back(*found);
+      selected.push_back(extra_cpu.has_value() ? *extra_cpu : *found);
     }
     return selected;
   }
@@ -304,6 +315,7 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   manager_options.prefetch_bytes = options.prefetch_bytes;
   manager_options.reconstruct_while_uploading = options.reconstruct_while_uploading;
   manager_options.devices = std::move(devices);
+  manager_options.multi_device = options.multi_device;
   manager_options.metrics = server->metrics_.get();
   manager_options.crash_log_path =
       (std::filesystem::path(server->spool_->root()) / kCrashLogName).string();

@@ -78,7 +78,8 @@ struct ServerOptions {
   uint64_t tenant_max_spool_bytes = 0;
   ServerLimits limits;
   // Ids of the devices to run jobs on ("cuda:0", "cpu"), one worker each; empty: see
-  // devices.
+  // devices. "cpu:N" (N >= 1) is one more CPU worker, sharing the host's cores with the
+  // others ("cpu:0" is "cpu").
   std::vector<std::string> device_ids;
   // Devices to run jobs on when device_ids is empty; empty too: the CUDA devices (plus the
   // CPU per cpu_worker), or the CPU when there is none. Tests set {core::CpuDevice()}.
@@ -97,6 +98,8 @@ struct ServerOptions {
   uint64_t prefetch_bytes = kDefaultPrefetchBytes;
   // --reconstruct_while_uploading: see JobManagerOptions.
   WhileUploading reconstruct_while_uploading = WhileUploading::kOnDevices;
+  // --multi_device_jobs, --multi_device_min_voxels: see JobManagerOptions.
+  MultiDevicePolicy multi_device;
   int max_message_bytes = 16 << 20;
   // --metrics_port: Prometheus metrics at http://<metrics_host>:<port>/metrics; 0: off
   // (the flag's default is kDefaultMetricsPort; tests leave it off).
@@ -138,7 +141,8 @@ inline constexpr int kDefaultMetricsPort = 9473;
 inline constexpr absl::Duration kStopMargin = absl::Seconds(5);
 
 // The devices options select (see ServerOptions::device_ids and devices). INVALID_ARGUMENT
-// naming the id and the devices present for an id that is not one of them, or is repeated.
+// naming the id and the devices present for an id that is not one of them (nor a CPU
+// worker "cpu:N"), or is repeated.
 absl::StatusOr<std::vector<core::DeviceInfo>> SelectDevices(const ServerOptions& options);
 
 // OK when listen is a loopback address or a unix socket, or tls is set, or

@@ -352,7 +352,11 @@ void PrintJob(const v1::Job& job) {
   row("progress", progress);
   if (!job.error().empty()) row("error", OneLine(job.error()));
   row("priority", absl::StrCat(spec.priority()));
-  row("device", job.device().empty() ? "-" : job.device());
+  // Every device of the run (several with tomod's --multi_device_jobs); an older tomod
+  // sends only the first.
+  const std::string devices = job.devices().empty() ? job.device()
+                                                    : absl::StrJoin(job.devices(), ", ");
+  row(job.devices_size() > 1 ? "devices" : "device", devices.empty() ? "-" : devices);
   row("created", FormatTime(job.created()));
   row("started", FormatTime(job.started()));
   row("finished", FormatTime(job.finished()));

@@ -60,6 +60,7 @@ void LogStateChange(pb::JobState from, const pb::Job& job, const std::string& me
   if (!message.empty()) fields.emplace_back("message", message);
   if (job.attempts() > 0) fields.emplace_back("attempts", job.attempts());
   if (!job.device().empty()) fields.emplace_back("device", job.device());
+  if (job.devices_size() > 1) fields.emplace_back("devices", absl::StrJoin(job.devices(), ","));
   if (!job.client().empty()) fields.emplace_back("client", job.client());
   if (!job.error().empty()) fields.emplace_back("error", job.error());
   const bool bad = job.state() == pb::JOB_STATE_FAILED;
@@ -851,6 +852,11 @@ void JobManager::SetSchedulingPaused(bool paused) {
 size_t JobManager::queue_length() const {
   absl::MutexLock lock(&mu_);
   return scheduler_.queued() + admission_.uploading();
+}
+
+size_t JobManager::busy_devices() const {
+  absl::MutexLock lock(&mu_);
+  return scheduler_.busy_devices();
 }
 
 size_t JobManager::watcher_count() const { return table_.watcher_count(); }

@@ -220,6 +220,8 @@ class JobManager {
   const std::vector<core::DeviceInfo>& devices() const { return options_.devices; }
   // Jobs QUEUED or UPLOADING (what --max_queue_length bounds).
   size_t queue_length() const;
+  // Devices running a job or following an upload (Scheduler::busy_devices).
+  size_t busy_devices() const;
   // Watchers registered over all jobs.
   size_t watcher_count() const;
   // How many jobs are in each state (states without jobs left out).

@@ -12,6 +12,7 @@
 #include "core/devices/devices.h"
 #include "runner/job_spec.h"
 #include "server/jobs/input_prefetch.h"
+#include "server/jobs/multi_device_policy.h"
 #include "server/storage/job_store.h"
 #include "server/telemetry/tomod_metrics.h"
 
@@ -27,6 +28,9 @@ struct JobManagerOptions {
   ServerLimits limits;
   // One worker thread each, in this order.
   std::vector<core::DeviceInfo> devices;
+  // tomod's --multi_device_jobs and --multi_device_min_voxels: whether a large job may
+  // also take other idle devices (multi_device_policy.h); off by default.
+  MultiDevicePolicy multi_device;
   // Smallest change of Progress.fraction that makes a progress event.
   double progress_step = 0.01;
   // tomod's --memory_budget_bytes (0: none). A run's RunContext.memory_budget_bytes is the

@@ -59,6 +59,7 @@ std::optional<pb::Job> Decide(const StoredJob& entry, const absl::StatusOr<Valid
     next.set_state(pb::JOB_STATE_QUEUED);
     next.set_attempts(next.attempts() > 0 ? next.attempts() - 1 : 0);
     next.clear_device();
+    next.clear_devices();
     next.clear_started();
     next.clear_progress();
     *message = absl::StrCat(
@@ -89,6 +90,7 @@ std::optional<pb::Job> Decide(const StoredJob& entry, const absl::StatusOr<Valid
   } else if (state == pb::JOB_STATE_RUNNING) {
     next.set_state(pb::JOB_STATE_QUEUED);
     next.clear_device();
+    next.clear_devices();
     next.clear_started();
     next.clear_progress();
     *message = absl::StrCat("queued again: tomod stopped during run ", next.attempts(),

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "runner/job_execution.h"
@@ -77,6 +78,12 @@ void Scheduler::Start() {
     absl::MutexLock lock(&mu_);
     worker_slots_.resize(options_.devices.size());
   }
+  if (options_.multi_device.mode != MultiDeviceJobs::kOff && options_.devices.size() > 1) {
+    Log(absl::StrCat("jobs of at least ", options_.multi_device.min_voxels,
+                     " voxels that split over devices also take the idle devices of their "
+                     "kind (--multi_device_jobs=",
+                     MultiDeviceJobsName(options_.multi_device.mode), ")"));
+  }
   for (size_t i = 0; i < options_.devices.size(); ++i) {
     Log(absl::StrCat("worker ", i, " on ", options_.devices[i].id, " (",
                      options_.devices[i].name, ")"));
@@ -131,29 +138,65 @@ void Scheduler::SetDrainingLocked() {
 }
 
 bool Scheduler::WorkerShouldWakeLocked(size_t index) const {
-  // A draining tomod starts nothing new: queued jobs wait for the restart.
-  return stopping_ || !worker_slots_[index].follow_id.empty() ||
-         (!paused_ && !draining_ && !queue_.empty());
+  // A draining tomod starts nothing new: queued jobs wait for the restart. A worker whose
+  // device is lent to another worker's job sleeps until that job ends.
+  const WorkerSlot& slot = worker_slots_[index];
+  return stopping_ || !slot.follow_id.empty() ||
+         (!slot.busy && !paused_ && !draining_ && !queue_.empty());
 }
 
-std::shared_ptr<std::atomic<bool>> Scheduler::StartRunLocked(size_t index, JobRecord& record,
+size_t Scheduler::busy_devices() const {
+  return static_cast<size_t>(std::count_if(worker_slots_.begin(), worker_slots_.end(),
+                                           [](const WorkerSlot& slot) { return slot.busy; }));
+}
+
+std::vector<size_t> Scheduler::ChooseDevicesLocked(size_t index, const JobRecord& record) const {
+  std::vector<size_t> devices = {index};
+  if (options_.multi_device.mode == MultiDeviceJobs::kOff || record.validated == nullptr) {
+    return devices;
+  }
+  // Only devices of the worker's kind: a CPU slab beside GPU slabs would hold the job up.
+  std::vector<size_t> idle;
+  for (size_t i = 0; i < worker_slots_.size(); ++i) {
+    const WorkerSlot& slot = worker_slots_[i];
+    if (i == index || slot.busy || !slot.follow_id.empty()) continue;
+    if (options_.devices[i].kind != options_.devices[index].kind) continue;
+    idle.push_back(i);
+  }
+  const size_t extra = ExtraDevicesForJob(options_.multi_device,
+                                          CandidateOf(*record.validated, registry_), idle.size(),
+                                          queue_.size());
+  devices.insert(devices.end(), idle.begin(), idle.begin() + static_cast<ptrdiff_t>(extra));
+  return devices;
+}
+
+std::shared_ptr<std::atomic<bool>> Scheduler::StartRunLocked(const std::vector<size_t>& devices,
+                                                             JobRecord& record,
                                                              WatcherFlushes& flushes) {
-  const core::DeviceInfo& device = options_.devices[index];
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   pb::Job next = record.job;
   next.set_state(pb::JOB_STATE_RUNNING);
   next.clear_notes();  // each run notes its own findings
-  next.set_device(device.id);
+  next.set_device(options_.devices[devices.front()].id);
+  next.clear_devices();
+  std::vector<std::string> ids;
+  for (size_t d : devices) {
+    ids.push_back(options_.devices[d].id);
+    next.add_devices(options_.devices[d].id);
+    worker_slots_[d].busy = true;
+    if (d != devices.front()) worker_slots_[d].lent_to = record.job.id();
+  }
   next.set_attempts(next.attempts() + 1);
   SetTimestamp(next.mutable_started(), absl::Now());
   record.cancel = cancel;
   record.requeue_on_stop = false;
   ++running_;
-  worker_slots_[index].busy = true;
+  if (options_.metrics != nullptr) options_.metrics->RunStarted(devices.size());
+  const std::string where = absl::StrJoin(ids, ", ");
   const std::string message =
-      next.attempts() == 1 ? absl::StrCat("running on ", device.id)
-                           : absl::StrCat("running on ", device.id, " (attempt ",
-                                          next.attempts(), " of ", options_.max_attempts, ")");
+      next.attempts() == 1 ? absl::StrCat("running on ", where)
+                           : absl::StrCat("running on ", where, " (attempt ", next.attempts(),
+                                          " of ", options_.max_attempts, ")");
   table_.Commit(record, std::move(next), message, JobTable::Durability::kPersist, flushes);
   return cancel;
 }
@@ -168,6 +211,7 @@ void Scheduler::WorkerLoop(size_t index) {
     std::shared_ptr<const ValidatedJob> job;
     std::shared_ptr<std::atomic<bool>> cancel;
     std::shared_ptr<UploadFeed> follow;
+    std::vector<size_t> devices;
     JobTable::Ticket started = 0;
     {
       WatcherFlushes flushes;
@@ -195,7 +239,8 @@ void Scheduler::WorkerLoop(size_t index) {
         id = *queue_.PopFirst();
         JobRecord& record = table_.records().at(id);
         job = record.validated;
-        cancel = StartRunLocked(index, record, flushes);
+        devices = ChooseDevicesLocked(index, record);
+        cancel = StartRunLocked(devices, record, flushes);
         started = record.last_ticket;
       }
     }
@@ -205,7 +250,7 @@ void Scheduler::WorkerLoop(size_t index) {
       // The run starts once RUNNING is durable (this job's own write: a crash in the run is
       // then charged to it), whether or not the write succeeded (the writer logged that).
       table_.WaitDurable(started).IgnoreError();
-      RunJob(index, id, std::move(job), std::move(cancel));
+      RunJob(devices, id, std::move(job), std::move(cancel));
     }
   }
 }
@@ -275,7 +320,7 @@ void Scheduler::FollowUpload(size_t index, const std::string& id,
       record.held_for_follower = false;
       if (held && record.job.state() == pb::JOB_STATE_QUEUED) {
         if (volume.ok() && !stopping_ && !paused_ && !draining_) {
-          cancel = StartRunLocked(index, record, flushes);
+          cancel = StartRunLocked({index}, record, flushes);
           started = record.last_ticket;
         } else if (!stopping_) {  // when stopping, QUEUED is durable: it runs after the restart
           PushQueuedLocked(id, record.job.spec().priority());
@@ -301,14 +346,15 @@ void Scheduler::FollowUpload(size_t index, const std::string& id,
   mark.reset();  // RunJob marks its run itself
   if (cancel != nullptr) {
     table_.WaitDurable(started).IgnoreError();
-    RunJob(index, id, std::move(job), std::move(cancel), std::move(*volume));
+    RunJob({index}, id, std::move(job), std::move(cancel), std::move(*volume));
   }
 }
 
-void Scheduler::RunJob(size_t index, const std::string& id,
+void Scheduler::RunJob(const std::vector<size_t>& devices, const std::string& id,
                        std::shared_ptr<const ValidatedJob> job,
                        std::shared_ptr<std::atomic<bool>> cancel,
                        std::optional<core::Array3D> volume) {
+  const size_t index = devices.front();  // this thread's worker
   // The record says RUNNING (durably, see WorkerLoop); a fatal signal from here on names
   // this job in the crash log.
   ScopedRunMark mark(id);
@@ -324,9 +370,16 @@ void Scheduler::RunJob(size_t index, const std::string& id,
   }
   core::RunContext context;
   context.is_cancelled = [cancel] { return cancel->load(std::memory_order_relaxed); };
+  // Each device runs its share within the budget: the least free memory among them.
+  uint64_t device_free = 0;
+  std::vector<core::Backend*> backends;
+  for (size_t d : devices) {
+    const uint64_t free_bytes = DeviceFreeBytes(options_.devices[d]);
+    if (free_bytes > 0 && (device_free == 0 || free_bytes < device_free)) device_free = free_bytes;
+    backends.push_back(backends_[d].get());
+  }
   context.memory_budget_bytes = EffectiveMemoryBudget(
-      job->memory_budget_bytes, options_.memory_budget_bytes,
-      DeviceFreeBytes(options_.devices[index]));
+      job->memory_budget_bytes, options_.memory_budget_bytes, device_free);
   context.on_progress = [this, &id](const core::ProgressUpdate& update) {
     OnProgress(id, update);
   };
@@ -376,7 +429,7 @@ void Scheduler::RunJob(size_t index, const std::string& id,
       input.on_input_read = prefetch_next;
     }
     results = ExecuteJob(*job, spool_.InputPath(id), std::move(input),
-                         spool_.ResultsPartialDir(id), {backends_[index].get()}, registry_,
+                         spool_.ResultsPartialDir(id), backends, registry_,
                          context, share_volume);
   }
   if (results.ok() && !cancel->load()) {
@@ -393,7 +446,10 @@ void Scheduler::RunJob(size_t index, const std::string& id,
     // Fetches that hold the volume keep it; from the commit on, FindResult gives the file.
     record.being_written.reset();
     --running_;
-    worker_slots_[index].busy = false;
+    for (size_t d : devices) {
+      worker_slots_[d].busy = false;
+      worker_slots_[d].lent_to.clear();
+    }
     pb::Job next = record.job;
     SetTimestamp(next.mutable_finished(), absl::Now());
     std::string message;
@@ -404,6 +460,7 @@ void Scheduler::RunJob(size_t index, const std::string& id,
       next.set_state(pb::JOB_STATE_QUEUED);
       next.set_attempts(next.attempts() > 0 ? next.attempts() - 1 : 0);
       next.clear_device();
+      next.clear_devices();
       next.clear_started();
       next.clear_finished();
       next.clear_progress();

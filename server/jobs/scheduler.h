@@ -17,6 +17,16 @@
 // is committed to the queue while no other worker is idle (a committed job never waits
 // behind an upload), and on pause, drain and shutdown.
 //
+// Several devices for one job (multi_device_policy.h, tomod's --multi_device_jobs): when a
+// worker takes a job that the policy lets take more devices, it also takes idle workers'
+// slots (same device kind, in index order), marking them busy and lent to the job under
+// the lock, and runs the job on all their backends from its own thread (ExecuteJob with
+// several backends; Fdk drives each backend from a thread of its own). A lent worker's
+// thread stays asleep: a busy slot takes no queued job and follows no upload. At the
+// job's end (any end: success, failure, cancel, a stop that requeues it) the worker frees
+// every slot it took, in the same commit. Job.devices lists them, Job.device the first.
+// Uploads are followed by one device only.
+//
 // Early fetch: while a RUNNING job's worker writes the outputs, the reconstructed volume is
 // the record's being_written (before the "write results" progress event).
 //
@@ -91,26 +101,36 @@ class Scheduler {
   size_t queued() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.size(); }
   // Jobs RUNNING on a worker now.
   size_t running() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_; }
+  // Devices running a job (their worker's own, or lent to a job of several devices) or
+  // following an upload now.
+  size_t busy_devices() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
   // A worker's state as the uploads and the queue see it.
   struct WorkerSlot {
-    bool busy = false;  // running a job or following an upload
+    bool busy = false;  // running a job, lent to one, or following an upload
+    std::string lent_to;  // the job of several devices this one runs for (busy then)
     std::string follow_id;  // the upload to follow, until the worker picks it up
     std::shared_ptr<UploadFeed> feed;  // while following
   };
 
   bool WorkerShouldWakeLocked(size_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop(size_t index);
-  // Marks the job RUNNING on worker index (record must be QUEUED and out of the queue); the
-  // run's cancel flag.
-  std::shared_ptr<std::atomic<bool>> StartRunLocked(size_t index, JobRecord& record,
-                                                    WatcherFlushes& flushes)
+  // The devices (worker indices) a job that worker index takes now runs on: index first,
+  // then the idle ones the multi-device policy lets it take.
+  std::vector<size_t> ChooseDevicesLocked(size_t index, const JobRecord& record) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // volume: the job's volume when a worker reconstructed it while it was uploaded (only
-  // the outputs are written); else the job runs from its input.
-  void RunJob(size_t index, const std::string& id, std::shared_ptr<const ValidatedJob> job,
-              std::shared_ptr<std::atomic<bool>> cancel,
+  // Marks the job RUNNING on devices (worker indices, the running worker's first; record
+  // must be QUEUED and out of the queue), their slots busy; the run's cancel flag.
+  std::shared_ptr<std::atomic<bool>> StartRunLocked(const std::vector<size_t>& devices,
+                                                    JobRecord& record, WatcherFlushes& flushes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the job on devices (as StartRunLocked got them; the first is this thread's
+  // worker) and frees their slots at its end. volume: the job's volume when a worker
+  // reconstructed it while it was uploaded (only the outputs are written); else the job
+  // runs from its input.
+  void RunJob(const std::vector<size_t>& devices, const std::string& id,
+              std::shared_ptr<const ValidatedJob> job, std::shared_ptr<std::atomic<bool>> cancel,
               std::optional<core::Array3D> volume = std::nullopt);
   // Worker index follows the upload of id, then runs the job, queues it or lets it go.
   void FollowUpload(size_t index, const std::string& id, std::shared_ptr<const ValidatedJob> job,

@@ -88,9 +88,18 @@ TomodMetrics::TomodMetrics()
       input_pin_failures_(registry_.AddCounter(
           "tomod_input_pin_failures_total",
           "Inputs read ahead whose page-locking failed (they were used unpinned).")),
+      job_runs_(registry_.AddCounter(
+          "tomod_job_runs_total",
+          "Runs started, by the number of devices each ran on (more than 1 only with "
+          "--multi_device_jobs).",
+          {"devices"})),
       queue_depth_(registry_.AddGauge(
           "tomod_queue_depth", "Jobs queued or uploading (what --max_queue_length bounds).")),
       jobs_(registry_.AddGauge("tomod_jobs", "Jobs tomod holds, by state.", {"state"})),
+      devices_busy_(registry_.AddGauge(
+          "tomod_devices_busy",
+          "Devices running a job (their worker's own or one of several devices of a job) or "
+          "following an upload.")),
       watchers_(registry_.AddGauge("tomod_watchers", "WatchJob streams open.")),
       spool_used_bytes_(registry_.AddGauge(
           "tomod_spool_used_bytes",
@@ -128,6 +137,7 @@ TomodMetrics::TomodMetrics()
   for (const char* outcome : {"hit", "miss", "dropped"}) input_prefetch_.Add({outcome}, 0);
   input_pinned_bytes_.Add({}, 0);
   input_pin_failures_.Add({}, 0);
+  job_runs_.Add({"1"}, 0);
 }
 
 void TomodMetrics::StateChanged(pb::JobState from, pb::JobState to) {
@@ -160,6 +170,8 @@ void TomodMetrics::InputPinned(uint64_t bytes) {
 }
 
 void TomodMetrics::InputPinFailed() { input_pin_failures_.Add({}); }
+
+void TomodMetrics::RunStarted(size_t devices) { job_runs_.Add({std::to_string(devices)}); }
 
 void TomodMetrics::UploadFollowed(absl::string_view outcome) {
   upload_followed_.Add({std::string(outcome)});

@@ -26,6 +26,9 @@
 //                                               worker was needed elsewhere), aborted
 //                                               (the upload failed or was cancelled)
 //   tomod_fetch_bytes_total                     result bytes sent
+//   tomod_job_runs_total{devices}               runs started, by the number of devices
+//                                               each ran on ("1", "2", ...;
+//                                               --multi_device_jobs)
 //   tomod_queue_depth                           jobs queued or uploading (--max_queue_length)
 //   tomod_jobs{state}                           jobs tomod holds, by state
 //   tomod_watchers                              WatchJob streams open
@@ -33,6 +36,9 @@
 //   tomod_spool_free_bytes                      free space of the spool's file system
 //   tomod_spool_degraded                        1 while that is below --min_free_spool_bytes
 //                                               (Submits refused; reads and deletes served)
+//   tomod_devices_busy                          devices running a job (their worker's
+//                                               own, or lent to a job of several) or
+//                                               following an upload, now
 //   tomod_device_memory_free_bytes{device}      per worker device, read at each scrape
 //   tomod_device_memory_total_bytes{device}     (0 for the CPU, which reports none)
 //   tomod_device_utilization_ratio{device}      NVML's GPU utilisation (gpu_utilization.h)
@@ -48,6 +54,7 @@
 //   std::string text = metrics.registry().Render();
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
@@ -88,10 +95,14 @@ class TomodMetrics {
   // A followed upload's end: "used", "given_up", "yielded" or "aborted".
   void UploadFollowed(absl::string_view outcome);
   const Counter& upload_followed() const { return upload_followed_; }
+  // A run started on this many devices (1 unless --multi_device_jobs let it take more).
+  void RunStarted(size_t devices);
+  const Counter& job_runs() const { return job_runs_; }
 
   // Scrape-time gauges, for the collector.
   Gauge& queue_depth() { return queue_depth_; }
   Gauge& jobs() { return jobs_; }
+  Gauge& devices_busy() { return devices_busy_; }
   Gauge& watchers() { return watchers_; }
   Gauge& spool_used_bytes() { return spool_used_bytes_; }
   Gauge& spool_free_bytes() { return spool_free_bytes_; }
@@ -117,8 +128,10 @@ class TomodMetrics {
   Counter& upload_followed_;
   Counter& input_pinned_bytes_;
   Counter& input_pin_failures_;
+  Counter& job_runs_;
   Gauge& queue_depth_;
   Gauge& jobs_;
+  Gauge& devices_busy_;
   Gauge& watchers_;
   Gauge& spool_used_bytes_;
   Gauge& spool_free_bytes_;

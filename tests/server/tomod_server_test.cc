@@ -120,6 +120,37 @@ TEST(SelectDevicesTest, DeviceIdsPickDevicesAndUnknownOnesAreNamed) {
   EXPECT_THAT(std::string(devices.status().message()), HasSubstr("listed twice"));
 }
 
+TEST(SelectDevicesTest, CpuNumbersAreMoreCpuWorkers) {
+  ServerOptions options;
+  options.device_ids = {"cpu:2", "cpu", "cpu:7"};
+  absl::StatusOr<std::vector<core::DeviceInfo>> devices = SelectDevices(options);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 3u);
+  EXPECT_EQ((*devices)[0].id, "cpu:2");
+  EXPECT_EQ((*devices)[1].id, "cpu");
+  EXPECT_EQ((*devices)[2].id, "cpu:7");
+  for (const core::DeviceInfo& device : *devices) {
+    EXPECT_EQ(device.kind, core::DeviceKind::kCpu) << device.id;
+  }
+
+  // cpu:0 is the CPU itself.
+  options.device_ids = {"cpu", "cpu:0"};
+  devices = SelectDevices(options);
+  EXPECT_EQ(devices.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(devices.status().message()), HasSubstr("--devices: cpu is listed twice"));
+  options.device_ids = {"cpu:1", "cpu:1"};
+  devices = SelectDevices(options);
+  EXPECT_THAT(std::string(devices.status().message()),
+              HasSubstr("--devices: cpu:1 is listed twice"));
+  for (const char* bad : {"cpu:", "cpu:-1", "cpu:one"}) {
+    options.device_ids = {bad};
+    devices = SelectDevices(options);
+    EXPECT_EQ(devices.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(devices.status().message()),
+                HasSubstr(absl::StrCat("--devices: ", bad, " is not a device here")));
+  }
+}
+
 TEST(TomodServerTest, WritesThePortFileAndServesHealth) {
   ServerOptions options = TestOptions("port");
   options.port_file = TempDir("port") + "_port";
