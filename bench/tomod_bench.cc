@@ -17,7 +17,9 @@
 //          with a fresh idempotency key, then watching it to the end: jobs per second,
 //          latency from the Submit's start to SUCCEEDED (p50, p99), and the check that no
 //          job is lost (every one SUCCEEDED) or duplicated (tomod lists exactly the jobs
-//          submitted, no id twice).
+//          submitted, no id twice). The clients are one tenant, so tomod's
+//          --max_uploads_per_client must be at least --clients (its default 16 refuses
+//          uploads of 20 clients; scripts/device-*-bench pass 64).
 //
 //   build/bin/tomod-bench --server 127.0.0.1:50051 --work-dir /dev/shm/tb --spool-dir SPOOL
 //       [--large] [--large-repeats 3] [--large-warmups 1] [--fetch-repeats 1]

@@ -32,32 +32,31 @@ struct ChunkWriter::Chunk {
 };
 
 std::unique_ptr<ChunkWriter> ChunkWriter::Create(int fd, std::string path, Options options) {
-  std::unique_ptr<ChunkWriter> writer(new ChunkWriter(fd, std::move(path), std::move(options)));
-  ChunkWriter* w = writer.get();
-  w->writer_ = std::thread([w] { w->WriteLoop(); });
-  for (int i = 0; i < std::max(1, w->options_.checksum_threads); ++i) {
-    w->checksummers_.emplace_back([w] { w->ChecksumLoop(); });
-  }
-  return writer;
+  return std::unique_ptr<ChunkWriter>(new ChunkWriter(fd, std::move(path), std::move(options)));
 }
 
 ChunkWriter::ChunkWriter(int fd, std::string path, Options options)
-    : fd_(fd), path_(std::move(path)), options_(std::move(options)) {}
+    : fd_(fd), path_(std::move(path)), options_(std::move(options)),
+      writer_(1, options_.idle_time, [this] { WriteLoop(); }),
+      checksummers_(options_.checksum_threads, options_.idle_time, [this] { ChecksumLoop(); }) {}
 
 ChunkWriter::~ChunkWriter() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  for (std::thread& thread : checksummers_) thread.join();
-  if (writer_.get_id() == std::this_thread::get_id()) {
-    // Destroyed from a FinishAsync callback: the loop returns right after it and touches
-    // nothing of this object any more.
-    writer_.detach();
-  } else if (writer_.joinable()) {
-    writer_.join();
-  }
+  checksummers_.Join();
+  // Destroyed from a FinishAsync callback, the writer thread detaches: its loop returns
+  // right after the callback and touches nothing of this object any more.
+  writer_.Join();
   ::close(fd_);
+}
+
+bool ChunkWriter::AwaitWork(const absl::Condition& cond, OnDemandThreads& threads) {
+  const bool work = mu_.AwaitWithTimeout(cond, threads.idle_time());
+  if (work && !stopping_) return true;
+  threads.ExitingLocked();
+  return false;
 }
 
 absl::StatusOr<bool> ChunkWriter::Append(std::string chunk) {
@@ -81,6 +80,8 @@ absl::StatusOr<bool> ChunkWriter::Append(std::shared_ptr<const std::string> chun
   ++unfinished_chunks_;
   to_checksum_.push_back(entry);
   to_write_.push_back(std::move(entry));
+  writer_.StartLocked();
+  checksummers_.StartLocked();
   if (queued_bytes_ > options_.max_queued_bytes) full_ = true;
   return !full_;
 }
@@ -127,12 +128,14 @@ void ChunkWriter::ChecksumLoop() {
     std::shared_ptr<Chunk> chunk;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ChunkWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-            return !w->to_checksum_.empty() || w->stopping_;
-          },
-          this));
-      if (stopping_) return;
+      if (!AwaitWork(absl::Condition(
+                         +[](ChunkWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+                           return !w->to_checksum_.empty() || w->stopping_;
+                         },
+                         this),
+                     checksummers_)) {
+        return;
+      }
       chunk = std::move(to_checksum_.front());
       to_checksum_.pop_front();
     }
@@ -162,13 +165,15 @@ void ChunkWriter::WriteLoop() {
     bool sync = false;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ChunkWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-            return !w->to_write_.empty() || w->stopping_ ||
-                   (w->finishing_ && w->unfinished_chunks_ == 0);
-          },
-          this));
-      if (stopping_) return;
+      if (!AwaitWork(absl::Condition(
+                         +[](ChunkWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+                           return !w->to_write_.empty() || w->stopping_ ||
+                                  (w->finishing_ && w->unfinished_chunks_ == 0);
+                         },
+                         this),
+                     writer_)) {
+        return;
+      }
       if (to_write_.empty()) {
         // Finishing and everything is written and checksummed.
         sync = finish_sync_;
@@ -231,6 +236,7 @@ void ChunkWriter::FinishAsync(bool sync, std::function<void(absl::StatusOr<Summa
   finish_sync_ = sync;
   done_ = std::move(done);
   finishing_ = true;
+  writer_.StartLocked();  // the writer reports, though no chunk (or none lately) came
 }
 
 absl::StatusOr<ChunkWriter::Summary> ChunkWriter::Finish(bool sync) {

@@ -14,6 +14,11 @@
 // and was removed. on_written reports the bytes in the file so far, so that a reader can
 // follow the file as it grows (tomod's early start of an FDK job, server/uploads/upload_stream.h).
 //
+// The threads run only while there is work (transfer/on_demand_threads.h): they start with
+// the first chunk and each ends after idle_time with nothing to do, to start again with the
+// next chunk, so a writer whose producer has stalled (an upload waiting for its client)
+// holds no thread. A steady stream keeps them running.
+//
 //   ChunkWriter::Options options;
 //   options.on_room = [this] { StartRead(&request_); };
 //   options.on_written = [feed](uint64_t bytes) { feed->Written(bytes); };
@@ -31,13 +36,14 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "transfer/on_demand_threads.h"
 
 namespace tomo::transfer {
 
@@ -51,6 +57,8 @@ class ChunkWriter {
     int checksum_threads = 2;
     // Start the write-back of every this many bytes written (0: only the final fsync).
     uint64_t writeback_bytes = uint64_t{32} << 20;
+    // A thread with nothing to do this long ends (started again when chunks come).
+    absl::Duration idle_time = absl::Milliseconds(250);
     // Called once, on a writer or checksum thread, each time a full queue has room again.
     std::function<void()> on_room;
     // Called on the writer thread after each chunk is in the file (not yet checksummed or
@@ -93,6 +101,10 @@ class ChunkWriter {
   ChunkWriter(int fd, std::string path, Options options);
   void WriteLoop();
   void ChecksumLoop();
+  // Waits up to idle_time for the loop's work (cond) or stopping_; false when the loop's
+  // thread is to end (stopping, or idle: then it is marked ended in threads).
+  bool AwaitWork(const absl::Condition& cond, OnDemandThreads& threads)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a write error, waking a producer waiting for room so that it learns of it.
   void Fail(absl::Status status);
   // A chunk's write or checksum is done; frees its bytes when both are.
@@ -119,11 +131,12 @@ class ChunkWriter {
   bool finish_sync_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void(absl::StatusOr<Summary>)> done_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
-  // Writer thread only.
+  // The writer thread's (one at a time; a thread that ends hands them on through mu_).
   uint64_t written_bytes_ = 0;
   uint64_t written_writeback_from_ = 0;
-  std::thread writer_;
-  std::vector<std::thread> checksummers_;
+  // Started under mu_, when chunks are appended (and the writer when finishing).
+  OnDemandThreads writer_;
+  OnDemandThreads checksummers_;
 };
 
 }  // namespace tomo::transfer

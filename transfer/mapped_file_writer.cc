@@ -50,23 +50,21 @@ absl::StatusOr<std::unique_ptr<MappedFileWriter>> MappedFileWriter::Create(int f
     }
     w->mapping_ = static_cast<char*>(mapping);
   }
-  for (int i = 0; i < std::max(1, w->options_.copy_threads); ++i) {
-    w->copiers_.emplace_back([w] { w->CopyLoop(); });
-  }
   return writer;
 }
 
 MappedFileWriter::MappedFileWriter(int fd, std::string path, uint64_t begin, uint64_t size,
                                    Options options)
     : fd_(fd), path_(std::move(path)), begin_(begin), size_(size), options_(std::move(options)),
-      prefix_(begin) {}
+      prefix_(begin),
+      copiers_(options_.copy_threads, options_.idle_time, [this] { CopyLoop(); }) {}
 
 MappedFileWriter::~MappedFileWriter() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;  // what is still queued is dropped
   }
-  for (std::thread& thread : copiers_) thread.join();
+  copiers_.Join();
   if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
   ::close(fd_);
 }
@@ -103,6 +101,7 @@ absl::StatusOr<bool> MappedFileWriter::Append(uint64_t offset,
   entry->bytes = bytes;
   entry->keep = std::move(keep);
   queue_.push_back(std::move(entry));
+  copiers_.StartLocked();
   queued_bytes_ += bytes;
   if (queued_bytes_ > options_.max_queued_bytes) full_ = true;
   return !full_;
@@ -123,12 +122,17 @@ void MappedFileWriter::CopyLoop() {
     bool failed;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](MappedFileWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-            return !w->queue_.empty() || w->stopping_;
-          },
-          this));
-      if (stopping_) return;
+      const bool work = mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](MappedFileWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+                return !w->queue_.empty() || w->stopping_;
+              },
+              this),
+          copiers_.idle_time());
+      if (!work || stopping_) {
+        copiers_.ExitingLocked();  // idle: started again with the next chunk
+        return;
+      }
       chunk = std::move(queue_.front());
       queue_.pop_front();
       ++in_flight_;
@@ -193,8 +197,7 @@ absl::Status MappedFileWriter::Drain() {
         this));
     stopping_ = true;
   }
-  for (std::thread& thread : copiers_) thread.join();
-  copiers_.clear();
+  copiers_.Join();
   if (mapping_ != nullptr) {
     const int unmapped = ::munmap(mapping_, mapping_bytes_);
     mapping_ = nullptr;

@@ -13,7 +13,9 @@
 // there and are not touched. After a failure, CutToWrittenPrefix keeps the longest run of
 // copied bytes from begin (the file is cut there), so that a later fetch resumes from it.
 // The queue is bounded as ChunkWriter's: when Append reports it full, the producer stops
-// until on_room is called (on a copy thread), or waits in WaitForRoom.
+// until on_room is called (on a copy thread), or waits in WaitForRoom. The copy threads run
+// only while there are chunks (transfer/on_demand_threads.h: they start with a chunk and end
+// after idle_time without one), so a writer whose producer stalls holds no thread.
 //
 //   MappedFileWriter::Options options;
 //   options.on_room = [this] { StartRead(&response_); };
@@ -37,13 +39,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "transfer/on_demand_threads.h"
 
 namespace tomo::transfer {
 
@@ -55,6 +58,8 @@ class MappedFileWriter {
     int copy_threads = 4;
     // Bytes appended but not yet copied, at most, before Append reports the queue full.
     uint64_t max_queued_bytes = uint64_t{64} << 20;
+    // A copy thread with nothing to do this long ends (started again when chunks come).
+    absl::Duration idle_time = absl::Milliseconds(250);
     // Called once, on a copy thread, each time a full queue has room again.
     std::function<void()> on_room;
     // Called on a copy thread when the run of copied bytes from begin has grown, with its
@@ -150,7 +155,7 @@ class MappedFileWriter {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool drained_ = false;  // the finishing thread's
-  std::vector<std::thread> copiers_;
+  OnDemandThreads copiers_;  // started under mu_ as chunks are appended
 };
 
 }  // namespace tomo::transfer

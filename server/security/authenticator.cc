@@ -28,8 +28,13 @@ absl::StatusOr<Principal> Authenticator::Authenticate(
   absl::StatusOr<Principal> who = Identify(context);
   if (!who.ok()) {
     if (metrics_ != nullptr) metrics_->Unauthenticated();
-    LogEvent(LogLevel::kWarning, "unauthenticated", "",
-             {{"peer", context.peer()}, {"reason", std::string(who.status().message())}});
+    uint64_t suppressed = 0;
+    if (refusal_log_->Admit(&suppressed)) {
+      LogFields fields = {{"peer", context.peer()},
+                          {"reason", std::string(who.status().message())}};
+      if (suppressed > 0) fields.emplace_back("suppressed", suppressed);
+      LogEvent(LogLevel::kWarning, "unauthenticated", "", fields);
+    }
   }
   return who;
 }

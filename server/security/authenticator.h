@@ -12,9 +12,11 @@
 //   3. Else, with a tokens file: UNAUTHENTICATED (the token is missing).
 //   4. Else (no authentication configured): the default tenant as admin, today's behaviour
 //      of a tomod that knows no tenants.
-// The messages never hold the token sent. Every refusal is logged (event
-// "unauthenticated", with the peer and the reason, never the token) and counted
-// (tomod_calls_unauthenticated_total).
+// The messages never hold the token sent. Every refusal is counted
+// (tomod_calls_unauthenticated_total) and logged (event "unauthenticated", with the peer and
+// the reason, never the token), at most kRefusalLogLines lines per kRefusalLogInterval: a
+// client repeating a refused call cannot flood the log; the next line written carries the
+// count of those left out ("suppressed", server/telemetry/log_rate_limit.h).
 //
 //   Authenticator authenticator(tokens.get(), /*certificate_identity=*/true);
 //   absl::StatusOr<Principal> who = authenticator.Authenticate(*context);
@@ -25,9 +27,13 @@
 
 #include <grpcpp/server_context.h>
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/security/principal.h"
 #include "server/security/tokens_file.h"
+#include "server/telemetry/log_rate_limit.h"
 #include "server/telemetry/tomod_metrics.h"
 
 namespace tomo::server {
@@ -35,6 +41,9 @@ namespace tomo::server {
 // The metadata key and scheme of a bearer token.
 inline constexpr char kAuthorizationMetadataKey[] = "authorization";
 inline constexpr char kBearerScheme[] = "Bearer ";
+// Refusals logged, at most, per interval (the rest counted in the next line).
+inline constexpr int kRefusalLogLines = 20;
+inline constexpr absl::Duration kRefusalLogInterval = absl::Seconds(10);
 
 class Authenticator {
  public:
@@ -57,6 +66,9 @@ class Authenticator {
   const TokensFile* tokens_ = nullptr;
   bool certificate_identity_ = false;
   TomodMetrics* metrics_ = nullptr;
+  // Shared by the copies of this authenticator (the services take it by value).
+  std::shared_ptr<LogRateLimit> refusal_log_ =
+      std::make_shared<LogRateLimit>(kRefusalLogLines, kRefusalLogInterval);
 };
 
 }  // namespace tomo::server

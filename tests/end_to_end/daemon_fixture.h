@@ -63,6 +63,8 @@ class DaemonTest : public ::testing::Test {
 
   // Sends tomod a signal (e.g. SIGHUP) and returns at once.
   void SignalDaemon(int signal_number) { tomod_.Signal(signal_number); }
+  // The running tomod's process id (for /proc/<pid>/...).
+  pid_t tomod_pid() const { return tomod_.pid(); }
 
   // Runs tomo with --server pointing at the daemon, then args.
   ProcessResult Tomo(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,

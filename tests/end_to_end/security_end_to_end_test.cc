@@ -21,6 +21,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -354,6 +355,40 @@ TEST_F(SecurityTest, AMissingOrWrongTokenIsUnauthenticatedAndHealthNeedsNone) {
   EXPECT_EQ(*health, std::string("\x08\x01", 2));
   // The refusals are logged, naming the reason.
   EXPECT_THAT(ReadFileOrEmpty(tomod_log()), HasSubstr("\"event\":\"unauthenticated\""));
+}
+
+// A client that repeats a refused call does not flood the log: at most 20 "unauthenticated"
+// lines per 10 s (server/security/authenticator.h), and the first line after that says how
+// many were left out.
+TEST_F(SecurityTest, RefusalsAreLoggedAtMost20Per10SecondsAndTheRestCounted) {
+  ASSERT_EQ(StopDaemon(), 0);
+  StartDaemon({"--devices=cpu", "--tokens_file=" + tokens_file()});
+  const auto refusal_lines = [this] {
+    std::vector<std::string> lines;
+    for (const std::string& line : SplitLines(ReadFileOrEmpty(tomod_log()))) {
+      if (absl::StrContains(line, "\"event\":\"unauthenticated\"")) lines.push_back(line);
+    }
+    return lines;
+  };
+  client::ClientOptions plain;
+  plain.bearer_token = spare_ + "0";  // no such token
+  client::TomoClient client(server(), plain);
+  const absl::Time start = absl::Now();
+  constexpr int kCalls = 150;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(client.ListJobs().status().code(), absl::StatusCode::kUnauthenticated) << i;
+  }
+  const absl::Duration took = absl::Now() - start;
+  if (took >= absl::Seconds(9)) GTEST_SKIP() << kCalls << " calls took " << took;
+  std::vector<std::string> lines = refusal_lines();
+  EXPECT_EQ(lines.size(), 20u);
+  for (const std::string& line : lines) EXPECT_THAT(line, Not(HasSubstr("suppressed")));
+  absl::SleepFor(absl::Seconds(10) - (absl::Now() - start) + absl::Seconds(1));
+  ASSERT_EQ(client.ListJobs().status().code(), absl::StatusCode::kUnauthenticated);
+  lines = refusal_lines();
+  ASSERT_EQ(lines.size(), 21u);
+  EXPECT_THAT(lines.back(), HasSubstr(absl::StrCat("\"suppressed\":", kCalls - 20)));
+  EXPECT_THAT(ReadFileOrEmpty(tomod_log()), Not(HasSubstr(spare_)));
 }
 
 // Tokens need no TLS on loopback: the metadata goes on a plain-text channel too.

@@ -5,6 +5,8 @@
 // cone-beam run stops tomod within the documented bound.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -138,6 +140,17 @@ class UploadLimitsTest : public DaemonTest {
     }
     ASSERT_EQ(JobsIn(v1::JOB_STATE_UPLOADING), count);
   }
+  // tomod's threads now (entries of /proc/<pid>/task).
+  int TomodThreads() {
+    int threads = 0;
+    std::error_code error;
+    for (std::filesystem::directory_iterator it(absl::StrCat("/proc/", tomod_pid(), "/task"),
+                                                error);
+         !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+      ++threads;
+    }
+    return threads;
+  }
   uint64_t SpoolUsedBytes() {
     absl::StatusOr<v1::ServerInfo> info = client_->GetServerInfo();
     EXPECT_TRUE(info.ok()) << info.status();
@@ -208,6 +221,71 @@ TEST_F(UploadLimitsTest, AnUploadReservesTheSpoolAsItsBytesArriveNotItsDeclaredS
   EXPECT_THAT(refused.error_message(), AllOf(HasSubstr("--max_spool_bytes"),
                                              HasSubstr(absl::StrCat("of its ", 40 * kMiB))));
   WaitForUploading(0);
+}
+
+// 200 uploads that send their spec and 4 KiB and then stall hold no thread of tomod's each
+// (before, each held its ChunkWriter's 3 threads until reaped: about 600 more): tomod's
+// thread count falls back to within 20 of what it was before they came. The idle reaper
+// still ends every one of them, and an upload after them succeeds.
+TEST_F(UploadLimitsTest, StalledUploadsHoldNoThreadAndAreStillReaped) {
+  constexpr int kStalled = 200;
+  constexpr int kSlack = 20;
+  std::mt19937_64 random(std::random_device{}());
+  Restart({"--devices=cpu", "--upload_idle_timeout=15s", "--max_uploads_per_client=250"});
+  // A first upload and its job make tomod start whatever it starts on first use.
+  {
+    RawUpload first(*stub_, WideSpec(16), absl::Seconds(30));
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE(first.Send(4096, random));
+    const grpc::Status status = first.End();
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    absl::StatusOr<v1::Job> job = client_->GetJob(first.response().job().id());
+    while (job.ok() && job->state() != v1::JOB_STATE_SUCCEEDED && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+      job = client_->GetJob(first.response().job().id());
+    }
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error();
+  }
+  absl::SleepFor(absl::Seconds(1));
+  const int before = TomodThreads();
+  ASSERT_GT(before, 0);
+
+  std::vector<std::unique_ptr<RawUpload>> stalled;
+  for (int i = 0; i < kStalled; ++i) {
+    stalled.push_back(std::make_unique<RawUpload>(*stub_, WideSpec(16), absl::Seconds(60)));
+    ASSERT_TRUE(stalled.back()->Send(4096, random)) << "upload " << i;
+  }
+  const absl::Time last_sent = absl::Now();
+  WaitForUploading(kStalled);
+  int threads = TomodThreads();
+  int most = threads;
+  while (threads >= before + kSlack && absl::Now() < last_sent + absl::Seconds(8)) {
+    absl::SleepFor(absl::Milliseconds(50));
+    threads = TomodThreads();
+    most = std::max(most, threads);
+  }
+  EXPECT_LT(threads, before + kSlack)
+      << kStalled << " stalled uploads: tomod runs " << threads << " threads, "
+      << before << " before them (at most " << most << " meanwhile)";
+  EXPECT_EQ(JobsIn(v1::JOB_STATE_UPLOADING), static_cast<size_t>(kStalled))
+      << "uploads were ended before the count was taken";
+
+  // The reaper ends them all after --upload_idle_timeout.
+  for (std::unique_ptr<RawUpload>& upload : stalled) {
+    const grpc::Status status = upload->Wait();
+    EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
+    EXPECT_NE(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  }
+  stalled.clear();
+  WaitForUploading(0);
+  EXPECT_EQ(SpoolUsedBytes(), 0u);
+
+  RawUpload after(*stub_, WideSpec(64), absl::Seconds(30));
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(after.Send(4096, random)) << "chunk " << i;
+  const grpc::Status committed = after.End();
+  EXPECT_TRUE(committed.ok()) << committed.error_message();
+  EXPECT_EQ(after.response().job().state(), v1::JOB_STATE_QUEUED);
 }
 
 // One client's uploads in progress are bounded; ending one makes room for the next.

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "transfer/crc32.h"
 #include "tests/transfer/random_bytes.h"
+#include "tests/transfer/thread_count.h"
 
 namespace tomo::transfer {
 namespace {
@@ -194,6 +196,68 @@ TEST_F(ChunkWriterTest, ReportsNothingWrittenAfterAWriteError) {
   ASSERT_TRUE(writer->Append(std::string(4096, 'x')).ok());
   EXPECT_FALSE(writer->Finish(/*sync=*/false).ok());
   EXPECT_EQ(reports.load(), 0);
+}
+
+// Writers whose producer stalls hold no thread: 40 of them, each with one chunk queued,
+// fall back to the threads there were before once idle_time has passed; then more chunks
+// start their threads again, and each file holds its chunks in order with their CRC-32.
+TEST_F(ChunkWriterTest, IdleWritersHoldNoThreadAndStartAgainWhenChunksCome) {
+  std::mt19937_64 rng(TestSeed());
+  SCOPED_TRACE(testing::Message() << "seed " << TestSeed());
+  constexpr int kWriters = 40;
+  const int before = ThreadsOfThisProcess();
+  ChunkWriter::Options options;
+  options.idle_time = absl::Milliseconds(50);
+  std::vector<std::unique_ptr<ChunkWriter>> writers;
+  std::vector<std::string> paths, contents(kWriters);
+  for (int i = 0; i < kWriters; ++i) {
+    paths.push_back((dir_ / ("idle" + std::to_string(i) + ".bin")).string());
+    writers.push_back(ChunkWriter::Create(OpenNew(paths[i]), paths[i], options));
+    std::string chunk = RandomBytes(rng, 1 + rng() % 70000);
+    contents[i] += chunk;
+    ASSERT_TRUE(writers[i]->Append(std::move(chunk)).ok());
+  }
+  // Each writer started its writer and checksum threads for its chunk (3 x 40 threads
+  // before this change, for as long as the writer lived).
+  EXPECT_LE(WaitForThreadsAtMost(before, std::chrono::seconds(10)), before);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kWriters; ++i) {
+      std::string chunk = RandomBytes(rng, 1 + rng() % 70000);
+      contents[i] += chunk;
+      ASSERT_TRUE(writers[i]->Append(std::move(chunk)).ok());
+    }
+    absl::SleepFor(absl::Milliseconds(120));  // some threads end between the rounds
+  }
+  for (int i = 0; i < kWriters; ++i) {
+    absl::StatusOr<ChunkWriter::Summary> summary = writers[i]->Finish(/*sync=*/i % 2 == 0);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->bytes, contents[i].size()) << i;
+    EXPECT_EQ(summary->crc32, Crc32Update(0, contents[i].data(), contents[i].size())) << i;
+    EXPECT_EQ(ReadAll(paths[i]), contents[i]) << i;
+  }
+  writers.clear();
+  EXPECT_LE(WaitForThreadsAtMost(before, std::chrono::seconds(10)), before);
+}
+
+// A writer that never got a chunk, or got its last one longer than idle_time ago, still
+// finishes (the writer thread starts for the report).
+TEST_F(ChunkWriterTest, FinishesAfterItsThreadsHaveEnded) {
+  const std::string empty_path = (dir_ / "empty.bin").string();
+  auto empty = ChunkWriter::Create(OpenNew(empty_path), empty_path, {});
+  absl::StatusOr<ChunkWriter::Summary> nothing = empty->Finish(/*sync=*/true);
+  ASSERT_TRUE(nothing.ok()) << nothing.status();
+  EXPECT_EQ(nothing->bytes, 0u);
+
+  const std::string path = (dir_ / "late.bin").string();
+  ChunkWriter::Options options;
+  options.idle_time = absl::Milliseconds(10);
+  auto writer = ChunkWriter::Create(OpenNew(path), path, options);
+  ASSERT_TRUE(writer->Append("tomo").ok());
+  absl::SleepFor(absl::Milliseconds(100));
+  absl::StatusOr<ChunkWriter::Summary> summary = writer->Finish(/*sync=*/true);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->crc32, Crc32Update(0, "tomo", 4));
+  EXPECT_EQ(ReadAll(path), "tomo");
 }
 
 }  // namespace

@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/file_size_limit.h"
 #include "transfer/crc32.h"
 #include "tests/transfer/random_bytes.h"
+#include "tests/transfer/thread_count.h"
 
 namespace tomo::transfer {
 namespace {
@@ -328,6 +330,57 @@ TEST_F(MappedFileWriterTest, NothingToWriteFinishesEmpty) {
   EXPECT_EQ(summary->crc32, 0u);
   writer.reset();
   EXPECT_TRUE(ReadFile() == data);
+}
+
+// Writers whose producers stall hold no thread: 20 writers of 8 copy threads, each given
+// its file's middle chunk, fall back to the threads there were before once idle_time has
+// passed; the rest of each file then starts the threads again and the files are exact.
+TEST_F(MappedFileWriterTest, IdleWritersHoldNoThreadAndStartAgainWhenChunksCome) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  constexpr int kWriters = 20;
+  const int before = ThreadsOfThisProcess();
+  MappedFileWriter::Options options;
+  options.copy_threads = 8;
+  options.idle_time = absl::Milliseconds(50);
+  std::vector<std::unique_ptr<MappedFileWriter>> writers;
+  std::vector<std::string> paths, data;
+  std::vector<uint64_t> cut_a, cut_b;
+  for (int i = 0; i < kWriters; ++i) {
+    paths.push_back((dir_ / absl::StrCat("idle", i, ".raw")).string());
+    data.push_back(RandomBytes(rng, 3 + rng() % 300000));
+    cut_a.push_back(1 + rng() % (data[i].size() - 2));
+    cut_b.push_back(cut_a[i] + 1 + rng() % (data[i].size() - cut_a[i] - 1));
+    const int fd = ::open(paths[i].c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << paths[i];
+    absl::StatusOr<std::unique_ptr<MappedFileWriter>> writer =
+        MappedFileWriter::Create(fd, paths[i], 0, data[i].size(), options);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    writers.push_back(std::move(*writer));
+    ASSERT_TRUE(
+        writers[i]->Append(cut_a[i], data[i].substr(cut_a[i], cut_b[i] - cut_a[i])).ok());
+  }
+  // 8 x 20 copy threads before this change, for as long as the writers lived.
+  EXPECT_LE(WaitForThreadsAtMost(before, std::chrono::seconds(10)), before);
+  for (int i = 0; i < kWriters; ++i) {
+    ASSERT_TRUE(writers[i]->Append(0, data[i].substr(0, cut_a[i])).ok());
+  }
+  absl::SleepFor(absl::Milliseconds(120));  // some threads end in between
+  for (int i = 0; i < kWriters; ++i) {
+    ASSERT_TRUE(writers[i]->Append(cut_b[i], data[i].substr(cut_b[i])).ok());
+    absl::StatusOr<MappedFileWriter::Summary> summary = writers[i]->Finish();
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->bytes, data[i].size());
+    EXPECT_EQ(summary->crc32, Crc32Update(0, data[i].data(), data[i].size())) << i;
+  }
+  writers.clear();
+  for (int i = 0; i < kWriters; ++i) {
+    std::ifstream in(paths[i], std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(file == data[i]) << "file " << i << " differs";
+  }
+  EXPECT_LE(WaitForThreadsAtMost(before, std::chrono::seconds(10)), before);
 }
 
 }  // namespace
