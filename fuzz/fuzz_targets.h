@@ -15,6 +15,8 @@ namespace tomo::fuzz {
 
 int FuzzDicomCtPd(const uint8_t* data, size_t size);
 int FuzzTiff(const uint8_t* data, size_t size);
+// The bytes as an uploaded HDF5 scan (Data Exchange or NXtomo), through libhdf5.
+int FuzzHdf5Scan(const uint8_t* data, size_t size);
 int FuzzRawStream(const uint8_t* data, size_t size);
 // The bytes as a tomoserve.v1.JobSpec: validation and admission sizing (server/).
 int FuzzJobSpec(const uint8_t* data, size_t size);

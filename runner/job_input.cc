@@ -455,6 +455,17 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
       return absl::InvalidArgumentError(absl::StrCat(
           name, ": dark fields without flat fields; T = (I - dark) / (flat - dark) needs both"));
     }
+    if (input.preprocessing().flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS &&
+        info.flat_times < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input.preprocessing.flat_interpolation: FLAT_INTERPOLATION_LINEAR_IN_VIEWS needs "
+          "flat fields taken at two times at least; ", name, " holds ", info.flats,
+          " flat frames taken at ", info.flat_times, " time", info.flat_times == 1 ? "" : "s",
+          info.layout == core::Hdf5Layout::kDataExchange
+              ? " (a Data Exchange file does not say when its flats were taken)"
+              : " (NXtomo image keys 1 with projections between them)",
+          "; use FLAT_INTERPOLATION_MEAN"));
+    }
     return absl::OkStatus();
   }
   if (dicom) {

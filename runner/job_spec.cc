@@ -468,6 +468,49 @@ uint64_t RawValueBytes(pb::DataEncoding encoding) {
 
 constexpr size_t kMaxInputFileNameBytes = 255;
 
+// FLAT_INTERPOLATION_LINEAR_IN_VIEWS interpolates between flat fields taken at two times at
+// least. Raw and TIFF flat files are grouped by the projection views listed before them
+// (runner/job_input.cc, as the job will group them: raw files by their whole frames, a
+// TIFF file by at least one page), so one group, or none, is refused here rather than
+// when the job runs. A Data Exchange file does not say when its flats were taken; an
+// NXtomo file's image keys are checked with the file's header (CheckJobInputHeaders).
+absl::Status CheckFlatsAtTwoTimes(const pb::ProjectionInput& input, uint64_t frame_bytes) {
+  constexpr absl::string_view kField = "input.preprocessing.flat_interpolation";
+  if (input.encoding() == pb::DATA_ENCODING_HDF5) {
+    if (input.hdf5().layout() == pb::HDF5_LAYOUT_DATA_EXCHANGE) {
+      return Invalid(kField, "FLAT_INTERPOLATION_LINEAR_IN_VIEWS needs to know when each flat "
+                             "was taken; a Data Exchange file does not say (use NXtomo image "
+                             "keys, or FLAT_INTERPOLATION_MEAN)");
+    }
+    return absl::OkStatus();
+  }
+  const bool tiff = input.encoding() == pb::DATA_ENCODING_TIFF;
+  int64_t flat_files = 0, groups = 0;
+  uint64_t views_before = 0;
+  std::optional<uint64_t> group_position;
+  for (const pb::InputFile& file : input.files()) {
+    if (file.role() == pb::INPUT_ROLE_PROJECTIONS || file.role() == pb::INPUT_ROLE_UNSPECIFIED) {
+      views_before += tiff ? 1 : (frame_bytes > 0 ? file.size_bytes() / frame_bytes : 0);
+    } else if (file.role() == pb::INPUT_ROLE_FLAT_FIELD) {
+      ++flat_files;
+      if (group_position != views_before) ++groups;
+      group_position = views_before;
+    }
+  }
+  if (groups >= 2) return absl::OkStatus();
+  if (flat_files == 0) {
+    return Invalid(kField, "FLAT_INTERPOLATION_LINEAR_IN_VIEWS interpolates between flat "
+                           "fields, and input.files lists no INPUT_ROLE_FLAT_FIELD file");
+  }
+  return Invalid(kField, absl::StrCat(
+                             "FLAT_INTERPOLATION_LINEAR_IN_VIEWS needs flat fields taken at two "
+                             "times at least (flat files listed before and after projection "
+                             "files); input.files has ", flat_files, " flat file",
+                             flat_files == 1 ? "" : "s", ", all in one place (after ",
+                             *group_position, " views): one group, nothing to interpolate (use "
+                             "FLAT_INTERPOLATION_MEAN)"));
+}
+
 // input: the encoding, the file list against the total, the raw sizes against the geometry
 // (from_input: the geometry is a placeholder and the resolver checks the files against it),
 // the preprocessing; then the upload limit.
@@ -700,6 +743,9 @@ absl::Status ValidateInput(const pb::ProjectionInput& input, const core::Geometr
                                   " detectors x ", value_bytes, " bytes = ", expected));
     }
   }
+  if (pre.flat_interpolation() == pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS) {
+    TOMO_RETURN_IF_ERROR(CheckFlatsAtTwoTimes(input, frame_bytes));
+  }
   if (input.size_bytes() > limits.max_upload_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("input.size_bytes: ", input.size_bytes(),
@@ -820,7 +866,7 @@ absl::StatusOr<core::IterativeOptions> ValidateIterative(absl::string_view path,
 }
 
 // unspecified: what UNSPECIFIED means for this method (docs/iterative.md has the
-// measurements: SART interleaved, OS-SART sequential).
+// measurements: SART golden ratio, OS-SART sequential).
 absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::ViewOrder order,
                                                   core::ViewOrder unspecified) {
   switch (order) {
@@ -830,9 +876,13 @@ absl::StatusOr<core::ViewOrder> ValidateViewOrder(absl::string_view path, pb::Vi
       return core::ViewOrder::kSequential;
     case pb::VIEW_ORDER_INTERLEAVED:
       return core::ViewOrder::kInterleaved;
+    case pb::VIEW_ORDER_GOLDEN_RATIO:
+      return core::ViewOrder::kGoldenRatio;
+    case pb::VIEW_ORDER_RANDOM:
+      return core::ViewOrder::kRandom;
     default:
       return OutOfRange(path, order, pb::ViewOrder_MIN, pb::ViewOrder_MAX,
-                        " (VIEW_ORDER_SEQUENTIAL, _INTERLEAVED)");
+                        " (VIEW_ORDER_SEQUENTIAL, _INTERLEAVED, _GOLDEN_RATIO, _RANDOM)");
   }
 }
 
@@ -854,7 +904,7 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
                                               algorithm.sart().iterative(), volume, true));
       TOMO_ASSIGN_OR_RETURN(options.order,
                             ValidateViewOrder("algorithm.sart.order", algorithm.sart().order(),
-                                              core::ViewOrder::kInterleaved));
+                                              core::kDefaultSartViewOrder));
       return core::AlgorithmOptions(options);
     }
     case pb::Algorithm::kOsSart: {
@@ -864,7 +914,7 @@ absl::StatusOr<core::AlgorithmOptions> ValidateAlgorithm(const pb::Algorithm& al
                                                                  given.iterative(), volume, true));
       TOMO_ASSIGN_OR_RETURN(options.order,
                             ValidateViewOrder("algorithm.os_sart.order", given.order(),
-                                              core::ViewOrder::kSequential));
+                                              core::kDefaultOsSartViewOrder));
       const int64_t views = core::ProjectionDims(geometry).d0;
       if (given.blocks() < 1 || given.blocks() > views) {
         return OutOfRange("algorithm.os_sart.blocks", given.blocks(), 1, views,

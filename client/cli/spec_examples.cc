@@ -149,7 +149,7 @@ absl::Status Algorithm(const ExampleSpecOptions& o, v1::JobSpec* spec) {
     algorithm->mutable_sirt()->set_iterations(iterations(50));
   } else if (o.algorithm == "sart") {
     algorithm->mutable_sart()->mutable_iterative()->set_iterations(iterations(10));
-    algorithm->mutable_sart()->set_order(v1::VIEW_ORDER_SEQUENTIAL);
+    algorithm->mutable_sart()->set_order(v1::VIEW_ORDER_GOLDEN_RATIO);
   } else if (o.algorithm == "os-sart") {
     v1::OsSartOptions* os_sart = algorithm->mutable_os_sart();
     os_sart->mutable_iterative()->set_iterations(iterations(20));

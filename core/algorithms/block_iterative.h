@@ -1,6 +1,6 @@
 // The block-iterative method (OS-SART; Censor and Elfving's block-iterative SIRT): the views
 // are dealt into B blocks (iterative_common.h's PartitionViews: sizes differing by at most
-// one view, sequential or interleaved), and one iteration visits the blocks in turn, each
+// one view, in any ViewOrder), and one iteration visits the blocks in turn, each
 // making a SIRT update with its own rows only:
 //   for k = 1 .. B:  x <- P_C(x + lambda C_k A_k^T R_k (b_k - A_k x)),
 //   R_k = diag(1 / (A_k 1)),  C_k = diag(1 / (A_k^T 1)).

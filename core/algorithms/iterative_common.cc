@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <iterator>
 #include <numeric>
+#include <random>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +18,22 @@
 #include "core/geometry/geometry_builders.h"
 
 namespace tomo::core {
+namespace {
 
+// A stride near 0.382 n (1 - 1/golden ratio) that is coprime with n: i s mod n visits
+// every index of [0, n) once, consecutive ones far apart.
+int64_t SpreadStride(int64_t n) {
+  const int64_t nearest = std::max<int64_t>(
+      1, static_cast<int64_t>(std::llround(0.3819660112501051 * static_cast<double>(n))));
+  for (int64_t offset = 0; offset < n; ++offset) {
+    const int64_t below = nearest - offset, above = nearest + offset;
+    if (below >= 1 && std::gcd(below, n) == 1) return below;
+    if (above < n && std::gcd(above, n) == 1) return above;
+  }
+  return 1;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionViews(int64_t views, int64_t blocks,
                                                                  ViewOrder order) {
@@ -29,33 +47,79 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionViews(int64_t views, 
     std::vector<std::vector<int64_t>> dealt(static_cast<size_t>(blocks));
     for (int64_t v = 0; v < views; ++v) dealt[static_cast<size_t>(v % blocks)].push_back(v);
     // The spread visiting order: a stride near 0.382 blocks, coprime with blocks.
-    const int64_t nearest = std::max<int64_t>(
-        1, static_cast<int64_t>(std::llround(0.3819660112501051 * static_cast<double>(blocks))));
-    int64_t stride = 1;
-    for (int64_t offset = 0; offset < blocks; ++offset) {
-      const int64_t below = nearest - offset, above = nearest + offset;
-      if (below >= 1 && std::gcd(below, blocks) == 1) {
-        stride = below;
-        break;
-      }
-      if (above < blocks && std::gcd(above, blocks) == 1) {
-        stride = above;
-        break;
-      }
-    }
+    const int64_t stride = SpreadStride(blocks);
     for (int64_t i = 0; i < blocks; ++i) {
       result[static_cast<size_t>(i)] = std::move(dealt[static_cast<size_t>((i * stride) % blocks)]);
     }
     return result;
   }
+  // Sequential: the views in index order; golden ratio and random: in their sequence. Cut
+  // into consecutive runs either way.
+  const std::vector<int64_t> sequence = ViewSequence(views, order);
   const int64_t base = views / blocks;
   const int64_t larger = views % blocks;
-  int64_t next = 0;
+  size_t next = 0;
   for (int64_t k = 0; k < blocks; ++k) {
     const int64_t size = base + (k < larger ? 1 : 0);
-    for (int64_t i = 0; i < size; ++i) result[static_cast<size_t>(k)].push_back(next++);
+    for (int64_t i = 0; i < size; ++i) result[static_cast<size_t>(k)].push_back(sequence[next++]);
   }
   return result;
+}
+
+std::vector<int64_t> ViewSequence(int64_t views, ViewOrder order) {
+  std::vector<int64_t> sequence;
+  sequence.reserve(static_cast<size_t>(std::max<int64_t>(views, 0)));
+  switch (order) {
+    case ViewOrder::kSequential:
+      for (int64_t v = 0; v < views; ++v) sequence.push_back(v);
+      break;
+    case ViewOrder::kInterleaved: {
+      const int64_t stride = SpreadStride(views);
+      for (int64_t i = 0; i < views; ++i) sequence.push_back((i * stride) % views);
+      break;
+    }
+    case ViewOrder::kGoldenRatio: {
+      // 1 / phi = phi - 1; frac(i / phi) walks the unit interval by the golden angle.
+      constexpr double kInverseGoldenRatio = 0.6180339887498949;
+      std::set<int64_t> unvisited;
+      for (int64_t v = 0; v < views; ++v) unvisited.insert(unvisited.end(), v);
+      for (int64_t i = 0; i < views; ++i) {
+        double fraction = static_cast<double>(i) * kInverseGoldenRatio;
+        fraction -= std::floor(fraction);
+        const double target = fraction * static_cast<double>(views);
+        // The nearest unvisited index above and below the target, cyclically.
+        auto above = unvisited.lower_bound(static_cast<int64_t>(std::ceil(target)));
+        if (above == unvisited.end()) above = unvisited.begin();
+        auto below = unvisited.upper_bound(static_cast<int64_t>(std::floor(target)));
+        below = below == unvisited.begin() ? std::prev(unvisited.end()) : std::prev(below);
+        const auto distance = [&](int64_t v) {
+          const double d = std::fabs(static_cast<double>(v) - target);
+          return std::min(d, static_cast<double>(views) - d);
+        };
+        const double d_above = distance(*above), d_below = distance(*below);
+        auto chosen = d_below < d_above || (d_below == d_above && *below < *above) ? below : above;
+        sequence.push_back(*chosen);
+        unvisited.erase(chosen);
+      }
+      break;
+    }
+    case ViewOrder::kRandom: {
+      for (int64_t v = 0; v < views; ++v) sequence.push_back(v);
+      std::mt19937_64 generator(kRandomViewOrderSeed);
+      // Fisher-Yates with an unbiased draw in [0, i] (std::shuffle and the standard
+      // distributions are not the same on every library).
+      for (int64_t i = views - 1; i > 0; --i) {
+        const uint64_t bound = static_cast<uint64_t>(i) + 1;
+        const uint64_t limit = std::numeric_limits<uint64_t>::max() -
+                               std::numeric_limits<uint64_t>::max() % bound;
+        uint64_t draw = generator();
+        while (draw >= limit) draw = generator();
+        std::swap(sequence[static_cast<size_t>(i)], sequence[static_cast<size_t>(draw % bound)]);
+      }
+      break;
+    }
+  }
+  return sequence;
 }
 
 absl::StatusOr<VectorGeometry> SubsetGeometry(const VectorGeometry& geometry,

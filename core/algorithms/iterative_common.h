@@ -39,8 +39,24 @@ constexpr float kColumnSumEpsilon = 1e-3f;
 // 0.382 blocks (1 - 1/golden ratio) that is coprime with blocks, so that consecutive
 // updates come from far-apart directions (for SART, one view per block, the difference
 // between a sweep along the arc and a well-mixed one is large on noisy data).
+// kGoldenRatio and kRandom: the views in the sequence ViewSequence gives, cut into
+// consecutive runs (the first views % blocks runs one view longer), visited in turn; for
+// SART (one view per block) the sequence is the visiting order.
 absl::StatusOr<std::vector<std::vector<int64_t>>> PartitionViews(int64_t views, int64_t blocks,
                                                                  ViewOrder order);
+
+// The seed of kRandom's shuffle: fixed, so that a job's result does not depend on the run.
+constexpr uint64_t kRandomViewOrderSeed = 20261128;
+
+// Every view index in [0, views) exactly once, in the order `order` visits them one at a
+// time. kSequential: 0, 1, 2, ...; kInterleaved: i s mod views (the stride above);
+// kGoldenRatio: visit i goes to the unvisited view nearest (cyclically, ties to the lower
+// index) to frac(i / phi) x views, phi the golden ratio: view indices stand for angles
+// spread evenly over the scan's range, so each view is far from the recent ones and the
+// visited set stays nearly uniform at every moment (Kohler's golden-section access
+// scheme); kRandom: a Fisher-Yates shuffle driven by a 64-bit Mersenne Twister seeded
+// with kRandomViewOrderSeed (the same sequence on every platform). views >= 1.
+std::vector<int64_t> ViewSequence(int64_t views, ViewOrder order);
 
 // The geometry of the listed views of `geometry`, in that order. For a RadonGeometry a view
 // is a direction: the subset holds the listed directions (weights kept) and the same

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@ namespace {
 constexpr int kImageKeyProjection = 0;
 constexpr int kImageKeyFlat = 1;
 constexpr int kImageKeyDark = 2;
+constexpr hsize_t kMaxHdf5RootLinks = 1024;
 
 // One libhdf5 identifier, closed with its own close function.
 class Handle {
@@ -90,7 +92,23 @@ absl::StatusOr<Dataset> OpenDataset(hid_t file, const std::string& path,
         rank == 3 ? " (frames, rows, columns)" : " (one value per frame)"));
   }
   dataset.dims.resize(static_cast<size_t>(rank));
-  H5Sget_simple_extent_dims(space.get(), dataset.dims.data(), nullptr);
+  if (H5Sget_simple_extent_dims(space.get(), dataset.dims.data(), nullptr) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": cannot read the shape of ", path));
+  }
+  // The file's own numbers are bounded before anything is sized by them.
+  if (dataset.dims[0] > static_cast<hsize_t>(kMaxHdf5Frames)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", path, " declares ", dataset.dims[0],
+        rank == 3 ? " frames" : " values", ", above the limit of ", kMaxHdf5Frames));
+  }
+  for (int axis = 1; axis < rank; ++axis) {
+    if (dataset.dims[static_cast<size_t>(axis)] > static_cast<hsize_t>(kMaxHdf5FrameSide)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": ", path, " declares ", dataset.dims[static_cast<size_t>(axis)],
+          axis == 1 ? " rows" : " columns", " per frame, above the limit of ",
+          kMaxHdf5FrameSide));
+    }
+  }
   return dataset;
 }
 
@@ -143,6 +161,7 @@ bool UnitsAreRadians(const Dataset& dataset) {
     }
   } else {
     const size_t size = H5Tget_size(type.get());
+    if (size == 0 || size > 256) return false;  // no unit name is that long
     std::string buffer(size + 1, '\0');
     Handle memory_type(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(memory_type.get(), size + 1);
@@ -221,12 +240,15 @@ absl::StatusOr<Layout> OpenLayout(const std::string& path, Hdf5Layout wanted,
     layout.info.projections = static_cast<int64_t>(layout.data.dims[0]);
     layout.info.flats = layout.flats ? static_cast<int64_t>(layout.flats->dims[0]) : 0;
     layout.info.darks = layout.darks ? static_cast<int64_t>(layout.darks->dims[0]) : 0;
+    layout.info.flat_times = layout.info.flats > 0 ? 1 : 0;
   } else {
     // The first root group that holds instrument/detector/data.
     std::string entry;
     H5G_info_t root;
     if (H5Gget_info(file, &root) >= 0) {
-      for (hsize_t i = 0; i < root.nlinks && entry.empty(); ++i) {
+      // NXtomo files hold a handful of entries; a root of thousands is not one.
+      const hsize_t links = std::min<hsize_t>(root.nlinks, kMaxHdf5RootLinks);
+      for (hsize_t i = 0; i < links && entry.empty(); ++i) {
         char link[256] = {};
         if (H5Lget_name_by_idx(file, "/", H5_INDEX_NAME, H5_ITER_INC, i, link, sizeof(link),
                                H5P_DEFAULT) < 0) {
@@ -257,7 +279,12 @@ absl::StatusOr<Layout> OpenLayout(const std::string& path, Hdf5Layout wanted,
                                                      layout.data.dims[0], " frames"));
     }
     TOMO_ASSIGN_OR_RETURN(layout.image_keys, ReadVector<int32_t>(keys, H5T_NATIVE_INT32, name));
+    int64_t last_flat_position = -1;
     for (int32_t key : layout.image_keys) {
+      if (key == kImageKeyFlat && layout.info.projections != last_flat_position) {
+        ++layout.info.flat_times;
+        last_flat_position = layout.info.projections;
+      }
       layout.info.projections += key == kImageKeyProjection;
       layout.info.flats += key == kImageKeyFlat;
       layout.info.darks += key == kImageKeyDark;
@@ -291,6 +318,19 @@ absl::StatusOr<Layout> OpenLayout(const std::string& path, Hdf5Layout wanted,
         name, ": ", layout.data.path, " holds ", layout.info.projections, " projections of ",
         layout.info.rows, " x ", layout.info.columns, "; at least one is needed"));
   }
+  // Flat and dark frames are all held at once: no more of each than there are projections
+  // (or kMinReferenceFrameLimit), so that a caller who accepted the projections' size has
+  // bounded the whole read.
+  const int64_t reference_limit = Hdf5ReferenceFrameLimit(layout.info.projections);
+  for (const auto& [count, what] : {std::pair{layout.info.flats, "flat"},
+                                    std::pair{layout.info.darks, "dark"}}) {
+    if (count > reference_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": ", count, " ", what, " frames, above the limit of ", reference_limit,
+          " (the larger of ", kMinReferenceFrameLimit, " and the ", layout.info.projections,
+          " projections)"));
+    }
+  }
   return layout;
 }
 
@@ -307,6 +347,10 @@ absl::Status ReadFrameRun(const Dataset& data, int64_t first, int64_t count,
 
 }  // namespace
 
+int64_t Hdf5ReferenceFrameLimit(int64_t projections) {
+  return std::max(kMinReferenceFrameLimit, projections);
+}
+
 absl::StatusOr<Hdf5ScanInfo> InspectHdf5Scan(const std::string& path, Hdf5Layout layout,
                                              const std::string& name) {
   TOMO_ASSIGN_OR_RETURN(Layout opened, OpenLayout(path, layout, name));
@@ -320,9 +364,21 @@ absl::StatusOr<Hdf5Scan> ReadHdf5Scan(const std::string& path, Hdf5Layout wanted
   Hdf5Scan scan;
   scan.info = layout.info;
   const int64_t rows = layout.info.rows, columns = layout.info.columns;
-  scan.projections = Array3D::Uninitialized({layout.info.projections, rows, columns});
-  if (layout.info.flats > 0) scan.flat_frames = Array3D({layout.info.flats, rows, columns});
-  if (layout.info.darks > 0) scan.dark_frames = Array3D({layout.info.darks, rows, columns});
+  // Bounded by OpenLayout: frames <= 2^22, sides <= 2^16, so no product overflows.
+  const int64_t frames = layout.info.projections + layout.info.flats + layout.info.darks;
+  if (frames > kMaxHdf5Samples / (rows * columns)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, ": ", frames, " frames of ", rows, " x ", columns, " samples exceed the limit of ",
+        kMaxHdf5Samples, " samples read at once"));
+  }
+  try {
+    scan.projections = Array3D::Uninitialized({layout.info.projections, rows, columns});
+    if (layout.info.flats > 0) scan.flat_frames = Array3D({layout.info.flats, rows, columns});
+    if (layout.info.darks > 0) scan.dark_frames = Array3D({layout.info.darks, rows, columns});
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, ": no memory for ", frames, " frames of ", rows, " x ", columns, " float32"));
+  }
   std::vector<double> frame_angles;
   if (layout.angles.has_value()) {
     TOMO_ASSIGN_OR_RETURN(frame_angles, ReadAnglesDeg(*layout.angles, name));

@@ -28,6 +28,16 @@
 // /exchange/data is 2-dimensional; projections are (views, rows, columns)"), NOT_FOUND when
 // the file cannot be opened as HDF5 or the layout's datasets are missing.
 //
+// The file is untrusted (an upload): every number read from it is bounded before anything
+// is sized by it, and a violation is INVALID_ARGUMENT naming the dataset, the value and the
+// limit: at most kMaxHdf5Frames frames (or values of a 1D dataset), rows and columns at
+// most kMaxHdf5FrameSide, flat and dark frames each at most Hdf5ReferenceFrameLimit
+// (projections), the attribute "units" at most 256 bytes (longer: not radians). The read
+// itself holds at most kMaxHdf5Samples samples (RESOURCE_EXHAUSTED above it, and when the
+// memory cannot be had). Callers bound the projections further against the job's geometry
+// (InspectHdf5Scan first) before ReadHdf5Scan. libhdf5 itself parses the file's metadata
+// in this process: fuzz/hdf5_scan_fuzzer.cc fuzzes that path.
+//
 //   TOMO_ASSIGN_OR_RETURN(Hdf5ScanInfo info, InspectHdf5Scan(path, Hdf5Layout::kAutomatic));
 //   TOMO_ASSIGN_OR_RETURN(Hdf5Scan scan, ReadHdf5Scan(path, Hdf5Layout::kAutomatic));
 #pragma once
@@ -41,6 +51,13 @@
 
 namespace tomo::core {
 
+constexpr int64_t kMaxHdf5Frames = int64_t{1} << 22;
+constexpr int64_t kMaxHdf5FrameSide = 65536;
+constexpr int64_t kMinReferenceFrameLimit = 256;
+constexpr int64_t kMaxHdf5Samples = int64_t{1} << 36;  // 256 GiB of float32
+// The most flat (or dark) frames a scan of `projections` projections may hold.
+int64_t Hdf5ReferenceFrameLimit(int64_t projections);
+
 enum class Hdf5Layout {
   kAutomatic,     // Data Exchange when /exchange/data exists, else NXtomo
   kDataExchange,
@@ -51,6 +68,9 @@ struct Hdf5ScanInfo {
   Hdf5Layout layout = Hdf5Layout::kAutomatic;  // the one found
   int64_t projections = 0, rows = 0, columns = 0;
   int64_t flats = 0, darks = 0;
+  // How many different times the flats were taken at (runs of flat frames with projections
+  // between them; NXtomo only: a Data Exchange file's flats count as one time).
+  int64_t flat_times = 0;
   bool has_angles = false;
   std::string projections_dataset;  // its path in the file, for messages
 };

@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "core/io/dicom_ct_pd_reader.h"
+#include "core/io/hdf5_scan_reader.h"
 #include "core/io/tiff_stack_reader.h"
 #include "fuzz/fuzz_targets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runner/job_spec.h"
+#include "tests/core/io/hdf5_test_files.h"
 
 namespace tomo::fuzz {
 namespace {
@@ -91,6 +93,45 @@ TEST(FuzzRegressionTest, TiffSeedsAndMutations) {
     EXPECT_TRUE(core::DecodeTiff(seed.data(), seed.size(), "seed.tif").ok());
   }
   EXPECT_GT(Replay(seeds, FuzzTiff), 500);
+}
+
+// HDF5 seeds made here by the tests' own writers (tests/core/io/hdf5_test_files.h): a Data
+// Exchange scan with flats, darks and angles, and an NXtomo scan with every image key and
+// angles in radians; the same files are fuzz/corpus/hdf5_scan/ for scripts/fuzz.
+std::vector<std::string> MakeHdf5Seeds() {
+  std::vector<std::string> seeds;
+  const auto read = [](const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const auto frames = [](int64_t count, float base) {
+    core::Array3D a({count, 3, 2});
+    for (int64_t i = 0; i < a.size(); ++i) a.data()[i] = base + static_cast<float>(i % 11);
+    return a;
+  };
+  const fs::path dir = fs::path(::testing::TempDir());
+  const fs::path exchange = dir / "seed_data_exchange.h5";
+  tomo::testing::WriteDataExchange(exchange.string(), frames(4, 500), frames(2, 900),
+                                   frames(1, 10), {0, 45, 90, 135});
+  seeds.push_back(read(exchange));
+  const fs::path nx = dir / "seed_nxtomo.nx";
+  tomo::testing::WriteNxTomo(nx.string(), "entry0000", frames(6, 300), {2, 1, 0, 0, 3, 1},
+                             {0, 0, 0, 1.5, 0, 0}, "rad");
+  seeds.push_back(read(nx));
+  return seeds;
+}
+
+TEST(FuzzRegressionTest, Hdf5ScanSeedsAndMutations) {
+  const std::vector<std::string> seeds = MakeHdf5Seeds();
+  const std::vector<std::string> committed = Seeds("hdf5_scan");
+  ASSERT_GE(committed.size(), 2u);
+  for (const std::string& seed : seeds) {
+    const fs::path path = fs::path(::testing::TempDir()) / "seed_check.h5";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << seed;
+    EXPECT_TRUE(core::ReadHdf5Scan(path.string(), core::Hdf5Layout::kAutomatic, "seed.h5").ok());
+  }
+  EXPECT_GT(Replay(seeds, FuzzHdf5Scan), 2000);
+  EXPECT_GT(Replay(committed, FuzzHdf5Scan), 2000);
 }
 
 TEST(FuzzRegressionTest, RawStreamSeedsAndMutations) {

@@ -9,8 +9,10 @@
 #include <random>
 #include <variant>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/io/dicom_ct_pd_writer.h"
 #include "tests/core/io/hdf5_test_files.h"
 #include "core/phantom/ellipsoid_phantom.h"
@@ -402,6 +404,100 @@ TEST(JobInputTest, FlatsBeforeAndAfterFollowADecayingBeam) {
   absl::StatusOr<JobInput> input = ResolveJobInput(*job, spool);
   ASSERT_TRUE(input.ok()) << input.status();
   EXPECT_THAT(input->notes[0], HasSubstr("ring filter (sorted columns, median of 5)"));
+}
+
+// FLAT_INTERPOLATION_LINEAR_IN_VIEWS with the flats all taken at one time has nothing to
+// interpolate: refused when the spec is validated (raw and TIFF file lists, a Data Exchange
+// layout) or when the file's header is checked (NXtomo image keys), both before the job is
+// committed, naming the field and why; never only when the job runs.
+TEST(JobInputTest, LinearInViewsWithFlatsAtOneTimeIsRefusedBeforeTheJobRuns) {
+  const int views = 6, rows = 2, columns = 5, pixels = rows * columns;
+  const std::string frame(static_cast<size_t>(pixels) * 4, '\0');
+  const auto raw_spec = [&](const std::vector<std::pair<int, pb::InputRole>>& files) {
+    Upload upload;
+    int index = 0;
+    for (const auto& [frames, role] : files) {
+      std::string bytes;
+      for (int f = 0; f < frames; ++f) bytes += frame;
+      upload.Add(absl::StrCat("part", index++, ".raw"), bytes, role);
+    }
+    pb::JobSpec spec = ConeSpec(views, rows, columns);
+    spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
+    spec.mutable_input()->mutable_preprocessing()->set_negative_log(true);
+    spec.mutable_input()->mutable_preprocessing()->set_flat_interpolation(
+        pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS);
+    upload.Describe(*spec.mutable_input());
+    return spec;
+  };
+  const pb::InputRole P = pb::INPUT_ROLE_PROJECTIONS, F = pb::INPUT_ROLE_FLAT_FIELD;
+  // Two flat files, both before the projections: one group.
+  absl::Status s = ValidateJobSpec(raw_spec({{1, F}, {1, F}, {6, P}}), {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("input.preprocessing.flat_interpolation: "
+                                     "FLAT_INTERPOLATION_LINEAR_IN_VIEWS needs flat fields taken "
+                                     "at two times at least"));
+  EXPECT_THAT(s.message(), HasSubstr("2 flat files, all in one place (after 0 views)"));
+  // One flat file after all the projections (in two files).
+  s = ValidateJobSpec(raw_spec({{4, P}, {2, P}, {1, F}}), {}).status();
+  EXPECT_THAT(s.message(), HasSubstr("1 flat file, all in one place (after 6 views)"));
+  // None at all.
+  s = ValidateJobSpec(raw_spec({{6, P}}), {}).status();
+  EXPECT_THAT(s.message(), HasSubstr("lists no INPUT_ROLE_FLAT_FIELD file"));
+  // Before and between, or before and after: accepted.
+  EXPECT_TRUE(ValidateJobSpec(raw_spec({{1, F}, {3, P}, {1, F}, {3, P}}), {}).ok());
+  EXPECT_TRUE(ValidateJobSpec(raw_spec({{1, F}, {6, P}, {1, F}}), {}).ok());
+
+  // HDF5, Data Exchange named in the spec: its flats have no times.
+  core::Array3D counts({views, rows, columns}, 20000.0f), flats({2, rows, columns}, 50000.0f);
+  const std::string exchange = TempPath("flats.h5");
+  tomo::testing::WriteDataExchange(exchange, counts, flats, core::Array3D(), {});
+  Upload dx;
+  dx.Add("flats.h5", Contents(exchange));
+  pb::JobSpec dx_spec = Parallel3DSpec(views, rows, columns);
+  dx_spec.mutable_input()->mutable_preprocessing()->set_flat_interpolation(
+      pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS);
+  dx.Describe(*dx_spec.mutable_input());
+  dx_spec.mutable_input()->mutable_hdf5()->set_layout(pb::HDF5_LAYOUT_DATA_EXCHANGE);
+  s = ValidateJobSpec(dx_spec, {}).status();
+  EXPECT_THAT(s.message(), HasSubstr("input.preprocessing.flat_interpolation: "
+                                     "FLAT_INTERPOLATION_LINEAR_IN_VIEWS needs to know when each "
+                                     "flat was taken; a Data Exchange file does not say"));
+  // The same file under the automatic layout: refused by the header check.
+  dx_spec.mutable_input()->mutable_hdf5()->set_layout(pb::HDF5_LAYOUT_UNSPECIFIED);
+  absl::StatusOr<ValidatedJob> dx_job = ValidateJobSpec(dx_spec, {});
+  ASSERT_TRUE(dx_job.ok()) << dx_job.status();
+  const std::string dx_spool = dx.Spool(TempPath("dx.bin"));
+  s = CheckJobInputHeaders(*dx_job, dx_spool);
+  EXPECT_THAT(s.message(), HasSubstr("flats.h5 holds 2 flat frames taken at 1 time (a Data "
+                                     "Exchange file does not say"));
+
+  // NXtomo: two flats, then the projections: one time. Flats on both sides: two.
+  for (const bool after : {false, true}) {
+    SCOPED_TRACE(after ? "flats before and after" : "flats before only");
+    core::Array3D frames({views + 2, rows, columns}, 20000.0f);
+    // Before only: 1 1 0 0 0 0 0 0; before and after: 1 0 0 0 0 0 0 1.
+    std::vector<int32_t> keys = {1};
+    if (!after) keys.push_back(1);
+    for (int v = 0; v < views; ++v) keys.push_back(0);
+    if (after) keys.push_back(1);
+    const std::string nx = TempPath("flats.nx");
+    tomo::testing::WriteNxTomo(nx, "entry", frames, keys, {}, nullptr);
+    Upload upload;
+    upload.Add("flats.nx", Contents(nx));
+    pb::JobSpec spec = Parallel3DSpec(views, rows, columns);
+    spec.mutable_input()->mutable_preprocessing()->set_flat_interpolation(
+        pb::FLAT_INTERPOLATION_LINEAR_IN_VIEWS);
+    upload.Describe(*spec.mutable_input());
+    absl::StatusOr<ValidatedJob> job = ValidateJobSpec(spec, {});
+    ASSERT_TRUE(job.ok()) << job.status();
+    const std::string spool = upload.Spool(TempPath("nx.bin"));
+    s = CheckJobInputHeaders(*job, spool);
+    if (after) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_THAT(s.message(), HasSubstr("flats.nx holds 2 flat frames taken at 1 time (NXtomo"));
+    }
+  }
 }
 
 TEST(JobInputTest, PlainFloat32IsReadAsItIs) {

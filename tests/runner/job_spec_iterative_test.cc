@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -94,9 +95,30 @@ TEST(JobSpecIterativeTest, BlocksAndOrder) {
   sart.mutable_algorithm()->mutable_sart()->mutable_iterative()->set_iterations(2);
   auto sart_job = ValidateJobSpec(sart, {});
   ASSERT_TRUE(sart_job.ok());
-  // SART's default order is interleaved (measured: docs/iterative.md), OS-SART's sequential.
+  // SART's default order is the golden ratio (measured: docs/iterative.md), OS-SART's
+  // sequential; the core's option structs default to the same.
   EXPECT_EQ(std::get<core::SartOptions>(sart_job->request.algorithm).order,
-            core::ViewOrder::kInterleaved);
+            core::ViewOrder::kGoldenRatio);
+  EXPECT_EQ(core::SartOptions{}.order, core::ViewOrder::kGoldenRatio);
+  pb::JobSpec os_default = Spec();
+  os_default.mutable_algorithm()->mutable_os_sart()->mutable_iterative()->set_iterations(2);
+  os_default.mutable_algorithm()->mutable_os_sart()->set_blocks(6);
+  auto os_job = ValidateJobSpec(os_default, {});
+  ASSERT_TRUE(os_job.ok()) << os_job.status();
+  EXPECT_EQ(std::get<core::OsSartOptions>(os_job->request.algorithm).order,
+            core::ViewOrder::kSequential);
+  EXPECT_EQ(core::OsSartOptions{}.order, core::ViewOrder::kSequential);
+  // Every order on the wire reaches the core.
+  for (const auto& [wire, core_order] :
+       {std::pair{pb::VIEW_ORDER_SEQUENTIAL, core::ViewOrder::kSequential},
+        std::pair{pb::VIEW_ORDER_INTERLEAVED, core::ViewOrder::kInterleaved},
+        std::pair{pb::VIEW_ORDER_GOLDEN_RATIO, core::ViewOrder::kGoldenRatio},
+        std::pair{pb::VIEW_ORDER_RANDOM, core::ViewOrder::kRandom}}) {
+    sart.mutable_algorithm()->mutable_sart()->set_order(wire);
+    auto chosen = ValidateJobSpec(sart, {});
+    ASSERT_TRUE(chosen.ok()) << chosen.status();
+    EXPECT_EQ(std::get<core::SartOptions>(chosen->request.algorithm).order, core_order);
+  }
 }
 
 TEST(JobSpecIterativeTest, BadValuesAreRefusedNamingTheField) {

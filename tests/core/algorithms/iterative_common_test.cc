@@ -2,6 +2,7 @@
 #include "core/geometry/parallel_2d_form.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -24,7 +25,8 @@ TEST(PartitionViewsTest, SequentialBlocksAreConsecutiveAndDifferByAtMostOne) {
   for (int trial = 0; trial < 50; ++trial) {
     const int64_t views = std::uniform_int_distribution<int64_t>(1, 400)(random);
     const int64_t blocks = std::uniform_int_distribution<int64_t>(1, views)(random);
-    for (ViewOrder order : {ViewOrder::kSequential, ViewOrder::kInterleaved}) {
+    for (ViewOrder order : {ViewOrder::kSequential, ViewOrder::kInterleaved,
+                            ViewOrder::kGoldenRatio, ViewOrder::kRandom}) {
       auto partition = PartitionViews(views, blocks, order);
       ASSERT_TRUE(partition.ok());
       ASSERT_EQ(static_cast<int64_t>(partition->size()), blocks);
@@ -65,6 +67,81 @@ TEST(PartitionViewsTest, OrdersDealViewsAsDocumented) {
   const auto eight = PartitionViews(16, 8, ViewOrder::kInterleaved);
   ASSERT_TRUE(eight.ok());
   EXPECT_THAT((*eight)[1], ElementsAre(3, 11));
+}
+
+TEST(ViewSequenceTest, EveryOrderIsAPermutation) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  std::vector<int64_t> sizes = {1, 2, 3, 5, 180, 295, 1000};
+  for (int trial = 0; trial < 20; ++trial) {
+    sizes.push_back(std::uniform_int_distribution<int64_t>(1, 3000)(random));
+  }
+  for (const int64_t views : sizes) {
+    for (ViewOrder order : {ViewOrder::kSequential, ViewOrder::kInterleaved,
+                            ViewOrder::kGoldenRatio, ViewOrder::kRandom}) {
+      std::vector<int64_t> sequence = ViewSequence(views, order);
+      ASSERT_EQ(static_cast<int64_t>(sequence.size()), views);
+      std::sort(sequence.begin(), sequence.end());
+      for (int64_t v = 0; v < views; ++v) {
+        ASSERT_EQ(sequence[static_cast<size_t>(v)], v)
+            << "views " << views << " order " << static_cast<int>(order);
+      }
+    }
+  }
+}
+
+// The golden-angle walk: visit i lands within one view of frac(i / phi) x views while
+// few views are taken, so the first visits sit where the golden angle puts them, and
+// every prefix stays spread: its largest gap between visited views (cyclically) is at
+// most phi^2 times the even spacing views / prefix (the three-gap bound, plus a view).
+TEST(ViewSequenceTest, GoldenRatioFollowsTheGoldenAngleAndStaysSpread) {
+  const double inverse_phi = (std::sqrt(5.0) - 1) / 2;
+  for (const int64_t views : {180, 295, 1024}) {
+    const std::vector<int64_t> sequence = ViewSequence(views, ViewOrder::kGoldenRatio);
+    for (int64_t i = 0; i < 8; ++i) {
+      double fraction = static_cast<double>(i) * inverse_phi;
+      fraction -= std::floor(fraction);
+      const double d = std::fabs(static_cast<double>(sequence[static_cast<size_t>(i)]) -
+                                 fraction * static_cast<double>(views));
+      EXPECT_LE(std::min(d, static_cast<double>(views) - d), 1.0) << "visit " << i;
+    }
+    std::vector<int64_t> visited;
+    for (int64_t prefix = 1; prefix <= views; ++prefix) {
+      visited.insert(std::upper_bound(visited.begin(), visited.end(),
+                                      sequence[static_cast<size_t>(prefix - 1)]),
+                     sequence[static_cast<size_t>(prefix - 1)]);
+      if (prefix < 3) continue;
+      int64_t largest = visited.front() + views - visited.back();
+      for (size_t k = 1; k < visited.size(); ++k) {
+        largest = std::max(largest, visited[k] - visited[k - 1]);
+      }
+      const double even = static_cast<double>(views) / static_cast<double>(prefix);
+      EXPECT_LE(static_cast<double>(largest), 2.62 * even + 2.0)
+          << "views " << views << " after " << prefix << " visits";
+    }
+  }
+}
+
+TEST(ViewSequenceTest, RandomIsFixedAndNotTheIdentity) {
+  const std::vector<int64_t> first = ViewSequence(180, ViewOrder::kRandom);
+  EXPECT_EQ(first, ViewSequence(180, ViewOrder::kRandom));
+  int64_t in_place = 0;
+  for (int64_t v = 0; v < 180; ++v) in_place += first[static_cast<size_t>(v)] == v ? 1 : 0;
+  EXPECT_LT(in_place, 10);  // a shuffle fixes about one element
+}
+
+TEST(PartitionViewsTest, GoldenAndRandomBlocksAreConsecutiveRunsOfTheirSequence) {
+  for (ViewOrder order : {ViewOrder::kGoldenRatio, ViewOrder::kRandom}) {
+    const std::vector<int64_t> sequence = ViewSequence(23, order);
+    const auto partition = PartitionViews(23, 5, order);
+    ASSERT_TRUE(partition.ok());
+    std::vector<int64_t> joined;
+    for (const auto& block : *partition) joined.insert(joined.end(), block.begin(), block.end());
+    EXPECT_EQ(joined, sequence);
+    EXPECT_EQ((*partition)[0].size(), 5u);  // 23 = 5 + 5 + 5 + 4 + 4
+    EXPECT_EQ((*partition)[4].size(), 4u);
+  }
 }
 
 TEST(PartitionViewsTest, RefusesBlocksOutsideOneToViews) {

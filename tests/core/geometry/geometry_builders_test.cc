@@ -654,3 +654,145 @@ TEST(GeometryConversionTest, TomopyProjectIsOurParallelWithNegatedAngles) {
 
 }  // namespace
 }  // namespace tomo::core
+
+namespace tomo::core {
+namespace {
+
+// plastimatch's cone-beam geometry (simonoxen/plastimatch): `drr` places the source for
+// gantry angle a (radians) at isocenter + sad (cos a, -sin a, 0) (drr.cxx,
+// drr_render_volume); Proj_matrix::set (proj_matrix.cxx) takes nrm = unit(cam - tgt),
+// plt = nrm x vup, pup = plt x nrm, the panel centre at cam - sid nrm, and
+// drr_render_volume_perspective puts pixel (row r, column c) at
+// centre + (c - ic[0]) ps[0] prt + (r - ic[1]) ps[1] pdn with prt = -plt, pdn = -pup
+// (vup, default (0, 0, 1), points towards the top row, so rows run down). Its projection
+// matrix (intrinsic diag(1/ps[0], 1/ps[1], 1/sid) times the extrinsic [-plt; -pup; -nrm]
+// with translations plt.tgt, pup.tgt, nrm.tgt + sad) gives column ic[0] + x/w and row
+// ic[1] + y/w, which is what `fdk` samples. Our conversion (docs/geometry.md):
+// theta = -a - pi/2, source_origin = sad, origin_detector = sid - sad,
+// offset_u = (ic[0] - (C-1)/2) ps[0], offset_v = (ic[1] - (R-1)/2) ps[1], rows and
+// columns both reversed, everything moved by -isocenter.
+struct PlastimatchPanel {
+  Vec3 cam, center, prt, pdn;
+};
+
+PlastimatchPanel PlastimatchDrrPanel(double a, const Vec3& isocenter, double sad, double sid) {
+  const Vec3 vup = {0, 0, 1};
+  const Vec3 cam = isocenter + Vec3{sad * std::cos(a), -sad * std::sin(a), 0};
+  const Vec3 nrm = Normalized(cam - isocenter);
+  const Vec3 plt = Normalized(Cross(nrm, vup));
+  const Vec3 pup = Normalized(Cross(plt, nrm));
+  return {cam, cam - sid * nrm, -1.0 * plt, -1.0 * pup};
+}
+
+TEST(GeometryConversionTest, PlastimatchDrrIsOurConeWithNegatedAnglesAndBothAxesReversed) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::vector<double> gantry = TestAngles(random);
+  const double sad = 1000, sid = 1630;
+  const int64_t columns = 7, rows = 4;           // plastimatch's detector_resolution (c, r)
+  const double ps_column = 0.8, ps_row = 1.15;   // ps[0], ps[1] (mm)
+  std::uniform_real_distribution<double> shift(-3.0, 3.0);
+  // ic[0] (column) and ic[1] (row) off the panel centre, as `drr -c` allows.
+  const double ic_column = 0.5 * (columns - 1) + shift(random);
+  const double ic_row = 0.5 * (rows - 1) + shift(random);
+  const Vec3 isocenter = {12.5, -7.25, 3.0};
+  FanConeOptions options;
+  options.detector = {rows, columns, ps_row, ps_column,
+                      (ic_column - 0.5 * (columns - 1)) * ps_column,
+                      (ic_row - 0.5 * (rows - 1)) * ps_row};
+  options.source_origin_mm = sad;
+  options.origin_detector_mm = sid - sad;
+  for (const double a : gantry) options.angles_rad.push_back(-a - kPi / 2);
+  auto geometry = MakeCircularCone(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status();
+  for (size_t i = 0; i < gantry.size(); ++i) {
+    const PlastimatchPanel panel = PlastimatchDrrPanel(gantry[i], isocenter, sad, sid);
+    ExpectNear(geometry->views()[i].source, panel.cam - isocenter);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < columns; ++c) {
+        const Vec3 theirs = panel.center + ((c - ic_column) * ps_column) * panel.prt +
+                            ((r - ic_row) * ps_row) * panel.pdn;
+        ExpectNear(geometry->PixelPosition(static_cast<int64_t>(i),
+                                           static_cast<double>(rows - 1 - r),
+                                           static_cast<double>(columns - 1 - c)),
+                   theirs - isocenter);
+      }
+    }
+  }
+}
+
+TEST(GeometryConversionTest, PlastimatchProjectionMatrixSendsOurPixelsToTheirIndices) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::vector<double> gantry = TestAngles(random);
+  // The matrix takes sad as |cam|, so it describes the source only with the isocenter at
+  // the origin (fdk's volume is centred there).
+  const double sad = 1000, sid = 1500, ps_column = 0.388, ps_row = 0.388;
+  const int64_t columns = 9, rows = 6;
+  const double ic_column = 4.0 + 1.75, ic_row = 2.5 - 0.5;
+  FanConeOptions options;
+  options.detector = {rows, columns, ps_row, ps_column,
+                      (ic_column - 0.5 * (columns - 1)) * ps_column,
+                      (ic_row - 0.5 * (rows - 1)) * ps_row};
+  options.source_origin_mm = sad;
+  options.origin_detector_mm = sid - sad;
+  for (const double a : gantry) options.angles_rad.push_back(-a - kPi / 2);
+  auto geometry = MakeCircularCone(options);
+  ASSERT_TRUE(geometry.ok()) << geometry.status();
+  for (size_t i = 0; i < gantry.size(); ++i) {
+    const Vec3 vup = {0, 0, 1};
+    const Vec3 cam = {sad * std::cos(gantry[i]), -sad * std::sin(gantry[i]), 0};
+    const Vec3 nrm = Normalized(cam);
+    const Vec3 plt = Normalized(Cross(nrm, vup));
+    const Vec3 pup = Normalized(Cross(plt, nrm));
+    const double cam_distance = Norm(cam);
+    // matrix = intrinsic x extrinsic, the target at the origin.
+    const auto project = [&](const Vec3& x) {
+      const double xe = -Dot(plt, x), ye = -Dot(pup, x), ze = -Dot(nrm, x) + cam_distance;
+      const double w = ze / sid;
+      return std::array<double, 2>{ic_column + (xe / ps_column) / w,
+                                   ic_row + (ye / ps_row) / w};
+    };
+    // Points along our pixel's ray (from the source through the pixel) all land on
+    // plastimatch's (column, row) of that pixel.
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t column = 0; column < columns; ++column) {
+        const Vec3 pixel = geometry->PixelPosition(static_cast<int64_t>(i),
+                                                   static_cast<double>(row),
+                                                   static_cast<double>(column));
+        const Vec3 source = geometry->views()[i].source;
+        for (const double along : {0.4, 0.6, 1.0}) {
+          const auto [c, r] = project(source + along * (pixel - source));
+          EXPECT_NEAR(c, static_cast<double>(columns - 1 - column), 1e-9);
+          EXPECT_NEAR(r, static_cast<double>(rows - 1 - row), 1e-9);
+        }
+      }
+    }
+  }
+}
+
+// plastimatch fdk's volume (fdk_util.cxx, my_create_volume): dim voxels over volume_size
+// mm per axis, voxel i at -size/2 + spacing/2 + i spacing, x fastest: our volume with
+// the same size, voxel_size = size/dim and center_mm = 0, stored the same way.
+TEST(GeometryConversionTest, PlastimatchFdkVolumeIsOurCentredVolume) {
+  const int64_t dim[3] = {17, 12, 5};
+  const double size_mm[3] = {60.0, 48.0, 21.0};
+  auto volume = VolumeGeometry::Create(
+      {dim[0], dim[1], dim[2]}, {size_mm[0] / dim[0], size_mm[1] / dim[1], size_mm[2] / dim[2]},
+      {0, 0, 0});
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  for (int axis = 0; axis < 3; ++axis) {
+    const double spacing = size_mm[axis] / static_cast<double>(dim[axis]);
+    for (int64_t index = 0; index < dim[axis]; ++index) {
+      const double theirs = -size_mm[axis] / 2 + spacing / 2 + static_cast<double>(index) * spacing;
+      const double i = static_cast<double>(index);
+      const double ours = axis == 0 ? volume->x_mm(i) : axis == 1 ? volume->y_mm(i) : volume->z_mm(i);
+      EXPECT_NEAR(ours, theirs, 1e-9) << "axis " << axis << " index " << index;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tomo::core

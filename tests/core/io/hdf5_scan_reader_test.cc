@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -137,6 +138,180 @@ TEST(Hdf5ScanReaderTest, RefusalsNameTheFileAndTheDataset) {
   H5Fclose(H5Fcreate(empty.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   info = InspectHdf5Scan(empty, Hdf5Layout::kAutomatic, "empty.h5");
   EXPECT_THAT(info.status().message(), HasSubstr("neither /exchange/data"));
+}
+
+// A chunked dataset of the given shape that holds no written chunk: libhdf5 stores only its
+// metadata, so a file of a few kilobytes can declare any shape.
+void DeclareDataset(hid_t parent, const char* name, std::vector<hsize_t> dims,
+                    hid_t type = H5T_STD_U16LE) {
+  std::vector<hsize_t> chunk(dims.size(), 1);
+  hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(properties, static_cast<int>(chunk.size()), chunk.data());
+  hid_t dataset = H5Dcreate2(parent, name, type, space, H5P_DEFAULT, properties, H5P_DEFAULT);
+  ASSERT_GE(dataset, 0) << name;
+  H5Dclose(dataset);
+  H5Pclose(properties);
+  H5Sclose(space);
+}
+
+// Both calls refuse the file with `code`, naming `words`, and never crash.
+void ExpectRefused(const std::string& path, absl::StatusCode code, const std::string& words) {
+  absl::StatusOr<Hdf5ScanInfo> info = InspectHdf5Scan(path, Hdf5Layout::kAutomatic, "up.h5");
+  EXPECT_EQ(info.status().code(), code) << info.status();
+  EXPECT_THAT(info.status().message(), HasSubstr(words));
+  absl::StatusOr<Hdf5Scan> scan = ReadHdf5Scan(path, Hdf5Layout::kAutomatic, "up.h5");
+  EXPECT_EQ(scan.status().code(), code) << scan.status();
+  EXPECT_THAT(scan.status().message(), HasSubstr(words));
+}
+
+// Hostile uploads: shapes read from the file are bounded before anything is allocated,
+// and each refusal names the file, the dataset, the value and the limit.
+TEST(Hdf5ScanReaderTest, AbsurdShapesAreRefusedBeforeAllocation) {
+  const hsize_t huge = hsize_t{1} << 62;
+  {  // NXtomo declaring 2^62 frames and as many image keys (read at inspection).
+    const std::string path = TempPath("frames.nx");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t link = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(link, 1);
+    hid_t detector =
+        H5Gcreate2(file, "/entry/instrument/detector", link, H5P_DEFAULT, H5P_DEFAULT);
+    DeclareDataset(detector, "data", {huge, 5, 7});
+    DeclareDataset(detector, "image_key", {huge}, H5T_STD_I32LE);
+    H5Gclose(detector);
+    H5Pclose(link);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kInvalidArgument,
+                  "up.h5: /entry/instrument/detector/data declares 4611686018427387904 frames, "
+                  "above the limit of 4194304");
+  }
+  {  // Data Exchange frames of 2^40 rows.
+    const std::string path = TempPath("rows.h5");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t exchange = H5Gcreate2(file, "exchange", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    DeclareDataset(exchange, "data", {3, hsize_t{1} << 40, 7});
+    H5Gclose(exchange);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kInvalidArgument,
+                  "up.h5: /exchange/data declares 1099511627776 rows per frame, above the limit "
+                  "of 65536");
+  }
+  {  // An angle list of 2^62 values.
+    const std::string path = TempPath("theta.h5");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t exchange = H5Gcreate2(file, "exchange", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    DeclareDataset(exchange, "data", {3, 5, 7});
+    DeclareDataset(exchange, "theta", {huge}, H5T_IEEE_F64LE);
+    H5Gclose(exchange);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kInvalidArgument,
+                  "/exchange/theta declares 4611686018427387904 values, above the limit");
+  }
+  {  // Many more flat frames than projections (all held at once).
+    const std::string path = TempPath("flats.h5");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t exchange = H5Gcreate2(file, "exchange", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    DeclareDataset(exchange, "data", {3, 5, 7});
+    DeclareDataset(exchange, "data_white", {4000000, 5, 7});
+    H5Gclose(exchange);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kInvalidArgument,
+                  "up.h5: 4000000 flat frames, above the limit of 256 (the larger of 256 and the "
+                  "3 projections)");
+  }
+  {  // Within every per-axis bound, but far too many samples for one read.
+    const std::string path = TempPath("samples.h5");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t exchange = H5Gcreate2(file, "exchange", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    DeclareDataset(exchange, "data", {4194304, 65536, 65536});
+    H5Gclose(exchange);
+    H5Fclose(file);
+    absl::StatusOr<Hdf5ScanInfo> info = InspectHdf5Scan(path, Hdf5Layout::kAutomatic, "up.h5");
+    ASSERT_TRUE(info.ok()) << info.status();  // the caller compares it with its geometry
+    EXPECT_EQ(info->rows, 65536);
+    absl::StatusOr<Hdf5Scan> scan = ReadHdf5Scan(path, Hdf5Layout::kAutomatic, "up.h5");
+    EXPECT_EQ(scan.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(scan.status().message(), HasSubstr("exceed the limit of 68719476736 samples"));
+  }
+}
+
+TEST(Hdf5ScanReaderTest, WrongRankTypeAndMissingPartsAreRefused) {
+  {  // 2D projections.
+    const std::string path = TempPath("rank.h5");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t exchange = H5Gcreate2(file, "exchange", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    DeclareDataset(exchange, "data", {5, 7});
+    H5Gclose(exchange);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kInvalidArgument,
+                  "up.h5: /exchange/data is 2-dimensional; expected 3");
+  }
+  {  // Strings where samples belong.
+    const std::string path = TempPath("type.h5");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t exchange = H5Gcreate2(file, "exchange", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t text = H5Tcopy(H5T_C_S1);
+    H5Tset_size(text, 16);
+    DeclareDataset(exchange, "data", {3, 5, 7}, text);
+    H5Tclose(text);
+    H5Gclose(exchange);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kInvalidArgument,
+                  "up.h5: /exchange/data holds no numbers");
+  }
+  {  // NXtomo without its image keys.
+    const std::string path = TempPath("nokeys.nx");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t link = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(link, 1);
+    hid_t detector =
+        H5Gcreate2(file, "/entry/instrument/detector", link, H5P_DEFAULT, H5P_DEFAULT);
+    DeclareDataset(detector, "data", {3, 5, 7});
+    H5Gclose(detector);
+    H5Pclose(link);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kNotFound,
+                  "no /entry/instrument/detector/image_key");
+  }
+  {  // No angles: read, and said so (the runner refuses angles_from_file then).
+    std::mt19937_64 random(2);
+    const std::string path = TempPath("noangles.h5");
+    testing::WriteDataExchange(path, RandomCounts(3, random), Array3D(), Array3D(), {});
+    absl::StatusOr<Hdf5Scan> scan = ReadHdf5Scan(path, Hdf5Layout::kAutomatic, "up.h5");
+    ASSERT_TRUE(scan.ok()) << scan.status();
+    EXPECT_FALSE(scan->info.has_angles);
+    EXPECT_TRUE(scan->angles_deg.empty());
+  }
+}
+
+// A valid file cut short at several places: refused (NOT_FOUND or INVALID_ARGUMENT), never a
+// crash, and the file name in the message.
+TEST(Hdf5ScanReaderTest, TruncatedFilesAreRefused) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::string whole = TempPath("whole.h5");
+  testing::WriteDataExchange(whole, RandomCounts(6, random), RandomCounts(2, random),
+                             RandomCounts(1, random), {0, 30, 60, 90, 120, 150});
+  std::string bytes;
+  {
+    std::ifstream in(whole, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(bytes.size(), 1000u);
+  std::vector<size_t> cuts = {8, 100, 512, bytes.size() / 2, bytes.size() - 1};
+  cuts.push_back(std::uniform_int_distribution<size_t>(1, bytes.size() - 1)(random));
+  for (const size_t cut : cuts) {
+    const std::string path = TempPath("cut.h5");
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(),
+                                                                  static_cast<std::streamsize>(cut));
+    absl::StatusOr<Hdf5Scan> scan = ReadHdf5Scan(path, Hdf5Layout::kAutomatic, "cut.h5");
+    ASSERT_FALSE(scan.ok()) << "cut at " << cut;
+    EXPECT_TRUE(scan.status().code() == absl::StatusCode::kNotFound ||
+                scan.status().code() == absl::StatusCode::kInvalidArgument)
+        << scan.status();
+    EXPECT_THAT(scan.status().message(), HasSubstr("cut.h5"));
+  }
 }
 
 }  // namespace
