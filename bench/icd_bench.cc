@@ -485,6 +485,7 @@ int Main(int argc, char** argv) {
     options.prior = DefaultQggmrfPrior(volume);
     options.prior.sigma = sigma;
     options.prior.c = c;
+    options.columns_per_step = 1;  // the literature's MVU; --columns-per-step runs the product's
     IcdCudaTuning tuning;
     tuning.kernel = kernels.front();
     tuning.steps_per_launch = steps_per_launch;

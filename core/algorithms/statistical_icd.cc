@@ -89,11 +89,14 @@ class StatisticalIcd final : public Algorithm {
                                         geometry->projection_dims(), "(views, rows, columns)"));
     const DeviceInfo device = DeviceOf(backend);
     if (device.kind == DeviceKind::kCpu && context.memory_budget_bytes > 0) {
-      const uint64_t needed = st::IcdHostBytes(request.volume, projections.dims());
+      const uint64_t needed = st::IcdHostBytes(request.volume, projections.dims(),
+                                               options->icd.columns_per_step);
       if (needed > context.memory_budget_bytes) {
         return absl::ResourceExhaustedError(absl::StrCat(
-            "icd: needs ", needed, " bytes (the volume z fastest, the residual and the "
-            "weights) but the memory budget is ", context.memory_budget_bytes, " bytes"));
+            "icd: needs ", needed, " bytes (the volume z fastest, the residual, the "
+            "weights and the partner search of columns_per_step ",
+            options->icd.columns_per_step, ") but the memory budget is ",
+            context.memory_budget_bytes, " bytes"));
       }
     }
     TOMO_ASSIGN_OR_RETURN(st::SeparableFootprintProjector projector,

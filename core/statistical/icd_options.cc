@@ -29,9 +29,14 @@ uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_di
          4 * 4 * group + kIcdStepTaskBytes * static_cast<uint64_t>(steps_per_iteration) + 4096;
 }
 
-uint64_t IcdHostBytes(const VolumeGeometry& volume, const Dims3& projection_dims) {
+uint64_t IcdHostBytes(const VolumeGeometry& volume, const Dims3& projection_dims,
+                      int columns_per_step) {
+  const uint64_t partner_search =
+      columns_per_step > 1 ? 4 * static_cast<uint64_t>(volume.size().x * volume.size().y) *
+                                 static_cast<uint64_t>(projection_dims.d0)
+                           : 0;
   return 4 * static_cast<uint64_t>(volume.voxel_count()) +
-         2 * 4 * static_cast<uint64_t>(projection_dims.count());
+         2 * 4 * static_cast<uint64_t>(projection_dims.count()) + partner_search;
 }
 
 }  // namespace tomo::core::statistical

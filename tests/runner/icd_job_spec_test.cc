@@ -55,6 +55,8 @@ TEST(IcdJobSpecTest, DocumentedDefaultsAndOptions) {
             core::statistical::DefaultNeighbourWeights({0.5, 0.5, 0.6}));
   EXPECT_TRUE(icd.start_from_fdk);
   EXPECT_EQ(icd.flat_field_photons, 1e4);
+  // The schedule is not a JobSpec field: the product runs the fastest measured one.
+  EXPECT_EQ(icd.icd.columns_per_step, 3);
 
   pb::JobSpec spec = IcdSpec();
   pb::StatisticalIcdOptions* given = spec.mutable_algorithm()->mutable_icd();

@@ -43,6 +43,7 @@ IcdOptions Options(const VolumeGeometry& volume, GroupingMode grouping, int64_t 
   options.prior.sigma = 3e-4;
   options.prior.c = 1.0;
   options.grouping = grouping;
+  options.columns_per_step = 1;  // the literature's MVU and SVU; tests name other values
   return options;
 }
 

@@ -34,7 +34,10 @@ TEST(IcdOptionsTest, DeviceBytesCountTheResidentArrays) {
   const uint64_t arrays = 4ull * 512 * 512 * 512 + 2ull * 4 * 391 * 386 * 1024;
   EXPECT_GE(bytes, arrays + kIcdStepTaskBytes * steps);
   EXPECT_LT(bytes, arrays + kIcdStepTaskBytes * steps + (16ull << 20));  // the rest is small
-  EXPECT_EQ(IcdHostBytes(volume, projections), arrays);
+  EXPECT_EQ(IcdHostBytes(volume, projections, 1), arrays);
+  // Several columns per step: the partner search's detector ranges, 4 bytes per (x, y)
+  // column and view (410 MB here).
+  EXPECT_EQ(IcdHostBytes(volume, projections, 3), arrays + 4ull * 512 * 512 * 391);
   const VolumeGeometry half =
       VolumeGeometry::Create({512, 512, 256}, {0.415, 0.415, 0.3}, {}).value();
   EXPECT_LT(IcdDeviceBytes(half, projections, steps), bytes);

@@ -64,6 +64,7 @@ IcdOptions Options(const VolumeGeometry& volume, GroupingMode grouping, int64_t 
   options.prior.sigma = 3e-4;  // as in icd_cpu_test.cc, for the test case's dose
   options.prior.c = 1.0;
   options.grouping = grouping;
+  options.columns_per_step = 1;  // the literature's MVU and SVU; tests name other values
   return options;
 }
 
