@@ -67,8 +67,9 @@ ViewRange ViewPart(int64_t views, int64_t parts, int64_t part);
 
 class SeveralDevicesResidentOperators final : public ResidentOperators {
  public:
-  // devices: the parts, device 0 first; at least one, none null (INVALID_ARGUMENT
-  // otherwise). Each must outlive nothing of this object's: this object owns them.
+  // devices: one ResidentOperators per device, device 0 first; at least one, none null
+  // (INVALID_ARGUMENT otherwise). This object owns them; the Backends that made them must
+  // outlive it.
   static absl::StatusOr<std::unique_ptr<SeveralDevicesResidentOperators>> Create(
       std::vector<std::unique_ptr<ResidentOperators>> devices);
 

@@ -7,7 +7,7 @@
 // Tolerance: the several-devices run differs from one device's by the order in which the
 // back projection adds the views (per device, then the devices' sums) and the dots add
 // their terms; those float32 roundings (about 1e-7 of a voxel's value per back projection)
-// pass through the iterations. The images must agree to Tolerance(kind) of the image's maximum,
+// pass through the iterations. The images must agree to Tolerance() of the image's maximum,
 // far below what an iteration changes (the first iterations move the image by tens of
 // percent, a broken reduction by as much).
 #include <cmath>
@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 #include "core/algorithms/reconstruction.h"
@@ -26,8 +27,17 @@ namespace tomo::core {
 namespace {
 
 // CPU devices differ from one by float rounding alone; CUDA ones may also sample a part
-// of the views with another kernel than all of them (cuda_resident_operators.h).
-double Tolerance(const std::string& kind) { return kind == "cpu" ? 1e-5 : 1e-4; }
+// of the views with another kernel than all of them (cuda_resident_operators.h). The FBP
+// start on several CUDA devices is FDK cut into z-slabs, whose back projection computes
+// voxel positions in float32 from each slab's own geometry (filtered_back_projection.h:
+// up to about 1e-3 of the peak against the unsplit run): the start itself differs by that
+// much, and the few iterations after it keep most of it.
+double Tolerance(const std::string& kind, const AlgorithmOptions& options) {
+  if (kind == "cpu") return 1e-5;
+  const auto* sirt = std::get_if<SirtOptions>(&options);
+  if (sirt != nullptr && sirt->iterative.initial_from_fbp) return 1e-3;
+  return 1e-4;
+}
 
 // max |a - b| / max |b|.
 double RelativeMax(const Array3D& a, const Array3D& b) {
@@ -91,7 +101,7 @@ TEST_P(SeveralDevicesIterativeTest, MatchesOneDevice) {
   std::printf("%s on %d %s devices: max difference from one device %.3g of the maximum; "
               "relative error against the phantom %.4f (one device %.4f)\n",
               method.name.c_str(), count, kind.c_str(), difference, error_several, error_one);
-  EXPECT_LE(difference, Tolerance(kind));
+  EXPECT_LE(difference, Tolerance(kind, method.options));
   // And a reconstruction, not a copy of a failure: closer to the phantom than zero.
   EXPECT_LT(error_several, 0.9);
 }
