@@ -54,7 +54,8 @@ ABSL_FLAG(uint64_t, tenant_max_spool_bytes, 0,
           "quota; 0: no limit");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM server certificate (chain) for TLS; with --tls_key_file, tomod speaks TLS only "
-          "(see docs/security.md; scripts/dev-certs makes development ones)");
+          "(see docs/security.md; scripts/dev-certs makes development ones); read again, with "
+          "the key and client CA, on SIGHUP");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA certificate(s): when set, every client must present a certificate signed by "

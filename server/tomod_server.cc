@@ -239,10 +239,9 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
     const ServerOptions& options, core::AlgorithmRegistry registry) {
   TOMO_RETURN_IF_ERROR(
       CheckListenAddress(options.listen, options.tls.tls(), options.allow_insecure_remote));
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (options.tls.tls() || options.tls.mutual()) {
-    TOMO_ASSIGN_OR_RETURN(credentials, MakeServerCredentials(options.tls));
-  }
+  // Checked here, before anything starts; served from the spool's copy (tls_reload.h).
+  const bool tls = options.tls.tls() || options.tls.mutual();
+  if (tls) TOMO_RETURN_IF_ERROR(ReadServerTls(options.tls).status());
   if (options.metrics_port != 0 && !IsLoopbackHost(options.metrics_host) &&
       !options.allow_insecure_remote) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -284,6 +283,13 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(
   server->registry_ = std::move(registry);
   server->tokens_ = std::move(tokens);
   TOMO_ASSIGN_OR_RETURN(server->spool_, Spool::Open(options.spool_dir));
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (tls) {
+    // In the spool, which this tomod holds (Spool::Open locked it).
+    TOMO_ASSIGN_OR_RETURN(server->tls_,
+                          ReloadableTls::Create(options.tls, server->spool_->root() + "/tls"));
+    credentials = server->tls_->credentials();
+  }
   // Two halves of --spool_reserve_bytes: one given back when a job database write fails
   // for want of space while tomod runs, the other only at a start on a full disk, so that
   // the database still opens and recovers after the first half was used up.
@@ -502,6 +508,11 @@ absl::Status TomodServer::ReloadTokens() {
   return tokens_->Reload();
 }
 
+absl::Status TomodServer::ReloadTls() {
+  if (tls_ == nullptr) return absl::OkStatus();
+  return tls_->Reload();
+}
+
 namespace {
 
 // protobuf's own messages (e.g. a request string that is not UTF-8, which any client can
@@ -540,6 +551,7 @@ absl::Status RunServer(const ServerOptions& options) {
       if (sigwait(&signals, &signal_number) != 0 || stopped.load()) return;
       if (signal_number == SIGHUP) {
         server->ReloadTokens().IgnoreError();  // logged; the table in force stays
+        server->ReloadTls().IgnoreError();     // logged; the certificates in force stay
         continue;
       }
       if (count++ == 0) {

@@ -3,7 +3,8 @@
 // tomod_metrics.h) when metrics_port is set; and RunServer(), the daemon's whole life.
 //
 // Security (docs/security.md): with tls.cert_file and tls.key_file the server speaks TLS,
-// with tls.client_ca_file mutual TLS; plain-text gRPC is served only on loopback addresses
+// with tls.client_ca_file mutual TLS (ReloadTls reads the files again on SIGHUP, served
+// from a copy in <spool>/tls: security/tls_reload.h); plain-text gRPC is served only on loopback addresses
 // (127.0.0.0/8, ::1, localhost) and unix sockets unless allow_insecure_remote is set. With
 // tokens_file, every RPC but the health service's needs a bearer token (ReloadTokens reads
 // the file again; RunServer calls it on SIGHUP); tokens and client certificates name the
@@ -51,6 +52,7 @@
 #include "core/devices/devices.h"
 #include "server/jobs/job_manager.h"
 #include "server/security/tls_credentials.h"
+#include "server/security/tls_reload.h"
 #include "server/security/tokens_file.h"
 #include "runner/job_spec.h"
 #include "server/telemetry/metrics_http.h"
@@ -179,6 +181,9 @@ class TomodServer {
   // Reads --tokens_file again (TokensFile::Reload: a bad file keeps the table in force,
   // logged); OK without a tokens file. Thread-safe.
   absl::Status ReloadTokens();
+  // Reads the TLS files again (ReloadableTls::Reload: files that do not pass keep the
+  // certificates in force, logged); OK without TLS. Thread-safe.
+  absl::Status ReloadTls();
   // The metrics port bound (0: metrics off).
   int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
   TomodMetrics& metrics() { return *metrics_; }
@@ -198,6 +203,7 @@ class TomodServer {
   core::AlgorithmRegistry registry_;
   std::unique_ptr<TomodMetrics> metrics_ = std::make_unique<TomodMetrics>();
   std::unique_ptr<TokensFile> tokens_;  // null without --tokens_file
+  std::unique_ptr<ReloadableTls> tls_;   // null without TLS; outlives server_
   std::unique_ptr<Spool> spool_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<ReconstructionService> service_;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
@@ -59,8 +60,7 @@ std::vector<Cert> Certificates(const std::string& pem) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const ServerTlsFiles& files) {
+absl::StatusOr<ServerTlsPem> ReadServerTls(const ServerTlsFiles& files) {
   if (files.cert_file.empty() != files.key_file.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         files.cert_file.empty() ? "--tls_key_file" : "--tls_cert_file",
@@ -103,16 +103,24 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         absl::StrCat("--tls_cert_file=", files.cert_file,
                      ": the certificate is not valid yet; clients would refuse it"));
   }
-  grpc::SslServerCredentialsOptions options;
-  options.pem_key_cert_pairs.push_back({key_pem, cert_pem});
+  ServerTlsPem pem{std::move(cert_pem), std::move(key_pem), ""};
   if (files.mutual()) {
-    TOMO_ASSIGN_OR_RETURN(std::string ca_pem,
-                          ReadFile("--tls_client_ca_file", files.client_ca_file));
-    if (Certificates(ca_pem).empty()) {
+    TOMO_ASSIGN_OR_RETURN(pem.client_ca, ReadFile("--tls_client_ca_file", files.client_ca_file));
+    if (Certificates(pem.client_ca).empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--tls_client_ca_file=", files.client_ca_file, ": holds no PEM certificate"));
     }
-    options.pem_root_certs = ca_pem;
+  }
+  return pem;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerTlsFiles& files) {
+  TOMO_ASSIGN_OR_RETURN(ServerTlsPem pem, ReadServerTls(files));
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({pem.private_key, pem.cert_chain});
+  if (files.mutual()) {
+    options.pem_root_certs = pem.client_ca;
     options.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   } else {

@@ -39,6 +39,16 @@ struct ServerTlsFiles {
   bool mutual() const { return !client_ca_file.empty(); }
 };
 
+// The files' contents, checked as above.
+struct ServerTlsPem {
+  std::string cert_chain;
+  std::string private_key;
+  std::string client_ca;  // empty: no client certificates
+};
+absl::StatusOr<ServerTlsPem> ReadServerTls(const ServerTlsFiles& files);
+
+// Credentials serving the files as they are now (tomod serves them through ReloadableTls,
+// tls_reload.h, so that SIGHUP can replace them).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const ServerTlsFiles& files);
 

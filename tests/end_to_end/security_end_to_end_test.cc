@@ -40,6 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace v1 = ::tomoserve::v1;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -454,6 +455,48 @@ TEST_F(SecurityTest, SighupReloadsTheTokensAndABadFileKeepsThemInForce) {
     EXPECT_EQ(Client(lab_b_).ListJobs().status().code(), absl::StatusCode::kUnauthenticated);
   }
   EXPECT_THAT(ReadFileOrEmpty(tomod_log()), HasSubstr("mode 0644"));
+}
+
+// SIGHUP reads the TLS files again: a certificate of another CA replaces the first for new
+// connections; a key that is not the certificate's keeps the one in force.
+TEST_F(SecurityTest, SighupReloadsTheTlsCertificateAndABadOneKeepsItInForce) {
+  const std::string other_ca = dir() + "/other/ca.crt";
+  const auto lists = [this](const std::string& ca) {
+    // A new client: a new channel, so a new handshake.
+    return client::TomoClient(server(), Options(lab_a_, "", ca)).ListJobs().status();
+  };
+  ASSERT_TRUE(lists(Cert("ca.crt")).ok());
+  EXPECT_EQ(lists(other_ca).code(), absl::StatusCode::kUnavailable);
+  fs::copy_file(Cert("server.key"), Cert("first.key"));
+  const auto replace = [this](const std::string& from, const std::string& name) {
+    fs::copy_file(from, Cert(name + ".next"), fs::copy_options::overwrite_existing);
+    fs::rename(Cert(name + ".next"), Cert(name));
+  };
+  replace(dir() + "/other/server.crt", "server.crt");
+  replace(dir() + "/other/server.key", "server.key");
+  SignalDaemon(SIGHUP);
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!lists(other_ca).ok() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(lists(other_ca).ok()) << lists(other_ca);
+  EXPECT_EQ(lists(Cert("ca.crt")).code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ReadFileOrEmpty(tomod_log()), HasSubstr("\"event\":\"tls_reload\""));
+
+  // The first key with the other certificate: refused, the other certificate stays.
+  replace(Cert("first.key"), "server.key");
+  SignalDaemon(SIGHUP);
+  deadline = absl::Now() + absl::Seconds(20);
+  while (!absl::StrContains(ReadFileOrEmpty(tomod_log()), "TLS not reloaded") &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(ReadFileOrEmpty(tomod_log()),
+              AllOf(HasSubstr("TLS not reloaded"), HasSubstr("is not the key of the certificate")));
+  absl::SleepFor(absl::Seconds(2));  // past the watcher's next read
+  EXPECT_TRUE(lists(other_ca).ok()) << lists(other_ca);
+  // The private copy holds the key unreadable to others.
+  struct stat copy {};
+  ASSERT_EQ(::stat((spool_dir() + "/tls").c_str(), &copy), 0);
+  EXPECT_EQ(copy.st_mode & 0777, 0700u);
 }
 
 TEST_F(SecurityTest, ATokensFileOthersMayReadIsRefusedAtStart) {

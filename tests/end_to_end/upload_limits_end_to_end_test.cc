@@ -4,8 +4,12 @@
 // uploads in progress are bounded by --max_uploads_per_client; and a SIGTERM during a CPU
 // cone-beam run stops tomod within the documented bound.
 #include <grpcpp/grpcpp.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -105,7 +110,7 @@ class RawUpload {
 };
 
 class UploadLimitsTest : public DaemonTest {
- protected:
+ public:  // for the helpers below
   void Restart(const std::vector<std::string>& flags) {
     stub_.reset();
     client_.reset();
@@ -223,52 +228,63 @@ TEST_F(UploadLimitsTest, AnUploadReservesTheSpoolAsItsBytesArriveNotItsDeclaredS
   WaitForUploading(0);
 }
 
-// 200 uploads that send their spec and 4 KiB and then stall hold no thread of tomod's each
-// (before, each held its ChunkWriter's 3 threads until reaped: about 600 more): tomod's
-// thread count falls back to within 20 of what it was before they came. The idle reaper
-// still ends every one of them, and an upload after them succeeds.
-TEST_F(UploadLimitsTest, StalledUploadsHoldNoThreadAndAreStillReaped) {
-  constexpr int kStalled = 200;
+// `count` uploads of `views` x 4 KiB that send their spec and 4 KiB and then stall hold no
+// thread of tomod's each (before, each held its writer's threads until reaped: 3 for a
+// ChunkWriter, 8 for a MappedFileWriter): tomod's thread count falls back to within 20 of
+// what it was before they came. The idle reaper still ends every one of them, and an
+// upload after them succeeds. extra_flags go to tomod.
+void StalledUploadsHoldNoThread(UploadLimitsTest& test, int count, uint32_t views,
+                                const std::vector<std::string>& extra_flags) {
   constexpr int kSlack = 20;
   std::mt19937_64 random(std::random_device{}());
-  Restart({"--devices=cpu", "--upload_idle_timeout=15s", "--max_uploads_per_client=250"});
-  // A first upload and its job make tomod start whatever it starts on first use.
+  std::vector<std::string> flags = {"--devices=cpu", "--upload_idle_timeout=15s",
+                                    absl::StrCat("--max_uploads_per_client=", count + 10)};
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  test.Restart(flags);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  v1::Reconstruction::Stub& stub = *test.stub_;
+  // A first upload and its job make tomod start whatever it starts on first use (random
+  // bytes: the job may fail on a value that is not finite, which does not matter here).
   {
-    RawUpload first(*stub_, WideSpec(16), absl::Seconds(30));
+    RawUpload first(stub, WideSpec(16), absl::Seconds(30));
     for (int i = 0; i < 16; ++i) ASSERT_TRUE(first.Send(4096, random));
     const grpc::Status status = first.End();
     ASSERT_TRUE(status.ok()) << status.error_message();
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    absl::StatusOr<v1::Job> job = client_->GetJob(first.response().job().id());
-    while (job.ok() && job->state() != v1::JOB_STATE_SUCCEEDED && absl::Now() < deadline) {
+    absl::StatusOr<v1::Job> job = test.client_->GetJob(first.response().job().id());
+    while (job.ok() && !client::IsFinal(job->state()) && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(20));
-      job = client_->GetJob(first.response().job().id());
+      job = test.client_->GetJob(first.response().job().id());
     }
     ASSERT_TRUE(job.ok()) << job.status();
-    ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error();
+    ASSERT_TRUE(client::IsFinal(job->state())) << job->DebugString();
   }
   absl::SleepFor(absl::Seconds(1));
-  const int before = TomodThreads();
+  const int before = test.TomodThreads();
   ASSERT_GT(before, 0);
+  const uint64_t spool_before = test.SpoolUsedBytes();  // the first job's files
 
   std::vector<std::unique_ptr<RawUpload>> stalled;
-  for (int i = 0; i < kStalled; ++i) {
-    stalled.push_back(std::make_unique<RawUpload>(*stub_, WideSpec(16), absl::Seconds(60)));
+  for (int i = 0; i < count; ++i) {
+    stalled.push_back(std::make_unique<RawUpload>(stub, WideSpec(views), absl::Seconds(60)));
     ASSERT_TRUE(stalled.back()->Send(4096, random)) << "upload " << i;
   }
   const absl::Time last_sent = absl::Now();
-  WaitForUploading(kStalled);
-  int threads = TomodThreads();
+  test.WaitForUploading(count);
+  int threads = test.TomodThreads();
   int most = threads;
   while (threads >= before + kSlack && absl::Now() < last_sent + absl::Seconds(8)) {
     absl::SleepFor(absl::Milliseconds(50));
-    threads = TomodThreads();
+    threads = test.TomodThreads();
     most = std::max(most, threads);
   }
   EXPECT_LT(threads, before + kSlack)
-      << kStalled << " stalled uploads: tomod runs " << threads << " threads, "
-      << before << " before them (at most " << most << " meanwhile)";
-  EXPECT_EQ(JobsIn(v1::JOB_STATE_UPLOADING), static_cast<size_t>(kStalled))
+      << count << " stalled uploads: tomod runs " << threads << " threads, " << before
+      << " before them (at most " << most << " meanwhile)";
+  std::printf("tomod's threads: %d before %d stalled uploads of %u views, %d with them (at "
+              "most %d)\n",
+              before, count, views, threads, most);
+  EXPECT_EQ(test.JobsIn(v1::JOB_STATE_UPLOADING), static_cast<size_t>(count))
       << "uploads were ended before the count was taken";
 
   // The reaper ends them all after --upload_idle_timeout.
@@ -278,14 +294,38 @@ TEST_F(UploadLimitsTest, StalledUploadsHoldNoThreadAndAreStillReaped) {
     EXPECT_NE(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
   }
   stalled.clear();
-  WaitForUploading(0);
-  EXPECT_EQ(SpoolUsedBytes(), 0u);
+  test.WaitForUploading(0);
+  EXPECT_EQ(test.SpoolUsedBytes(), spool_before);
 
-  RawUpload after(*stub_, WideSpec(64), absl::Seconds(30));
+  RawUpload after(stub, WideSpec(64), absl::Seconds(30));
   for (int i = 0; i < 64; ++i) ASSERT_TRUE(after.Send(4096, random)) << "chunk " << i;
   const grpc::Status committed = after.End();
   EXPECT_TRUE(committed.ok()) << committed.error_message();
   EXPECT_EQ(after.response().job().state(), v1::JOB_STATE_QUEUED);
+}
+
+// 200 small uploads (each written by a ChunkWriter: 3 threads each before).
+TEST_F(UploadLimitsTest, StalledUploadsHoldNoThreadAndAreStillReaped) {
+  StalledUploadsHoldNoThread(*this, 200, 16, {});
+}
+
+// 60 uploads declaring 64 MiB into a spool on tmpfs (each written through a
+// MappedFileWriter: 8 threads each before).
+TEST_F(UploadLimitsTest, LargeStalledUploadsOnATmpfsSpoolHoldNoThread) {
+  struct statfs shm {};
+  if (::statfs("/dev/shm", &shm) != 0 || shm.f_type != TMPFS_MAGIC) {
+    GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  }
+  const std::string spool = absl::StrCat("/dev/shm/tomo-e2e-stalled-", ::getpid());
+  absl::Cleanup remove_spool = [this, &spool] {
+    stub_.reset();
+    client_.reset();
+    channel_.reset();
+    EXPECT_EQ(StopDaemon(), 0);
+    std::error_code ignored;
+    std::filesystem::remove_all(spool, ignored);
+  };
+  StalledUploadsHoldNoThread(*this, 60, 16384, {"--spool_dir=" + spool});
 }
 
 // One client's uploads in progress are bounded; ending one makes room for the next.
