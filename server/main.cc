@@ -106,11 +106,12 @@ ABSL_FLAG(std::string, multi_device_jobs, "off",
           "--multi_device_min_voxels voxels whose algorithm splits its work over devices "
           "(today FDK: fbp on a cone-beam or vector geometry) also takes the other devices of "
           "its kind that are idle when it starts, less one for each job still queued; it keeps "
-          "them until it ends and never waits for more (docs/architecture.md, Scheduler)");
+          "them until it ends and never waits for more (docs/architecture.md, The scheduler)");
 ABSL_FLAG(uint64_t, multi_device_min_voxels, tomo::server::kDefaultMultiDeviceMinVoxels,
           "smallest volume, in voxels (x * y * z), of a job that --multi_device_jobs=idle lets "
-          "take several devices; the default is 512^3, below which a second device's own "
-          "copy of the projections costs about what it saves");
+          "take several devices; the default, 512^3, keeps jobs that one GPU finishes in "
+          "moments on one device (each further device first needs its own copy of the "
+          "projections)");
 ABSL_FLAG(int32_t, metrics_port, tomo::server::kDefaultMetricsPort,
           "serve Prometheus metrics at http://<--metrics_host>:<port>/metrics; 0: off");
 ABSL_FLAG(std::string, metrics_host, "127.0.0.1",

@@ -28,8 +28,8 @@ namespace tomo::server {
 
 enum class MultiDeviceJobs { kOff, kIdle };
 
-// 2^27 voxels (512^3): below that a reconstruction takes well under a second on one GPU,
-// and the second device's own copy of the projections and filtering would eat the gain.
+// 2^27 voxels (512^3): smaller jobs finish in moments on one GPU, and each further device
+// first needs its own copy of the projections. Not yet measured on several GPUs.
 inline constexpr uint64_t kDefaultMultiDeviceMinVoxels = uint64_t{1} << 27;
 
 struct MultiDevicePolicy {

@@ -184,7 +184,6 @@ std::shared_ptr<std::atomic<bool>> Scheduler::StartRunLocked(const std::vector<s
     ids.push_back(options_.devices[d].id);
     next.add_devices(options_.devices[d].id);
     worker_slots_[d].busy = true;
-    if (d != devices.front()) worker_slots_[d].lent_to = record.job.id();
   }
   next.set_attempts(next.attempts() + 1);
   SetTimestamp(next.mutable_started(), absl::Now());
@@ -446,10 +445,7 @@ void Scheduler::RunJob(const std::vector<size_t>& devices, const std::string& id
     // Fetches that hold the volume keep it; from the commit on, FindResult gives the file.
     record.being_written.reset();
     --running_;
-    for (size_t d : devices) {
-      worker_slots_[d].busy = false;
-      worker_slots_[d].lent_to.clear();
-    }
+    for (size_t d : devices) worker_slots_[d].busy = false;
     pb::Job next = record.job;
     SetTimestamp(next.mutable_finished(), absl::Now());
     std::string message;

@@ -19,8 +19,7 @@
 //
 // Several devices for one job (multi_device_policy.h, tomod's --multi_device_jobs): when a
 // worker takes a job that the policy lets take more devices, it also takes idle workers'
-// slots (same device kind, in index order), marking them busy and lent to the job under
-// the lock, and runs the job on all their backends from its own thread (ExecuteJob with
+// slots (same device kind, in index order), marking them busy under the lock, and runs the job on all their backends from its own thread (ExecuteJob with
 // several backends; Fdk drives each backend from a thread of its own). A lent worker's
 // thread stays asleep: a busy slot takes no queued job and follows no upload. At the
 // job's end (any end: success, failure, cancel, a stop that requeues it) the worker frees
@@ -108,8 +107,9 @@ class Scheduler {
  private:
   // A worker's state as the uploads and the queue see it.
   struct WorkerSlot {
-    bool busy = false;  // running a job, lent to one, or following an upload
-    std::string lent_to;  // the job of several devices this one runs for (busy then)
+    // Running a job (this worker's own, or one of another worker's that took this device
+    // too), or following an upload.
+    bool busy = false;
     std::string follow_id;  // the upload to follow, until the worker picks it up
     std::shared_ptr<UploadFeed> feed;  // while following
   };

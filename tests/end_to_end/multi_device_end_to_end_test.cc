@@ -3,8 +3,8 @@
 // two jobs run side by side, one device each; with it on a large FDK job takes every idle
 // device (GetJob and `tomo status` list them) and reconstructs what one device does, a
 // small one keeps one device and leaves the other to a second job; the metrics count runs
-// by their number of devices; a cancelled or drained multi-device job gives all its
-// devices back; a bad flag value is refused naming the flag, the value and the choices.
+// by their number of devices; a cancelled, drained or crashed multi-device job gives all
+// its devices back; a bad flag value is refused naming the flag, the value and the choices.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,9 +32,10 @@ using ::testing::UnorderedElementsAre;
 
 class MultiDeviceTest : public DaemonTest {
  protected:
-  // Restarts tomod with these flags and the metrics on a free port.
-  void Restart(std::vector<std::string> flags) {
-    ASSERT_EQ(StopDaemon(), 0);
+  // Restarts tomod with these flags and the metrics on a free port (after stopping it
+  // with SIGTERM unless it was killed).
+  void Restart(std::vector<std::string> flags, bool killed = false) {
+    if (!killed) ASSERT_EQ(StopDaemon(), 0);
     metrics_port_ = FreeLoopbackPort();
     flags.push_back(absl::StrCat("--metrics_port=", metrics_port_));
     // The CPU workers never follow uploads under the default; said here so that every job
@@ -176,9 +177,9 @@ TEST_F(MultiDeviceTest, LargeJobTakesEveryIdleDeviceAndReconstructsWhatOneDevice
   ASSERT_EQ(served.size(), expected.size());
   const auto [difference, peak] = MaxDifference(served, expected);
   EXPECT_GT(peak, 0.1f);
-  // The slabs are computed as the one-device run computes them (bit for bit on the CPU);
-  // the bound leaves room for a different summation order only.
+  // The slabs are computed as the one-device run computes them: bit for bit on the CPU.
   EXPECT_LE(difference, 1e-6f * peak);
+  EXPECT_TRUE(served == expected) << "largest difference " << difference;
 
   std::map<std::string, double> metrics = Scrape();
   EXPECT_EQ(metrics["tomod_job_runs_total{devices=\"3\"}"], 1);
@@ -215,7 +216,7 @@ TEST_F(MultiDeviceTest, SmallJobKeepsOneDeviceAndLeavesTheOtherToASecondJob) {
   EXPECT_EQ(metrics.count("tomod_job_runs_total{devices=\"2\"}"), 0u);
 }
 
-TEST_F(MultiDeviceTest, CancelledAndDrainedMultiDeviceJobsGiveAllTheirDevicesBack) {
+TEST_F(MultiDeviceTest, CancelledDrainedAndCrashedMultiDeviceJobsGiveAllTheirDevicesBack) {
   const std::vector<std::string> flags = {"--devices=cpu,cpu:1", "--multi_device_jobs=idle",
                                           "--multi_device_min_voxels=1000",
                                           "--drain_timeout=0s"};
@@ -223,7 +224,7 @@ TEST_F(MultiDeviceTest, CancelledAndDrainedMultiDeviceJobsGiveAllTheirDevicesBac
   ASSERT_FALSE(HasFatalFailure());
   // Long enough on two CPU workers to be caught running.
   const std::string phantom =
-      MakePhantom("long", 161, 720, {"--geometry", "cone", "--voxel-size", "0.6"});
+      MakePhantom("long", 81, 360, {"--geometry", "cone", "--voxel-size", "0.9"});
   auto running = [](const v1::Job& job) { return job.state() == v1::JOB_STATE_RUNNING; };
 
   // Cancelled while running on both devices: both are free for the next job.
@@ -258,6 +259,21 @@ TEST_F(MultiDeviceTest, CancelledAndDrainedMultiDeviceJobsGiveAllTheirDevicesBac
   EXPECT_EQ(job.attempts(), 1u);
   EXPECT_THAT(job.devices(), UnorderedElementsAre("cpu", "cpu:1"));
   EXPECT_EQ(Scrape()["tomod_devices_busy"], 0);
+
+  // Killed during its run, as a crash: queued again at the start (the run counted), and
+  // run on both devices anew.
+  const std::string crashed = Submit(phantom);
+  job = WaitUntil(crashed, running);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(job.devices(), SizeIs(2));
+  KillDaemon();
+  Restart(flags, /*killed=*/true);
+  ASSERT_FALSE(HasFatalFailure());
+  job = WaitForEnd(crashed);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error();
+  EXPECT_EQ(job.attempts(), 2u);
+  EXPECT_THAT(job.devices(), UnorderedElementsAre("cpu", "cpu:1"));
+  EXPECT_THAT(FileBytes(tomod_log()), HasSubstr("queued again: tomod stopped during run 1"));
 }
 
 TEST_F(MultiDeviceTest, BadPolicyIsRefusedNamingTheFlagTheValueAndTheChoices) {
