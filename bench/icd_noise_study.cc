@@ -211,7 +211,7 @@ std::vector<std::pair<double, double>> ParsePriors(const std::string& text) {
 
 absl::Status WritePng(const std::string& path, const std::vector<const Array3D*>& volumes,
                       const core::VolumeGeometry& geometry) {
-  const core::DisplayWindow window{0.015, 0.025};  // the phantom's brain, per mm
+  const core::DisplayWindow window{0.002, 0.007};  // the phantom's brain contrasts, per mm
   constexpr int64_t kGap = 3;
   std::vector<std::vector<core::GreyImage>> rows;
   int64_t width = 0, height = 0;
