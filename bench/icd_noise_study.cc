@@ -262,7 +262,10 @@ int Main(int argc, char** argv) {
   int64_t iterations = 8;
   std::string priors_text = "1e-3:0.1", png_path;
   bool per_iteration_order = false, restart = false;
-  app.add_option("--size", size, "volume nx,ny,nz")->delimiter(',')->expected(3)->capture_default_str();
+  app.add_option("--size", size, "volume nx,ny,nz")
+      ->delimiter(',')
+      ->expected(3)
+      ->capture_default_str();
   app.add_option("--dz", dz, "slice thickness, mm")->capture_default_str();
   app.add_option("--views", views, "views over 360 degrees")->capture_default_str();
   app.add_option("--photons", photons, "photons per unattenuated pixel")->capture_default_str();
@@ -302,7 +305,8 @@ int Main(int argc, char** argv) {
   cone.angles_rad = core::UniformAnglesRad(views, 0, 2 * kPi);
   const core::VectorGeometry geometry = core::MakeCircularCone(cone).value();
   const double radius = phantom_fill * 0.5 * dx * std::min(size[0], size[1]);
-  std::vector<core::Ellipsoid> ellipsoids = core::EllipsoidPhantom::SheppLogan3D(radius).ellipsoids();
+  std::vector<core::Ellipsoid> ellipsoids =
+      core::EllipsoidPhantom::SheppLogan3D(radius).ellipsoids();
   for (core::Ellipsoid& e : ellipsoids) e.density *= 0.02;
   const core::EllipsoidPhantom phantom(std::move(ellipsoids));
 
@@ -358,7 +362,8 @@ int Main(int argc, char** argv) {
     Array3D current = fdk->Clone();
     t0 = std::chrono::steady_clock::now();
     auto observe = [&](int64_t iteration, const Array3D& x) {
-      PrintMetrics(absl::StrCat("ICD sigma ", sigma, " c ", c, " it ", iteration), Measure(x, truth, mask, stride));
+      PrintMetrics(absl::StrCat("ICD sigma ", sigma, " c ", c, " it ", iteration),
+                   Measure(x, truth, mask, stride));
     };
     absl::StatusOr<IcdResult> result;
     if (!one_run_per_iteration) {

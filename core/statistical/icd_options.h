@@ -15,8 +15,9 @@
 // voxels are updated together from the same residual. With columns_per_step > 1 a column
 // is visited together with partner columns whose footprints never meet its own
 // (UpdateSchedule, update_schedule.h; the partners are found once, from the seed's order),
-// their groups in the same steps. Each voxel update is the exact minimiser over r >= 0 of the data term (a
-// quadratic in r: theta1 (r - x) + theta2 (r - x)^2 / 2) plus the symmetric-bound quadratic
+// their groups in the same steps. Each voxel update is the exact minimiser over r >= 0 of
+// the data term (a quadratic in r: theta1 (r - x) + theta2 (r - x)^2 / 2) plus the
+// symmetric-bound quadratic
 // surrogate of the prior at the current values (qggmrf_math.h): a closed form, clipped at
 // 0. It never raises f (for p = 2; see QggmrfCoefficients for p < 2), so f decreases
 // monotonically over the iterations.
