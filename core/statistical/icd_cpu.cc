@@ -81,7 +81,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
                                             const Array3D& weights,
                                             const Array3D* start_volume,
                                             const IcdOptions& options,
-                                            const RunContext& context) {
+                                            const RunContext& context,
+                                            const IcdVolumeObserver& observe) {
   const auto setup_start = std::chrono::steady_clock::now();
   TOMO_ASSIGN_OR_RETURN(IcdProblem problem,
                         PrepareIcdProblem(projector, line_integrals, weights, start_volume,
@@ -121,7 +122,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
   double neighbour_values[26], neighbour_weights[26];
   for (int64_t iteration = 1; iteration <= options.iterations; ++iteration) {
     const auto start = std::chrono::steady_clock::now();
-    for (int64_t step = 0; step < schedule.num_steps(); ++step) {
+    for (const int64_t step :
+         schedule.IterationStepOrder(options.column_order_seed, iteration)) {
       TOMO_RETURN_IF_ERROR(context.CheckCancelled(
           absl::StrCat("icd / iteration ", iteration, " / column (",
                        schedule.StepBegin(step)->column % n.x, ", ",
@@ -211,6 +213,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
     update.relative_residual = record.relative_residual;
     update.cost = record.cost;
     context.Report(update);
+    if (observe) observe(iteration, VolumeFromZFastest(problem.volume, n));
   }
   result.volume = VolumeFromZFastest(problem.volume, n);
   return result;

@@ -19,6 +19,9 @@
 //                         ReconstructIcdCpu(projector, y, w, nullptr, options, context));
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "absl/status/statusor.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
@@ -26,6 +29,10 @@
 #include "core/statistical/separable_footprint.h"
 
 namespace tomo::core::statistical {
+
+// Called after each iteration with its number (from 1) and the volume (z, y, x), for
+// studies of the iterates (bench/icd_noise_study.cc).
+using IcdVolumeObserver = std::function<void(int64_t iteration, const Array3D& volume)>;
 
 // line_integrals y and weights w are (view, row, column) as the projector's
 // projection_dims(); start_volume (z, y, x) or null for zeros. Errors: PrepareIcdProblem's,
@@ -35,6 +42,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCpu(const SeparableFootprintProjector& p
                                             const Array3D& weights,
                                             const Array3D* start_volume,
                                             const IcdOptions& options,
-                                            const RunContext& context);
+                                            const RunContext& context,
+                                            const IcdVolumeObserver& observe = nullptr);
 
 }  // namespace tomo::core::statistical

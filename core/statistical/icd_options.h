@@ -9,12 +9,15 @@
 // (core/statistical/statistical_weights.h), R the q-GGMRF prior (qggmrf_prior.h).
 //
 // One iteration visits every (x, y) column of the volume once, in a random order drawn
-// from column_order_seed (the same order for every iteration), and within a column every
-// group of ZVoxelGroups in turn; a group's voxels are updated together from the same
-// residual. With columns_per_step > 1 a column is visited together with partner columns
-// whose footprints never meet its own (UpdateSchedule, update_schedule.h), their groups in
-// the same steps. Each voxel update is the exact minimiser over r >= 0 of the data term (a
-// quadratic in r: theta1 (r - x) + theta2 (r - x)^2 / 2) plus the symmetric-bound quadratic
+// from column_order_seed and the iteration's number (a new order every iteration: with
+// one order for all, ICD kept errors constant along z in each column, UpdateSchedule::
+// IterationStepOrder), and within a column every group of ZVoxelGroups in turn; a group's
+// voxels are updated together from the same residual. With columns_per_step > 1 a column
+// is visited together with partner columns whose footprints never meet its own
+// (UpdateSchedule, update_schedule.h; the partners are found once, from the seed's order),
+// their groups in the same steps. Each voxel update is the exact minimiser over r >= 0 of
+// the data term (a quadratic in r: theta1 (r - x) + theta2 (r - x)^2 / 2) plus the
+// symmetric-bound quadratic
 // surrogate of the prior at the current values (qggmrf_math.h): a closed form, clipped at
 // 0. It never raises f (for p = 2; see QggmrfCoefficients for p < 2), so f decreases
 // monotonically over the iterations.

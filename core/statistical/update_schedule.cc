@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <numeric>
+#include <random>
 #include <utility>
 
 #include "core/base/parallel_for.h"
@@ -142,8 +144,28 @@ UpdateSchedule UpdateSchedule::Make(const SeparableFootprintProjector& projector
       schedule.step_offsets_.push_back(static_cast<int64_t>(schedule.groups_.size()));
       schedule.max_step_voxels_ = std::max(schedule.max_step_voxels_, voxels);
     }
+    schedule.set_offsets_.push_back(schedule.num_steps());
   }
   return schedule;
+}
+
+std::vector<int64_t> UpdateSchedule::IterationStepOrder(uint64_t seed, int64_t iteration) const {
+  std::vector<int64_t> sets(static_cast<size_t>(num_sets()));
+  std::iota(sets.begin(), sets.end(), 0);
+  // splitmix64 of (seed, iteration): unrelated streams for neighbouring seeds and iterations.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(iteration + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  std::mt19937_64 random(z ^ (z >> 31));
+  std::shuffle(sets.begin(), sets.end(), random);
+  std::vector<int64_t> steps;
+  steps.reserve(static_cast<size_t>(num_steps()));
+  for (int64_t set : sets) {
+    for (int64_t step = SetFirstStep(set); step < SetFirstStep(set + 1); ++step) {
+      steps.push_back(step);
+    }
+  }
+  return steps;
 }
 
 }  // namespace tomo::core::statistical

@@ -64,9 +64,22 @@ class UpdateSchedule {
   // Columns updated with at least one partner.
   int64_t paired_columns() const { return paired_columns_; }
 
+  // A set is one column with its partners: its steps, [SetFirstStep(i), SetFirstStep(i + 1)),
+  // update its columns' groups g = 0, 1, ... in turn.
+  int64_t num_sets() const { return static_cast<int64_t>(set_offsets_.size()) - 1; }
+  int64_t SetFirstStep(int64_t i) const { return set_offsets_[static_cast<size_t>(i)]; }
+
+  // The steps of iteration `iteration` (from 1) in the order it visits them: the sets in a
+  // permutation drawn from (seed, iteration), a new one every iteration, each set's steps in
+  // order. A new order every iteration matters: with one order for all iterations ICD left
+  // errors constant along z in each column (z-stripes) that further iterations barely
+  // removed, and its cost fell more slowly (bench/NOTES.md, icd-noise-study).
+  std::vector<int64_t> IterationStepOrder(uint64_t seed, int64_t iteration) const;
+
  private:
   std::vector<ScheduledGroup> groups_;
   std::vector<int64_t> step_offsets_{0};
+  std::vector<int64_t> set_offsets_{0};
   int64_t max_step_voxels_ = 0;
   int64_t paired_columns_ = 0;
 };

@@ -128,18 +128,26 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   const Size3 n = host.size;
   const VolumeGeometry& volume = projector.volume();
 
-  // The steps of an iteration (only the first step_limit when benchmarking a partial one).
+  // The steps of an iteration (only the first step_limit when benchmarking a partial one),
+  // in the iteration's order (UpdateSchedule::IterationStepOrder, as the CPU reference): a
+  // new task list every iteration, uploaded before its first launch.
   const int64_t steps = tuning.step_limit > 0 ? std::min(tuning.step_limit, schedule.num_steps())
                                               : schedule.num_steps();
   std::vector<IcdStepTask> tasks(static_cast<size_t>(steps));
-  for (int64_t i = 0; i < steps; ++i) {
-    IcdStepTask& task = tasks[static_cast<size_t>(i)];
-    for (cuda::IcdGroupTask& g : task.groups) g = {0, 0, 1, 0};
-    int slot = 0;
-    for (const ScheduledGroup* g = schedule.StepBegin(i); g != schedule.StepEnd(i); ++g) {
-      task.groups[slot++] = {g->column, g->first_slice, g->stride, g->size};
+  auto fill_tasks = [&](int64_t iteration) {
+    const std::vector<int64_t> order =
+        schedule.IterationStepOrder(options.column_order_seed, iteration);
+    for (int64_t i = 0; i < steps; ++i) {
+      IcdStepTask& task = tasks[static_cast<size_t>(i)];
+      for (cuda::IcdGroupTask& g : task.groups) g = {0, 0, 1, 0};
+      int slot = 0;
+      const int64_t step = order[static_cast<size_t>(i)];
+      for (const ScheduledGroup* g = schedule.StepBegin(step); g != schedule.StepEnd(step); ++g) {
+        task.groups[slot++] = {g->column, g->first_slice, g->stride, g->size};
+      }
     }
-  }
+  };
+  fill_tasks(1);
 
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
   static_assert(sizeof(IcdStepTask) == kIcdStepTaskBytes, "IcdDeviceBytes counts the tasks");
@@ -276,6 +284,14 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   const int64_t total = static_cast<int64_t>(tasks.size());
   for (int64_t iteration = 1; iteration <= options.iterations; ++iteration) {
     const auto start = std::chrono::steady_clock::now();
+    if (iteration > 1) {
+      // The previous iteration's kernels are done (the stream was synchronised after them),
+      // so the tasks can be rewritten and copied now.
+      fill_tasks(iteration);
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_tasks.get(), tasks.data(),
+                                                tasks.size() * sizeof(IcdStepTask),
+                                                cudaMemcpyHostToDevice, s));
+    }
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.cursor, 0, sizeof(unsigned), s));
     int64_t done = 0;
     int64_t batch = 0;

@@ -110,6 +110,57 @@ TEST(UpdateScheduleTest, StepsCoverEveryVoxelOnceWithZeroCorrelation) {
   }
 }
 
+// IterationStepOrder: every step once per iteration, each set's steps together and in
+// order (a column's groups in turn), the same order for the same (seed, iteration), a new
+// order for the next iteration and for another seed.
+TEST(UpdateScheduleTest, EachIterationVisitsTheSetsInANewOrder) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  FanConeOptions cone;
+  cone.detector = {23, 61, 0.9, 0.7, 0.3, 0};
+  cone.source_origin_mm = 70;
+  cone.origin_detector_mm = 50;
+  cone.angles_rad = UniformAnglesRad(29, 0.05, 2 * M_PI);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({24, 22, 10}, {0.55, 0.6, 0.45}, {0.2, -0.1, 0}).value();
+  const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
+  const ZVoxelGroups groups = ZVoxelGroups::Find(sf, GroupingMode::kMultiVoxel);
+  const UpdateSchedule schedule =
+      UpdateSchedule::Make(sf, groups, ShuffledColumns(24 * 22, random), 3);
+  ASSERT_GT(schedule.num_sets(), 1);
+  ASSERT_EQ(schedule.SetFirstStep(schedule.num_sets()), schedule.num_steps());
+  const uint64_t order_seed = random();
+  std::vector<int64_t> set_of(static_cast<size_t>(schedule.num_steps()));
+  for (int64_t set = 0; set < schedule.num_sets(); ++set) {
+    for (int64_t s = schedule.SetFirstStep(set); s < schedule.SetFirstStep(set + 1); ++s) {
+      set_of[static_cast<size_t>(s)] = set;
+    }
+  }
+  std::vector<std::vector<int64_t>> orders;
+  for (int64_t iteration = 1; iteration <= 3; ++iteration) {
+    const std::vector<int64_t> order = schedule.IterationStepOrder(order_seed, iteration);
+    EXPECT_EQ(order, schedule.IterationStepOrder(order_seed, iteration));
+    ASSERT_EQ(static_cast<int64_t>(order.size()), schedule.num_steps());
+    std::vector<int> seen(order.size(), 0);
+    for (size_t i = 0; i < order.size(); ++i) {
+      ++seen[static_cast<size_t>(order[i])];
+      const int64_t set = set_of[static_cast<size_t>(order[i])];
+      if (i > 0 && set == set_of[static_cast<size_t>(order[i - 1])]) {
+        EXPECT_EQ(order[i], order[i - 1] + 1);  // a set's steps in order
+      } else {
+        EXPECT_EQ(order[i], schedule.SetFirstStep(set));
+      }
+    }
+    for (int s : seen) ASSERT_EQ(s, 1);
+    orders.push_back(order);
+  }
+  EXPECT_NE(orders[0], orders[1]);
+  EXPECT_NE(orders[1], orders[2]);
+  EXPECT_NE(orders[0], schedule.IterationStepOrder(order_seed + 1, 1));
+}
+
 // The literature's circular cone (source-detector 1147.7 mm, source-axis 647.7 mm, 391 views
 // over 360 degrees, pixels 0.384 x 0.755 mm, voxels 0.415 x 0.415 x 0.3 mm) on a 20 x 330
 // detector and a 161 x 158 x 9 volume (66 mm wide: partners must be tens of mm apart), the
