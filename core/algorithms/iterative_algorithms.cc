@@ -90,6 +90,10 @@ class IterativeAlgorithm final : public Algorithm {
     return std::move(result.volume);
   }
 
+  bool SplitsOverBackends(const ReconstructionRequest& request) const override {
+    return SharedAmongDevices(request);
+  }
+
   // Several backends: one SeveralDevicesResidentOperators over their ResidentOperators, the
   // views split among them; one backend, or a geometry not shared (SharedAmongDevices):
   // Run on the first.

@@ -58,6 +58,10 @@ class FbpAlgorithm final : public Algorithm {
   }
   // Fdk's stream; 2D parallel FBP (small sinograms, its own exact-transpose pair) and Radon
   // FBP are not streamed.
+  // Fdk's slabs go to one thread per backend.
+  bool SplitsOverBackends(const ReconstructionRequest& request) const override {
+    return SlabbedGeometry(request) != nullptr;
+  }
   bool StreamsViews(const ReconstructionRequest& request) const override {
     return SlabbedGeometry(request) != nullptr;
   }
@@ -114,6 +118,11 @@ absl::StatusOr<std::unique_ptr<ViewStream>> Algorithm::BeginViewStream(
 uint64_t AlgorithmRegistry::MinimumDeviceBytes(const ReconstructionRequest& request) const {
   const auto found = algorithms_.find(AlgorithmName(request.algorithm));
   return found == algorithms_.end() ? 0 : found->second->MinimumDeviceBytes(request);
+}
+
+bool AlgorithmRegistry::SplitsOverBackends(const ReconstructionRequest& request) const {
+  const auto found = algorithms_.find(AlgorithmName(request.algorithm));
+  return found != algorithms_.end() && found->second->SplitsOverBackends(request);
 }
 
 bool AlgorithmRegistry::StreamsViews(const ReconstructionRequest& request) const {

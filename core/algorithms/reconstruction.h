@@ -65,6 +65,11 @@ class Algorithm {
   virtual uint64_t MinimumDeviceBytes(const ReconstructionRequest& /*request*/) const {
     return 0;
   }
+  // Whether RunOnBackends shares this request's work among several backends (false: it runs
+  // on the first alone); tomod gives several devices only to jobs that use them.
+  virtual bool SplitsOverBackends(const ReconstructionRequest& /*request*/) const {
+    return false;
+  }
   // Whether BeginViewStream can take this request's views as they arrive (tomod then
   // reconstructs while the upload runs). false by default.
   virtual bool StreamsViews(const ReconstructionRequest& /*request*/) const { return false; }
@@ -93,6 +98,8 @@ class AlgorithmRegistry {
                                         const RunContext& context) const;
   // Algorithm::MinimumDeviceBytes of the request's algorithm; 0 when none is registered.
   uint64_t MinimumDeviceBytes(const ReconstructionRequest& request) const;
+  // Algorithm::SplitsOverBackends of the request's algorithm; false when none is registered.
+  bool SplitsOverBackends(const ReconstructionRequest& request) const;
   // Algorithm::StreamsViews / BeginViewStream of the request's algorithm (false /
   // INVALID_ARGUMENT naming the known algorithms when none is registered).
   bool StreamsViews(const ReconstructionRequest& request) const;

@@ -28,11 +28,9 @@ size_t ExtraDevicesForJob(const MultiDevicePolicy& policy, const MultiDeviceCand
 MultiDeviceCandidate CandidateOf(const ValidatedJob& job, const core::AlgorithmRegistry& registry) {
   MultiDeviceCandidate candidate;
   candidate.voxels = static_cast<uint64_t>(job.request.volume.dims().count());
-  // fbp splits its run over backends for exactly the geometries it also streams: both are
-  // Fdk's (core/algorithms/reconstruction.cc). Every other algorithm runs on the first
-  // backend it is given (Algorithm::RunOnBackends' default).
-  candidate.splits = core::AlgorithmName(job.request.algorithm) == "fbp" &&
-                     registry.StreamsViews(job.request);
+  // The core says which runs share their work among devices (fbp's Fdk slabs; sirt, sart,
+  // os_sart and cgls on vector geometries); the others run on the first backend given.
+  candidate.splits = registry.SplitsOverBackends(job.request);
   return candidate;
 }
 

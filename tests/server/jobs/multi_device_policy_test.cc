@@ -66,7 +66,7 @@ TEST(MultiDevicePolicyTest, IdleKeepsSmallOrNonSplittingJobsOnOneDevice) {
   EXPECT_EQ(ExtraDevicesForJob(idle, {min_voxels * 100, false}, 3, 0), 0u);
 }
 
-TEST(MultiDevicePolicyTest, CandidateCountsVoxelsAndSplitsOnlyFdk) {
+TEST(MultiDevicePolicyTest, CandidateCountsVoxelsAndSplitsWhatTheCoreShares) {
   const core::AlgorithmRegistry registry = core::AlgorithmRegistry::WithBuiltins();
   // A cone-beam FDK job of an odd, non-cubic volume: Fdk splits it into z-slabs.
   tomoserve::v1::JobSpec cone = SmallConeSpec(36, 18, 30, 16);
@@ -79,19 +79,30 @@ TEST(MultiDevicePolicyTest, CandidateCountsVoxelsAndSplitsOnlyFdk) {
   EXPECT_EQ(candidate.voxels, 21u * 17u * 11u);
   EXPECT_TRUE(candidate.splits);
 
-  // SIRT on the same geometry runs on the first device it is given.
+  // SIRT and CGLS on the same geometry split their views among the devices
+  // (SeveralDevicesResidentOperators).
   tomoserve::v1::JobSpec sirt = cone;
   sirt.mutable_algorithm()->mutable_sirt()->set_iterations(3);
   absl::StatusOr<ValidatedJob> iterative = ValidateJobSpec(sirt, {});
   ASSERT_TRUE(iterative.ok()) << iterative.status();
-  EXPECT_FALSE(CandidateOf(*iterative, registry).splits);
+  EXPECT_TRUE(CandidateOf(*iterative, registry).splits);
+  tomoserve::v1::JobSpec cgls = cone;
+  cgls.mutable_algorithm()->mutable_cgls()->set_iterations(3);
+  absl::StatusOr<ValidatedJob> conjugate = ValidateJobSpec(cgls, {});
+  ASSERT_TRUE(conjugate.ok()) << conjugate.status();
+  EXPECT_TRUE(CandidateOf(*conjugate, registry).splits);
 
-  // 2D parallel-beam FBP is not split either.
+  // 2D parallel-beam FBP is not split, nor is SIRT on it (one slice: nothing to share).
   absl::StatusOr<ValidatedJob> parallel = ValidateJobSpec(SmallSpec(40, 30, 24), {});
   ASSERT_TRUE(parallel.ok()) << parallel.status();
   candidate = CandidateOf(*parallel, registry);
   EXPECT_FALSE(candidate.splits);
   EXPECT_EQ(candidate.voxels, 24u * 24u);
+  tomoserve::v1::JobSpec parallel_sirt = SmallSpec(40, 30, 24);
+  parallel_sirt.mutable_algorithm()->mutable_sirt()->set_iterations(3);
+  absl::StatusOr<ValidatedJob> parallel_iterative = ValidateJobSpec(parallel_sirt, {});
+  ASSERT_TRUE(parallel_iterative.ok()) << parallel_iterative.status();
+  EXPECT_FALSE(CandidateOf(*parallel_iterative, registry).splits);
 }
 
 }  // namespace

@@ -215,8 +215,8 @@ TEST_F(MultiDeviceSchedulingTest, SmallOrNonSplittingJobsKeepOneDevice) {
   const std::string small = Submit(15);  // 3375 voxels, under 4096
   pb::Job job = WaitForState(small, pb::JOB_STATE_RUNNING);
   EXPECT_THAT(job.devices(), SizeIs(1));
-  // Another small job takes a second device while the first runs; SIRT (run on the
-  // first backend only) takes the third, large as it is.
+  // Another small job takes a second device while the first runs; SIRT, large and able to
+  // share its views, finds only the third idle and takes it alone.
   const std::string other = Submit(15);
   job = WaitForState(other, pb::JOB_STATE_RUNNING);
   EXPECT_THAT(job.devices(), SizeIs(1));
