@@ -1,8 +1,9 @@
 // Fuzzes the HDF5 scan reader (libhdf5 beneath it) on an uploaded file's bytes: the layout
 // inspection tomod makes before it accepts a job, then, when the projections are small (as
 // the job's geometry bounds them before tomod reads), the whole read. libhdf5 opens files by
-// name, so the bytes go into one memory file (memfd) opened as /proc/self/fd/N.
-#include <sys/mman.h>
+// name (and cannot open a memfd's /proc/self/fd/N), so the bytes go into one file per
+// process under /dev/shm (memory) or $TMPDIR, rewritten for every input and removed at exit.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,12 +22,20 @@ void Require(bool condition, const char* what) {
   std::abort();
 }
 
-// The memory file, made once per process and rewritten for every input.
-const std::string& MemoryFile() {
+// The scratch file, made once per process.
+const std::string& ScratchFile() {
   static const std::string path = [] {
-    const int fd = memfd_create("hdf5_scan_fuzz", 0);
-    Require(fd >= 0, "memfd_create");
-    return "/proc/self/fd/" + std::to_string(fd);
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string pattern = access("/dev/shm", W_OK) == 0 ? "/dev/shm"
+                          : tmpdir != nullptr          ? tmpdir
+                                                       : "/tmp";
+    pattern += "/hdf5_scan_fuzz_XXXXXX";
+    const int fd = mkstemp(pattern.data());
+    Require(fd >= 0, "mkstemp");
+    close(fd);
+    static std::string made = pattern;
+    std::atexit([] { unlink(made.c_str()); });
+    return pattern;
   }();
   return path;
 }
@@ -40,15 +49,16 @@ bool Refusal(const absl::Status& status) {
 }  // namespace
 
 int FuzzHdf5Scan(const uint8_t* data, size_t size) {
-  const std::string& path = MemoryFile();
-  const int fd = std::stoi(path.substr(path.rfind('/') + 1));
-  Require(ftruncate(fd, 0) == 0, "ftruncate");
+  const std::string& path = ScratchFile();
+  const int fd = open(path.c_str(), O_WRONLY | O_TRUNC);
+  Require(fd >= 0, "open the scratch file");
   size_t written = 0;
   while (written < size) {
-    const ssize_t n = pwrite(fd, data + written, size - written, static_cast<off_t>(written));
-    Require(n > 0, "pwrite");
+    const ssize_t n = write(fd, data + written, size - written);
+    Require(n > 0, "write");
     written += static_cast<size_t>(n);
   }
+  close(fd);
   absl::StatusOr<core::Hdf5ScanInfo> info =
       core::InspectHdf5Scan(path, core::Hdf5Layout::kAutomatic, "fuzz.h5");
   Require(info.ok() || Refusal(info.status()),

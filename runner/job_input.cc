@@ -331,6 +331,11 @@ absl::StatusOr<JobInput> ResolveJobInput(const ValidatedJob& job, const std::str
     // The HDF5 file is the spool's first bytes (the spec's validation says so); libhdf5
     // reads it by hyperslabs, never the whole file at once.
     TOMO_RETURN_IF_ERROR(CheckJobInputHeaders(job, input_path));
+    // Everything the read below touches, read once in a child process first (the file's
+    // bytes are the same, so a file that passed reads the same way here).
+    TOMO_RETURN_IF_ERROR(core::ProbeHdf5ScanInChild(input_path, Hdf5LayoutFor(input.hdf5()),
+                                                    projection_parts.front().name,
+                                                    /*read_frames=*/true));
     TOMO_ASSIGN_OR_RETURN(core::Hdf5Scan scan,
                           core::ReadHdf5Scan(input_path, Hdf5LayoutFor(input.hdf5()),
                                              projection_parts.front().name));
@@ -435,6 +440,9 @@ absl::Status CheckJobInputHeaders(const ValidatedJob& job, const std::string& in
   TOMO_ASSIGN_OR_RETURN(const std::vector<Part> parts, Parts(input, mapped.size()));
   if (hdf5) {
     const std::string& name = parts.front().name;
+    // libhdf5 parses the uploaded file in a child first: a crash fails this job, not tomod.
+    TOMO_RETURN_IF_ERROR(core::ProbeHdf5ScanInChild(input_path, Hdf5LayoutFor(input.hdf5()),
+                                                    name, /*read_frames=*/false));
     TOMO_ASSIGN_OR_RETURN(core::Hdf5ScanInfo info,
                           core::InspectHdf5Scan(input_path, Hdf5LayoutFor(input.hdf5()), name));
     const core::Dims3 dims = core::ProjectionDims(job.request.geometry);

@@ -1,10 +1,16 @@
 #include "core/io/hdf5_scan_reader.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -12,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
@@ -63,6 +70,61 @@ bool PathExists(hid_t file, const std::string& path) {
   return !prefix.empty();
 }
 
+// Whether a dataset's type is one of the standard integer or IEEE float types, either byte
+// order. libhdf5 converts exotic layouts (a precision or bit offset that does not fill the
+// bytes, odd sizes) with code that broken files have crashed (a stack overrun in
+// H5T__bit_get_d, found by fuzz/hdf5_scan_fuzzer.cc), and detectors write the standard ones.
+bool IsStandardNumberType(hid_t type) {
+  // The predefined types are macros that open the library: listed at each call.
+  const hid_t standard[] = {
+      H5T_STD_U8LE,  H5T_STD_U8BE,  H5T_STD_I8LE,   H5T_STD_I8BE,   H5T_STD_U16LE,
+      H5T_STD_U16BE, H5T_STD_I16LE, H5T_STD_I16BE,  H5T_STD_U32LE,  H5T_STD_U32BE,
+      H5T_STD_I32LE, H5T_STD_I32BE, H5T_STD_U64LE,  H5T_STD_U64BE,  H5T_STD_I64LE,
+      H5T_STD_I64BE, H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE};
+  for (const hid_t candidate : standard) {
+    if (H5Tequal(type, candidate) > 0) return true;
+  }
+  return false;
+}
+
+// Unfiltered chunks and compact data must hold exactly the bytes their shape says: libhdf5
+// 1.10 copies a chunk's declared size out of a shorter stored one (a heap over-read found by
+// fuzz/hdf5_scan_fuzzer.cc). Compressed chunks vary in size and are left to the filters.
+absl::Status CheckStoredSize(hid_t dataset, const std::string& path, const std::string& name,
+                             size_t type_bytes) {
+  Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  if (!plist.valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": cannot read the layout of ", path));
+  }
+  const H5D_layout_t layout = H5Pget_layout(plist.get());
+  const hsize_t stored = H5Dget_storage_size(dataset);
+  if (layout == H5D_COMPACT) {
+    Handle space(H5Dget_space(dataset), H5Sclose);
+    const hssize_t points = space.valid() ? H5Sget_simple_extent_npoints(space.get()) : -1;
+    if (points < 0 || static_cast<unsigned __int128>(points) * type_bytes != stored) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": ", path, " stores ", stored, " bytes for ", points, " values of ",
+          type_bytes, " bytes"));
+    }
+  } else if (layout == H5D_CHUNKED && H5Pget_nfilters(plist.get()) == 0) {
+    hsize_t chunk[H5S_MAX_RANK] = {};
+    const int rank = H5Pget_chunk(plist.get(), H5S_MAX_RANK, chunk);
+    hsize_t chunks = 0;
+    Handle space(H5Dget_space(dataset), H5Sclose);
+    if (rank < 1 || !space.valid() || H5Dget_num_chunks(dataset, space.get(), &chunks) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": cannot read the chunks of ", path));
+    }
+    unsigned __int128 chunk_bytes = type_bytes;
+    for (int axis = 0; axis < rank; ++axis) chunk_bytes *= chunk[axis];
+    if (chunk_bytes == 0 || static_cast<unsigned __int128>(chunks) * chunk_bytes != stored) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": ", path, " stores ", stored, " bytes in ", chunks,
+          " uncompressed chunks; each should hold ", static_cast<uint64_t>(chunk_bytes)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 struct Dataset {
   Handle handle;
   std::string path;
@@ -83,6 +145,14 @@ absl::StatusOr<Dataset> OpenDataset(hid_t file, const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": ", path, " holds no numbers (HDF5 type class ", static_cast<int>(type_class),
         "); expected integer or floating-point samples"));
+  }
+  if (!IsStandardNumberType(type.get())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", path, " holds samples of an unusual ",
+        type_class == H5T_INTEGER ? "integer" : "floating-point", " type (",
+        H5Tget_size(type.get()), " bytes, precision ", H5Tget_precision(type.get()),
+        " bits, offset ", H5Tget_offset(type.get()),
+        "); supported: 8-, 16-, 32- and 64-bit integers and 32- and 64-bit IEEE floats"));
   }
   Handle space(H5Dget_space(dataset.handle.get()), H5Sclose);
   const int ndims = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
@@ -109,6 +179,7 @@ absl::StatusOr<Dataset> OpenDataset(hid_t file, const std::string& path,
           kMaxHdf5FrameSide));
     }
   }
+  TOMO_RETURN_IF_ERROR(CheckStoredSize(dataset.handle.get(), path, name, H5Tget_size(type.get())));
   return dataset;
 }
 
@@ -345,20 +416,111 @@ absl::Status ReadFrameRun(const Dataset& data, int64_t first, int64_t count,
   return absl::OkStatus();
 }
 
+// Held by every call into libhdf5 made here, and across fork() in ProbeHdf5ScanInChild: no
+// thread is then inside libhdf5, so the child finds the library's state consistent.
+std::mutex& LibraryMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// What ReadHdf5Scan reads (every frame of the layout's datasets, one at a time into one
+// buffer, and the angles), kept nowhere.
+absl::Status ReadEverythingOnce(const std::string& path, Hdf5Layout wanted,
+                                const std::string& name) {
+  TOMO_ASSIGN_OR_RETURN(Layout layout, OpenLayout(path, wanted, name));
+  const int64_t frame = layout.info.rows * layout.info.columns;
+  std::vector<float> buffer(static_cast<size_t>(frame));
+  for (const Dataset* dataset :
+       {&layout.data, layout.flats ? &*layout.flats : nullptr,
+        layout.darks ? &*layout.darks : nullptr}) {
+    if (dataset == nullptr) continue;
+    for (hsize_t f = 0; f < dataset->dims[0]; ++f) {
+      TOMO_RETURN_IF_ERROR(
+          ReadFrames(*dataset, static_cast<int64_t>(f), 1, buffer.data(), name));
+    }
+  }
+  if (layout.angles.has_value()) return ReadAnglesDeg(*layout.angles, name).status();
+  return absl::OkStatus();
+}
+
+void WriteAll(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
 }  // namespace
 
 int64_t Hdf5ReferenceFrameLimit(int64_t projections) {
   return std::max(kMinReferenceFrameLimit, projections);
 }
 
+absl::Status ProbeHdf5ScanInChild(const std::string& path, Hdf5Layout layout,
+                                  const std::string& name, bool read_frames) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat(name, ": pipe: ", std::strerror(errno)));
+  }
+  pid_t child;
+  {
+    std::lock_guard<std::mutex> lock(LibraryMutex());
+    child = fork();
+    if (child == 0) {
+      // The child: this thread only, the mutex copied locked (it calls the unlocked code).
+      close(pipe_fds[0]);
+      const absl::Status s =
+          read_frames ? ReadEverythingOnce(path, layout, name) : OpenLayout(path, layout, name).status();
+      WriteAll(pipe_fds[1], absl::StrCat(static_cast<int>(s.code()), " ", s.message()));
+      _exit(0);
+    }
+  }
+  close(pipe_fds[1]);
+  if (child < 0) {
+    close(pipe_fds[0]);
+    return absl::InternalError(absl::StrCat(name, ": fork: ", std::strerror(errno)));
+  }
+  std::string reply;
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = read(pipe_fds[0], chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    reply.append(chunk, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": libhdf5 crashed reading this file (signal ", WTERMSIG(status), ", ",
+        strsignal(WTERMSIG(status)), ", in a separate process); the file is refused"));
+  }
+  const size_t space = reply.find(' ');
+  int code = -1;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || space == std::string::npos ||
+      !absl::SimpleAtoi(reply.substr(0, space), &code) || code < 0 || code > 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": the process reading this file with libhdf5 failed (status ", status,
+        "); the file is refused"));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), reply.substr(space + 1));
+}
+
 absl::StatusOr<Hdf5ScanInfo> InspectHdf5Scan(const std::string& path, Hdf5Layout layout,
                                              const std::string& name) {
+  std::lock_guard<std::mutex> lock(LibraryMutex());
   TOMO_ASSIGN_OR_RETURN(Layout opened, OpenLayout(path, layout, name));
   return opened.info;
 }
 
 absl::StatusOr<Hdf5Scan> ReadHdf5Scan(const std::string& path, Hdf5Layout wanted,
                                       const std::string& name, int64_t views_per_read) {
+  std::lock_guard<std::mutex> lock(LibraryMutex());
   TOMO_ASSIGN_OR_RETURN(Layout layout, OpenLayout(path, wanted, name));
   views_per_read = std::max<int64_t>(1, views_per_read);
   Hdf5Scan scan;

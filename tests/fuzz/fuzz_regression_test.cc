@@ -35,8 +35,9 @@ std::vector<std::string> Seeds(const std::string& target) {
 
 using Entry = int (*)(const uint8_t*, size_t);
 
-// Returns how many inputs were run.
-int64_t Replay(const std::vector<std::string>& seeds, Entry entry) {
+// Returns how many inputs were run. flip_stride > 1 inverts every flip_stride-th byte only
+// (for targets whose every input opens a file).
+int64_t Replay(const std::vector<std::string>& seeds, Entry entry, size_t flip_stride = 1) {
   int64_t runs = 0;
   for (const std::string& seed : seeds) {
     const auto* bytes = reinterpret_cast<const uint8_t*>(seed.data());
@@ -49,7 +50,7 @@ int64_t Replay(const std::vector<std::string>& seeds, Entry entry) {
       ++runs;
     }
     std::vector<uint8_t> flipped(bytes, bytes + seed.size());
-    for (size_t i = 0; i < flipped.size(); ++i) {
+    for (size_t i = 0; i < flipped.size(); i += flip_stride) {
       flipped[i] ^= 0xff;
       entry(flipped.data(), flipped.size());
       flipped[i] ^= 0xff;
@@ -123,15 +124,62 @@ std::vector<std::string> MakeHdf5Seeds() {
 
 TEST(FuzzRegressionTest, Hdf5ScanSeedsAndMutations) {
   const std::vector<std::string> seeds = MakeHdf5Seeds();
-  const std::vector<std::string> committed = Seeds("hdf5_scan");
-  ASSERT_GE(committed.size(), 2u);
+  // The committed corpus is these files (libhdf5 writes them byte for byte the same).
+  EXPECT_EQ(Seeds("hdf5_scan").size(), seeds.size());
   for (const std::string& seed : seeds) {
     const fs::path path = fs::path(::testing::TempDir()) / "seed_check.h5";
     std::ofstream(path, std::ios::binary | std::ios::trunc) << seed;
     EXPECT_TRUE(core::ReadHdf5Scan(path.string(), core::Hdf5Layout::kAutomatic, "seed.h5").ok());
   }
-  EXPECT_GT(Replay(seeds, FuzzHdf5Scan), 2000);
-  EXPECT_GT(Replay(committed, FuzzHdf5Scan), 2000);
+  // Every third byte inverted: each input is a file libhdf5 opens (about 2 ms apiece).
+  EXPECT_GT(Replay(seeds, FuzzHdf5Scan, 3), 8000);
+}
+
+// Files the HDF5 fuzzer made libhdf5 crash on (fuzz/regressions/hdf5_scan/), refused now:
+// integer_type_of_65282_bytes.h5 (a stack overrun converting the samples, H5T__bit_get_d);
+// unfiltered_chunk_stored_short.nx and unfiltered_chunks_stored_empty.nx (heap over-reads
+// copying a chunk out of a shorter stored one, H5VM_memcpyvv).
+TEST(FuzzRegressionTest, Hdf5ScanFindingsAreRefused) {
+  const fs::path dir =
+      fs::path(TOMO_FUZZ_CORPUS_DIR).parent_path() / "regressions" / "hdf5_scan";
+  int count = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const absl::Status s =
+        core::ReadHdf5Scan(entry.path().string(), core::Hdf5Layout::kAutomatic, name).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name << ": " << s;
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr(name.rfind("integer", 0) == 0
+                                         ? "holds samples of an unusual integer type"
+                                         : "uncompressed chunks; each should hold 12"))
+        << name;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(FuzzHdf5Scan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), 0);
+    ++count;
+  }
+  EXPECT_EQ(count, 3);
+}
+
+// A file that crashes libhdf5 1.10 itself (a null copy in its metadata cache while summing
+// the root group's B-tree node, H5G__node_sumup; found by the fuzzer, no check beforehand
+// can see it): probed in a child process, the crash is the child's and comes back as the
+// file's refusal, and this process goes on. Not read in-process here: that would crash.
+TEST(FuzzRegressionTest, Hdf5ScanLibraryCrashesStayInTheChild) {
+  const fs::path dir =
+      fs::path(TOMO_FUZZ_CORPUS_DIR).parent_path() / "regressions" / "hdf5_scan_libhdf5_crashes";
+  int count = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    for (const bool read_frames : {false, true}) {
+      const absl::Status s = core::ProbeHdf5ScanInChild(
+          entry.path().string(), core::Hdf5Layout::kAutomatic, "upload.nx", read_frames);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_THAT(std::string(s.message()),
+                  ::testing::HasSubstr("upload.nx: libhdf5 crashed reading this file (signal "));
+    }
+    ++count;
+  }
+  EXPECT_GE(count, 1);
 }
 
 TEST(FuzzRegressionTest, RawStreamSeedsAndMutations) {

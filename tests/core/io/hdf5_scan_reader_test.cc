@@ -259,6 +259,21 @@ TEST(Hdf5ScanReaderTest, WrongRankTypeAndMissingPartsAreRefused) {
     ExpectRefused(path, absl::StatusCode::kInvalidArgument,
                   "up.h5: /exchange/data holds no numbers");
   }
+  {  // An integer of 3 bytes: not a standard type (libhdf5 mis-converts exotic ones).
+    const std::string path = TempPath("exotic.h5");
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t exchange = H5Gcreate2(file, "exchange", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t odd = H5Tcopy(H5T_STD_U32LE);
+    H5Tset_precision(odd, 24);
+    H5Tset_size(odd, 3);
+    DeclareDataset(exchange, "data", {3, 5, 7}, odd);
+    H5Tclose(odd);
+    H5Gclose(exchange);
+    H5Fclose(file);
+    ExpectRefused(path, absl::StatusCode::kInvalidArgument,
+                  "up.h5: /exchange/data holds samples of an unusual integer type (3 bytes, "
+                  "precision 24 bits");
+  }
   {  // NXtomo without its image keys.
     const std::string path = TempPath("nokeys.nx");
     hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -282,6 +297,29 @@ TEST(Hdf5ScanReaderTest, WrongRankTypeAndMissingPartsAreRefused) {
     EXPECT_FALSE(scan->info.has_angles);
     EXPECT_TRUE(scan->angles_deg.empty());
   }
+}
+
+// The child-process probe gives the reader's own verdicts: OK for a good file (read whole),
+// the refusal for a bad one.
+TEST(Hdf5ScanReaderTest, ProbeInAChildGivesTheReadersVerdict) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::string good = TempPath("good.h5");
+  testing::WriteDataExchange(good, RandomCounts(5, random), RandomCounts(2, random),
+                             RandomCounts(1, random), {0, 36, 72, 108, 144});
+  for (const bool read_frames : {false, true}) {
+    EXPECT_TRUE(ProbeHdf5ScanInChild(good, Hdf5Layout::kAutomatic, "good.h5", read_frames).ok());
+  }
+  const std::string bad = TempPath("bad.h5");
+  testing::WriteDataExchange(bad, RandomCounts(4, random), Array3D(), Array3D(), {1, 2, 3});
+  const absl::Status s = ProbeHdf5ScanInChild(bad, Hdf5Layout::kAutomatic, "bad.h5", true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "bad.h5: /exchange/theta has 3 angles for 4 frames of /exchange/data");
+  EXPECT_EQ(ProbeHdf5ScanInChild(TempPath("missing.h5"), Hdf5Layout::kAutomatic, "missing.h5",
+                                 false)
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 // A valid file cut short at several places: refused (NOT_FOUND or INVALID_ARGUMENT), never a
