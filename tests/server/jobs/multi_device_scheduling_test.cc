@@ -69,6 +69,8 @@ class GatedSplittingAlgorithm final : public core::Algorithm {
     return core::Array3D(request.volume.dims());
   }
   bool StreamsViews(const core::ReconstructionRequest&) const override { return true; }
+  // As the built-in fbp on these cone geometries: the policy may give it several devices.
+  bool SplitsOverBackends(const core::ReconstructionRequest&) const override { return true; }
 
  private:
   std::shared_ptr<Gate> gate_;
