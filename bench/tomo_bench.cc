@@ -905,7 +905,8 @@ int Main(int argc, char** argv) {
                "also time FDK case 1 end to end from page-locked (registered) projections");
   std::vector<int> fdk_devices;
   app.add_option("--fdk-devices", fdk_devices,
-                 "device counts for the FDK end-to-end runs (default: 1 and all devices)");
+                 "device counts for the FDK end-to-end runs (default: 1 and all devices)")
+      ->delimiter(',');
   bool fdk_stream = true;
   app.add_flag("--fdk-stream,!--no-fdk-stream", fdk_stream,
                "also time the FDK stream (views added as an upload delivers them)");
