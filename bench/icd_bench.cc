@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/central_slices_png.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/algorithms/cgls.h"
@@ -158,52 +159,8 @@ absl::StatusOr<BestIterate> RunAlgebraic(const std::string& name, bool cgls, int
   return best;
 }
 
-// The three central slices (axial, coronal, sagittal: core/io/png_preview.h, square
-// pixels) of each volume side by side, one volume per row of the image, one window for all.
-absl::Status WriteComparisonPng(const std::string& path, const std::vector<const Array3D*>& volumes,
-                                const core::VolumeGeometry& geometry) {
-  const core::DisplayWindow window{0.002, 0.007};  // the phantom's brain contrasts, per mm
-  constexpr int64_t kGap = 4;                      // black pixels between slices and rows
-  std::vector<std::vector<core::GreyImage>> rows;
-  int64_t width = 0, height = 0;
-  for (const Array3D* v : volumes) {
-    auto slices = core::RenderCentralSlices(*v, geometry, window);
-    if (!slices.ok()) return slices.status();
-    int64_t row_width = 0, row_height = 0;
-    for (const core::GreyImage& image : *slices) {
-      row_width += image.width + kGap;
-      row_height = std::max(row_height, image.height);
-    }
-    width = std::max(width, row_width);
-    height += row_height + kGap;
-    rows.push_back(std::move(*slices));
-  }
-  core::GreyImage all;
-  all.plane = "axial";
-  all.width = width;
-  all.height = height;
-  all.pixels.assign(static_cast<size_t>(width * height), 0);
-  int64_t y0 = 0;
-  for (const std::vector<core::GreyImage>& row : rows) {
-    int64_t x0 = 0, row_height = 0;
-    for (const core::GreyImage& image : row) {
-      for (int64_t y = 0; y < image.height; ++y) {
-        for (int64_t x = 0; x < image.width; ++x) {
-          all.pixels[static_cast<size_t>((y0 + y) * width + x0 + x)] =
-              image.pixels[static_cast<size_t>(y * image.width + x)];
-        }
-      }
-      x0 += image.width + kGap;
-      row_height = std::max(row_height, image.height);
-    }
-    y0 += row_height + kGap;
-  }
-  auto png = core::EncodePng(all);
-  if (!png.ok()) return png.status();
-  std::ofstream out(path, std::ios::binary);
-  out.write(png->data(), static_cast<std::streamsize>(png->size()));
-  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
-}
+// The phantom's brain contrasts, per mm.
+constexpr core::DisplayWindow kBrainWindow{0.002, 0.007};
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
@@ -714,11 +671,11 @@ int Main(int argc, char** argv) {
         std::printf("    %s (best %lld) %.4e  %.4e\n", b.name.c_str(),
                     static_cast<long long>(b.iteration), b.error, b.noise);
       }
-      const absl::Status written = WriteComparisonPng(
+      const absl::Status written = WriteCentralSlicesPng(
           png_path,
           {&truth, &*fdk, best_sweep_name.empty() ? &mvu->volume : &best_sweep_volume,
            &algebraic[0].volume, &algebraic[1].volume},
-          volume);
+          volume, kBrainWindow);
       std::printf("    slices (phantom, FDK, ICD, SIRT, CGLS): %s %s\n", png_path.c_str(),
                   written.ok() ? "" : std::string(written.message()).c_str());
     }

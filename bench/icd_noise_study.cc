@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/central_slices_png.h"
 #include "absl/strings/str_cat.h"
 #include "core/algorithms/filtered_back_projection.h"
 #include "core/base/parallel_for.h"
@@ -209,50 +210,6 @@ std::vector<std::pair<double, double>> ParsePriors(const std::string& text) {
   return out;
 }
 
-absl::Status WritePng(const std::string& path, const std::vector<const Array3D*>& volumes,
-                      const core::VolumeGeometry& geometry) {
-  const core::DisplayWindow window{0.002, 0.007};  // the phantom's brain contrasts, per mm
-  constexpr int64_t kGap = 3;
-  std::vector<std::vector<core::GreyImage>> rows;
-  int64_t width = 0, height = 0;
-  for (const Array3D* v : volumes) {
-    auto slices = core::RenderCentralSlices(*v, geometry, window);
-    if (!slices.ok()) return slices.status();
-    int64_t w = 0, h = 0;
-    for (const core::GreyImage& image : *slices) {
-      w += image.width + kGap;
-      h = std::max(h, image.height);
-    }
-    width = std::max(width, w);
-    height += h + kGap;
-    rows.push_back(std::move(*slices));
-  }
-  core::GreyImage all;
-  all.plane = "axial";
-  all.width = width;
-  all.height = height;
-  all.pixels.assign(static_cast<size_t>(width * height), 0);
-  int64_t y0 = 0;
-  for (const auto& row : rows) {
-    int64_t x0 = 0, h = 0;
-    for (const core::GreyImage& image : row) {
-      for (int64_t y = 0; y < image.height; ++y) {
-        for (int64_t x = 0; x < image.width; ++x) {
-          all.pixels[static_cast<size_t>((y0 + y) * width + x0 + x)] =
-              image.pixels[static_cast<size_t>(y * image.width + x)];
-        }
-      }
-      x0 += image.width + kGap;
-      h = std::max(h, image.height);
-    }
-    y0 += h + kGap;
-  }
-  auto png = core::EncodePng(all);
-  if (!png.ok()) return png.status();
-  std::ofstream out(path, std::ios::binary);
-  out.write(png->data(), static_cast<std::streamsize>(png->size()));
-  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
-}
 
 int Main(int argc, char** argv) {
   CLI::App app{"icd-noise-study: ICD against FDK, noise and z-stripes, on the CPU"};
@@ -391,7 +348,9 @@ int Main(int argc, char** argv) {
   if (!png_path.empty()) {
     std::vector<const Array3D*> volumes{&truth, &*fdk};
     for (const Array3D& v : last) volumes.push_back(&v);
-    if (absl::Status written = WritePng(png_path, volumes, volume); !written.ok()) {
+    const core::DisplayWindow brain{0.002, 0.007};  // the phantom's brain contrasts, per mm
+    if (absl::Status written = WriteCentralSlicesPng(png_path, volumes, volume, brain);
+        !written.ok()) {
       std::fprintf(stderr, "icd-noise-study: %s\n", std::string(written.message()).c_str());
       return 1;
     }

@@ -59,8 +59,8 @@ size_t ExtraDevicesForJob(const MultiDevicePolicy& policy, const MultiDeviceCand
 
 // The job as the policy sees it: its volume's voxels, and whether its algorithm shares a
 // run among several backends (core::AlgorithmRegistry::SplitsOverBackends: fbp on the
-// cone-beam and vector geometries that Fdk reconstructs in z-slabs; sirt, sart, os_sart and
-// cgls on vector geometries, their views split among the devices). An algorithm that does
+// cone-beam and vector geometries that Fdk reconstructs in z-slabs; sirt and cgls on
+// vector geometries, their views split among the devices). An algorithm that does
 // not would run on the first device and leave the others idle, so it never takes several.
 MultiDeviceCandidate CandidateOf(const ValidatedJob& job, const core::AlgorithmRegistry& registry);
 
