@@ -71,6 +71,20 @@ Counts CheckSchedule(const SeparableFootprintProjector& sf, const std::vector<in
   return {schedule.num_steps(), schedule.paired_columns(), schedule.num_groups()};
 }
 
+// A small cone (29 views, 23 x 61 pixels) over a 24 x 22 x 10 volume of unequal,
+// non-unit voxels off the origin.
+SeparableFootprintProjector SmallConeProjector() {
+  FanConeOptions cone;
+  cone.detector = {23, 61, 0.9, 0.7, 0.3, 0};
+  cone.source_origin_mm = 70;
+  cone.origin_detector_mm = 50;
+  cone.angles_rad = UniformAnglesRad(29, 0.05, 2 * M_PI);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({24, 22, 10}, {0.55, 0.6, 0.45}, {0.2, -0.1, 0}).value();
+  return SeparableFootprintProjector::Create(geometry, volume).value();
+}
+
 std::vector<int32_t> ShuffledColumns(int64_t count, std::mt19937_64& random) {
   std::vector<int32_t> order(static_cast<size_t>(count));
   std::iota(order.begin(), order.end(), 0);
@@ -82,15 +96,7 @@ TEST(UpdateScheduleTest, StepsCoverEveryVoxelOnceWithZeroCorrelation) {
   const uint64_t seed = tomo::testing::TestSeed();
   SCOPED_TRACE(tomo::testing::SeedTrace(seed));
   std::mt19937_64 random(seed);
-  FanConeOptions cone;
-  cone.detector = {23, 61, 0.9, 0.7, 0.3, 0};
-  cone.source_origin_mm = 70;
-  cone.origin_detector_mm = 50;
-  cone.angles_rad = UniformAnglesRad(29, 0.05, 2 * M_PI);
-  const VectorGeometry geometry = MakeCircularCone(cone).value();
-  const VolumeGeometry volume =
-      VolumeGeometry::Create({24, 22, 10}, {0.55, 0.6, 0.45}, {0.2, -0.1, 0}).value();
-  const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
+  const SeparableFootprintProjector sf = SmallConeProjector();
   const std::vector<int32_t> order = ShuffledColumns(24 * 22, random);
   for (int columns_per_step : {1, 2, IcdOptions::kDefaultColumnsPerStep, 4}) {
     SCOPED_TRACE(columns_per_step);
@@ -117,15 +123,7 @@ TEST(UpdateScheduleTest, EachIterationVisitsTheSetsInANewOrder) {
   const uint64_t seed = tomo::testing::TestSeed();
   SCOPED_TRACE(tomo::testing::SeedTrace(seed));
   std::mt19937_64 random(seed);
-  FanConeOptions cone;
-  cone.detector = {23, 61, 0.9, 0.7, 0.3, 0};
-  cone.source_origin_mm = 70;
-  cone.origin_detector_mm = 50;
-  cone.angles_rad = UniformAnglesRad(29, 0.05, 2 * M_PI);
-  const VectorGeometry geometry = MakeCircularCone(cone).value();
-  const VolumeGeometry volume =
-      VolumeGeometry::Create({24, 22, 10}, {0.55, 0.6, 0.45}, {0.2, -0.1, 0}).value();
-  const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
+  const SeparableFootprintProjector sf = SmallConeProjector();
   const ZVoxelGroups groups = ZVoxelGroups::Find(sf, GroupingMode::kMultiVoxel);
   const UpdateSchedule schedule =
       UpdateSchedule::Make(sf, groups, ShuffledColumns(24 * 22, random), 3);
