@@ -19,6 +19,7 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/geometry/geometry_subset.h"
 #include "core/operators/filtered_back_projection_weights.h"
 
 namespace tomo::core {
@@ -160,12 +161,8 @@ absl::StatusOr<Array3D> BackProjectBySlabs(const VectorGeometry& geometry,
     chunk_data.reserve(chunks.size());
     for (const ViewChunk& chunk : chunks) {
       const int64_t begin = chunk.first_view, end = chunk.first_view + chunk.views;
-      std::vector<ViewVectors> chunk_views(geometry.views().begin() + begin,
-                                           geometry.views().begin() + end);
-      TOMO_ASSIGN_OR_RETURN(
-          VectorGeometry chunk_geometry,
-          VectorGeometry::Create(geometry.beam(), geometry.detector(), geometry.rows(),
-                                 geometry.columns(), std::move(chunk_views)));
+      TOMO_ASSIGN_OR_RETURN(VectorGeometry chunk_geometry,
+                            SubsetGeometry(geometry, ViewRangeList(begin, end - begin)));
       chunk_geometries.push_back(std::move(chunk_geometry));
       Array3D chunk_values({end - begin, geometry.rows(), geometry.columns()});
       std::copy(data.data() + begin * view_size, data.data() + end * view_size,

@@ -122,47 +122,6 @@ std::vector<int64_t> ViewSequence(int64_t views, ViewOrder order) {
   return sequence;
 }
 
-absl::StatusOr<VectorGeometry> SubsetGeometry(const VectorGeometry& geometry,
-                                              const std::vector<int64_t>& views) {
-  std::vector<ViewVectors> vectors;
-  vectors.reserve(views.size());
-  for (int64_t v : views) {
-    if (v < 0 || v >= geometry.num_views()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("view ", v, " is out of range [0, ", geometry.num_views(), ")"));
-    }
-    vectors.push_back(geometry.views()[static_cast<size_t>(v)]);
-  }
-  return VectorGeometry::Create(geometry.beam(), geometry.detector(), geometry.rows(),
-                                geometry.columns(), std::move(vectors));
-}
-
-absl::StatusOr<Geometry> SubsetGeometry(const Geometry& geometry,
-                                        const std::vector<int64_t>& views) {
-  struct Visit {
-    const std::vector<int64_t>& views;
-    absl::StatusOr<Geometry> operator()(const VectorGeometry& vectors) const {
-      TOMO_ASSIGN_OR_RETURN(VectorGeometry subset, SubsetGeometry(vectors, views));
-      return Geometry(std::move(subset));
-    }
-    absl::StatusOr<Geometry> operator()(const RadonGeometry& radon) const {
-      RadonGeometry subset;
-      subset.num_samples = radon.num_samples;
-      subset.sample_spacing_mm = radon.sample_spacing_mm;
-      subset.directions.reserve(views.size());
-      for (int64_t v : views) {
-        if (v < 0 || v >= radon.num_directions()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "direction ", v, " is out of range [0, ", radon.num_directions(), ")"));
-        }
-        subset.directions.push_back(radon.directions[static_cast<size_t>(v)]);
-      }
-      return Geometry(std::move(subset));
-    }
-  };
-  return std::visit(Visit{views}, geometry);
-}
-
 Array3D GatherViews(const Array3D& projections, const std::vector<int64_t>& views) {
   const Dims3 dims = projections.dims();
   const int64_t view_size = dims.d1 * dims.d2;

@@ -18,6 +18,7 @@
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
 #include "core/geometry/geometry.h"
+#include "core/geometry/geometry_subset.h"
 #include "core/geometry/parallel_geometry_2d.h"
 #include "core/geometry/vector_geometry.h"
 #include "core/geometry/volume_geometry.h"
@@ -58,13 +59,6 @@ constexpr uint64_t kRandomViewOrderSeed = 20261128;
 // with kRandomViewOrderSeed (the same sequence on every platform). views >= 1.
 std::vector<int64_t> ViewSequence(int64_t views, ViewOrder order);
 
-// The geometry of the listed views of `geometry`, in that order. For a RadonGeometry a view
-// is a direction: the subset holds the listed directions (weights kept) and the same
-// samples.
-absl::StatusOr<VectorGeometry> SubsetGeometry(const VectorGeometry& geometry,
-                                              const std::vector<int64_t>& views);
-absl::StatusOr<Geometry> SubsetGeometry(const Geometry& geometry,
-                                        const std::vector<int64_t>& views);
 // The listed views of projections (views, rows, columns), in that order.
 Array3D GatherViews(const Array3D& projections, const std::vector<int64_t>& views);
 

@@ -9,8 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
-#include "core/geometry/radon_geometry.h"
-#include "core/geometry/vector_geometry.h"
+#include "core/geometry/geometry_subset.h"
 
 namespace tomo::core {
 
@@ -54,32 +53,6 @@ absl::Status CheckOperands(const char* operation, const void* owner, const Resid
         RoleName(Several(b).role), "); element-wise operations take arrays of one role"));
   }
   return absl::OkStatus();
-}
-
-// The views [first, first + count) of a geometry: a VectorGeometry of those views, a
-// RadonGeometry of those directions (weights kept, the same samples).
-absl::StatusOr<Geometry> ViewsOf(const Geometry& geometry, ViewRange range) {
-  struct Visit {
-    ViewRange range;
-    absl::StatusOr<Geometry> operator()(const VectorGeometry& vectors) const {
-      const auto begin = vectors.views().begin() + range.first;
-      std::vector<ViewVectors> views(begin, begin + range.count);
-      TOMO_ASSIGN_OR_RETURN(VectorGeometry part,
-                            VectorGeometry::Create(vectors.beam(), vectors.detector(),
-                                                   vectors.rows(), vectors.columns(),
-                                                   std::move(views)));
-      return Geometry(std::move(part));
-    }
-    absl::StatusOr<Geometry> operator()(const RadonGeometry& radon) const {
-      RadonGeometry part;
-      part.num_samples = radon.num_samples;
-      part.sample_spacing_mm = radon.sample_spacing_mm;
-      const auto begin = radon.directions.begin() + range.first;
-      part.directions.assign(begin, begin + range.count);
-      return Geometry(std::move(part));
-    }
-  };
-  return std::visit(Visit{range}, geometry);
 }
 
 // The projector of one geometry split by views: part d on device d.
@@ -248,8 +221,9 @@ absl::StatusOr<std::unique_ptr<ResidentProjector>> SeveralDevicesResidentOperato
   const int64_t count = ViewParts(projection_dims.d0, device_count());
   std::vector<std::unique_ptr<ResidentProjector>> parts;
   for (int64_t d = 0; d < count; ++d) {
+    const ViewRange range = ViewPart(projection_dims.d0, count, d);
     TOMO_ASSIGN_OR_RETURN(const Geometry part,
-                          ViewsOf(geometry, ViewPart(projection_dims.d0, count, d)));
+                          SubsetGeometry(geometry, ViewRangeList(range.first, range.count)));
     TOMO_ASSIGN_OR_RETURN(auto projector, devices_[static_cast<size_t>(d)]->MakeProjector(
                                               part, volume_geometry, model));
     parts.push_back(std::move(projector));
