@@ -19,8 +19,9 @@
 //
 // Several devices for one job (multi_device_policy.h, tomod's --multi_device_jobs): when a
 // worker takes a job that the policy lets take more devices, it also takes idle workers'
-// slots (same device kind, in index order), marking them busy under the lock, and runs the job on all their backends from its own thread (ExecuteJob with
-// several backends; Fdk drives each backend from a thread of its own). A lent worker's
+// slots (same device kind, in index order), marking them busy under the lock, and runs the
+// job on all their backends from its own thread (ExecuteJob with several backends; Fdk
+// drives each backend from a thread of its own). A lent worker's
 // thread stays asleep: a busy slot takes no queued job and follows no upload. At the
 // job's end (any end: success, failure, cancel, a stop that requeues it) the worker frees
 // every slot it took, in the same commit. Job.devices lists them, Job.device the first.
