@@ -708,8 +708,6 @@ int Main(int argc, char** argv) {
          << ", \"mvu_seconds\": " << list(r.mvu_seconds) << ", \"mvu_cost\": " << list(r.mvu_cost)
          << ", \"mvu_data_term\": " << list(r.mvu_data)
          << ", \"mvu_prior_term\": " << list(r.mvu_prior)
-         << ", \"mvu_data_term\": " << list(r.mvu_data)
-         << ", \"mvu_prior_term\": " << list(r.mvu_prior)
          << ", \"mvu_rms_error\": " << list(r.mvu_error) << ", \"mvu_noise\": " << list(r.mvu_noise)
          << ", \"initial_cost\": " << r.initial_cost << ", \"fdk_rms_error\": " << r.fdk_error
          << ", \"fdk_noise\": " << r.fdk_noise << ", \"svu_seconds_per_iteration\": " << r.svu_seconds
