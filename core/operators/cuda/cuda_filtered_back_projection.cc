@@ -24,6 +24,13 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Views per chunk: chunk_bytes of float band views, at least one, at most what one pass
+// of the layered texture holds.
+int64_t ChunkViews(int64_t chunk_bytes, int64_t view_values, int64_t views) {
+  return std::clamp<int64_t>(chunk_bytes / (view_values * static_cast<int64_t>(sizeof(float))),
+                             1, std::min(views, kMaxTextureLayers));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackProject::Create(
@@ -64,18 +71,49 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
                              weights.pixel.begin() + (d.band_.first + d.band_.count) * columns);
   }
   d.view_values_ = d.band_.count * columns;
-  d.chunk_views_ = std::clamp<int64_t>(
-      chunk_bytes / (d.view_values_ * static_cast<int64_t>(sizeof(float))), 1,
-      std::min(views, kMaxTextureLayers));
+  d.chunk_views_ = ChunkViews(chunk_bytes, d.view_values_, views);
 
-  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
-                        DeviceVectorProjector::Create(band_geometry, volume_geometry, stream));
-  d.projector_.emplace(std::move(projector));
   const bool fdk = weighting == BackProjectionWeighting::kFdk;
-  // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
-  d.projector_->set_back_half(fdk);
-  if (fdk && d.projector_->volume_shape().nz > 1) d.projector_->set_back_variant(kBpVariantFdk);
-  d.sampler_ = d.projector_->TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+  auto make_projector = [&](const VolumeGeometry& part) -> absl::Status {
+    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
+                          DeviceVectorProjector::Create(band_geometry, part, stream));
+    // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
+    projector.set_back_half(fdk);
+    if (fdk && projector.volume_shape().nz > 1) projector.set_back_variant(kBpVariantFdk);
+    d.projectors_.push_back(std::move(projector));
+    return absl::OkStatus();
+  };
+  TOMO_RETURN_IF_ERROR(make_projector(volume_geometry));
+  d.sub_slab_first_value_ = {0};
+  const DeviceVectorProjector& whole = d.projectors_.front();
+  d.sampler_ = whole.TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+  d.volume_values_ = volume_geometry.dims().count();
+  const int64_t nz = volume_geometry.size().z;
+  const int64_t slice_values = d.volume_values_ / nz;
+  if (staging != nullptr && fdk && d.sampler_ == VectorSampler::kTexture &&
+      !whole.BackUsesStaged() && nz >= kDownloadSubSlabs * kMinSubSlabSlices) {
+    // Sub-slabs when the kept views fit beside everything else with room to spare.
+    const int64_t chunk_values = d.chunk_views_ * d.view_values_;
+    const uint64_t kept_bytes = static_cast<uint64_t>(views * d.view_values_) * 2;
+    const uint64_t other_bytes = static_cast<uint64_t>(d.volume_values_) * 4 +
+                                 static_cast<uint64_t>(chunk_values) * (2 * 4 + 2 * 2);
+    size_t free_bytes = 0, total_bytes = 0;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (kept_bytes + other_bytes <= free_bytes / 5 * 4) {
+      d.projectors_.clear();
+      d.sub_slab_first_value_.clear();
+      for (int j = 0; j < kDownloadSubSlabs; ++j) {
+        const int64_t first = nz * j / kDownloadSubSlabs;
+        const int64_t end = nz * (j + 1) / kDownloadSubSlabs;
+        TOMO_ASSIGN_OR_RETURN(VolumeGeometry part, volume_geometry.Slices(first, end - first));
+        TOMO_RETURN_IF_ERROR(make_projector(part));
+        d.sub_slab_first_value_.push_back(first * slice_values);
+      }
+      TOMO_ASSIGN_OR_RETURN(d.kept_views_, DeviceBuffer<uint16_t>::Allocate(
+                                               static_cast<size_t>(views * d.view_values_),
+                                               stream));
+    }
+  }
   TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,
                         DeviceRowFilter::Create(filter, d.chunk_views_ * d.band_.count,
                                                 d.band_.count, band_pixel_weight, stream));
@@ -87,12 +125,14 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
                                               d.column_weight_.size_bytes(),
                                               cudaMemcpyHostToDevice, stream));
   }
-  d.volume_values_ = volume_geometry.dims().count();
   TOMO_ASSIGN_OR_RETURN(d.volume_, DeviceBuffer<float>::Allocate(
                                        static_cast<size_t>(d.volume_values_), stream));
   TOMO_ASSIGN_OR_RETURN(d.copy_stream_, Stream::Create());
   TOMO_ASSIGN_OR_RETURN(d.source_read_, Event::Create());
-  TOMO_ASSIGN_OR_RETURN(d.computed_, Event::Create());
+  for (size_t j = 0; j < d.projectors_.size(); ++j) {
+    TOMO_ASSIGN_OR_RETURN(Event computed, Event::Create());
+    d.computed_.push_back(std::move(computed));
+  }
   for (int b = 0; b < 2; ++b) {
     TOMO_ASSIGN_OR_RETURN(d.downloaded_[b], Event::Create());
     TOMO_ASSIGN_OR_RETURN(d.buffers_[b],
@@ -245,9 +285,19 @@ absl::Status DeviceFilterAndBackProject::LaunchChunk(const float* source, int64_
       buffers_[b].get(), buffers_[b].get(),
       column_weight_.get() == nullptr ? nullptr : column_weight_.get() + chunk_first_ * columns_,
       count * band_.count));
-  TOMO_RETURN_IF_ERROR(projector_->BackViews(buffers_[b].get(), chunk_first_, count, weighting_,
-                                             /*accumulate=*/chunk_ > 0, volume_.get(),
-                                             sampler_));
+  if (projectors_.size() == 1) {
+    TOMO_RETURN_IF_ERROR(projectors_.front().BackViews(buffers_[b].get(), chunk_first_, count,
+                                                       weighting_, /*accumulate=*/chunk_ > 0,
+                                                       volume_.get(), sampler_));
+  } else {
+    // Kept in float16 for the other sub-slabs; the first gets them from there too, so that
+    // every sub-slab samples the same texels.
+    uint16_t* kept = kept_views_.get() + chunk_first_ * view_values_;
+    TOMO_CUDA_RETURN_IF_ERROR(
+        LaunchFloatToHalf(buffers_[b].get(), count * view_values_, kept, stream_));
+    TOMO_RETURN_IF_ERROR(projectors_.front().BackViewsHalf(
+        kept, chunk_first_, count, weighting_, /*accumulate=*/chunk_ > 0, volume_.get()));
+  }
   TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(consumed_[b].get(), stream_));
   if (wait_for_upload) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[b].get()));
@@ -282,20 +332,23 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
     TOMO_RETURN_IF_ERROR(LaunchChunk(chunk_direct_ ? nullptr : staging_->buffers[chunk_ % 2].get(),
                                      filled_, /*wait_for_upload=*/false));
   }
-  if (profile_ != nullptr) profile_->direct_views = direct_views_;
+  TOMO_RETURN_IF_ERROR(BackProjectKeptViews());
+  if (profile_ != nullptr) {
+    profile_->direct_views = direct_views_;
+    profile_->sub_slabs = static_cast<int>(projectors_.size());
+  }
   if (staging_ != nullptr) {
-    // While the device finishes the back projection, this thread maps the result's pages
-    // (page_touch.h), so the download's copies do not fault them in; it stops as soon as
-    // the device is done (an error stops it too and surfaces at the download's waits).
-    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_.get(), stream_));
+    // While the device finishes the first (or only) sub-slab, this thread maps the result's
+    // pages (page_touch.h), so the download's copies do not fault them in; it stops as soon
+    // as that sub-slab is done (an error stops it too and surfaces at the download's waits).
     const size_t touched = TouchPagesWhile(
         volume_values, static_cast<size_t>(volume_values_) * sizeof(float),
-        [&] { return cudaEventQuery(computed_.get()) == cudaErrorNotReady; });
+        [&] { return cudaEventQuery(computed_.front().get()) == cudaErrorNotReady; });
     if (profile_ != nullptr) profile_->touched_bytes = static_cast<int64_t>(touched);
   }
   std::chrono::steady_clock::time_point download_start;
   if (profile_ != nullptr) {
-    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(computed_.front().get()));
     profile_->chunks_s = SecondsSince(chunks_start_);
     download_start = std::chrono::steady_clock::now();
   }
@@ -303,29 +356,60 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume_values, volume_.get(),
                                               static_cast<size_t>(volume_values_) * sizeof(float),
                                               cudaMemcpyDeviceToHost, stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   } else {
-    // The volume back through the pinned buffers, in pieces: the copy engine fills one
-    // while the host's threads empty the other into the (pageable) result. A pageable
-    // download goes at about 7 GB/s, 0.6 s for a 1024^3 volume.
-    const int64_t piece = chunk_views_ * view_values_;
-    const int64_t pieces = (volume_values_ + piece - 1) / piece;
-    auto piece_size = [&](int64_t p) { return std::min(piece, volume_values_ - p * piece); };
-    auto empty_piece = [&](int64_t p) -> absl::Status {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded_[p % 2].get()));
-      ParallelCopy(staging_->buffers[p % 2].get(), piece_size(p), volume_values + p * piece);
-      return absl::OkStatus();
-    };
-    for (int64_t p = 0; p < pieces; ++p) {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-          staging_->buffers[p % 2].get(), volume_.get() + p * piece,
-          static_cast<size_t>(piece_size(p)) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(downloaded_[p % 2].get(), stream_));
-      if (p >= 1) TOMO_RETURN_IF_ERROR(empty_piece(p - 1));
-    }
-    TOMO_RETURN_IF_ERROR(empty_piece(pieces - 1));
+    TOMO_RETURN_IF_ERROR(DownloadThroughStaging(volume_values));
   }
-  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (profile_ != nullptr) profile_->download_s = SecondsSince(download_start);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::BackProjectKeptViews() {
+  TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_.front().get(), stream_));
+  for (size_t j = 1; j < projectors_.size(); ++j) {
+    // In the chunks' pieces, so that the texture array stays one chunk deep.
+    for (int64_t first = 0; first < views_; first += chunk_views_) {
+      const int64_t count = std::min(chunk_views_, views_ - first);
+      TOMO_RETURN_IF_ERROR(projectors_[j].BackViewsHalf(
+          kept_views_.get() + first * view_values_, first, count, weighting_,
+          /*accumulate=*/first > 0, volume_.get() + sub_slab_first_value_[j]));
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_[j].get(), stream_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::DownloadThroughStaging(float* volume_values) {
+  // In pieces through the two pinned buffers: the copy engine fills one while the host's
+  // threads empty the other into the (pageable) result. A pageable download goes at about
+  // 7 GB/s, 0.6 s for a 1024^3 volume. Each piece waits for the sub-slab its last value
+  // is in; with sub-slabs the first pieces come down while the device computes the rest.
+  const cudaStream_t copy = copy_stream_.get();
+  const int64_t piece = chunk_views_ * view_values_;
+  const int64_t pieces = (volume_values_ + piece - 1) / piece;
+  auto piece_size = [&](int64_t p) { return std::min(piece, volume_values_ - p * piece); };
+  auto empty_piece = [&](int64_t p) -> absl::Status {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded_[p % 2].get()));
+    ParallelCopy(staging_->buffers[p % 2].get(), piece_size(p), volume_values + p * piece);
+    return absl::OkStatus();
+  };
+  size_t waited = 0;  // sub-slabs the copy stream waits for so far
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t last_value = p * piece + piece_size(p) - 1;
+    while (waited < computed_.size() &&
+           (waited == 0 || sub_slab_first_value_[waited] <= last_value)) {
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, computed_[waited].get(), 0));
+      ++waited;
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        staging_->buffers[p % 2].get(), volume_.get() + p * piece,
+        static_cast<size_t>(piece_size(p)) * sizeof(float), cudaMemcpyDeviceToHost, copy));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(downloaded_[p % 2].get(), copy));
+    if (p >= 1) TOMO_RETURN_IF_ERROR(empty_piece(p - 1));
+  }
+  TOMO_RETURN_IF_ERROR(empty_piece(pieces - 1));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
 

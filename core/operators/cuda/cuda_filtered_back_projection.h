@@ -33,6 +33,19 @@
 //   page-locked:    copy stream:    [views 0 -> device 0][views 1 -> device 1][views 2 ...
 //                   compute stream:                      [filter+BP 0]        [filter+BP 1]
 //
+// The volume's download overlaps the back projection: with staging, float16 texels (FDK)
+// and enough slices, the volume is cut into kDownloadSubSlabs z-slabs. The chunks are back
+// projected into the first as they arrive and also kept on the device, filtered, in
+// float16 (the band of every view: the memory the slab plan counts for the projections);
+// after the last chunk the device back projects them into the other sub-slabs one after
+// the other, while the copy stream downloads each finished sub-slab and the host threads
+// empty the staging buffers into the result. Only the last sub-slab's download is left
+// after the device is done. Each voxel sums the same views in the same order as without
+// sub-slabs; only the view vectors, made per sub-slab, differ in their last bits.
+//
+//   compute stream: [chunks -> sub-slab 0][kept views -> sub-slab 1][kept views -> 2] ...
+//   copy stream:                          [sub-slab 0 -> host]      [sub-slab 1 -> host] ...
+//
 // The caller holds the device current (ScopedDevice) and has checked the operands.
 // Pixel weights that differ between views are the caller's to apply (this path keeps one
 // rows x columns map on the device).
@@ -45,6 +58,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/data/array3d.h"
@@ -67,6 +81,12 @@ namespace tomo::core::cuda {
 // buffers to be a small part of the device.
 constexpr int64_t kFilterAndBackProjectChunkBytes = int64_t{256} << 20;
 
+// Sub-slabs per call when the download overlaps the back projection (see above): the
+// download left after the device is done is a quarter of the volume's. Each has at least
+// kMinSubSlabSlices slices (fewer slices: one slab, the download after).
+constexpr int kDownloadSubSlabs = 4;
+constexpr int64_t kMinSubSlabSlices = 16;
+
 // Page-locked chunk buffers, grown on demand and kept between calls by their owner.
 struct PinnedStaging {
   std::array<PinnedBuffer<float>, 2> buffers;
@@ -83,6 +103,9 @@ struct FilterAndBackProjectProfile {
   int64_t direct_views = 0;
   // Bytes of the result whose pages Finish mapped while the device computed (page_touch.h).
   int64_t touched_bytes = 0;
+  // Sub-slabs whose downloads overlapped the back projection (1: none). With several,
+  // chunks_s ends when the first sub-slab is done and download_s holds the rest.
+  int sub_slabs = 1;
 };
 
 // The operator as a stream (filter_and_back_project_stream.h) on one device: set-up at
@@ -132,6 +155,12 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   // rows) into the current chunk's device buffer after the filled_ views there.
   absl::Status UploadDirect(const float* views, int64_t count);
   absl::Status FinishOnDevice(float* volume_values);
+  // Enqueues the back projection of the kept views into sub-slabs 1 ... (after the chunks,
+  // which went into sub-slab 0), each followed by its computed_ event.
+  absl::Status BackProjectKeptViews();
+  // The volume back through the staging buffers in pieces, each sub-slab's after its
+  // computed_ event, on the copy stream; the host's threads empty each piece into place.
+  absl::Status DownloadThroughStaging(float* volume_values);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -143,7 +172,11 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   int64_t view_values_ = 0;  // band rows x columns
   int64_t chunk_views_ = 0;
   int64_t volume_values_ = 0;
-  std::optional<DeviceVectorProjector> projector_;
+  // One per sub-slab (z-slabs of the volume, in order); one when there are no sub-slabs.
+  std::vector<DeviceVectorProjector> projectors_;
+  std::vector<int64_t> sub_slab_first_value_;  // where each sub-slab starts in volume_
+  // The filtered band of every view in float16, kept for sub-slabs 1 ... (empty with one).
+  DeviceBuffer<uint16_t> kept_views_;
   VectorSampler sampler_ = VectorSampler::kExact;
   std::optional<DeviceRowFilter> row_filter_;
   DeviceBuffer<float> column_weight_;
@@ -160,7 +193,8 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   bool chunk_direct_ = false;
   int64_t direct_views_ = 0;
   Event source_read_;  // after the direct copies of an AddViews call: it waits for this
-  Event computed_;     // after the last chunk's back projection (Finish maps pages until then)
+  // Per sub-slab, after its back projection (Finish maps the result's pages until the first).
+  std::vector<Event> computed_;
   absl::Status failed_;      // the first error; every later call returns it
   std::chrono::steady_clock::time_point chunks_start_;
 };

@@ -370,6 +370,76 @@ TEST_F(CudaFilteredBackProjectionTest, PageLockedProjectionsMatchPageableBitForB
   }
 }
 
+// Enough slices for sub-slabs (kDownloadSubSlabs of at least kMinSubSlabSlices): through
+// staging the volume comes down in four z-slabs, the first while the device back projects
+// the kept views into the others. Against the CPU composition (texture tolerance), against
+// the same call from pageable memory without staging (one slab), and a stream of random
+// pieces against the one-shot call (the same chunks and sub-slabs: the same bits). An odd
+// slice count, so that the sub-slabs differ in size, and a slab off the volume's centre.
+TEST_F(CudaFilteredBackProjectionTest, SubSlabDownloadsMatchOneSlab) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  FanConeOptions cone;
+  cone.detector = {83, 41, 0.9, 1.2, 1.1, -0.7};
+  cone.source_origin_mm = 90;
+  cone.origin_detector_mm = 45;
+  cone.angles_rad = RandomAngles(19, random_);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({29, 23, 4 * cuda::kMinSubSlabSlices + 3}, {1.1, 0.9, 0.6},
+                             {0.4, -0.3, 1.7})
+          .value();
+  const Dims3 dims = geometry.projection_dims();
+  const Array3D projections = RandomArray(dims, random_);
+  const RampFilter filter =
+      RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
+  FilteredBackProjectionWeights weights;
+  weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
+  weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+  const BackProjectionWeighting weighting = BackProjectionWeighting::kFdk;
+  const int64_t view_values = dims.d1 * dims.d2;
+  const int64_t chunk_bytes = 4 * view_values * static_cast<int64_t>(sizeof(float));
+
+  Array3D expected(volume.dims(), kPoison), staged(volume.dims(), kPoison),
+      pageable(volume.dims(), kPoison), streamed(volume.dims(), kPoison);
+  ASSERT_TRUE(cpu_.FilterAndBackProject(geometry, volume, projections, filter, weights,
+                                        weighting, expected)
+                  .ok());
+  cuda::FilterAndBackProjectProfile staged_profile, pageable_profile;
+  const absl::Status status = [&]() -> absl::Status {
+    TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
+    TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
+    cuda::PinnedStaging staging;
+    TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+        stream.get(), geometry, volume, projections, filter, weights, weighting, staged,
+        &staging, chunk_bytes, &staged_profile));
+    TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+        stream.get(), geometry, volume, projections, filter, weights, weighting, pageable,
+        nullptr, chunk_bytes, &pageable_profile));
+    TOMO_ASSIGN_OR_RETURN(auto pass,
+                          cuda::DeviceFilterAndBackProject::Create(
+                              0, stream.get(), geometry, volume, filter, weights, weighting,
+                              &staging, chunk_bytes));
+    for (int64_t v = 0; v < dims.d0;) {
+      const int64_t count = std::min<int64_t>(dims.d0 - v, 1 + random_() % 6);
+      TOMO_RETURN_IF_ERROR(pass->AddViews(v, projections.data() + v * view_values, count));
+      v += count;
+    }
+    return pass->Finish(streamed);
+  }();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(staged_profile.sub_slabs, cuda::kDownloadSubSlabs);
+  EXPECT_EQ(pageable_profile.sub_slabs, 1);
+  ASSERT_TRUE(AllFinite(staged));
+  ASSERT_TRUE(AllFinite(pageable));
+  const double against_cpu = RelativeMaxDifference(staged, expected);
+  const double against_one_slab = RelativeMaxDifference(staged, pageable);
+  std::printf("[ measure  ] sub-slabs vs cpu %.3g, vs one slab %.3g\n", against_cpu,
+              against_one_slab);
+  EXPECT_LE(against_cpu, kTextureTolerance);
+  EXPECT_LE(against_one_slab, kTextureTolerance);
+  EXPECT_TRUE(SameBits(streamed, staged));
+}
+
 // FDK fed view by view on the GPU reconstructs what Fdk does from the whole array.
 TEST_F(CudaFilteredBackProjectionTest, FdkStreamMatchesFdk) {
   const VolumeGeometry volume = VolumeGeometry::Create({48, 48, 40}, {1, 1, 1}, {}).value();
