@@ -1140,7 +1140,7 @@ int Main(int argc, char** argv) {
       r->side = side;
       std::printf("             the operator's parts (device 0, whole volume, band of %lld rows, "
                   "%lld views per chunk, %d sub-slab(s)): set-up %.1f ms, chunks %.1f ms "
-                  "(into the first sub-slab), download %.1f ms (with the other sub-slabs' "
+                  "(into the head sub-slab), download %.1f ms (with the tail sub-slabs' "
                   "back projections); %.0f MB of the result's pages mapped while the device "
                   "computed\n",
                   static_cast<long long>(r->profile.band_rows),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -22,6 +23,19 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Eighths of the volume in the head sub-slab (see the header): about the share the device
+// back projects in the time the projections take to arrive, so that it does not wait for
+// them, and at least two eighths, at most six (the rest, one eighth per sub-slab, must leave
+// time to download the head). Rough rates suffice (a wrong guess costs speed, not
+// correctness): views gathered and uploaded at about 25 GB/s; about 1e12 voxel-view updates
+// per second.
+int HeadUnits(int64_t band_bytes, int64_t voxel_views) {
+  const double upload_s = static_cast<double>(band_bytes) / 25e9;
+  const double compute_s = static_cast<double>(voxel_views) / 1e12;
+  const double units = std::ceil(kSubSlabUnits * upload_s / compute_s);
+  return static_cast<int>(std::clamp(units, 2.0, kSubSlabUnits - 2.0));
 }
 
 // Views per chunk: chunk_bytes of float band views, at least one, at most what one pass
@@ -91,7 +105,7 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
   const int64_t nz = volume_geometry.size().z;
   const int64_t slice_values = d.volume_values_ / nz;
   if (staging != nullptr && fdk && d.sampler_ == VectorSampler::kTexture &&
-      !whole.BackUsesStaged() && nz >= kDownloadSubSlabs * kMinSubSlabSlices) {
+      !whole.BackUsesStaged() && nz >= kSubSlabUnits * kMinSubSlabSlices) {
     // Sub-slabs when the kept views fit beside everything else with room to spare.
     const int64_t chunk_values = d.chunk_views_ * d.view_values_;
     const uint64_t kept_bytes = static_cast<uint64_t>(views * d.view_values_) * 2;
@@ -100,11 +114,15 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
     size_t free_bytes = 0, total_bytes = 0;
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
     if (kept_bytes + other_bytes <= free_bytes / 5 * 4) {
+      const int head_units =
+          HeadUnits(views * d.view_values_ * static_cast<int64_t>(sizeof(float)),
+                    d.volume_values_ * views);
       d.projectors_.clear();
       d.sub_slab_first_value_.clear();
-      for (int j = 0; j < kDownloadSubSlabs; ++j) {
-        const int64_t first = nz * j / kDownloadSubSlabs;
-        const int64_t end = nz * (j + 1) / kDownloadSubSlabs;
+      for (int unit = 0; unit < kSubSlabUnits; unit = unit == 0 ? head_units : unit + 1) {
+        const int64_t first = nz * unit / kSubSlabUnits;
+        const int units = unit == 0 ? head_units : 1;
+        const int64_t end = nz * (unit + units) / kSubSlabUnits;
         TOMO_ASSIGN_OR_RETURN(VolumeGeometry part, volume_geometry.Slices(first, end - first));
         TOMO_RETURN_IF_ERROR(make_projector(part));
         d.sub_slab_first_value_.push_back(first * slice_values);
@@ -290,7 +308,7 @@ absl::Status DeviceFilterAndBackProject::LaunchChunk(const float* source, int64_
                                                        weighting_, /*accumulate=*/chunk_ > 0,
                                                        volume_.get(), sampler_));
   } else {
-    // Kept in float16 for the other sub-slabs; the first gets them from there too, so that
+    // Kept in float16 for the tail sub-slabs; the head gets them from there too, so that
     // every sub-slab samples the same texels.
     uint16_t* kept = kept_views_.get() + chunk_first_ * view_values_;
     TOMO_CUDA_RETURN_IF_ERROR(
@@ -338,7 +356,7 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
     profile_->sub_slabs = static_cast<int>(projectors_.size());
   }
   if (staging_ != nullptr) {
-    // While the device finishes the first (or only) sub-slab, this thread maps the result's
+    // While the device finishes the head (or only) sub-slab, this thread maps the result's
     // pages (page_touch.h), so the download's copies do not fault them in; it stops as soon
     // as that sub-slab is done (an error stops it too and surfaces at the download's waits).
     const size_t touched = TouchPagesWhile(
@@ -382,32 +400,40 @@ absl::Status DeviceFilterAndBackProject::BackProjectKeptViews() {
 absl::Status DeviceFilterAndBackProject::DownloadThroughStaging(float* volume_values) {
   // In pieces through the two pinned buffers: the copy engine fills one while the host's
   // threads empty the other into the (pageable) result. A pageable download goes at about
-  // 7 GB/s, 0.6 s for a 1024^3 volume. Each piece waits for the sub-slab its last value
-  // is in; with sub-slabs the first pieces come down while the device computes the rest.
+  // 7 GB/s, 0.6 s for a 1024^3 volume. Pieces do not cross sub-slabs: each waits for its
+  // own, so the head's pieces come down while the device computes the tail.
+  struct Piece {
+    int64_t first = 0, size = 0;
+    size_t sub_slab = 0;
+  };
+  std::vector<Piece> pieces;
+  const int64_t most = chunk_views_ * view_values_;  // the pinned buffers' size
+  for (size_t j = 0; j < projectors_.size(); ++j) {
+    const int64_t end =
+        j + 1 < projectors_.size() ? sub_slab_first_value_[j + 1] : volume_values_;
+    for (int64_t first = sub_slab_first_value_[j]; first < end; first += most) {
+      pieces.push_back({first, std::min(most, end - first), j});
+    }
+  }
   const cudaStream_t copy = copy_stream_.get();
-  const int64_t piece = chunk_views_ * view_values_;
-  const int64_t pieces = (volume_values_ + piece - 1) / piece;
-  auto piece_size = [&](int64_t p) { return std::min(piece, volume_values_ - p * piece); };
-  auto empty_piece = [&](int64_t p) -> absl::Status {
+  auto empty_piece = [&](size_t p) -> absl::Status {
     TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded_[p % 2].get()));
-    ParallelCopy(staging_->buffers[p % 2].get(), piece_size(p), volume_values + p * piece);
+    ParallelCopy(staging_->buffers[p % 2].get(), pieces[p].size,
+                 volume_values + pieces[p].first);
     return absl::OkStatus();
   };
-  size_t waited = 0;  // sub-slabs the copy stream waits for so far
-  for (int64_t p = 0; p < pieces; ++p) {
-    const int64_t last_value = p * piece + piece_size(p) - 1;
-    while (waited < computed_.size() &&
-           (waited == 0 || sub_slab_first_value_[waited] <= last_value)) {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, computed_[waited].get(), 0));
-      ++waited;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    if (p == 0 || pieces[p].sub_slab != pieces[p - 1].sub_slab) {
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(copy, computed_[pieces[p].sub_slab].get(), 0));
     }
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        staging_->buffers[p % 2].get(), volume_.get() + p * piece,
-        static_cast<size_t>(piece_size(p)) * sizeof(float), cudaMemcpyDeviceToHost, copy));
+        staging_->buffers[p % 2].get(), volume_.get() + pieces[p].first,
+        static_cast<size_t>(pieces[p].size) * sizeof(float), cudaMemcpyDeviceToHost, copy));
     TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(downloaded_[p % 2].get(), copy));
     if (p >= 1) TOMO_RETURN_IF_ERROR(empty_piece(p - 1));
   }
-  TOMO_RETURN_IF_ERROR(empty_piece(pieces - 1));
+  TOMO_RETURN_IF_ERROR(empty_piece(pieces.size() - 1));
   TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy));
   TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();

@@ -34,17 +34,19 @@
 //                   compute stream:                      [filter+BP 0]        [filter+BP 1]
 //
 // The volume's download overlaps the back projection: with staging, float16 texels (FDK)
-// and enough slices, the volume is cut into kDownloadSubSlabs z-slabs. The chunks are back
-// projected into the first as they arrive and also kept on the device, filtered, in
-// float16 (the band of every view: the memory the slab plan counts for the projections);
-// after the last chunk the device back projects them into the other sub-slabs one after
-// the other, while the copy stream downloads each finished sub-slab and the host threads
-// empty the staging buffers into the result. Only the last sub-slab's download is left
-// after the device is done. Each voxel sums the same views in the same order as without
-// sub-slabs; only the view vectors, made per sub-slab, differ in their last bits.
+// and enough slices, the volume is cut along z into a head and a few tail sub-slabs. The
+// chunks are back projected into the head as they arrive and also kept on the device,
+// filtered, in float16 (the band of every view: the memory the slab plan counts for the
+// projections); after the last chunk the device back projects them into each tail
+// sub-slab in turn, while the copy stream downloads each finished sub-slab and the host
+// threads empty the staging buffers into the result. The head is about the share of the
+// volume the device back projects while the projections arrive (so it does not wait for
+// them); only the last tail sub-slab's download (an eighth of the volume) is left after the
+// device is done. Each voxel sums the same views in the same order as without sub-slabs;
+// only the view vectors, made per sub-slab, differ in their last bits.
 //
-//   compute stream: [chunks -> sub-slab 0][kept views -> sub-slab 1][kept views -> 2] ...
-//   copy stream:                          [sub-slab 0 -> host]      [sub-slab 1 -> host] ...
+//   compute stream: [chunks -> head][kept views -> tail 1][kept views -> tail 2] ...
+//   copy stream:                    [head -> host]        [tail 1 -> host] ...
 //
 // The caller holds the device current (ScopedDevice) and has checked the operands.
 // Pixel weights that differ between views are the caller's to apply (this path keeps one
@@ -81,10 +83,10 @@ namespace tomo::core::cuda {
 // buffers to be a small part of the device.
 constexpr int64_t kFilterAndBackProjectChunkBytes = int64_t{256} << 20;
 
-// Sub-slabs per call when the download overlaps the back projection (see above): the
-// download left after the device is done is a quarter of the volume's. Each has at least
-// kMinSubSlabSlices slices (fewer slices: one slab, the download after).
-constexpr int kDownloadSubSlabs = 4;
+// Sub-slabs (see above) are cut in eighths of the volume: a head of two to six and one
+// eighth per tail sub-slab, each eighth at least kMinSubSlabSlices slices (fewer slices:
+// one slab, the download after).
+constexpr int kSubSlabUnits = 8;
 constexpr int64_t kMinSubSlabSlices = 16;
 
 // Page-locked chunk buffers, grown on demand and kept between calls by their owner.
@@ -103,8 +105,8 @@ struct FilterAndBackProjectProfile {
   int64_t direct_views = 0;
   // Bytes of the result whose pages Finish mapped while the device computed (page_touch.h).
   int64_t touched_bytes = 0;
-  // Sub-slabs whose downloads overlapped the back projection (1: none). With several,
-  // chunks_s ends when the first sub-slab is done and download_s holds the rest.
+  // Sub-slabs (1: none; else the head and the tail ones). With several, chunks_s ends when
+  // the head is done and download_s holds the rest (the tail's back projections too).
   int sub_slabs = 1;
 };
 
@@ -155,8 +157,8 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   // rows) into the current chunk's device buffer after the filled_ views there.
   absl::Status UploadDirect(const float* views, int64_t count);
   absl::Status FinishOnDevice(float* volume_values);
-  // Enqueues the back projection of the kept views into sub-slabs 1 ... (after the chunks,
-  // which went into sub-slab 0), each followed by its computed_ event.
+  // Enqueues the back projection of the kept views into the tail sub-slabs (after the
+  // chunks, which went into the head), each sub-slab followed by its computed_ event.
   absl::Status BackProjectKeptViews();
   // The volume back through the staging buffers in pieces, each sub-slab's after its
   // computed_ event, on the copy stream; the host's threads empty each piece into place.
@@ -172,10 +174,12 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   int64_t view_values_ = 0;  // band rows x columns
   int64_t chunk_views_ = 0;
   int64_t volume_values_ = 0;
-  // One per sub-slab (z-slabs of the volume, in order); one when there are no sub-slabs.
+  // One per sub-slab (z-slabs of the volume, in order: the head first); one when there are
+  // no sub-slabs.
   std::vector<DeviceVectorProjector> projectors_;
   std::vector<int64_t> sub_slab_first_value_;  // where each sub-slab starts in volume_
-  // The filtered band of every view in float16, kept for sub-slabs 1 ... (empty with one).
+  // The filtered band of every view in float16, kept for the tail sub-slabs (empty with
+  // one sub-slab).
   DeviceBuffer<uint16_t> kept_views_;
   VectorSampler sampler_ = VectorSampler::kExact;
   std::optional<DeviceRowFilter> row_filter_;
@@ -193,7 +197,7 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   bool chunk_direct_ = false;
   int64_t direct_views_ = 0;
   Event source_read_;  // after the direct copies of an AddViews call: it waits for this
-  // Per sub-slab, after its back projection (Finish maps the result's pages until the first).
+  // Per sub-slab, after its back projection (Finish maps the result's pages until the head's).
   std::vector<Event> computed_;
   absl::Status failed_;      // the first error; every later call returns it
   std::chrono::steady_clock::time_point chunks_start_;
