@@ -25,19 +25,6 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Eighths of the volume in the head sub-slab (see the header): about the share the device
-// back projects in the time the projections take to arrive, so that it does not wait for
-// them, and at least two eighths, at most six (the rest, one eighth per sub-slab, must leave
-// time to download the head). Rough rates suffice (a wrong guess costs speed, not
-// correctness): views gathered and uploaded at about 25 GB/s; about 1e12 voxel-view updates
-// per second.
-int HeadUnits(int64_t band_bytes, int64_t voxel_views) {
-  const double upload_s = static_cast<double>(band_bytes) / 25e9;
-  const double compute_s = static_cast<double>(voxel_views) / 1e12;
-  const double units = std::ceil(kSubSlabUnits * upload_s / compute_s);
-  return static_cast<int>(std::clamp(units, 2.0, kSubSlabUnits - 2.0));
-}
-
 // Views per chunk: chunk_bytes of float band views, at least one, at most what one pass
 // of the layered texture holds.
 int64_t ChunkViews(int64_t chunk_bytes, int64_t view_values, int64_t views) {
@@ -47,12 +34,31 @@ int64_t ChunkViews(int64_t chunk_bytes, int64_t view_values, int64_t views) {
 
 }  // namespace
 
+// Rough rates suffice (a wrong guess costs speed, not correctness): views gathered and
+// uploaded at about 12 GB/s (14-15 measured on one device from pageable memory, less when
+// devices share the host); about 1e12 voxel-view updates per second. With more than half
+// in the head the downloads would only compete with the arrival for the host's memory.
+int SubSlabHeadEighths(int64_t band_bytes, int64_t voxel_views) {
+  const double upload_s = static_cast<double>(band_bytes) / 12e9;
+  const double compute_s = static_cast<double>(voxel_views) / 1e12;
+  const double eighths = std::ceil(kSubSlabUnits * upload_s / compute_s);
+  if (!(eighths <= kSubSlabUnits / 2)) return 0;
+  return static_cast<int>(std::max(eighths, 2.0));
+}
+
 absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackProject::Create(
     int device, cudaStream_t stream, const VectorGeometry& geometry,
     const VolumeGeometry& volume_geometry, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
-    PinnedStaging* staging, int64_t chunk_bytes, FilterAndBackProjectProfile* profile) {
+    PinnedStaging* staging, int64_t chunk_bytes, FilterAndBackProjectProfile* profile,
+    int head_eighths) {
   const auto start = std::chrono::steady_clock::now();
+  if (head_eighths != kHeadEighthsFromSizes &&
+      (head_eighths < 0 || head_eighths == 1 || head_eighths > kSubSlabUnits - 2)) {
+    return absl::InvalidArgumentError(absl::StrCat("head_eighths: ", head_eighths,
+                                                   " is not 0 or in [2, ",
+                                                   kSubSlabUnits - 2, "]"));
+  }
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device));
   const Dims3 dims = geometry.projection_dims();
   const int64_t views = dims.d0, columns = dims.d2;
@@ -87,50 +93,48 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
   d.view_values_ = d.band_.count * columns;
   d.chunk_views_ = ChunkViews(chunk_bytes, d.view_values_, views);
 
-  const bool fdk = weighting == BackProjectionWeighting::kFdk;
-  auto make_projector = [&](const VolumeGeometry& part) -> absl::Status {
-    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
-                          DeviceVectorProjector::Create(band_geometry, part, stream));
-    // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
-    projector.set_back_half(fdk);
-    if (fdk && projector.volume_shape().nz > 1) projector.set_back_variant(kBpVariantFdk);
-    d.projectors_.push_back(std::move(projector));
-    return absl::OkStatus();
-  };
-  TOMO_RETURN_IF_ERROR(make_projector(volume_geometry));
-  d.sub_slab_first_value_ = {0};
-  const DeviceVectorProjector& whole = d.projectors_.front();
+  d.band_geometry_.emplace(std::move(band_geometry));
+  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector whole, d.MakeProjector(volume_geometry));
   d.sampler_ = whole.TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
   d.volume_values_ = volume_geometry.dims().count();
   const int64_t nz = volume_geometry.size().z;
   const int64_t slice_values = d.volume_values_ / nz;
-  if (staging != nullptr && fdk && d.sampler_ == VectorSampler::kTexture &&
-      !whole.BackUsesStaged() && nz >= kSubSlabUnits * kMinSubSlabSlices) {
-    // Sub-slabs when the kept views fit beside everything else with room to spare.
+  const int head_units =
+      head_eighths != kHeadEighthsFromSizes
+          ? head_eighths
+          : SubSlabHeadEighths(views * d.view_values_ * static_cast<int64_t>(sizeof(float)),
+                               d.volume_values_ * views);
+  bool sub_slabs = staging != nullptr && weighting == BackProjectionWeighting::kFdk &&
+                   d.sampler_ == VectorSampler::kTexture && !whole.BackUsesStaged() &&
+                   nz >= kSubSlabUnits * kMinSubSlabSlices && head_units > 0;
+  if (sub_slabs) {
+    // Only when the kept views fit beside everything else with room to spare.
     const int64_t chunk_values = d.chunk_views_ * d.view_values_;
     const uint64_t kept_bytes = static_cast<uint64_t>(views * d.view_values_) * 2;
     const uint64_t other_bytes = static_cast<uint64_t>(d.volume_values_) * 4 +
                                  static_cast<uint64_t>(chunk_values) * (2 * 4 + 2 * 2);
     size_t free_bytes = 0, total_bytes = 0;
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-    if (kept_bytes + other_bytes <= free_bytes / 5 * 4) {
-      const int head_units =
-          HeadUnits(views * d.view_values_ * static_cast<int64_t>(sizeof(float)),
-                    d.volume_values_ * views);
-      d.projectors_.clear();
-      d.sub_slab_first_value_.clear();
-      for (int unit = 0; unit < kSubSlabUnits; unit = unit == 0 ? head_units : unit + 1) {
-        const int64_t first = nz * unit / kSubSlabUnits;
-        const int units = unit == 0 ? head_units : 1;
-        const int64_t end = nz * (unit + units) / kSubSlabUnits;
-        TOMO_ASSIGN_OR_RETURN(VolumeGeometry part, volume_geometry.Slices(first, end - first));
-        TOMO_RETURN_IF_ERROR(make_projector(part));
-        d.sub_slab_first_value_.push_back(first * slice_values);
-      }
-      TOMO_ASSIGN_OR_RETURN(d.kept_views_, DeviceBuffer<uint16_t>::Allocate(
-                                               static_cast<size_t>(views * d.view_values_),
-                                               stream));
+    sub_slabs = kept_bytes + other_bytes <= free_bytes / 5 * 4;
+  }
+  if (!sub_slabs) {
+    d.sub_slab_volumes_.push_back(volume_geometry);
+    d.sub_slab_first_value_.push_back(0);
+    d.projectors_.push_back(std::move(whole));
+  } else {
+    // The head now; the tail's projectors while the device computes the head (Finish).
+    for (int unit = 0; unit < kSubSlabUnits; unit = unit == 0 ? head_units : unit + 1) {
+      const int64_t first = nz * unit / kSubSlabUnits;
+      const int64_t end = nz * (unit + (unit == 0 ? head_units : 1)) / kSubSlabUnits;
+      TOMO_ASSIGN_OR_RETURN(VolumeGeometry part, volume_geometry.Slices(first, end - first));
+      d.sub_slab_volumes_.push_back(part);
+      d.sub_slab_first_value_.push_back(first * slice_values);
     }
+    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector head, d.MakeProjector(d.sub_slab_volumes_[0]));
+    d.projectors_.push_back(std::move(head));
+    TOMO_ASSIGN_OR_RETURN(d.kept_views_, DeviceBuffer<uint16_t>::Allocate(
+                                             static_cast<size_t>(views * d.view_values_),
+                                             stream));
   }
   TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,
                         DeviceRowFilter::Create(filter, d.chunk_views_ * d.band_.count,
@@ -147,7 +151,7 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
                                        static_cast<size_t>(d.volume_values_), stream));
   TOMO_ASSIGN_OR_RETURN(d.copy_stream_, Stream::Create());
   TOMO_ASSIGN_OR_RETURN(d.source_read_, Event::Create());
-  for (size_t j = 0; j < d.projectors_.size(); ++j) {
+  for (size_t j = 0; j < d.sub_slab_volumes_.size(); ++j) {
     TOMO_ASSIGN_OR_RETURN(Event computed, Event::Create());
     d.computed_.push_back(std::move(computed));
   }
@@ -177,6 +181,17 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
     d.chunks_start_ = std::chrono::steady_clock::now();
   }
   return self;
+}
+
+absl::StatusOr<DeviceVectorProjector> DeviceFilterAndBackProject::MakeProjector(
+    const VolumeGeometry& volume) const {
+  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
+                        DeviceVectorProjector::Create(*band_geometry_, volume, stream_));
+  // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
+  const bool fdk = weighting_ == BackProjectionWeighting::kFdk;
+  projector.set_back_half(fdk);
+  if (fdk && projector.volume_shape().nz > 1) projector.set_back_variant(kBpVariantFdk);
+  return projector;
 }
 
 DeviceFilterAndBackProject::~DeviceFilterAndBackProject() {
@@ -303,7 +318,7 @@ absl::Status DeviceFilterAndBackProject::LaunchChunk(const float* source, int64_
       buffers_[b].get(), buffers_[b].get(),
       column_weight_.get() == nullptr ? nullptr : column_weight_.get() + chunk_first_ * columns_,
       count * band_.count));
-  if (projectors_.size() == 1) {
+  if (kept_views_.get() == nullptr) {
     TOMO_RETURN_IF_ERROR(projectors_.front().BackViews(buffers_[b].get(), chunk_first_, count,
                                                        weighting_, /*accumulate=*/chunk_ > 0,
                                                        volume_.get(), sampler_));
@@ -353,7 +368,7 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
   TOMO_RETURN_IF_ERROR(BackProjectKeptViews());
   if (profile_ != nullptr) {
     profile_->direct_views = direct_views_;
-    profile_->sub_slabs = static_cast<int>(projectors_.size());
+    profile_->sub_slabs = static_cast<int>(sub_slab_volumes_.size());
   }
   if (staging_ != nullptr) {
     // While the device finishes the head (or only) sub-slab, this thread maps the result's
@@ -384,7 +399,9 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
 
 absl::Status DeviceFilterAndBackProject::BackProjectKeptViews() {
   TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_.front().get(), stream_));
-  for (size_t j = 1; j < projectors_.size(); ++j) {
+  for (size_t j = 1; j < sub_slab_volumes_.size(); ++j) {
+    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector tail, MakeProjector(sub_slab_volumes_[j]));
+    projectors_.push_back(std::move(tail));
     // In the chunks' pieces, so that the texture array stays one chunk deep.
     for (int64_t first = 0; first < views_; first += chunk_views_) {
       const int64_t count = std::min(chunk_views_, views_ - first);
@@ -408,9 +425,9 @@ absl::Status DeviceFilterAndBackProject::DownloadThroughStaging(float* volume_va
   };
   std::vector<Piece> pieces;
   const int64_t most = chunk_views_ * view_values_;  // the pinned buffers' size
-  for (size_t j = 0; j < projectors_.size(); ++j) {
+  for (size_t j = 0; j < sub_slab_volumes_.size(); ++j) {
     const int64_t end =
-        j + 1 < projectors_.size() ? sub_slab_first_value_[j + 1] : volume_values_;
+        j + 1 < sub_slab_volumes_.size() ? sub_slab_first_value_[j + 1] : volume_values_;
     for (int64_t first = sub_slab_first_value_[j]; first < end; first += most) {
       pieces.push_back({first, std::min(most, end - first), j});
     }
@@ -444,7 +461,7 @@ absl::Status FilterAndBackProjectOnDevice(
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     Array3D& volume, PinnedStaging* staging, int64_t chunk_bytes,
-    FilterAndBackProjectProfile* profile) {
+    FilterAndBackProjectProfile* profile, int head_eighths) {
   if (volume.size() != volume_geometry.dims().count()) {
     return absl::InvalidArgumentError(absl::StrCat("volume: ", volume.size(), " values, the ",
                                                    "volume geometry has ",
@@ -452,7 +469,7 @@ absl::Status FilterAndBackProjectOnDevice(
   }
   return FilterAndBackProjectOnDevice(stream, geometry, volume_geometry, projections, filter,
                                       weights, weighting, volume.data(), staging, chunk_bytes,
-                                      profile);
+                                      profile, head_eighths);
 }
 
 absl::Status FilterAndBackProjectOnDevice(
@@ -460,14 +477,14 @@ absl::Status FilterAndBackProjectOnDevice(
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     float* volume_values, PinnedStaging* staging, int64_t chunk_bytes,
-    FilterAndBackProjectProfile* profile) {
+    FilterAndBackProjectProfile* profile, int head_eighths) {
   int device = 0;
   TOMO_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));  // the caller's current device
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceFilterAndBackProject> pass,
                         DeviceFilterAndBackProject::Create(device, stream, geometry,
                                                            volume_geometry, filter, weights,
                                                            weighting, staging, chunk_bytes,
-                                                           profile));
+                                                           profile, head_eighths));
   const int64_t views = projections.dims().d0;
   const int64_t view_values = projections.dims().d1 * projections.dims().d2;
   // In the stream's chunks, so that each AddViews fills and launches exactly one.

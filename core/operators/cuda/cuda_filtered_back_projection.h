@@ -88,6 +88,14 @@ constexpr int64_t kFilterAndBackProjectChunkBytes = int64_t{256} << 20;
 // one slab, the download after).
 constexpr int kSubSlabUnits = 8;
 constexpr int64_t kMinSubSlabSlices = 16;
+// For Create's head_eighths: choose from the sizes (SubSlabHeadEighths).
+constexpr int kHeadEighthsFromSizes = -1;
+
+// Eighths of the volume in the head sub-slab for a band of band_bytes (float views) and
+// voxel_views voxel-view updates: about the share the device back projects while the views
+// arrive, at least two; 0 (no sub-slabs) when that would be more than half (the arrival,
+// not the device, then sets the time).
+int SubSlabHeadEighths(int64_t band_bytes, int64_t voxel_views);
 
 // Page-locked chunk buffers, grown on demand and kept between calls by their owner.
 struct PinnedStaging {
@@ -126,13 +134,15 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
  public:
   // staging: null for pageable copies. chunk_bytes: for tests (many chunks from small data);
   // at least one view per chunk. profile: null, or filled (setup at Create, chunks and
-  // download at Finish).
+  // download at Finish). head_eighths: for tests, the head's eighths (2 ... 6; 0: no
+  // sub-slabs) where sub-slabs are possible; by default chosen from the sizes.
   static absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> Create(
       int device, cudaStream_t stream, const VectorGeometry& geometry,
       const VolumeGeometry& volume_geometry, const RampFilter& filter,
       const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
       PinnedStaging* staging, int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
-      FilterAndBackProjectProfile* profile = nullptr);
+      FilterAndBackProjectProfile* profile = nullptr,
+      int head_eighths = kHeadEighthsFromSizes);
   ~DeviceFilterAndBackProject() override;
 
   absl::Status AddViews(int64_t first_view, const float* views, int64_t count) override;
@@ -157,6 +167,8 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   // rows) into the current chunk's device buffer after the filled_ views there.
   absl::Status UploadDirect(const float* views, int64_t count);
   absl::Status FinishOnDevice(float* volume_values);
+  // A back projector of the band's views into `volume` (a sub-slab, or the whole).
+  absl::StatusOr<DeviceVectorProjector> MakeProjector(const VolumeGeometry& volume) const;
   // Enqueues the back projection of the kept views into the tail sub-slabs (after the
   // chunks, which went into the head), each sub-slab followed by its computed_ event.
   absl::Status BackProjectKeptViews();
@@ -174,8 +186,10 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   int64_t view_values_ = 0;  // band rows x columns
   int64_t chunk_views_ = 0;
   int64_t volume_values_ = 0;
-  // One per sub-slab (z-slabs of the volume, in order: the head first); one when there are
-  // no sub-slabs.
+  std::optional<VectorGeometry> band_geometry_;  // the band's rows of every view
+  // The sub-slabs (z-slabs of the volume, in order: the head first), or the whole volume;
+  // their projectors (the tail's are made at Finish).
+  std::vector<VolumeGeometry> sub_slab_volumes_;
   std::vector<DeviceVectorProjector> projectors_;
   std::vector<int64_t> sub_slab_first_value_;  // where each sub-slab starts in volume_
   // The filtered band of every view in float16, kept for the tail sub-slabs (empty with
@@ -212,14 +226,15 @@ absl::Status FilterAndBackProjectOnDevice(
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     Array3D& volume, PinnedStaging* staging,
     int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
-    FilterAndBackProjectProfile* profile = nullptr);
+    FilterAndBackProjectProfile* profile = nullptr, int head_eighths = kHeadEighthsFromSizes);
 // The same into volume_values (volume_geometry.dims() values, z-major; see FinishInto).
+// head_eighths: as Create's.
 absl::Status FilterAndBackProjectOnDevice(
     cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     float* volume_values, PinnedStaging* staging,
     int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
-    FilterAndBackProjectProfile* profile = nullptr);
+    FilterAndBackProjectProfile* profile = nullptr, int head_eighths = kHeadEighthsFromSizes);
 
 }  // namespace tomo::core::cuda

@@ -410,16 +410,18 @@ TEST_F(CudaFilteredBackProjectionTest, SubSlabDownloadsMatchOneSlab) {
     TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
     TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
     cuda::PinnedStaging staging;
+    // A head of five eighths: tail sub-slabs of 17, 16 and 17 slices. (From the sizes, a
+    // case this small would have none: its views take longer to arrive than to project.)
     TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
         stream.get(), geometry, volume, projections, filter, weights, weighting, staged,
-        &staging, chunk_bytes, &staged_profile));
+        &staging, chunk_bytes, &staged_profile, /*head_eighths=*/5));
     TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
         stream.get(), geometry, volume, projections, filter, weights, weighting, pageable,
-        nullptr, chunk_bytes, &pageable_profile));
+        nullptr, chunk_bytes, &pageable_profile, /*head_eighths=*/5));
     TOMO_ASSIGN_OR_RETURN(auto pass,
                           cuda::DeviceFilterAndBackProject::Create(
                               0, stream.get(), geometry, volume, filter, weights, weighting,
-                              &staging, chunk_bytes));
+                              &staging, chunk_bytes, nullptr, /*head_eighths=*/5));
     for (int64_t v = 0; v < dims.d0;) {
       const int64_t count = std::min<int64_t>(dims.d0 - v, 1 + random_() % 6);
       TOMO_RETURN_IF_ERROR(pass->AddViews(v, projections.data() + v * view_values, count));
@@ -428,10 +430,8 @@ TEST_F(CudaFilteredBackProjectionTest, SubSlabDownloadsMatchOneSlab) {
     return pass->Finish(streamed);
   }();
   ASSERT_TRUE(status.ok()) << status;
-  // A head and at least two tail sub-slabs.
-  EXPECT_GE(staged_profile.sub_slabs, 3);
-  EXPECT_LE(staged_profile.sub_slabs, cuda::kSubSlabUnits - 1);
-  EXPECT_EQ(pageable_profile.sub_slabs, 1);
+  EXPECT_EQ(staged_profile.sub_slabs, 4);  // the head and three tail sub-slabs
+  EXPECT_EQ(pageable_profile.sub_slabs, 1);  // without staging: one
   ASSERT_TRUE(AllFinite(staged));
   ASSERT_TRUE(AllFinite(pageable));
   const double against_cpu = RelativeMaxDifference(staged, expected);
@@ -549,6 +549,26 @@ TEST_F(CudaFilteredBackProjectionTest, FdkMatchesCpuAndThePhantom) {
   // The GPU's error against the phantom is the CPU's (whose FDK filtered_back_projection_test.cc bounds), up to
   // the texture rounding.
   EXPECT_LE(gpu_rmse, 1.02 * cpu_rmse + 1e-4);
+}
+
+// The head's share from the sizes (no device needed): the FDK cases of the benchmark
+// (496 views of 960 x 1248 floats, 2.38 GB) and what their numbers imply.
+TEST(SubSlabHeadEighthsTest, FollowsTheArrivalAgainstTheBackProjection) {
+  const int64_t views = 496, band_bytes = views * 960 * 1248 * 4;
+  const int64_t side512 = int64_t{512} * 512 * 512, side1024 = int64_t{1024} * 1024 * 1024;
+  // 1024^3 on one device: 0.20 s to arrive, 0.53 s to project: three eighths.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes, side1024 * views), 3);
+  // Half of it on each of two devices (each gets half the band): three eighths again.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes / 2, side1024 / 2 * views), 3);
+  // 512^3: the views take longer to arrive than to project: no sub-slabs.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes, side512 * views), 0);
+  // Far more projection than arrival: the smallest head, two eighths.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes / 64, side1024 * views), 2);
+  // Exactly half is still allowed; just over is not.
+  const int64_t voxel_views_half = static_cast<int64_t>(8.0 / 4.0 * 1e12 / 12e9 * 1e6);
+  EXPECT_EQ(cuda::SubSlabHeadEighths(1000000, voxel_views_half + 1000), 4);
+  EXPECT_EQ(cuda::SubSlabHeadEighths(1000000, voxel_views_half - 1000), 0);
+  EXPECT_EQ(cuda::SubSlabHeadEighths(1, 0), 0);  // nothing to project: no sub-slabs
 }
 
 }  // namespace
