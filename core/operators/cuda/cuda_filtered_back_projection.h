@@ -83,9 +83,9 @@ namespace tomo::core::cuda {
 // buffers to be a small part of the device.
 constexpr int64_t kFilterAndBackProjectChunkBytes = int64_t{256} << 20;
 
-// Sub-slabs (see above) are cut in eighths of the volume: a head of two to six and one
-// eighth per tail sub-slab, each eighth at least kMinSubSlabSlices slices (fewer slices:
-// one slab, the download after).
+// Sub-slabs (see above) are cut in eighths of the volume: a head of two to four (tests may
+// ask for up to six) and one eighth per tail sub-slab, each eighth at least
+// kMinSubSlabSlices slices (fewer slices: one slab, the download after).
 constexpr int kSubSlabUnits = 8;
 constexpr int64_t kMinSubSlabSlices = 16;
 // For Create's head_eighths: choose from the sizes (SubSlabHeadEighths).
