@@ -148,10 +148,14 @@ class CudaBackend final : public Backend {
                                                 weighting);
     }
     std::unique_lock<std::mutex> lock(mu_);
+    // No sub-slabs: the views arrive as an upload delivers them, slower than the device
+    // back projects, so the device keeps up with the whole volume and only the download is
+    // left after the last view (sub-slabs would leave the tail's back projection too).
     TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceFilterAndBackProject> pass,
-                          DeviceFilterAndBackProject::Create(device_, stream_.get(), geometry,
-                                                             volume_geometry, filter, weights,
-                                                             weighting, &staging_));
+                          DeviceFilterAndBackProject::Create(
+                              device_, stream_.get(), geometry, volume_geometry, filter,
+                              weights, weighting, &staging_, kFilterAndBackProjectChunkBytes,
+                              /*profile=*/nullptr, /*head_eighths=*/0));
     return std::unique_ptr<FilterAndBackProjectStream>(
         std::make_unique<LockedStream>(std::move(lock), std::move(pass)));
   }

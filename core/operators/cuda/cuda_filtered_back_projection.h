@@ -43,7 +43,9 @@
 // volume the device back projects while the projections arrive (so it does not wait for
 // them); only the last tail sub-slab's download (an eighth of the volume) is left after the
 // device is done. Each voxel sums the same views in the same order as without sub-slabs;
-// only the view vectors, made per sub-slab, differ in their last bits.
+// only the view vectors, made per sub-slab, differ in their last bits. (CudaBackend's
+// stream, fed by an upload slower than the device, asks for none: the device keeps up with
+// the whole volume there, and only the download is left after the last view.)
 //
 //   compute stream: [chunks -> head][kept views -> tail 1][kept views -> tail 2] ...
 //   copy stream:                    [head -> host]        [tail 1 -> host] ...
