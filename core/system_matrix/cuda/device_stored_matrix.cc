@@ -14,6 +14,7 @@
 #include "core/system_matrix/dense_slabs.h"
 #include "core/system_matrix/interleaved_runs.h"
 #include "core/system_matrix/segmented_runs.h"
+#include "core/system_matrix/tiled_runs.h"
 #include "core/system_matrix/view_blocks.h"
 
 namespace tomo::core::system_matrix {
@@ -244,6 +245,32 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
           static_cast<size_t>(std::max(partial_segments, blocked.segments())) * 8 *
               static_cast<size_t>(columns), s));
     }
+    if (m->UsesTiled()) {
+      TOMO_ASSIGN_OR_RETURN(const TiledRuns tiled,
+                            TiledRuns::Build(a, slab_steps > 0 ? slab_steps : TiledRuns::TileSideFor(n)));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_local_, Upload(tiled.local(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_weights_, Upload(tiled.weights(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_lane_column_, Upload(tiled.lane_column(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_warps_, Upload(tiled.warps(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_warp_begin_, Upload(tiled.orbit_warp_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_column_.get(),
+                   m->tiled_warps_.get(), m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
+                   m->row_norm2_.get(), n, columns,
+                   static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(), tiled.stride()};
+      cuda::ComposeTable compose;
+      for (int a_map = 0; a_map < 8; ++a_map) {
+        for (int b_map = 0; b_map < 8; ++b_map) {
+          compose.h[a_map][b_map] = static_cast<int8_t>(cuda::ComposeSquareMaps(a_map, b_map));
+        }
+      }
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::PrepareTiledKernels(m->tiled_, m->maps_, compose));
+      // Two buffers of ray sums: block b's forward adds into one while its transpose reads
+      // it and clears the other for block b + 1.
+      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
+          2 * 8 * static_cast<size_t>(columns), s));
+    }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     const size_t groups = static_cast<size_t>((columns + 31) / 32);
     TOMO_ASSIGN_OR_RETURN(m->group_counters_, DeviceBuffer<int32_t>::Allocate(groups, s));
@@ -260,7 +287,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            blocked_runs_.size_bytes() + blocked_headers_.size_bytes() +
            blocked_slabs_.size_bytes() + blocked_cursors_.size_bytes() +
            segmented_values_.size_bytes() + segmented_runs_.size_bytes() +
-           segmented_slabs_.size_bytes() + segmented_table_.size_bytes();
+           segmented_slabs_.size_bytes() + segmented_table_.size_bytes() +
+           tiled_local_.size_bytes() + tiled_weights_.size_bytes() +
+           tiled_lane_column_.size_bytes() + tiled_warps_.size_bytes() +
+           tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -339,6 +369,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     ArtResult result;
     result.image = Array3D({1, a_.scan().ny(), a_.scan().nx()});
     const auto enqueue_sweep = [&]() -> absl::Status {
+      if (UsesTiled()) return EnqueueTiledSweep(blocks, run, options.nonnegative);
       for (int64_t b = 0; b < a_.num_blocks(); ++b) {
         const cuda::OrbitBlock& block = blocks[static_cast<size_t>(b)];
         TOMO_RETURN_IF_ERROR(EnqueueForward(block, run.x.get(), x_transposed, run.b.get(),
@@ -358,6 +389,31 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            kernels_ == SymmetricKernels::kDenseOrbit;
   }
   bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
+  bool UsesTiled() const { return kernels_ == SymmetricKernels::kTiled; }
+
+  // One ART sweep on the tiled layout: per block two launches, the forward adding into one
+  // of the two ray-sum buffers (cleared at the sweep's start, then by the previous block's
+  // transpose), the transpose forming the residual and z from it.
+  absl::Status EnqueueTiledSweep(const std::vector<cuda::OrbitBlock>& blocks, ArtBuffers& run,
+                                 bool clamp) {
+    const cudaStream_t s = stream_.get();
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
+    const size_t half = 8 * static_cast<size_t>(a_.scan().columns());
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      float* sums = partials_.get() + (b % 2) * half;
+      float* next = partials_.get() + ((b + 1) % 2) * half;
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchTiledForward(tiled_, blocks[b], run.x.get(), sums, s));
+      cuda::TiledRayValues rays;
+      rays.sums = sums;
+      rays.projections = run.b.get();
+      rays.residual = run.residual.get();
+      rays.clear = next;
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchTiledBack(tiled_, blocks[b], rays, run.x.get(), clamp, s));
+    }
+    return absl::OkStatus();
+  }
   bool UsesSegmented() const { return kernels_ == SymmetricKernels::kSegmented; }
   // The forward reads, and the orbit transpose keeps, a transposed copy of the image.
   bool UsesTransposedImage() const {
@@ -374,6 +430,14 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                               const float* x_transposed, const float* projections,
                               float* residual, float* out) {
     const cudaStream_t s = stream_.get();
+    if (UsesTiled()) {  // ray sums by atomics into zeros, then the combine
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchTiledForward(tiled_, block, x, partials_.get(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, 1, partials_.get(),
+                                                             projections, residual, out, s));
+      return absl::OkStatus();
+    }
     if (UsesInterleaved() || UsesDense() || UsesSegmented()) {  // combine fused into the forward
       cuda::GroupCombine combine;
       combine.counters = group_counters_.get();
@@ -434,6 +498,13 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSegmentedBackOrbit(
             segmented_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
         break;
+      case SymmetricKernels::kTiled: {
+        cuda::TiledRayValues rays;
+        rays.z_full = z;
+        TOMO_CUDA_RETURN_IF_ERROR(
+            cuda::LaunchTiledBack(tiled_, block, rays, x, clamp, stream_.get()));
+        break;
+      }
       case SymmetricKernels::kDense: {
         const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
         const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
@@ -484,6 +555,12 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   std::vector<int64_t> dense_view_begin_;
   cuda::DenseDeviceArrays dense_{};
   cuda::SymmetricDeviceArrays arrays_{};
+  DeviceBuffer<uint16_t> tiled_local_, tiled_lane_column_;
+  DeviceBuffer<float> tiled_weights_;
+  DeviceBuffer<TiledWarp> tiled_warps_;
+  DeviceBuffer<int64_t> tiled_orbit_warp_begin_;
+  DeviceBuffer<TileOrbit> tiled_orbits_;
+  cuda::TiledDeviceArrays tiled_{};
   std::vector<cuda::StoredViewGeometry> geometry_;
 };
 
@@ -650,13 +727,16 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "blocked";
     case SymmetricKernels::kSegmented:
       return "segmented";
+    case SymmetricKernels::kTiled:
+      return "tiled";
   }
   return "?";
 }
 
 std::vector<SymmetricKernels> AllSymmetricKernels() {
   return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
-          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented};
+          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented,
+          SymmetricKernels::kTiled};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

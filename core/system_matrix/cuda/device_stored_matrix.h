@@ -91,6 +91,13 @@ enum class SymmetricKernels {
   // orbit transpose on the same arrays; ART keeps the image's transposed copy. Only this
   // layout is on the device.
   kSegmented,
+  // Both products on the tiled layout (tiled_runs.h, cuda/tiled_products.cu): one thread
+  // block per orbit of pixel tiles, x (forward) and the accumulators (transpose) in shared
+  // memory, the matrix streamed in coalesced lines; the forward adds its ray sums with
+  // global atomics, the transpose forms z from them and writes each tile once (no global
+  // atomics). An ART block is two launches. slab_steps > 0 is the tile side (0: its
+  // default, TiledRuns::TileSideFor). Only this layout is on the device.
+  kTiled,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x
 // cuSPARSE at 512^2 / 1024^2 / 2048^2), no atomics, the runs format alone on the device.
@@ -101,7 +108,7 @@ absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name);
 std::vector<SymmetricKernels> AllSymmetricKernels();
 
 // slab_steps: the steps per slab the blocked layouts aim at (0: their default; more steps,
-// fewer and longer warps).
+// fewer and longer warps); for kTiled the tile side.
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
     const SymmetricSystemMatrix& matrix, int device,
     SymmetricKernels kernels = kDefaultSymmetricKernels, int slab_steps = 0);

@@ -12,6 +12,7 @@
 #include "core/system_matrix/dense_slab.h"
 #include "core/system_matrix/interleaved_slab.h"
 #include "core/system_matrix/segmented_slab.h"
+#include "core/system_matrix/tiled_slab.h"
 
 namespace tomo::core::system_matrix::cuda {
 
@@ -191,6 +192,49 @@ cudaError_t LaunchSegmentedBackOrbit(const SegmentedDeviceArrays& d,
                                      const OrbitBlock& block, const SquareMapTable& maps,
                                      const float* z_full, float* x, float* x_transposed,
                                      bool clamp, cudaStream_t stream);
+
+// The tiled layout (tiled_runs.h) on the device.
+struct TiledDeviceArrays {
+  const uint16_t* local;   // per slot: place in the orbit's T0, ly0 * stride + lx0
+  const float* weights;    // per slot
+  const uint16_t* lane_column;
+  const TiledWarp* warps;
+  const int64_t* orbit_warp_begin;  // stored views x orbits + 1
+  const TileOrbit* orbits;
+  const float* row_norm2;
+  int32_t n, columns, orbits_per_view, tile_side, stride;
+};
+// h[a][b]: the index in kSquareMaps of M_a M_b.
+struct ComposeTable {
+  int8_t h[8][8];
+};
+// Where the tiled transpose takes z_k(c) from: z_full (at view[k] * columns + the view's
+// column), or, for ART, from the forward's ray sums (sums[k * columns + c]):
+// r = projections - sums, residual = r, z = step_scale r / ||a||^2 (0 for norm^2 <= 1e-20),
+// as LaunchSymmetricCombine; then `clear` (count * columns floats: the next forward's ray
+// sums) is set to 0.
+struct TiledRayValues {
+  const float* z_full = nullptr;
+  const float* sums = nullptr;
+  const float* projections = nullptr;
+  float* residual = nullptr;
+  float* clear = nullptr;
+};
+// Once per device before the tiled kernels' launches: the maps (SquareMaps()) and their
+// products (h[a][b] = ComposeSquareMaps(a, b)) into the kernels' constant memory, and their
+// dynamic shared memory allowed up to 8 planes of the layout's tiles (above 48 KB for tile
+// sides above 38).
+cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
+                                const ComposeTable& compose);
+// sums[k * columns + c] += (A x) at view k of the block, stored column c (tiled_products.cu;
+// sums must hold 0 or a previous part; float atomics: the order of the adds varies).
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
+                               const float* x, float* sums, cudaStream_t stream);
+// x += A_b^T z (then max(x, 0) when clamp), one thread block per orbit of tiles, each pixel
+// written by one thread block.
+cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
+                            const TiledRayValues& rays, float* x, bool clamp,
+                            cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

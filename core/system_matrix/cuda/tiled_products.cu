@@ -1,0 +1,195 @@
+// The products of one orbit block on the tiled layout (tiled_runs.h): one thread block per
+// orbit of tiles, x and the accumulators in shared memory, the matrix streamed in coalesced
+// lines.
+//
+// TiledForwardKernel: loads x over the orbit's (up to) eight tiles into eight planes of
+// shared memory, each in the representative tile T0's frame (plane h holds x at M_h(p0) in
+// p0's place), once; then warp by warp over the orbit's stored warps (a warp of tile
+// M_g(T0) of the stored view): per step a lane reads its slot (weight, place in T0), and
+// for every view k of the block adds w xs[M_k M_g plane][place]: 8 shared-memory loads and
+// 8 FMAs per stored entry, no dependent global load. Each lane adds its 8 sums into the
+// block's ray sums (global atomicAdd, sums[k * columns + c]).
+//
+// TiledBackKernel: the same walk with 8 planes of accumulators: per step and view k a
+// shared-memory atomicAdd of w z_k(c) at the same place of plane M_k M_g; then each
+// distinct tile of the orbit is written once by this thread block (x = x + the planes
+// whose tile it is, clamped when asked): one owner per pixel, no global atomics. z_k(c) is
+// read from z_full or formed from the forward's ray sums (ART: the residual and the scaled
+// residual, as LaunchSymmetricCombine), which saves the combine launch.
+#include "core/system_matrix/cuda/stored_matrix_kernels.h"
+
+namespace tomo::core::system_matrix::cuda {
+namespace {
+
+constexpr int kTiledThreads = 256;  // 8 warps
+constexpr int kTiledWarps = kTiledThreads / 32;
+
+// The square maps and their products, indexed by values known only at run time: in constant
+// memory (as kernel arguments indexed so they would be copied to the stack).
+__constant__ SquareMapTable kTiledMaps;
+__constant__ ComposeTable kTiledCompose;
+
+// The shared-memory bytes of one thread block: 8 planes of tile_side x stride floats.
+size_t TiledSharedBytes(const TiledDeviceArrays& d) {
+  return sizeof(float) * 8 * static_cast<size_t>(d.tile_side) * static_cast<size_t>(d.stride);
+}
+
+__global__ void __launch_bounds__(kTiledThreads)
+    TiledForwardKernel(TiledDeviceArrays d, OrbitBlock block, const float* __restrict__ x,
+                       float* __restrict__ sums) {
+  extern __shared__ float xs[];
+  const int plane = d.tile_side * d.stride;
+  const TileOrbit& orbit = d.orbits[blockIdx.x];
+  const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
+  for (int i = threadIdx.x; i < 8 * area; i += kTiledThreads) {
+    const int h = i / area, r = i - h * area;
+    const int ux = kTiledMaps.m[h][0] == 0 ? sy0 : sx0;
+    const int ly = r / ux, lx = r - ly * ux;
+    int lx0, ly0;
+    TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2], kTiledMaps.m[h][3], sx0, sy0,
+                              lx, ly, &lx0, &ly0);
+    xs[h * plane + ly0 * d.stride + lx0] =
+        __ldg(x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx);
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
+  const int64_t end = d.orbit_warp_begin[at + 1];
+  for (int64_t w = d.orbit_warp_begin[at] + warp; w < end; w += kTiledWarps) {
+    const TiledWarp header = d.warps[w];
+    int h_plane[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      h_plane[k] = k < block.count ? plane * kTiledCompose.h[block.map_index[k]][header.map] : 0;
+    }
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
+    const float* __restrict__ weight = d.weights + header.slot_base + lane;
+#pragma unroll 4
+    for (int step = 0; step < header.steps; ++step) {
+      const int place = __ldg(local + 32 * step);
+      const float wt = __ldg(weight + 32 * step);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (k < block.count) s[k] = fmaf(wt, xs[h_plane[k] + place], s[k]);
+      }
+    }
+    const int c = d.lane_column[w * 32 + lane];
+    if (c != kTiledNoRay) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (k < block.count) atomicAdd(sums + k * d.columns + c, s[k]);
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kTiledThreads)
+    TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, TiledRayValues rays,
+                    float* __restrict__ x, int clamp) {
+  extern __shared__ float acc[];
+  const int plane = d.tile_side * d.stride;
+  for (int i = threadIdx.x; i < 8 * plane; i += kTiledThreads) acc[i] = 0.0f;
+  const int columns = d.columns;
+  if (rays.sums != nullptr) {  // ART: the residual, and the next forward's ray sums cleared
+    const int count = block.count * columns;
+    for (int i = blockIdx.x * kTiledThreads + threadIdx.x; i < count; i += gridDim.x * kTiledThreads) {
+      const int k = i / columns, c = i - k * columns;
+      const int64_t at = static_cast<int64_t>(block.view[k]) * columns +
+                         (block.reversed[k] ? columns - 1 - c : c);
+      rays.residual[at] = rays.projections[at] - rays.sums[i];
+      rays.clear[i] = 0.0f;
+    }
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
+  const int64_t end = d.orbit_warp_begin[at + 1];
+  for (int64_t w = d.orbit_warp_begin[at] + warp; w < end; w += kTiledWarps) {
+    const TiledWarp header = d.warps[w];
+    const int c = d.lane_column[w * 32 + lane];
+    int h_plane[8];
+    float z[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      h_plane[k] = k < block.count ? plane * kTiledCompose.h[block.map_index[k]][header.map] : 0;
+      z[k] = 0.0f;
+      if (k < block.count && c != kTiledNoRay) {
+        const int64_t place = static_cast<int64_t>(block.view[k]) * columns +
+                              (block.reversed[k] ? columns - 1 - c : c);
+        if (rays.sums == nullptr) {
+          z[k] = __ldg(rays.z_full + place);
+        } else {
+          const float r = rays.projections[place] - rays.sums[k * columns + c];
+          const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * columns + c];
+          z[k] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
+        }
+      }
+    }
+    const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
+    const float* __restrict__ weight = d.weights + header.slot_base + lane;
+#pragma unroll 4
+    for (int step = 0; step < header.steps; ++step) {
+      const int place = __ldg(local + 32 * step);
+      const float wt = __ldg(weight + 32 * step);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (k < block.count) atomicAdd(acc + h_plane[k] + place, wt * z[k]);
+      }
+    }
+  }
+  __syncthreads();
+  const TileOrbit& orbit = d.orbits[blockIdx.x];
+  const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
+  for (int i = threadIdx.x; i < 8 * area; i += kTiledThreads) {
+    const int h = i / area, r = i - h * area;
+    if (!((orbit.distinct >> h) & 1)) continue;
+    const int ux = kTiledMaps.m[h][0] == 0 ? sy0 : sx0;
+    const int ly = r / ux, lx = r - ly * ux;
+    float total = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) continue;
+      int lx0, ly0;
+      TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2], kTiledMaps.m[e][3], sx0, sy0,
+                                lx, ly, &lx0, &ly0);
+      total += acc[e * plane + ly0 * d.stride + lx0];
+    }
+    float* p = x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
+    const float updated = *p + total;
+    *p = clamp ? fmaxf(updated, 0.0f) : updated;
+  }
+}
+
+}  // namespace
+
+cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
+                                const ComposeTable& compose) {
+  cudaError_t e = cudaMemcpyToSymbol(kTiledMaps, &maps, sizeof(maps));
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpyToSymbol(kTiledCompose, &compose, sizeof(compose));
+  if (e != cudaSuccess) return e;
+  const int bytes = static_cast<int>(TiledSharedBytes(d));
+  e = cudaFuncSetAttribute(TiledForwardKernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(TiledBackKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              bytes);
+}
+
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
+                               const float* x, float* sums, cudaStream_t stream) {
+  TiledForwardKernel<<<d.orbits_per_view, kTiledThreads, TiledSharedBytes(d), stream>>>(
+      d, block, x, sums);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
+                            const TiledRayValues& rays, float* x, bool clamp,
+                            cudaStream_t stream) {
+  TiledBackKernel<<<d.orbits_per_view, kTiledThreads, TiledSharedBytes(d), stream>>>(
+      d, block, rays, x, clamp ? 1 : 0);
+  return cudaGetLastError();
+}
+
+}  // namespace tomo::core::system_matrix::cuda

@@ -1,0 +1,390 @@
+#include "core/system_matrix/tiled_runs.h"
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/parallel_for.h"
+#include "core/system_matrix/square_symmetry.h"
+
+namespace tomo::core::system_matrix {
+namespace {
+
+// One stored entry of one tile: its ray, its place in T0 (ly0 * stride + lx0), its weight.
+struct TileEntry {
+  int32_t column;
+  uint16_t local;
+  float weight;
+};
+
+// One stored view's part of the layout, before the views are joined.
+struct ViewTiles {
+  std::vector<int64_t> orbit_warp_count;  // per orbit
+  std::vector<TiledWarp> warps;            // slot_base relative to the view's first slot
+  std::vector<uint16_t> lane_column, local;
+  std::vector<float> weights;
+  int64_t entries = 0, lanes_with_rays = 0, gather_wavefronts = 0, atomic_wavefronts = 0;
+};
+
+// The most distinct addresses (gather) and lanes (atomic add) in one of 32 banks.
+void CountWavefronts(const uint16_t* step, int64_t* gather, int64_t* atomic) {
+  std::array<int, 32> lanes{};
+  std::array<std::array<int, 32>, 32> seen{};
+  std::array<int, 32> distinct{};
+  for (int l = 0; l < 32; ++l) {
+    const int bank = step[l] % 32;
+    ++lanes[static_cast<size_t>(bank)];
+    bool repeat = false;
+    for (int e = 0; e < distinct[static_cast<size_t>(bank)]; ++e) {
+      repeat = repeat || seen[static_cast<size_t>(bank)][static_cast<size_t>(e)] == step[l];
+    }
+    if (!repeat) seen[static_cast<size_t>(bank)][static_cast<size_t>(distinct[static_cast<size_t>(bank)]++)] = step[l];
+  }
+  *gather += *std::max_element(distinct.begin(), distinct.end());
+  *atomic += *std::max_element(lanes.begin(), lanes.end());
+}
+
+// The lanes of one tile: its rays' entries (grouped by ray, rays ascending) cut into
+// pieces and packed into warps, appended to `out` (warps' map = `map`; a lane without a
+// ray uses pixel `lane` of T0, in rows of orbit.size_x).
+void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& orbit, int stride,
+              ViewTiles& out) {
+  if (entries.empty()) return;
+  struct Ray {
+    int32_t column;
+    int64_t begin, count;
+  };
+  std::vector<Ray> rays;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (rays.empty() || rays.back().column != entries[i].column) {
+      rays.push_back({entries[i].column, static_cast<int64_t>(i), 0});
+    }
+    ++rays.back().count;
+  }
+  const int64_t warps = (static_cast<int64_t>(rays.size()) + 31) / 32;
+  const int64_t lanes = 32 * warps;
+  const int64_t total = static_cast<int64_t>(entries.size());
+  // The shortest piece length whose pieces fit the lanes.
+  int64_t length = std::max<int64_t>(1, (total + lanes - 1) / lanes);
+  for (;; ++length) {
+    int64_t pieces = 0;
+    for (const Ray& r : rays) pieces += (r.count + length - 1) / length;
+    if (pieces <= lanes) break;
+  }
+  struct Piece {
+    int32_t column;
+    int64_t begin, count;
+  };
+  std::vector<Piece> pieces;
+  for (const Ray& r : rays) {
+    const int64_t parts = (r.count + length - 1) / length;
+    for (int64_t j = 0; j < parts; ++j) {
+      const int64_t b = r.count * j / parts, e = r.count * (j + 1) / parts;
+      pieces.push_back({r.column, r.begin + b, e - b});
+    }
+  }
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const Piece& p, const Piece& q) { return p.count > q.count; });
+  for (int64_t w = 0; w < warps; ++w) {
+    const int64_t first = 32 * w;
+    const int64_t steps = first < static_cast<int64_t>(pieces.size()) ? pieces[static_cast<size_t>(first)].count : 0;
+    TiledWarp warp;
+    warp.slot_base = static_cast<int64_t>(out.weights.size());
+    warp.steps = static_cast<int32_t>(steps);
+    warp.map = map;
+    out.warps.push_back(warp);
+    out.weights.resize(out.weights.size() + static_cast<size_t>(32 * steps), 0.0f);
+    out.local.resize(out.local.size() + static_cast<size_t>(32 * steps), 0);
+    for (int l = 0; l < 32; ++l) {
+      const int64_t p = first + l;
+      const bool has = p < static_cast<int64_t>(pieces.size());
+      out.lane_column.push_back(has ? static_cast<uint16_t>(pieces[static_cast<size_t>(p)].column)
+                                    : kTiledNoRay);
+      uint16_t last = static_cast<uint16_t>(((l / orbit.size_x) % orbit.size_y) * stride + l % orbit.size_x);
+      for (int64_t s = 0; s < steps; ++s) {
+        const size_t slot = static_cast<size_t>(warp.slot_base + 32 * s + l);
+        if (has && s < pieces[static_cast<size_t>(p)].count) {
+          const TileEntry& e = entries[static_cast<size_t>(pieces[static_cast<size_t>(p)].begin + s)];
+          out.weights[slot] = e.weight;
+          last = e.local;
+        }
+        out.local[slot] = last;  // a pad repeats the lane's last pixel, weight 0
+      }
+      if (has) ++out.lanes_with_rays;
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      CountWavefronts(&out.local[static_cast<size_t>(warp.slot_base + 32 * s)],
+                      &out.gather_wavefronts, &out.atomic_wavefronts);
+    }
+  }
+  out.entries += total;
+}
+
+}  // namespace
+
+int ComposeTileMaps(int a, int b) {
+  const SquareMap& p = kSquareMaps[static_cast<size_t>(a)];
+  const SquareMap& q = kSquareMaps[static_cast<size_t>(b)];
+  const int xx = p.xx * q.xx + p.xy * q.yx, xy = p.xx * q.xy + p.xy * q.yy;
+  const int yx = p.yx * q.xx + p.yy * q.yx, yy = p.yx * q.xy + p.yy * q.yy;
+  for (int m = 0; m < 8; ++m) {
+    const SquareMap& r = kSquareMaps[static_cast<size_t>(m)];
+    if (r.xx == xx && r.xy == xy && r.yx == yx && r.yy == yy) return m;
+  }
+  return -1;  // unreachable: the eight maps are a group
+}
+
+int TiledRuns::TileSideFor(int64_t n) { return n < 1024 ? 16 : 32; }
+
+std::vector<int32_t> TiledRuns::Partition(int32_t n, int tile_side) {
+  int32_t m = std::max<int32_t>(1, (n + tile_side - 1) / tile_side);
+  if (n % 2 == 1 && m % 2 == 0) ++m;
+  for (;; m += n % 2 == 1 ? 2 : 1) {
+    std::vector<int32_t> b(static_cast<size_t>(m) + 1);
+    for (int32_t i = 0; i <= m; ++i) {
+      if (2 * i < m) b[static_cast<size_t>(i)] = static_cast<int32_t>(static_cast<int64_t>(i) * n / m);
+      if (2 * i == m) b[static_cast<size_t>(i)] = n / 2;
+    }
+    for (int32_t i = 0; i <= m; ++i) {
+      if (2 * i > m) b[static_cast<size_t>(i)] = n - b[static_cast<size_t>(m - i)];
+    }
+    bool fits = true;
+    for (int32_t i = 0; i < m; ++i) {
+      const int32_t size = b[static_cast<size_t>(i) + 1] - b[static_cast<size_t>(i)];
+      fits = fits && size >= 1 && size <= tile_side;
+    }
+    if (fits) return b;
+  }
+}
+
+absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int tile_side,
+                                           int threads) {
+  if (tile_side < kMinTileSide || tile_side > kMaxTileSide) {
+    return absl::InvalidArgumentError(absl::StrCat("tile_side: ", tile_side, " must be in [",
+                                                   kMinTileSide, ", ", kMaxTileSide, "]"));
+  }
+  if (a.scan().columns() >= kTiledNoRay) {
+    return absl::InvalidArgumentError(absl::StrCat("columns: ", a.scan().columns(),
+                                                   " must be below ", kTiledNoRay,
+                                                   " for the tiled layout"));
+  }
+  TiledRuns t;
+  t.tile_side_ = tile_side;
+  t.n_ = static_cast<int32_t>(a.scan().nx());
+  t.columns_ = static_cast<int32_t>(a.scan().columns());
+  t.bounds_ = Partition(t.n_, tile_side);
+  const int32_t n = t.n_, m = static_cast<int32_t>(t.bounds_.size()) - 1, stride = t.stride();
+  std::vector<int32_t> tile_of(static_cast<size_t>(n));
+  for (int32_t i = 0; i < m; ++i) {
+    for (int32_t p = t.bounds_[static_cast<size_t>(i)]; p < t.bounds_[static_cast<size_t>(i) + 1]; ++p) {
+      tile_of[static_cast<size_t>(p)] = i;
+    }
+  }
+  // Orbits of tiles; for every tile its orbit and the first map g with tile = M_g(T0).
+  std::vector<int32_t> orbit_of(static_cast<size_t>(m) * m, -1), map_of(static_cast<size_t>(m) * m, -1);
+  for (int32_t tj = 0; tj < m; ++tj) {
+    for (int32_t ti = 0; ti < m; ++ti) {
+      const int32_t ci = 2 * ti - (m - 1), cj = 2 * tj - (m - 1);
+      if (!(cj >= 0 && ci >= cj)) continue;
+      const int32_t o = static_cast<int32_t>(t.orbits_.size());
+      TileOrbit orbit;
+      orbit.size_x = t.bounds_[static_cast<size_t>(ti) + 1] - t.bounds_[static_cast<size_t>(ti)];
+      orbit.size_y = t.bounds_[static_cast<size_t>(tj) + 1] - t.bounds_[static_cast<size_t>(tj)];
+      for (int h = 0; h < 8; ++h) {
+        int32_t ui, uj;
+        MapPixel(kSquareMaps[static_cast<size_t>(h)], m, ti, tj, &ui, &uj);
+        orbit.corner_x[h] = t.bounds_[static_cast<size_t>(ui)];
+        orbit.corner_y[h] = t.bounds_[static_cast<size_t>(uj)];
+        const size_t tile = static_cast<size_t>(uj) * m + ui;
+        if (orbit_of[tile] < 0) {
+          orbit_of[tile] = o;
+          map_of[tile] = h;
+          orbit.distinct |= 1 << h;
+        }
+      }
+      t.orbits_.push_back(orbit);
+    }
+  }
+  const int64_t views = a.num_blocks();
+  const int64_t orbits = t.orbits_per_view();
+  const StoredRows& s = a.rows();
+  std::vector<ViewTiles> built(static_cast<size_t>(views));
+  ParallelFor(views, [&](int64_t v0, int64_t v1) {
+    std::vector<std::vector<TileEntry>> tiles(static_cast<size_t>(m) * m);
+    for (int64_t v = v0; v < v1; ++v) {
+      for (auto& tile : tiles) tile.clear();
+      for (int32_t c = 0; c < t.columns_; ++c) {
+        const size_t r = static_cast<size_t>(v * t.columns_ + c);
+        for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
+          const size_t k = static_cast<size_t>(run);
+          const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
+          const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
+          for (int32_t e = 0; e < s.run_length[k]; ++e) {
+            const int32_t ix = s.run_ix_first[k] + e;
+            const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m +
+                                tile_of[static_cast<size_t>(ix)];
+            const int g = map_of[tile];
+            const TileOrbit& orbit = t.orbits_[static_cast<size_t>(orbit_of[tile])];
+            int32_t x0, y0;  // the stored pixel mapped back into T0
+            MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0, &y0);
+            const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
+            tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0),
+                                   s.values[static_cast<size_t>(value0 + e)]});
+          }
+        }
+      }
+      ViewTiles& out = built[static_cast<size_t>(v)];
+      for (int64_t o = 0; o < orbits; ++o) {
+        const TileOrbit& orbit = t.orbits_[static_cast<size_t>(o)];
+        const size_t before = out.warps.size();
+        for (int h = 0; h < 8; ++h) {
+          if (!(orbit.distinct & (1 << h))) continue;
+          const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(orbit.corner_y[h])]) * m +
+                              tile_of[static_cast<size_t>(orbit.corner_x[h])];
+          PackTile(tiles[tile], h, orbit, stride, out);
+        }
+        out.orbit_warp_count.push_back(static_cast<int64_t>(out.warps.size() - before));
+      }
+    }
+  }, threads);
+  // Join the views.
+  int64_t slots = 0, warps = 0;
+  for (const ViewTiles& v : built) {
+    slots += static_cast<int64_t>(v.weights.size());
+    warps += static_cast<int64_t>(v.warps.size());
+  }
+  t.weights_.reserve(static_cast<size_t>(slots));
+  t.local_.reserve(static_cast<size_t>(slots));
+  t.warps_.reserve(static_cast<size_t>(warps));
+  t.lane_column_.reserve(static_cast<size_t>(32 * warps));
+  t.orbit_warp_begin_.push_back(0);
+  for (ViewTiles& v : built) {
+    const int64_t base = static_cast<int64_t>(t.weights_.size());
+    for (TiledWarp w : v.warps) {
+      w.slot_base += base;
+      t.warps_.push_back(w);
+    }
+    for (const int64_t count : v.orbit_warp_count) {
+      t.orbit_warp_begin_.push_back(t.orbit_warp_begin_.back() + count);
+    }
+    t.weights_.insert(t.weights_.end(), v.weights.begin(), v.weights.end());
+    t.local_.insert(t.local_.end(), v.local.begin(), v.local.end());
+    t.lane_column_.insert(t.lane_column_.end(), v.lane_column.begin(), v.lane_column.end());
+    t.entries_ += v.entries;
+    t.lanes_with_rays_ += v.lanes_with_rays;
+    t.gather_wavefronts_ += v.gather_wavefronts;
+    t.atomic_wavefronts_ += v.atomic_wavefronts;
+    v = ViewTiles{};
+  }
+  t.row_norm_bytes_ = a.stored_rows() * 4;
+  return t;
+}
+
+uint64_t TiledRuns::bytes() const {
+  return static_cast<uint64_t>(weights_.size()) * 4 + local_.size() * 2 +
+         lane_column_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
+         orbit_warp_begin_.size() * 8 + orbits_.size() * sizeof(TileOrbit) +
+         static_cast<uint64_t>(row_norm_bytes_);
+}
+
+void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, const float* x,
+                             float* y) const {
+  const std::vector<int64_t>& views = a.BlockViews(block);
+  const int count = static_cast<int>(views.size());
+  std::fill(y, y + static_cast<int64_t>(count) * columns_, 0.0f);
+  const int64_t plane = static_cast<int64_t>(tile_side_) * stride();
+  std::vector<float> xs(static_cast<size_t>(8 * plane));
+  for (int64_t o = 0; o < orbits_per_view(); ++o) {
+    const TileOrbit& orbit = orbits_[static_cast<size_t>(o)];
+    // x over the orbit's tiles, each in T0's frame (as the kernel's shared memory).
+    for (int h = 0; h < 8; ++h) {
+      const SquareMap& map = kSquareMaps[static_cast<size_t>(h)];
+      const bool swaps = map.xx == 0;
+      const int ux = swaps ? orbit.size_y : orbit.size_x, uy = swaps ? orbit.size_x : orbit.size_y;
+      for (int ly = 0; ly < uy; ++ly) {
+        for (int lx = 0; lx < ux; ++lx) {
+          int lx0, ly0;
+          TileLocalToRepresentative(map.xx, map.xy, map.yx, map.yy, orbit.size_x, orbit.size_y,
+                                    lx, ly, &lx0, &ly0);
+          xs[static_cast<size_t>(h * plane + ly0 * stride() + lx0)] =
+              x[static_cast<int64_t>(orbit.corner_y[h] + ly) * n_ + orbit.corner_x[h] + lx];
+        }
+      }
+    }
+    const int64_t at = block * orbits_per_view() + o;
+    for (int64_t w = orbit_warp_begin_[static_cast<size_t>(at)]; w < orbit_warp_begin_[static_cast<size_t>(at) + 1]; ++w) {
+      const TiledWarp& warp = warps_[static_cast<size_t>(w)];
+      int64_t h_plane[8];
+      for (int k = 0; k < count; ++k) {
+        h_plane[k] = plane * ComposeTileMaps(a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].map, warp.map);
+      }
+      for (int l = 0; l < 32; ++l) {
+        const uint16_t c = lane_column_[static_cast<size_t>(32 * w + l)];
+        if (c == kTiledNoRay) continue;
+        float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int32_t step = 0; step < warp.steps; ++step) {
+          const size_t slot = static_cast<size_t>(warp.slot_base + 32 * step + l);
+          for (int k = 0; k < count; ++k) sums[k] += weights_[slot] * xs[static_cast<size_t>(h_plane[k] + local_[slot])];
+        }
+        for (int k = 0; k < count; ++k) {
+          const bool reversed = a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].columns_reversed;
+          y[static_cast<int64_t>(k) * columns_ + (reversed ? columns_ - 1 - c : c)] += sums[k];
+        }
+      }
+    }
+  }
+}
+
+void TiledRuns::BackBlockAdd(const SymmetricSystemMatrix& a, int64_t block, const float* z,
+                             float* x) const {
+  const std::vector<int64_t>& views = a.BlockViews(block);
+  const int count = static_cast<int>(views.size());
+  const int64_t plane = static_cast<int64_t>(tile_side_) * stride();
+  std::vector<float> acc(static_cast<size_t>(8 * plane));
+  for (int64_t o = 0; o < orbits_per_view(); ++o) {
+    const TileOrbit& orbit = orbits_[static_cast<size_t>(o)];
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const int64_t at = block * orbits_per_view() + o;
+    for (int64_t w = orbit_warp_begin_[static_cast<size_t>(at)]; w < orbit_warp_begin_[static_cast<size_t>(at) + 1]; ++w) {
+      const TiledWarp& warp = warps_[static_cast<size_t>(w)];
+      for (int l = 0; l < 32; ++l) {
+        const uint16_t c = lane_column_[static_cast<size_t>(32 * w + l)];
+        if (c == kTiledNoRay) continue;
+        for (int k = 0; k < count; ++k) {
+          const ViewSymmetry& sym = a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])];
+          const float zk = z[static_cast<int64_t>(k) * columns_ + (sym.columns_reversed ? columns_ - 1 - c : c)];
+          const int64_t h_plane = plane * ComposeTileMaps(sym.map, warp.map);
+          for (int32_t step = 0; step < warp.steps; ++step) {
+            const size_t slot = static_cast<size_t>(warp.slot_base + 32 * step + l);
+            acc[static_cast<size_t>(h_plane + local_[slot])] += weights_[slot] * zk;
+          }
+        }
+      }
+    }
+    // Each distinct tile of the orbit once: the sum of the planes whose tile it is.
+    for (int h = 0; h < 8; ++h) {
+      if (!(orbit.distinct & (1 << h))) continue;
+      const SquareMap& map = kSquareMaps[static_cast<size_t>(h)];
+      const bool swaps = map.xx == 0;
+      const int ux = swaps ? orbit.size_y : orbit.size_x, uy = swaps ? orbit.size_x : orbit.size_y;
+      for (int ly = 0; ly < uy; ++ly) {
+        for (int lx = 0; lx < ux; ++lx) {
+          float total = 0;
+          for (int e = 0; e < 8; ++e) {
+            if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) continue;
+            const SquareMap& me = kSquareMaps[static_cast<size_t>(e)];
+            int lx0, ly0;
+            TileLocalToRepresentative(me.xx, me.xy, me.yx, me.yy, orbit.size_x, orbit.size_y, lx,
+                                      ly, &lx0, &ly0);
+            total += acc[static_cast<size_t>(e * plane + ly0 * stride() + lx0)];
+          }
+          x[static_cast<int64_t>(orbit.corner_y[h] + ly) * n_ + orbit.corner_x[h] + lx] += total;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tomo::core::system_matrix
