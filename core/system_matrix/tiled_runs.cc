@@ -19,6 +19,9 @@ struct TileEntry {
   float weight;
 };
 
+// Entries a lane looks ahead to find one in a free bank.
+constexpr size_t kScheduleWindow = 8;
+
 // One stored view's part of the layout, before the views are joined.
 struct ViewTiles {
   std::vector<int64_t> orbit_warp_count;  // per orbit
@@ -87,6 +90,13 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
   }
   std::stable_sort(pieces.begin(), pieces.end(),
                    [](const Piece& p, const Piece& q) { return p.count > q.count; });
+  // A pixel of T0 in each of the 32 banks (-1: none; small tiles miss some).
+  std::array<int32_t, 32> bank_place;
+  bank_place.fill(-1);
+  for (int32_t ly = orbit.size_y - 1; ly >= 0; --ly) {
+    for (int32_t lx = orbit.size_x - 1; lx >= 0; --lx) bank_place[static_cast<size_t>((ly * stride + lx) % 32)] = ly * stride + lx;
+  }
+  std::array<char, 32> remaining_count{};  // placed a real entry at this step
   for (int64_t w = 0; w < warps; ++w) {
     const int64_t first = 32 * w;
     const int64_t steps = first < static_cast<int64_t>(pieces.size()) ? pieces[static_cast<size_t>(first)].count : 0;
@@ -97,22 +107,54 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
     out.warps.push_back(warp);
     out.weights.resize(out.weights.size() + static_cast<size_t>(32 * steps), 0.0f);
     out.local.resize(out.local.size() + static_cast<size_t>(32 * steps), 0);
+    // Each lane's entries, placed step by step: at each step a lane takes, of its next
+    // kScheduleWindow entries, the first whose bank no other lane uses yet at this step (else
+    // the one in the least used bank), so that the 32 lanes of a step spread over the banks
+    // (the order of a lane's entries does not change its sum). A lane that has run out (or
+    // has no ray) pads with weight 0 at a pixel of T0 in a bank still free.
+    std::array<std::vector<TileEntry>, 32> remaining;
     for (int l = 0; l < 32; ++l) {
       const int64_t p = first + l;
       const bool has = p < static_cast<int64_t>(pieces.size());
       out.lane_column.push_back(has ? static_cast<uint16_t>(pieces[static_cast<size_t>(p)].column)
                                     : kTiledNoRay);
-      uint16_t last = static_cast<uint16_t>(((l / orbit.size_x) % orbit.size_y) * stride + l % orbit.size_x);
-      for (int64_t s = 0; s < steps; ++s) {
-        const size_t slot = static_cast<size_t>(warp.slot_base + 32 * s + l);
-        if (has && s < pieces[static_cast<size_t>(p)].count) {
-          const TileEntry& e = entries[static_cast<size_t>(pieces[static_cast<size_t>(p)].begin + s)];
-          out.weights[slot] = e.weight;
-          last = e.local;
+      if (!has) continue;
+      ++out.lanes_with_rays;
+      const Piece& piece = pieces[static_cast<size_t>(p)];
+      remaining[static_cast<size_t>(l)].assign(entries.begin() + piece.begin,
+                                               entries.begin() + piece.begin + piece.count);
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      std::array<int, 32> used{};
+      const size_t step = static_cast<size_t>(warp.slot_base + 32 * s);
+      for (int l = 0; l < 32; ++l) {
+        std::vector<TileEntry>& lane = remaining[static_cast<size_t>(l)];
+        if (lane.empty()) continue;
+        size_t pick = 0;
+        for (size_t j = 1; j < std::min<size_t>(lane.size(), kScheduleWindow); ++j) {
+          if (used[lane[j].local % 32] < used[lane[pick].local % 32]) pick = j;
         }
-        out.local[slot] = last;  // a pad repeats the lane's last pixel, weight 0
+        out.weights[step + static_cast<size_t>(l)] = lane[pick].weight;
+        out.local[step + static_cast<size_t>(l)] = lane[pick].local;
+        ++used[lane[pick].local % 32];
+        lane.erase(lane.begin() + static_cast<int64_t>(pick));
+        remaining_count[static_cast<size_t>(l)] = 1;
       }
-      if (has) ++out.lanes_with_rays;
+      for (int l = 0; l < 32; ++l) {
+        if (remaining_count[static_cast<size_t>(l)]) {
+          remaining_count[static_cast<size_t>(l)] = 0;
+          continue;
+        }
+        int bank = 0;  // the least used bank that holds a pixel of T0
+        for (int b = 0; b < 32; ++b) {
+          if (bank_place[static_cast<size_t>(b)] >= 0 &&
+              (bank_place[static_cast<size_t>(bank)] < 0 || used[static_cast<size_t>(b)] < used[static_cast<size_t>(bank)])) {
+            bank = b;
+          }
+        }
+        out.local[step + static_cast<size_t>(l)] = static_cast<uint16_t>(bank_place[static_cast<size_t>(bank)]);
+        ++used[static_cast<size_t>(bank)];
+      }
     }
     for (int64_t s = 0; s < steps; ++s) {
       CountWavefronts(&out.local[static_cast<size_t>(warp.slot_base + 32 * s)],

@@ -13,17 +13,17 @@
 // atomics: 8 per lane).
 //
 // Within (stored view, tile) the rays that meet the tile are lanes: a ray's entries in the
-// tile, in the order of the stored runs, cut into pieces of near-equal length when that
-// lets the tile's rays fill ceil(rays / 32) warps more evenly (a lane holds one piece; a
-// ray may span several lanes, each adding its own part); pieces sorted longest first, 32
-// to a warp. Slot s of lane l of a warp sits at slot_base + 32 s + l (one coalesced line of
-// weights and half a line of pixel indices per step), padded to the warp's longest lane
-// with weight 0 (the pad repeats the lane's last pixel, so that it adds no shared-memory
-// conflicts; a lane without a ray uses T0's pixel number `lane`). Per slot: the weight (float) and the
-// pixel's place in the orbit's representative tile T0, ly0 * stride + lx0 (uint16), that is
-// the stored pixel M_g^-1 mapped back, g = the warp's map: the kernels then index shared
-// memory with no arithmetic per entry. stride = tile_side + 1: columns of a tile fall in
-// different banks.
+// tile cut into pieces of near-equal length when that lets the tile's rays fill
+// ceil(rays / 32) warps more evenly (a lane holds one piece; a ray may span several lanes,
+// each adding its own part); pieces sorted longest first, 32 to a warp. Slot s of lane l of
+// a warp sits at slot_base + 32 s + l (one coalesced line of weights and half a line of
+// pixel places per step), padded to the warp's longest lane with weight 0. A lane's entries
+// are ordered so that the 32 lanes of a step fall in different shared-memory banks where a
+// few entries' look-ahead allows (a lane's sum does not depend on the order); pads sit at a
+// pixel of T0 in a bank still free. Per slot: the weight (float) and the pixel's place in the
+// orbit's representative tile T0, ly0 * stride + lx0 (uint16), that is the stored pixel
+// M_g^-1 mapped back, g = the warp's map: the kernels then index shared memory with no
+// arithmetic per entry. stride = tile_side + 1: a tile's columns fall in different banks.
 //
 // Bytes: 6 per slot (padding included), 2 per lane (its ray), 16 per warp, 8 per (stored
 // view, orbit), 4 per stored row (the row norms).
