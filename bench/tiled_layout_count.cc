@@ -56,23 +56,23 @@ int Count(int64_t n, const std::vector<int>& sides) {
     const double slots = static_cast<double>(t.slots());
     const double steps = slots / 32;
     const double warps = static_cast<double>(t.warps().size());
-    const double lanes = static_cast<double>(t.lanes_with_rays());
+    const double segments = static_cast<double>(t.ray_segments());
     std::printf(
         "  side %d (%ld tiles a side, %ld orbits = thread blocks per launch): slots %.1f M, "
         "padding %.1f %%, %.3f GB = %.2fx under CSR\n"
-        "    per stored view: %.0f warps (%.1f per block), %.1f steps per warp, lanes with a ray "
-        "%.0f (%.0f %% of lanes)\n"
+        "    per stored view: %.0f warps (%.1f per block), %.1f steps per warp, (lane, ray) "
+        "segments %.0f (%.2f per lane)\n"
         "    wavefronts per step: gather %.2f, atomic add %.2f\n"
         "    per ART block: entries %.2f M, slots %.2f M, matrix bytes %.2f MB; forward: shared "
         "loads %.1f M, global atomics %.0f k; transpose: shared atomics %.1f M\n",
         side, static_cast<long>(t.tiles_per_axis()), static_cast<long>(t.orbits_per_view()),
         slots / 1e6, 100.0 * (slots - t.entries()) / slots, t.bytes() / 1e9,
         static_cast<double>(need.csr_bytes) / t.bytes(), warps / views,
-        warps / views / t.orbits_per_view(), steps / warps, lanes / views,
-        100.0 * lanes / (32 * warps), t.gather_wavefronts() / steps,
+        warps / views / t.orbits_per_view(), steps / warps, segments / views,
+        segments / (32 * warps), t.gather_wavefronts() / steps,
         t.atomic_wavefronts() / steps, t.entries() / views / 1e6, slots / views / 1e6,
-        (slots * 6 + 32 * warps * 2 + warps * 16) / views / 1e6, 8 * slots / views / 1e6,
-        8 * lanes / views / 1e3, 8 * slots / views / 1e6);
+        (slots * 6 + 32 * warps * 6 + warps * 16) / views / 1e6, 8 * slots / views / 1e6,
+        8 * segments / views / 1e3, 8 * slots / views / 1e6);
     std::fflush(stdout);
   }
   return 0;

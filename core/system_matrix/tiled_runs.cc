@@ -26,9 +26,10 @@ constexpr size_t kScheduleWindow = 8;
 struct ViewTiles {
   std::vector<int64_t> orbit_warp_count;  // per orbit
   std::vector<TiledWarp> warps;            // slot_base relative to the view's first slot
-  std::vector<uint16_t> lane_column, local;
+  std::vector<uint32_t> lane_rays;
+  std::vector<uint16_t> lane_switch, local;
   std::vector<float> weights;
-  int64_t entries = 0, lanes_with_rays = 0, gather_wavefronts = 0, atomic_wavefronts = 0;
+  int64_t entries = 0, ray_segments = 0, gather_wavefronts = 0, atomic_wavefronts = 0;
 };
 
 // The most distinct addresses (gather) and lanes (atomic add) in one of 32 banks.
@@ -50,16 +51,45 @@ void CountWavefronts(const uint16_t* step, int64_t* gather, int64_t* atomic) {
 }
 
 // The lanes of one tile: its rays' entries (grouped by ray, rays ascending) cut into
-// pieces and packed into warps, appended to `out` (warps' map = `map`; a lane without a
-// ray uses pixel `lane` of T0, in rows of orbit.size_x).
+// pieces of at most `length` entries and paired (the longest piece with the shortest that
+// fits beside it), appended to `out` (warps' map = `map`) when they fit 32 x warps lanes;
+// false when they do not.
+struct Piece {
+  int32_t column;
+  int64_t begin, count;
+};
+struct Lane {
+  Piece first, second;  // second.count 0: none
+  int64_t count() const { return first.count + second.count; }
+};
+
+bool PairPieces(const std::vector<Piece>& rays, int64_t length, int64_t lanes,
+                std::vector<Lane>* packed) {
+  std::vector<Piece> pieces;
+  for (const Piece& r : rays) {
+    const int64_t parts = (r.count + length - 1) / length;
+    for (int64_t j = 0; j < parts; ++j) {
+      const int64_t b = r.count * j / parts, e = r.count * (j + 1) / parts;
+      pieces.push_back({r.column, r.begin + b, e - b});
+    }
+  }
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const Piece& p, const Piece& q) { return p.count > q.count; });
+  packed->clear();
+  size_t i = 0, j = pieces.size();
+  while (i < j) {
+    Lane lane{pieces[i++], Piece{0, 0, 0}};
+    if (i < j && lane.first.count + pieces[j - 1].count <= length) lane.second = pieces[--j];
+    packed->push_back(lane);
+    if (static_cast<int64_t>(packed->size()) > lanes) return false;
+  }
+  return true;
+}
+
 void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& orbit, int stride,
               ViewTiles& out) {
   if (entries.empty()) return;
-  struct Ray {
-    int32_t column;
-    int64_t begin, count;
-  };
-  std::vector<Ray> rays;
+  std::vector<Piece> rays;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (rays.empty() || rays.back().column != entries[i].column) {
       rays.push_back({entries[i].column, static_cast<int64_t>(i), 0});
@@ -69,37 +99,22 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
   const int64_t warps = (static_cast<int64_t>(rays.size()) + 31) / 32;
   const int64_t lanes = 32 * warps;
   const int64_t total = static_cast<int64_t>(entries.size());
-  // The shortest piece length whose pieces fit the lanes.
-  int64_t length = std::max<int64_t>(1, (total + lanes - 1) / lanes);
-  for (;; ++length) {
-    int64_t pieces = 0;
-    for (const Ray& r : rays) pieces += (r.count + length - 1) / length;
-    if (pieces <= lanes) break;
+  // The shortest lane length whose pieces, paired, fit the lanes.
+  std::vector<Lane> packed;
+  for (int64_t length = std::max<int64_t>(1, (total + lanes - 1) / lanes);; ++length) {
+    if (PairPieces(rays, length, lanes, &packed)) break;
   }
-  struct Piece {
-    int32_t column;
-    int64_t begin, count;
-  };
-  std::vector<Piece> pieces;
-  for (const Ray& r : rays) {
-    const int64_t parts = (r.count + length - 1) / length;
-    for (int64_t j = 0; j < parts; ++j) {
-      const int64_t b = r.count * j / parts, e = r.count * (j + 1) / parts;
-      pieces.push_back({r.column, r.begin + b, e - b});
-    }
-  }
-  std::stable_sort(pieces.begin(), pieces.end(),
-                   [](const Piece& p, const Piece& q) { return p.count > q.count; });
+  std::stable_sort(packed.begin(), packed.end(),
+                   [](const Lane& p, const Lane& q) { return p.count() > q.count(); });
   // A pixel of T0 in each of the 32 banks (-1: none; small tiles miss some).
   std::array<int32_t, 32> bank_place;
   bank_place.fill(-1);
   for (int32_t ly = orbit.size_y - 1; ly >= 0; --ly) {
     for (int32_t lx = orbit.size_x - 1; lx >= 0; --lx) bank_place[static_cast<size_t>((ly * stride + lx) % 32)] = ly * stride + lx;
   }
-  std::array<char, 32> remaining_count{};  // placed a real entry at this step
   for (int64_t w = 0; w < warps; ++w) {
     const int64_t first = 32 * w;
-    const int64_t steps = first < static_cast<int64_t>(pieces.size()) ? pieces[static_cast<size_t>(first)].count : 0;
+    const int64_t steps = first < static_cast<int64_t>(packed.size()) ? packed[static_cast<size_t>(first)].count() : 0;
     TiledWarp warp;
     warp.slot_base = static_cast<int64_t>(out.weights.size());
     warp.steps = static_cast<int32_t>(steps);
@@ -108,43 +123,46 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
     out.weights.resize(out.weights.size() + static_cast<size_t>(32 * steps), 0.0f);
     out.local.resize(out.local.size() + static_cast<size_t>(32 * steps), 0);
     // Each lane's entries, placed step by step: at each step a lane takes, of its next
-    // kScheduleWindow entries, the first whose bank no other lane uses yet at this step (else
-    // the one in the least used bank), so that the 32 lanes of a step spread over the banks
+    // kScheduleWindow entries of the same ray, the one in the least used bank at this step
+    // (the first of them on a tie), so that the 32 lanes of a step spread over the banks
     // (the order of a lane's entries does not change its sum). A lane that has run out (or
-    // has no ray) pads with weight 0 at a pixel of T0 in a bank still free.
+    // has no ray) pads with weight 0 at a pixel of T0 in the least used bank.
     std::array<std::vector<TileEntry>, 32> remaining;
     for (int l = 0; l < 32; ++l) {
       const int64_t p = first + l;
-      const bool has = p < static_cast<int64_t>(pieces.size());
-      out.lane_column.push_back(has ? static_cast<uint16_t>(pieces[static_cast<size_t>(p)].column)
-                                    : kTiledNoRay);
+      const bool has = p < static_cast<int64_t>(packed.size());
+      const Lane lane = has ? packed[static_cast<size_t>(p)] : Lane{};
+      out.lane_rays.push_back(has ? static_cast<uint32_t>(lane.first.column) |
+                                        (static_cast<uint32_t>(lane.second.count > 0 ? lane.second.column : kTiledNoRay) << 16)
+                                  : (uint32_t{kTiledNoRay} | (uint32_t{kTiledNoRay} << 16)));
+      out.lane_switch.push_back(static_cast<uint16_t>(has ? lane.first.count : 0));
       if (!has) continue;
-      ++out.lanes_with_rays;
-      const Piece& piece = pieces[static_cast<size_t>(p)];
-      remaining[static_cast<size_t>(l)].assign(entries.begin() + piece.begin,
-                                               entries.begin() + piece.begin + piece.count);
+      out.ray_segments += lane.second.count > 0 ? 2 : 1;
+      std::vector<TileEntry>& list = remaining[static_cast<size_t>(l)];
+      list.assign(entries.begin() + lane.first.begin, entries.begin() + lane.first.begin + lane.first.count);
+      list.insert(list.end(), entries.begin() + lane.second.begin,
+                  entries.begin() + lane.second.begin + lane.second.count);
     }
     for (int64_t s = 0; s < steps; ++s) {
       std::array<int, 32> used{};
+      std::array<char, 32> placed{};
       const size_t step = static_cast<size_t>(warp.slot_base + 32 * s);
       for (int l = 0; l < 32; ++l) {
         std::vector<TileEntry>& lane = remaining[static_cast<size_t>(l)];
         if (lane.empty()) continue;
         size_t pick = 0;
         for (size_t j = 1; j < std::min<size_t>(lane.size(), kScheduleWindow); ++j) {
+          if (lane[j].column != lane[0].column) break;
           if (used[lane[j].local % 32] < used[lane[pick].local % 32]) pick = j;
         }
         out.weights[step + static_cast<size_t>(l)] = lane[pick].weight;
         out.local[step + static_cast<size_t>(l)] = lane[pick].local;
         ++used[lane[pick].local % 32];
         lane.erase(lane.begin() + static_cast<int64_t>(pick));
-        remaining_count[static_cast<size_t>(l)] = 1;
+        placed[static_cast<size_t>(l)] = 1;
       }
       for (int l = 0; l < 32; ++l) {
-        if (remaining_count[static_cast<size_t>(l)]) {
-          remaining_count[static_cast<size_t>(l)] = 0;
-          continue;
-        }
+        if (placed[static_cast<size_t>(l)]) continue;
         int bank = 0;  // the least used bank that holds a pixel of T0
         for (int b = 0; b < 32; ++b) {
           if (bank_place[static_cast<size_t>(b)] >= 0 &&
@@ -155,10 +173,7 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
         out.local[step + static_cast<size_t>(l)] = static_cast<uint16_t>(bank_place[static_cast<size_t>(bank)]);
         ++used[static_cast<size_t>(bank)];
       }
-    }
-    for (int64_t s = 0; s < steps; ++s) {
-      CountWavefronts(&out.local[static_cast<size_t>(warp.slot_base + 32 * s)],
-                      &out.gather_wavefronts, &out.atomic_wavefronts);
+      CountWavefronts(&out.local[step], &out.gather_wavefronts, &out.atomic_wavefronts);
     }
   }
   out.entries += total;
@@ -300,7 +315,8 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
   t.weights_.reserve(static_cast<size_t>(slots));
   t.local_.reserve(static_cast<size_t>(slots));
   t.warps_.reserve(static_cast<size_t>(warps));
-  t.lane_column_.reserve(static_cast<size_t>(32 * warps));
+  t.lane_rays_.reserve(static_cast<size_t>(32 * warps));
+  t.lane_switch_.reserve(static_cast<size_t>(32 * warps));
   t.orbit_warp_begin_.push_back(0);
   for (ViewTiles& v : built) {
     const int64_t base = static_cast<int64_t>(t.weights_.size());
@@ -313,9 +329,10 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
     }
     t.weights_.insert(t.weights_.end(), v.weights.begin(), v.weights.end());
     t.local_.insert(t.local_.end(), v.local.begin(), v.local.end());
-    t.lane_column_.insert(t.lane_column_.end(), v.lane_column.begin(), v.lane_column.end());
+    t.lane_rays_.insert(t.lane_rays_.end(), v.lane_rays.begin(), v.lane_rays.end());
+    t.lane_switch_.insert(t.lane_switch_.end(), v.lane_switch.begin(), v.lane_switch.end());
     t.entries_ += v.entries;
-    t.lanes_with_rays_ += v.lanes_with_rays;
+    t.ray_segments_ += v.ray_segments;
     t.gather_wavefronts_ += v.gather_wavefronts;
     t.atomic_wavefronts_ += v.atomic_wavefronts;
     v = ViewTiles{};
@@ -326,7 +343,7 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
 
 uint64_t TiledRuns::bytes() const {
   return static_cast<uint64_t>(weights_.size()) * 4 + local_.size() * 2 +
-         lane_column_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
+         lane_rays_.size() * 4 + lane_switch_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
          orbit_warp_begin_.size() * 8 + orbits_.size() * sizeof(TileOrbit) +
          static_cast<uint64_t>(row_norm_bytes_);
 }
@@ -363,17 +380,25 @@ void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, cons
         h_plane[k] = plane * ComposeTileMaps(a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].map, warp.map);
       }
       for (int l = 0; l < 32; ++l) {
-        const uint16_t c = lane_column_[static_cast<size_t>(32 * w + l)];
-        if (c == kTiledNoRay) continue;
+        const uint32_t rays = lane_rays_[static_cast<size_t>(32 * w + l)];
+        const int32_t change = lane_switch_[static_cast<size_t>(32 * w + l)];
         float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        // Adds the lane's sums to its ray c and starts again (at the switch and the end).
+        const auto flush = [&](uint32_t c) {
+          for (int k = 0; k < count; ++k) {
+            if (c != kTiledNoRay) {
+              const bool reversed = a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].columns_reversed;
+              y[static_cast<int64_t>(k) * columns_ + (reversed ? columns_ - 1 - c : c)] += sums[k];
+            }
+            sums[k] = 0;
+          }
+        };
         for (int32_t step = 0; step < warp.steps; ++step) {
+          if (step == change) flush(rays & 0xffffu);
           const size_t slot = static_cast<size_t>(warp.slot_base + 32 * step + l);
           for (int k = 0; k < count; ++k) sums[k] += weights_[slot] * xs[static_cast<size_t>(h_plane[k] + local_[slot])];
         }
-        for (int k = 0; k < count; ++k) {
-          const bool reversed = a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].columns_reversed;
-          y[static_cast<int64_t>(k) * columns_ + (reversed ? columns_ - 1 - c : c)] += sums[k];
-        }
+        flush(change < warp.steps ? rays >> 16 : rays & 0xffffu);
       }
     }
   }
@@ -392,13 +417,14 @@ void TiledRuns::BackBlockAdd(const SymmetricSystemMatrix& a, int64_t block, cons
     for (int64_t w = orbit_warp_begin_[static_cast<size_t>(at)]; w < orbit_warp_begin_[static_cast<size_t>(at) + 1]; ++w) {
       const TiledWarp& warp = warps_[static_cast<size_t>(w)];
       for (int l = 0; l < 32; ++l) {
-        const uint16_t c = lane_column_[static_cast<size_t>(32 * w + l)];
-        if (c == kTiledNoRay) continue;
+        const uint32_t rays = lane_rays_[static_cast<size_t>(32 * w + l)];
+        const int32_t change = lane_switch_[static_cast<size_t>(32 * w + l)];
         for (int k = 0; k < count; ++k) {
           const ViewSymmetry& sym = a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])];
-          const float zk = z[static_cast<int64_t>(k) * columns_ + (sym.columns_reversed ? columns_ - 1 - c : c)];
           const int64_t h_plane = plane * ComposeTileMaps(sym.map, warp.map);
           for (int32_t step = 0; step < warp.steps; ++step) {
+            const uint32_t c = step < change ? rays & 0xffffu : rays >> 16;
+            const float zk = c == kTiledNoRay ? 0.0f : z[static_cast<int64_t>(k) * columns_ + (sym.columns_reversed ? columns_ - 1 - c : c)];
             const size_t slot = static_cast<size_t>(warp.slot_base + 32 * step + l);
             acc[static_cast<size_t>(h_plane + local_[slot])] += weights_[slot] * zk;
           }

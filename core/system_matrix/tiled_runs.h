@@ -12,21 +12,24 @@
 // pixel has one owner, no global atomics (the forward adds its ray sums with global
 // atomics: 8 per lane).
 //
-// Within (stored view, tile) the rays that meet the tile are lanes: a ray's entries in the
-// tile cut into pieces of near-equal length when that lets the tile's rays fill
-// ceil(rays / 32) warps more evenly (a lane holds one piece; a ray may span several lanes,
-// each adding its own part); pieces sorted longest first, 32 to a warp. Slot s of lane l of
-// a warp sits at slot_base + 32 s + l (one coalesced line of weights and half a line of
-// pixel places per step), padded to the warp's longest lane with weight 0. A lane's entries
-// are ordered so that the 32 lanes of a step fall in different shared-memory banks where a
-// few entries' look-ahead allows (a lane's sum does not depend on the order); pads sit at a
-// pixel of T0 in a bank still free. Per slot: the weight (float) and the pixel's place in the
-// orbit's representative tile T0, ly0 * stride + lx0 (uint16), that is the stored pixel
-// M_g^-1 mapped back, g = the warp's map: the kernels then index shared memory with no
-// arithmetic per entry. stride = tile_side + 1: a tile's columns fall in different banks.
+// Within (stored view, tile) the rays that meet the tile become lanes, ceil(rays / 32)
+// warps of them: a ray's entries in the tile, in the order of the stored runs, cut into
+// pieces of at most L entries, and the pieces paired into lanes (the longest with the
+// shortest that fits beside it within L), L the least for which they fit: a lane holds
+// one or two pieces (a ray may span several lanes, each adding its own part; a lane with
+// two rays moves to the second at its switch step). Lanes are sorted longest first, 32 to a
+// warp. Slot s of lane l of a warp sits at slot_base + 32 s + l (one coalesced line of
+// weights and half a line of pixel places per step), padded to the warp's longest lane with
+// weight 0. A lane's entries of one ray are ordered so that the 32 lanes of a step fall in
+// different shared-memory banks where a few entries' look-ahead allows (a lane's sum does
+// not depend on the order); pads sit at a pixel of T0 in the least used bank. Per slot: the
+// weight (float) and the pixel's place in the orbit's representative tile T0,
+// ly0 * stride + lx0 (uint16), that is the stored pixel M_g^-1 mapped back, g = the warp's
+// map: the kernels then index shared memory with no arithmetic per entry.
+// stride = tile_side + 1: a tile's columns fall in different banks.
 //
-// Bytes: 6 per slot (padding included), 2 per lane (its ray), 16 per warp, 8 per (stored
-// view, orbit), 4 per stored row (the row norms).
+// Bytes: 6 per slot (padding included), 6 per lane (its rays and switch), 16 per warp, 8
+// per (stored view, orbit), 4 per stored row (the row norms).
 //
 //   TOMO_ASSIGN_OR_RETURN(TiledRuns t, TiledRuns::Build(matrix, TiledRuns::TileSideFor(n)));
 //   t.ForwardBlock(matrix, b, x, y);  // the layout's products on the CPU (the reference)
@@ -70,13 +73,17 @@ class TiledRuns {
   // Warps of (stored view v, orbit o): [orbit_warp_begin[v * orbits + o], ... [+ 1]).
   const std::vector<int64_t>& orbit_warp_begin() const { return orbit_warp_begin_; }
   const std::vector<TiledWarp>& warps() const { return warps_; }
-  const std::vector<uint16_t>& lane_column() const { return lane_column_; }
+  // Per lane (32 per warp): its rays, first | second << 16 (kTiledNoRay: none), and the
+  // step at which it moves from the first to the second.
+  const std::vector<uint32_t>& lane_rays() const { return lane_rays_; }
+  const std::vector<uint16_t>& lane_switch() const { return lane_switch_; }
   const std::vector<uint16_t>& local() const { return local_; }
   const std::vector<float>& weights() const { return weights_; }
 
   int64_t entries() const { return entries_; }  // stored entries placed (= the matrix's)
   int64_t slots() const { return static_cast<int64_t>(weights_.size()); }
-  int64_t lanes_with_rays() const { return lanes_with_rays_; }
+  // (lane, ray) pairs: the forward's global atomics are 8 per segment.
+  int64_t ray_segments() const { return ray_segments_; }
   // Shared-memory wavefronts summed over every warp step: a gather (the forward: distinct
   // addresses per bank, the most in one bank) and an atomic add (the transpose: lanes per
   // bank, the most in one bank). 1 per step is conflict-free.
@@ -99,9 +106,10 @@ class TiledRuns {
   std::vector<TileOrbit> orbits_;
   std::vector<int64_t> orbit_warp_begin_;
   std::vector<TiledWarp> warps_;
-  std::vector<uint16_t> lane_column_, local_;
+  std::vector<uint32_t> lane_rays_;
+  std::vector<uint16_t> lane_switch_, local_;
   std::vector<float> weights_;
-  int64_t entries_ = 0, lanes_with_rays_ = 0;
+  int64_t entries_ = 0, ray_segments_ = 0;
   int64_t gather_wavefronts_ = 0, atomic_wavefronts_ = 0;
   int64_t row_norm_bytes_ = 0;
 };

@@ -22,7 +22,7 @@
 namespace tomo::core::system_matrix {
 
 // One warp's share of one stored tile: 32 lanes x steps slots, slot s of lane l at
-// slot_base + 32 s + l; its lanes' rays at lane_column[32 w + l] (kTiledNoRay: none).
+// slot_base + 32 s + l; its lanes' rays at lane_rays[32 w + l] (tiled_runs.h).
 // map: the g with this tile = M_g(T0) of its orbit (the first such g), so that the slots'
 // pixels are given in T0's frame: the stored pixel is M_g(p0) for p0 the slot's pixel of T0.
 struct TiledWarp {

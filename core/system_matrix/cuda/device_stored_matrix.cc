@@ -250,12 +250,14 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                             TiledRuns::Build(a, slab_steps > 0 ? slab_steps : TiledRuns::TileSideFor(n)));
       TOMO_ASSIGN_OR_RETURN(m->tiled_local_, Upload(tiled.local(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_weights_, Upload(tiled.weights(), s));
-      TOMO_ASSIGN_OR_RETURN(m->tiled_lane_column_, Upload(tiled.lane_column(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_lane_rays_, Upload(tiled.lane_rays(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_lane_switch_, Upload(tiled.lane_switch(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_warps_, Upload(tiled.warps(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_warp_begin_, Upload(tiled.orbit_warp_begin(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
       TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-      m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_column_.get(),
+      m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_rays_.get(),
+                   m->tiled_lane_switch_.get(),
                    m->tiled_warps_.get(), m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
                    m->row_norm2_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(), tiled.stride()};
@@ -289,7 +291,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            segmented_values_.size_bytes() + segmented_runs_.size_bytes() +
            segmented_slabs_.size_bytes() + segmented_table_.size_bytes() +
            tiled_local_.size_bytes() + tiled_weights_.size_bytes() +
-           tiled_lane_column_.size_bytes() + tiled_warps_.size_bytes() +
+           tiled_lane_rays_.size_bytes() + tiled_lane_switch_.size_bytes() +
+           tiled_warps_.size_bytes() +
            tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes();
   }
 
@@ -555,7 +558,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   std::vector<int64_t> dense_view_begin_;
   cuda::DenseDeviceArrays dense_{};
   cuda::SymmetricDeviceArrays arrays_{};
-  DeviceBuffer<uint16_t> tiled_local_, tiled_lane_column_;
+  DeviceBuffer<uint16_t> tiled_local_, tiled_lane_switch_;
+  DeviceBuffer<uint32_t> tiled_lane_rays_;
   DeviceBuffer<float> tiled_weights_;
   DeviceBuffer<TiledWarp> tiled_warps_;
   DeviceBuffer<int64_t> tiled_orbit_warp_begin_;

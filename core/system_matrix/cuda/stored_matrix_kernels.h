@@ -197,7 +197,8 @@ cudaError_t LaunchSegmentedBackOrbit(const SegmentedDeviceArrays& d,
 struct TiledDeviceArrays {
   const uint16_t* local;   // per slot: place in the orbit's T0, ly0 * stride + lx0
   const float* weights;    // per slot
-  const uint16_t* lane_column;
+  const uint32_t* lane_rays;     // per lane: first ray | second ray << 16
+  const uint16_t* lane_switch;   // per lane: the step at which it moves to its second ray
   const TiledWarp* warps;
   const int64_t* orbit_warp_begin;  // stored views x orbits + 1
   const TileOrbit* orbits;

@@ -8,7 +8,8 @@
 // M_g(T0) of the stored view): per step a lane reads its slot (weight, place in T0), and
 // for every view k of the block adds w xs[M_k M_g plane][place]: 8 shared-memory loads and
 // 8 FMAs per stored entry, no dependent global load. Each lane adds its 8 sums into the
-// block's ray sums (global atomicAdd, sums[k * columns + c]).
+// block's ray sums (global atomicAdd, sums[k * columns + c]) for each of its (one or two)
+// rays.
 //
 // TiledBackKernel: the same walk with 8 planes of accumulators: per step and view k a
 // shared-memory atomicAdd of w z_k(c) at the same place of plane M_k M_g; then each
@@ -62,43 +63,52 @@ __global__ void __launch_bounds__(kTiledThreads)
     for (int k = 0; k < 8; ++k) {
       h_plane[k] = k < block.count ? plane * kTiledCompose.h[block.map_index[k]][header.map] : 0;
     }
+    const uint32_t rays = d.lane_rays[w * 32 + lane];
+    const int change = d.lane_switch[w * 32 + lane];
+    int c = static_cast<int>(rays & 0xffffu);
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    // Adds the lane's sums to ray c's and starts again (at the switch and at the end).
+    const auto flush = [&]() {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (k < block.count && c != kTiledNoRay) atomicAdd(sums + k * d.columns + c, s[k]);
+        s[k] = 0.0f;
+      }
+    };
     const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
     const float* __restrict__ weight = d.weights + header.slot_base + lane;
-#pragma unroll 4
+#pragma unroll 8
     for (int step = 0; step < header.steps; ++step) {
       const int place = __ldg(local + 32 * step);
       const float wt = __ldg(weight + 32 * step);
+      if (step == change) {
+        flush();
+        c = static_cast<int>(rays >> 16);
+      }
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         if (k < block.count) s[k] = fmaf(wt, xs[h_plane[k] + place], s[k]);
       }
     }
-    const int c = d.lane_column[w * 32 + lane];
-    if (c != kTiledNoRay) {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (k < block.count) atomicAdd(sums + k * d.columns + c, s[k]);
-      }
-    }
+    flush();
   }
 }
 
 __global__ void __launch_bounds__(kTiledThreads)
-    TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, TiledRayValues rays,
+    TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, TiledRayValues rays_in,
                     float* __restrict__ x, int clamp) {
   extern __shared__ float acc[];
   const int plane = d.tile_side * d.stride;
   for (int i = threadIdx.x; i < 8 * plane; i += kTiledThreads) acc[i] = 0.0f;
   const int columns = d.columns;
-  if (rays.sums != nullptr) {  // ART: the residual, and the next forward's ray sums cleared
+  if (rays_in.sums != nullptr) {  // ART: the residual, and the next forward's ray sums cleared
     const int count = block.count * columns;
     for (int i = blockIdx.x * kTiledThreads + threadIdx.x; i < count; i += gridDim.x * kTiledThreads) {
       const int k = i / columns, c = i - k * columns;
       const int64_t at = static_cast<int64_t>(block.view[k]) * columns +
                          (block.reversed[k] ? columns - 1 - c : c);
-      rays.residual[at] = rays.projections[at] - rays.sums[i];
-      rays.clear[i] = 0.0f;
+      rays_in.residual[at] = rays_in.projections[at] - rays_in.sums[i];
+      rays_in.clear[i] = 0.0f;
     }
   }
   __syncthreads();
@@ -107,31 +117,44 @@ __global__ void __launch_bounds__(kTiledThreads)
   const int64_t end = d.orbit_warp_begin[at + 1];
   for (int64_t w = d.orbit_warp_begin[at] + warp; w < end; w += kTiledWarps) {
     const TiledWarp header = d.warps[w];
-    const int c = d.lane_column[w * 32 + lane];
+    const uint32_t rays = d.lane_rays[w * 32 + lane];
+    const int change = d.lane_switch[w * 32 + lane];
     int h_plane[8];
-    float z[8];
+    float z[8], z_second[8];
+    // z_k of ray c (0 for kTiledNoRay).
+    const auto ray_values = [&](int c, float* values) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        values[k] = 0.0f;
+        if (k < block.count && c != kTiledNoRay) {
+          const int64_t place = static_cast<int64_t>(block.view[k]) * columns +
+                                (block.reversed[k] ? columns - 1 - c : c);
+          if (rays_in.sums == nullptr) {
+            values[k] = __ldg(rays_in.z_full + place);
+          } else {
+            const float r = rays_in.projections[place] - rays_in.sums[k * columns + c];
+            const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * columns + c];
+            values[k] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
+          }
+        }
+      }
+    };
+    ray_values(static_cast<int>(rays & 0xffffu), z);
+    ray_values(static_cast<int>(rays >> 16), z_second);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       h_plane[k] = k < block.count ? plane * kTiledCompose.h[block.map_index[k]][header.map] : 0;
-      z[k] = 0.0f;
-      if (k < block.count && c != kTiledNoRay) {
-        const int64_t place = static_cast<int64_t>(block.view[k]) * columns +
-                              (block.reversed[k] ? columns - 1 - c : c);
-        if (rays.sums == nullptr) {
-          z[k] = __ldg(rays.z_full + place);
-        } else {
-          const float r = rays.projections[place] - rays.sums[k * columns + c];
-          const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * columns + c];
-          z[k] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
-        }
-      }
     }
     const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
     const float* __restrict__ weight = d.weights + header.slot_base + lane;
-#pragma unroll 4
+#pragma unroll 8
     for (int step = 0; step < header.steps; ++step) {
       const int place = __ldg(local + 32 * step);
       const float wt = __ldg(weight + 32 * step);
+      if (step == change) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) z[k] = z_second[k];
+      }
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         if (k < block.count) atomicAdd(acc + h_plane[k] + place, wt * z[k]);

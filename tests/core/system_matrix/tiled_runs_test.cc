@@ -120,7 +120,7 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
       }
       ASSERT_EQ(slots, t.slots());
       EXPECT_GE(t.slots(), t.entries());
-      EXPECT_EQ(t.bytes(), static_cast<uint64_t>(6 * t.slots() + 2 * 32 * static_cast<int64_t>(t.warps().size()) +
+      EXPECT_EQ(t.bytes(), static_cast<uint64_t>(6 * t.slots() + 6 * 32 * static_cast<int64_t>(t.warps().size()) +
                                                  16 * static_cast<int64_t>(t.warps().size()) +
                                                  8 * static_cast<int64_t>(t.orbit_warp_begin().size()) +
                                                  static_cast<int64_t>(sizeof(TileOrbit)) * t.orbits_per_view() +
@@ -135,8 +135,11 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
             const TiledWarp& warp = t.warps()[static_cast<size_t>(w)];
             ASSERT_TRUE(orbit.distinct & (1 << warp.map));
             for (int l = 0; l < 32; ++l) {
-              const uint16_t col = t.lane_column()[static_cast<size_t>(32 * w + l)];
+              const uint32_t rays = t.lane_rays()[static_cast<size_t>(32 * w + l)];
+              const int32_t change = t.lane_switch()[static_cast<size_t>(32 * w + l)];
+              ASSERT_LE(change, warp.steps);
               for (int32_t s = 0; s < warp.steps; ++s) {
+                const uint32_t col = s < change ? rays & 0xffffu : rays >> 16;
                 const size_t slot = static_cast<size_t>(warp.slot_base + 32 * s + l);
                 const float weight = t.weights()[slot];
                 const int32_t lx0 = t.local()[slot] % t.stride(), ly0 = t.local()[slot] / t.stride();
