@@ -255,6 +255,15 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_warps_, Upload(tiled.warps(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_warp_begin_, Upload(tiled.orbit_warp_begin(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
+      for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
+        const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * tiled.orbits_per_view())];
+        const int64_t end = tiled.orbit_warp_begin()[static_cast<size_t>((v + 1) * tiled.orbits_per_view())];
+        if (first == end) continue;
+        const TiledWarp& last = tiled.warps()[static_cast<size_t>(end - 1)];
+        const int64_t slots = last.slot_base + 32 * int64_t{last.steps} -
+                              tiled.warps()[static_cast<size_t>(first)].slot_base;
+        m->tiled_view_bytes_ = std::max<uint64_t>(m->tiled_view_bytes_, static_cast<uint64_t>(6 * slots));
+      }
       TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
       m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_rays_.get(),
                    m->tiled_lane_switch_.get(),
@@ -392,7 +401,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            kernels_ == SymmetricKernels::kDenseOrbit;
   }
   bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
-  bool UsesTiled() const { return kernels_ == SymmetricKernels::kTiled; }
+  bool UsesTiled() const {
+    return kernels_ == SymmetricKernels::kTiled || kernels_ == SymmetricKernels::kTiledOverlap;
+  }
 
   // One ART sweep on the tiled layout: per block two launches, the forward adding into one
   // of the two ray-sum buffers (cleared at the sweep's start, then by the previous block's
@@ -402,18 +413,23 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     const cudaStream_t s = stream_.get();
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
     const size_t half = 8 * static_cast<size_t>(a_.scan().columns());
+    const bool overlap = kernels_ == SymmetricKernels::kTiledOverlap;
     for (size_t b = 0; b < blocks.size(); ++b) {
       float* sums = partials_.get() + (b % 2) * half;
       float* next = partials_.get() + ((b + 1) % 2) * half;
+      // The first forward follows the memset: no overlap there.
       TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchTiledForward(tiled_, blocks[b], run.x.get(), sums, s));
+          cuda::LaunchTiledForward(tiled_, blocks[b], run.x.get(), sums, overlap && b > 0, s));
       cuda::TiledRayValues rays;
       rays.sums = sums;
       rays.projections = run.b.get();
       rays.residual = run.residual.get();
       rays.clear = next;
-      TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchTiledBack(tiled_, blocks[b], rays, run.x.get(), clamp, s));
+      const int next_view = overlap && tiled_view_bytes_ <= kTiledPrefetchBytes
+                                ? blocks[(b + 1) % blocks.size()].stored_view
+                                : -1;
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(tiled_, blocks[b], rays, next_view,
+                                                      run.x.get(), clamp, overlap, s));
     }
     return absl::OkStatus();
   }
@@ -436,7 +452,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     if (UsesTiled()) {  // ray sums by atomics into zeros, then the combine
       TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
       TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchTiledForward(tiled_, block, x, partials_.get(), s));
+          cuda::LaunchTiledForward(tiled_, block, x, partials_.get(), /*overlap=*/false, s));
       TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, 1, partials_.get(),
                                                              projections, residual, out, s));
       return absl::OkStatus();
@@ -501,11 +517,13 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSegmentedBackOrbit(
             segmented_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
         break;
-      case SymmetricKernels::kTiled: {
+      case SymmetricKernels::kTiled:
+      case SymmetricKernels::kTiledOverlap: {
         cuda::TiledRayValues rays;
         rays.z_full = z;
         TOMO_CUDA_RETURN_IF_ERROR(
-            cuda::LaunchTiledBack(tiled_, block, rays, x, clamp, stream_.get()));
+            cuda::LaunchTiledBack(tiled_, block, rays, /*next_stored_view=*/-1, x, clamp,
+                                  /*overlap=*/false, stream_.get()));
         break;
       }
       case SymmetricKernels::kDense: {
@@ -565,6 +583,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<int64_t> tiled_orbit_warp_begin_;
   DeviceBuffer<TileOrbit> tiled_orbits_;
   cuda::TiledDeviceArrays tiled_{};
+  uint64_t tiled_view_bytes_ = 0;  // the slots of the largest stored view
+  // Up to this, the transpose prefetches the next block's slots into L2 (kTiledOverlap):
+  // the current block's stay there too (50 MB on an H100).
+  static constexpr uint64_t kTiledPrefetchBytes = uint64_t{16} << 20;
   std::vector<cuda::StoredViewGeometry> geometry_;
 };
 
@@ -733,6 +755,8 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "segmented";
     case SymmetricKernels::kTiled:
       return "tiled";
+    case SymmetricKernels::kTiledOverlap:
+      return "tiled-overlap";
   }
   return "?";
 }
@@ -740,7 +764,7 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
 std::vector<SymmetricKernels> AllSymmetricKernels() {
   return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
           SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented,
-          SymmetricKernels::kTiled};
+          SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

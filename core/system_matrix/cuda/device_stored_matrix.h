@@ -98,6 +98,10 @@ enum class SymmetricKernels {
   // atomics). An ART block is two launches. slab_steps > 0 is the tile side (0: its
   // default, TiledRuns::TileSideFor). Only this layout is on the device.
   kTiled,
+  // kTiled with each ART launch allowed to start while the previous one ends (programmatic
+  // dependent launch): its thread blocks prefetch their matrix slots, then wait; the
+  // transpose also prefetches the next block's slots into L2 (views of at most 16 MB).
+  kTiledOverlap,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x
 // cuSPARSE at 512^2 / 1024^2 / 2048^2), no atomics, the runs format alone on the device.

@@ -229,13 +229,18 @@ cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable
                                 const ComposeTable& compose);
 // sums[k * columns + c] += (A x) at view k of the block, stored column c (tiled_products.cu;
 // sums must hold 0 or a previous part; float atomics: the order of the adds varies).
+// overlap: launched with programmatic dependent launch (sm_90): its thread blocks may start
+// while the previous kernel in the stream runs (they prefetch their matrix slots into L2,
+// then wait for it before reading anything it writes); the kernel in turn lets the next one
+// start once it has passed that wait.
 cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
-                               const float* x, float* sums, cudaStream_t stream);
+                               const float* x, float* sums, bool overlap, cudaStream_t stream);
 // x += A_b^T z (then max(x, 0) when clamp), one thread block per orbit of tiles, each pixel
-// written by one thread block.
+// written by one thread block. next_stored_view >= 0: the slots of that stored view (the
+// next forward's) are prefetched into L2 meanwhile. overlap as LaunchTiledForward's.
 cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
-                            const TiledRayValues& rays, float* x, bool clamp,
-                            cudaStream_t stream);
+                            const TiledRayValues& rays, int next_stored_view, float* x,
+                            bool clamp, bool overlap, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

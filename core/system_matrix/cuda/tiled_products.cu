@@ -30,6 +30,41 @@ constexpr int kTiledWarps = kTiledThreads / 32;
 __constant__ SquareMapTable kTiledMaps;
 __constant__ ComposeTable kTiledCompose;
 
+// Programmatic dependent launch (sm_90): wait for the previous kernel in the stream to
+// finish and its writes to be visible, then let the next kernel's thread blocks start (they
+// run their own prologue until their wait). No-ops for a kernel launched without the
+// attribute.
+__device__ __forceinline__ void WaitForPreviousKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void LetNextKernelStart() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Brings the slots of stored view `view`'s orbit blockIdx.x (contiguous: its warps follow
+// each other) from device memory into L2 with two bulk prefetches, one thread's work.
+__device__ __forceinline__ void PrefetchOrbitSlots(const TiledDeviceArrays& d, int64_t view) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int64_t at = view * d.orbits_per_view + blockIdx.x;
+  const int64_t first = d.orbit_warp_begin[at], end = d.orbit_warp_begin[at + 1];
+  if (first == end) return;
+  const TiledWarp last = d.warps[end - 1];
+  const int64_t begin = d.warps[first].slot_base;
+  const int64_t slots = last.slot_base + 32 * static_cast<int64_t>(last.steps) - begin;
+  // Slot bases are multiples of 32: 128-byte (weights) and 64-byte (places) aligned.
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d.weights + begin),
+               "r"(static_cast<uint32_t>(4 * slots))
+               : "memory");
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d.local + begin),
+               "r"(static_cast<uint32_t>(2 * slots))
+               : "memory");
+#endif
+}
+
 // The shared-memory bytes of one thread block: 8 planes of tile_side x stride floats.
 size_t TiledSharedBytes(const TiledDeviceArrays& d) {
   return sizeof(float) * 8 * static_cast<size_t>(d.tile_side) * static_cast<size_t>(d.stride);
@@ -40,6 +75,10 @@ __global__ void __launch_bounds__(kTiledThreads)
                        float* __restrict__ sums) {
   extern __shared__ float xs[];
   const int plane = d.tile_side * d.stride;
+  // The matrix does not depend on the previous kernel: on its way while that one ends.
+  if (threadIdx.x == 0) PrefetchOrbitSlots(d, block.stored_view);
+  WaitForPreviousKernel();
+  LetNextKernelStart();
   const TileOrbit& orbit = d.orbits[blockIdx.x];
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
   for (int i = threadIdx.x; i < 8 * area; i += kTiledThreads) {
@@ -96,10 +135,14 @@ __global__ void __launch_bounds__(kTiledThreads)
 
 __global__ void __launch_bounds__(kTiledThreads)
     TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, TiledRayValues rays_in,
-                    float* __restrict__ x, int clamp) {
+                    int next_stored_view, float* __restrict__ x, int clamp) {
   extern __shared__ float acc[];
   const int plane = d.tile_side * d.stride;
+  // The next block's matrix comes into L2 while this transpose reads this one's from there.
+  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view);
   for (int i = threadIdx.x; i < 8 * plane; i += kTiledThreads) acc[i] = 0.0f;
+  WaitForPreviousKernel();
+  LetNextKernelStart();
   const int columns = d.columns;
   if (rays_in.sums != nullptr) {  // ART: the residual, and the next forward's ray sums cleared
     const int count = block.count * columns;
@@ -200,19 +243,39 @@ cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable
                               bytes);
 }
 
+namespace {
+
+// A launch whose thread blocks may start before the previous kernel in the stream ends
+// (when `overlap`; the kernels wait for it before they read what it wrote).
+template <typename... Params, typename... Args>
+cudaError_t LaunchTiled(void (*kernel)(Params...), const TiledDeviceArrays& d, bool overlap,
+                        cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(d.orbits_per_view));
+  config.blockDim = dim3(kTiledThreads);
+  config.dynamicSmemBytes = TiledSharedBytes(d);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = overlap ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+}  // namespace
+
 cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
-                               const float* x, float* sums, cudaStream_t stream) {
-  TiledForwardKernel<<<d.orbits_per_view, kTiledThreads, TiledSharedBytes(d), stream>>>(
-      d, block, x, sums);
-  return cudaGetLastError();
+                               const float* x, float* sums, bool overlap, cudaStream_t stream) {
+  return LaunchTiled(TiledForwardKernel, d, overlap, stream, d, block, x, sums);
 }
 
 cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
-                            const TiledRayValues& rays, float* x, bool clamp,
-                            cudaStream_t stream) {
-  TiledBackKernel<<<d.orbits_per_view, kTiledThreads, TiledSharedBytes(d), stream>>>(
-      d, block, rays, x, clamp ? 1 : 0);
-  return cudaGetLastError();
+                            const TiledRayValues& rays, int next_stored_view, float* x,
+                            bool clamp, bool overlap, cudaStream_t stream) {
+  return LaunchTiled(TiledBackKernel, d, overlap, stream, d, block, rays, next_stored_view, x,
+                     clamp ? 1 : 0);
 }
 
 }  // namespace tomo::core::system_matrix::cuda

@@ -110,8 +110,8 @@ TEST_F(DeviceStoredMatrixTest, SymmetricProductsEqualTheCpu) {
 
 // The tiled kernels on an odd grid that no tile side divides (tiles of other sizes on the
 // centre lines, orbits of 1, 4 and 8 tiles), with tile sides from 5 to 64 (64: shared
-// memory above 48 KB), and one ART run against the CPU's (the fused residual and the two
-// ray-sum buffers).
+// memory above 48 KB), and ART against the CPU's (the fused residual, the two ray-sum
+// buffers, and the overlapped launches).
 TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   FanCaseSpec odd;
@@ -141,13 +141,16 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
   options.iterations = 5;
   auto cpu = RunBlockArt(SymmetricViewBlocks(a), sinogram, options, true, {});
   ASSERT_TRUE(cpu.ok());
-  auto device = UploadSymmetricMatrix(a, 0, SymmetricKernels::kTiled, 16);
-  ASSERT_TRUE(device.ok()) << device.status();
-  auto gpu = (*device)->RunArt(sinogram, options, {});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_LT(RelativeL2(gpu->image, cpu->image), 1e-3);
-  for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
-    EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
+  for (const SymmetricKernels kernels : {SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap}) {
+    SCOPED_TRACE(SymmetricKernelsName(kernels));
+    auto device = UploadSymmetricMatrix(a, 0, kernels, 16);
+    ASSERT_TRUE(device.ok()) << device.status();
+    auto gpu = (*device)->RunArt(sinogram, options, {});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_LT(RelativeL2(gpu->image, cpu->image), 1e-3);
+    for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
+      EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
+    }
   }
 }
 
