@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <numeric>
 #include <utility>
 
@@ -30,6 +31,7 @@ struct ViewTiles {
   std::vector<uint16_t> lane_switch, local;
   std::vector<float> weights;
   int64_t entries = 0, ray_segments = 0, gather_wavefronts = 0, atomic_wavefronts = 0;
+  float column_bound = 0;
 };
 
 // The most distinct addresses (gather) and lanes (atomic add) in one of 32 banks.
@@ -270,8 +272,10 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
   std::vector<ViewTiles> built(static_cast<size_t>(views));
   ParallelFor(views, [&](int64_t v0, int64_t v1) {
     std::vector<std::vector<TileEntry>> tiles(static_cast<size_t>(m) * m);
+    std::vector<float> column_sum(static_cast<size_t>(n) * n);
     for (int64_t v = v0; v < v1; ++v) {
       for (auto& tile : tiles) tile.clear();
+      std::fill(column_sum.begin(), column_sum.end(), 0.0f);
       for (int32_t c = 0; c < t.columns_; ++c) {
         const size_t r = static_cast<size_t>(v * t.columns_ + c);
         for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
@@ -287,12 +291,14 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
             int32_t x0, y0;  // the stored pixel mapped back into T0
             MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0, &y0);
             const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
-            tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0),
-                                   s.values[static_cast<size_t>(value0 + e)]});
+            const float w = s.values[static_cast<size_t>(value0 + e)];
+            tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0), w});
+            column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
           }
         }
       }
       ViewTiles& out = built[static_cast<size_t>(v)];
+      out.column_bound = *std::max_element(column_sum.begin(), column_sum.end());
       for (int64_t o = 0; o < orbits; ++o) {
         const TileOrbit& orbit = t.orbits_[static_cast<size_t>(o)];
         const size_t before = out.warps.size();
@@ -331,6 +337,7 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
     t.local_.insert(t.local_.end(), v.local.begin(), v.local.end());
     t.lane_rays_.insert(t.lane_rays_.end(), v.lane_rays.begin(), v.lane_rays.end());
     t.lane_switch_.insert(t.lane_switch_.end(), v.lane_switch.begin(), v.lane_switch.end());
+    t.column_bound_.push_back(v.column_bound);
     t.entries_ += v.entries;
     t.ray_segments_ += v.ray_segments;
     t.gather_wavefronts_ += v.gather_wavefronts;
@@ -345,7 +352,7 @@ uint64_t TiledRuns::bytes() const {
   return static_cast<uint64_t>(weights_.size()) * 4 + local_.size() * 2 +
          lane_rays_.size() * 4 + lane_switch_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
          orbit_warp_begin_.size() * 8 + orbits_.size() * sizeof(TileOrbit) +
-         static_cast<uint64_t>(row_norm_bytes_);
+         column_bound_.size() * 4 + static_cast<uint64_t>(row_norm_bytes_);
 }
 
 void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, const float* x,

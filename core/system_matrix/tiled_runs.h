@@ -29,7 +29,8 @@
 // stride = tile_side + 1: a tile's columns fall in different banks.
 //
 // Bytes: 6 per slot (padding included), 6 per lane (its rays and switch), 16 per warp, 8
-// per (stored view, orbit), 4 per stored row (the row norms).
+// per (stored view, orbit), 4 per stored view (its column bound), 4 per stored row (the row
+// norms).
 //
 //   TOMO_ASSIGN_OR_RETURN(TiledRuns t, TiledRuns::Build(matrix, TiledRuns::TileSideFor(n)));
 //   t.ForwardBlock(matrix, b, x, y);  // the layout's products on the CPU (the reference)
@@ -79,6 +80,9 @@ class TiledRuns {
   const std::vector<uint16_t>& lane_switch() const { return lane_switch_; }
   const std::vector<uint16_t>& local() const { return local_; }
   const std::vector<float>& weights() const { return weights_; }
+  // Per stored view: the largest sum of |weight| over its rays at one pixel (bounds what
+  // one view adds to a pixel in the transpose: |sum| <= bound * max |z|).
+  const std::vector<float>& column_bound() const { return column_bound_; }
 
   int64_t entries() const { return entries_; }  // stored entries placed (= the matrix's)
   int64_t slots() const { return static_cast<int64_t>(weights_.size()); }
@@ -108,7 +112,7 @@ class TiledRuns {
   std::vector<TiledWarp> warps_;
   std::vector<uint32_t> lane_rays_;
   std::vector<uint16_t> lane_switch_, local_;
-  std::vector<float> weights_;
+  std::vector<float> weights_, column_bound_;
   int64_t entries_ = 0, ray_segments_ = 0;
   int64_t gather_wavefronts_ = 0, atomic_wavefronts_ = 0;
   int64_t row_norm_bytes_ = 0;

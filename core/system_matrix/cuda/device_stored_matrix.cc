@@ -255,6 +255,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_warps_, Upload(tiled.warps(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_warp_begin_, Upload(tiled.orbit_warp_begin(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_column_bound_, Upload(tiled.column_bound(), s));
       for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
         const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * tiled.orbits_per_view())];
         const int64_t end = tiled.orbit_warp_begin()[static_cast<size_t>((v + 1) * tiled.orbits_per_view())];
@@ -268,7 +269,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_rays_.get(),
                    m->tiled_lane_switch_.get(),
                    m->tiled_warps_.get(), m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
-                   m->row_norm2_.get(), n, columns,
+                   m->row_norm2_.get(), m->tiled_column_bound_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(), tiled.stride()};
       cuda::ComposeTable compose;
       for (int a_map = 0; a_map < 8; ++a_map) {
@@ -302,7 +303,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            tiled_local_.size_bytes() + tiled_weights_.size_bytes() +
            tiled_lane_rays_.size_bytes() + tiled_lane_switch_.size_bytes() +
            tiled_warps_.size_bytes() +
-           tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes();
+           tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes() +
+           tiled_column_bound_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -402,7 +404,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   }
   bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
   bool UsesTiled() const {
-    return kernels_ == SymmetricKernels::kTiled || kernels_ == SymmetricKernels::kTiledOverlap;
+    return kernels_ == SymmetricKernels::kTiled || kernels_ == SymmetricKernels::kTiledOverlap ||
+           kernels_ == SymmetricKernels::kTiledFixed;
   }
 
   // One ART sweep on the tiled layout: per block two launches, the forward adding into one
@@ -413,7 +416,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     const cudaStream_t s = stream_.get();
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
     const size_t half = 8 * static_cast<size_t>(a_.scan().columns());
-    const bool overlap = kernels_ == SymmetricKernels::kTiledOverlap;
+    const bool overlap = kernels_ != SymmetricKernels::kTiled;
+    const bool fixed_point = kernels_ == SymmetricKernels::kTiledFixed;
     for (size_t b = 0; b < blocks.size(); ++b) {
       float* sums = partials_.get() + (b % 2) * half;
       float* next = partials_.get() + ((b + 1) % 2) * half;
@@ -429,7 +433,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                                 ? blocks[(b + 1) % blocks.size()].stored_view
                                 : -1;
       TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(tiled_, blocks[b], rays, next_view,
-                                                      run.x.get(), clamp, overlap, s));
+                                                      run.x.get(), clamp, overlap, fixed_point, s));
     }
     return absl::OkStatus();
   }
@@ -518,12 +522,13 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
             segmented_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
         break;
       case SymmetricKernels::kTiled:
-      case SymmetricKernels::kTiledOverlap: {
+      case SymmetricKernels::kTiledOverlap:
+      case SymmetricKernels::kTiledFixed: {
         cuda::TiledRayValues rays;
         rays.z_full = z;
-        TOMO_CUDA_RETURN_IF_ERROR(
-            cuda::LaunchTiledBack(tiled_, block, rays, /*next_stored_view=*/-1, x, clamp,
-                                  /*overlap=*/false, stream_.get()));
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(
+            tiled_, block, rays, /*next_stored_view=*/-1, x, clamp, /*overlap=*/false,
+            kernels_ == SymmetricKernels::kTiledFixed, stream_.get()));
         break;
       }
       case SymmetricKernels::kDense: {
@@ -578,7 +583,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   cuda::SymmetricDeviceArrays arrays_{};
   DeviceBuffer<uint16_t> tiled_local_, tiled_lane_switch_;
   DeviceBuffer<uint32_t> tiled_lane_rays_;
-  DeviceBuffer<float> tiled_weights_;
+  DeviceBuffer<float> tiled_weights_, tiled_column_bound_;
   DeviceBuffer<TiledWarp> tiled_warps_;
   DeviceBuffer<int64_t> tiled_orbit_warp_begin_;
   DeviceBuffer<TileOrbit> tiled_orbits_;
@@ -757,6 +762,8 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "tiled";
     case SymmetricKernels::kTiledOverlap:
       return "tiled-overlap";
+    case SymmetricKernels::kTiledFixed:
+      return "tiled-fixed";
   }
   return "?";
 }
@@ -764,7 +771,8 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
 std::vector<SymmetricKernels> AllSymmetricKernels() {
   return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
           SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented,
-          SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap};
+          SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap,
+          SymmetricKernels::kTiledFixed};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

@@ -102,6 +102,10 @@ enum class SymmetricKernels {
   // dependent launch): its thread blocks prefetch their matrix slots, then wait; the
   // transpose also prefetches the next block's slots into L2 (views of at most 16 MB).
   kTiledOverlap,
+  // kTiledOverlap with the transpose's shared accumulators in int32 fixed point (one integer
+  // add each instead of a float compare-and-store loop; scaled per thread block so that no
+  // sum overflows; each add within 5e-10 of the block's bound).
+  kTiledFixed,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x
 // cuSPARSE at 512^2 / 1024^2 / 2048^2), no atomics, the runs format alone on the device.

@@ -203,6 +203,7 @@ struct TiledDeviceArrays {
   const int64_t* orbit_warp_begin;  // stored views x orbits + 1
   const TileOrbit* orbits;
   const float* row_norm2;
+  const float* column_bound;  // per stored view (TiledRuns::column_bound)
   int32_t n, columns, orbits_per_view, tile_side, stride;
 };
 // h[a][b]: the index in kSquareMaps of M_a M_b.
@@ -238,9 +239,13 @@ cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& blo
 // x += A_b^T z (then max(x, 0) when clamp), one thread block per orbit of tiles, each pixel
 // written by one thread block. next_stored_view >= 0: the slots of that stored view (the
 // next forward's) are prefetched into L2 meanwhile. overlap as LaunchTiledForward's.
+// fixed_point: the shared accumulators are int32 (integer adds instead of float
+// compare-and-store loops; scaled per thread block by a power of two from the column bound
+// and the largest |z|, each add within 5e-10 of that bound; the sum no longer depends on the
+// order of the adds).
 cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
                             const TiledRayValues& rays, int next_stored_view, float* x,
-                            bool clamp, bool overlap, cudaStream_t stream);
+                            bool clamp, bool overlap, bool fixed_point, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

@@ -12,7 +12,8 @@
 // rays.
 //
 // TiledBackKernel: the same walk with 8 planes of accumulators: per step and view k a
-// shared-memory atomicAdd of w z_k(c) at the same place of plane M_k M_g; then each
+// shared-memory atomicAdd of w z_k(c) at the same place of plane M_k M_g (float, or int32
+// fixed point: kFixed below); then each
 // distinct tile of the orbit is written once by this thread block (x = x + the planes
 // whose tile it is, clamped when asked): one owner per pixel, no global atomics. z_k(c) is
 // read from z_full or formed from the forward's ray sums (ART: the residual and the scaled
@@ -133,14 +134,43 @@ __global__ void __launch_bounds__(kTiledThreads)
   }
 }
 
+// z_k of ray c for the block's views (0 for kTiledNoRay), from z_full or from the ray sums.
+__device__ __forceinline__ void RayValues(const TiledDeviceArrays& d, const OrbitBlock& block,
+                                          const TiledRayValues& in, int c, float values[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    values[k] = 0.0f;
+    if (k < block.count && c != kTiledNoRay) {
+      const int64_t place = static_cast<int64_t>(block.view[k]) * d.columns +
+                            (block.reversed[k] ? d.columns - 1 - c : c);
+      if (in.sums == nullptr) {
+        values[k] = __ldg(in.z_full + place);
+      } else {
+        const float r = in.projections[place] - in.sums[k * d.columns + c];
+        const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
+        values[k] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
+      }
+    }
+  }
+}
+
+// kFixed: the accumulators are int32 in units of 1 / scale (shared-memory integer adds are
+// one instruction; float adds are a load and compare-and-store loop). scale is a power of
+// two with count * column_bound * max |z| * scale <= 2^30 (max over this thread block's
+// rays), which bounds every accumulator and the sum of a tile's planes: no overflow, and
+// each add is off by at most 1 / (2 scale), about 5e-10 of that bound.
+template <bool kFixed>
 __global__ void __launch_bounds__(kTiledThreads)
     TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, TiledRayValues rays_in,
                     int next_stored_view, float* __restrict__ x, int clamp) {
   extern __shared__ float acc[];
+  int* const acc_fixed = reinterpret_cast<int*>(acc);
+  __shared__ int largest_z_bits;  // max |z| of the block's rays, as the bits of a float >= 0
   const int plane = d.tile_side * d.stride;
   // The next block's matrix comes into L2 while this transpose reads this one's from there.
   if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view);
   for (int i = threadIdx.x; i < 8 * plane; i += kTiledThreads) acc[i] = 0.0f;
+  if (threadIdx.x == 0) largest_z_bits = 0;
   WaitForPreviousKernel();
   LetNextKernelStart();
   const int columns = d.columns;
@@ -154,39 +184,53 @@ __global__ void __launch_bounds__(kTiledThreads)
       rays_in.clear[i] = 0.0f;
     }
   }
-  __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
-  const int64_t end = d.orbit_warp_begin[at + 1];
-  for (int64_t w = d.orbit_warp_begin[at] + warp; w < end; w += kTiledWarps) {
+  const int64_t begin = d.orbit_warp_begin[at], end = d.orbit_warp_begin[at + 1];
+  float scale = 1.0f;
+  if (kFixed) {
+    __syncthreads();  // largest_z_bits set
+    float largest = 0.0f;
+    for (int64_t w = begin + warp; w < end; w += kTiledWarps) {
+      const uint32_t rays = d.lane_rays[w * 32 + lane];
+      float z[8];
+      RayValues(d, block, rays_in, static_cast<int>(rays & 0xffffu), z);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) largest = fmaxf(largest, fabsf(z[k]));
+      RayValues(d, block, rays_in, static_cast<int>(rays >> 16), z);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) largest = fmaxf(largest, fabsf(z[k]));
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+    }
+    if (lane == 0) atomicMax(&largest_z_bits, __float_as_int(largest));
+    __syncthreads();
+    const float bound = static_cast<float>(block.count) * d.column_bound[block.stored_view] *
+                        __int_as_float(largest_z_bits);
+    if (bound > 0.0f) {
+      int exponent;
+      frexpf(bound, &exponent);  // bound < 2^exponent
+      scale = ldexpf(1.0f, min(30 - exponent, 100));
+    }
+  } else {
+    __syncthreads();
+  }
+  for (int64_t w = begin + warp; w < end; w += kTiledWarps) {
     const TiledWarp header = d.warps[w];
     const uint32_t rays = d.lane_rays[w * 32 + lane];
     const int change = d.lane_switch[w * 32 + lane];
-    int h_plane[8];
     float z[8], z_second[8];
-    // z_k of ray c (0 for kTiledNoRay).
-    const auto ray_values = [&](int c, float* values) {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        values[k] = 0.0f;
-        if (k < block.count && c != kTiledNoRay) {
-          const int64_t place = static_cast<int64_t>(block.view[k]) * columns +
-                                (block.reversed[k] ? columns - 1 - c : c);
-          if (rays_in.sums == nullptr) {
-            values[k] = __ldg(rays_in.z_full + place);
-          } else {
-            const float r = rays_in.projections[place] - rays_in.sums[k * columns + c];
-            const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * columns + c];
-            values[k] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
-          }
-        }
-      }
-    };
-    ray_values(static_cast<int>(rays & 0xffffu), z);
-    ray_values(static_cast<int>(rays >> 16), z_second);
+    RayValues(d, block, rays_in, static_cast<int>(rays & 0xffffu), z);
+    RayValues(d, block, rays_in, static_cast<int>(rays >> 16), z_second);
+    int h_plane[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       h_plane[k] = k < block.count ? plane * kTiledCompose.h[block.map_index[k]][header.map] : 0;
+      if (kFixed) {
+        z[k] *= scale;
+        z_second[k] *= scale;
+      }
     }
     const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
     const float* __restrict__ weight = d.weights + header.slot_base + lane;
@@ -200,7 +244,13 @@ __global__ void __launch_bounds__(kTiledThreads)
       }
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        if (k < block.count) atomicAdd(acc + h_plane[k] + place, wt * z[k]);
+        if (k < block.count) {
+          if (kFixed) {
+            atomicAdd(acc_fixed + h_plane[k] + place, __float2int_rn(wt * z[k]));
+          } else {
+            atomicAdd(acc + h_plane[k] + place, wt * z[k]);
+          }
+        }
       }
     }
   }
@@ -213,14 +263,20 @@ __global__ void __launch_bounds__(kTiledThreads)
     const int ux = kTiledMaps.m[h][0] == 0 ? sy0 : sx0;
     const int ly = r / ux, lx = r - ly * ux;
     float total = 0.0f;
+    int total_fixed = 0;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) continue;
       int lx0, ly0;
-      TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2], kTiledMaps.m[e][3], sx0, sy0,
-                                lx, ly, &lx0, &ly0);
-      total += acc[e * plane + ly0 * d.stride + lx0];
+      TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
+                                kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
+      if (kFixed) {
+        total_fixed += acc_fixed[e * plane + ly0 * d.stride + lx0];
+      } else {
+        total += acc[e * plane + ly0 * d.stride + lx0];
+      }
     }
+    if (kFixed) total = static_cast<float>(total_fixed) / scale;
     float* p = x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
     const float updated = *p + total;
     *p = clamp ? fmaxf(updated, 0.0f) : updated;
@@ -239,7 +295,10 @@ cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable
   e = cudaFuncSetAttribute(TiledForwardKernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(TiledBackKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  e = cudaFuncSetAttribute(TiledBackKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           bytes);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(TiledBackKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               bytes);
 }
 
@@ -273,9 +332,11 @@ cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& blo
 
 cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
                             const TiledRayValues& rays, int next_stored_view, float* x,
-                            bool clamp, bool overlap, cudaStream_t stream) {
-  return LaunchTiled(TiledBackKernel, d, overlap, stream, d, block, rays, next_stored_view, x,
-                     clamp ? 1 : 0);
+                            bool clamp, bool overlap, bool fixed_point, cudaStream_t stream) {
+  return fixed_point ? LaunchTiled(TiledBackKernel<true>, d, overlap, stream, d, block, rays,
+                                   next_stored_view, x, clamp ? 1 : 0)
+                     : LaunchTiled(TiledBackKernel<false>, d, overlap, stream, d, block, rays,
+                                   next_stored_view, x, clamp ? 1 : 0);
 }
 
 }  // namespace tomo::core::system_matrix::cuda

@@ -1,7 +1,7 @@
 // The tiled layout of the symmetric format (tiled_runs.h): the tile partition is symmetric
 // (every square map sends tiles onto tiles, checked pixel by pixel with MapPixel), every
 // stored entry appears exactly once (its stored pixel recovered from the slot's place in
-// T0 and the warp's map), and the layout's products on the CPU equal the expanded CSR
+// T0 and the warp's map), each view's column bound is its largest column sum, and the layout's products on the CPU equal the expanded CSR
 // matrix's for every view, on odd grids whose side is not a multiple of the tile's.
 //
 // Tolerance: the products are float32 sums in another order (per lane and piece, then
@@ -124,7 +124,7 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
                                                  16 * static_cast<int64_t>(t.warps().size()) +
                                                  8 * static_cast<int64_t>(t.orbit_warp_begin().size()) +
                                                  static_cast<int64_t>(sizeof(TileOrbit)) * t.orbits_per_view() +
-                                                 4 * a.stored_rows()));
+                                                 4 * a.num_blocks() + 4 * a.stored_rows()));
       std::map<std::tuple<int64_t, int64_t, int32_t>, float> found;
       int64_t lanes_without_ray_weighted = 0;
       for (int64_t v = 0; v < a.num_blocks(); ++v) {
@@ -163,6 +163,17 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
       }
       EXPECT_EQ(lanes_without_ray_weighted, 0);
       EXPECT_EQ(found, stored);
+      // The column bound: the largest sum of |weight| over a view's rays at one pixel.
+      ASSERT_EQ(t.column_bound().size(), static_cast<size_t>(a.num_blocks()));
+      for (int64_t v = 0; v < a.num_blocks(); ++v) {
+        std::map<int32_t, double> column;
+        for (const auto& [key, weight] : stored) {
+          if (std::get<0>(key) == v) column[std::get<2>(key)] += std::abs(weight);
+        }
+        double largest = 0;
+        for (const auto& [pixel, sum] : column) largest = std::max(largest, sum);
+        EXPECT_NEAR(t.column_bound()[static_cast<size_t>(v)], largest, 1e-5 * largest) << "view " << v;
+      }
     }
   }
 }

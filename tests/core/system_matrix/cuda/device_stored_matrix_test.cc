@@ -110,8 +110,8 @@ TEST_F(DeviceStoredMatrixTest, SymmetricProductsEqualTheCpu) {
 
 // The tiled kernels on an odd grid that no tile side divides (tiles of other sizes on the
 // centre lines, orbits of 1, 4 and 8 tiles), with tile sides from 5 to 64 (64: shared
-// memory above 48 KB), and ART against the CPU's (the fused residual, the two ray-sum
-// buffers, and the overlapped launches).
+// memory above 48 KB), float and fixed-point accumulators, and ART against the CPU's (the
+// fused residual, the two ray-sum buffers, and the overlapped launches).
 TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   FanCaseSpec odd;
@@ -129,11 +129,13 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
   const CsrSystemMatrix reference = a.ExpandToCsr();
   const std::vector<float> x = RandomVector(reference.pixels());
   const std::vector<float> y = RandomVector(reference.rows());
-  for (const int side : {5, 16, 32, 64}) {
-    SCOPED_TRACE("tile side " + std::to_string(side));
-    auto device = UploadSymmetricMatrix(a, 0, SymmetricKernels::kTiled, side);
-    ASSERT_TRUE(device.ok()) << device.status();
-    CompareProducts(**device, reference, x, y);
+  for (const SymmetricKernels kernels : {SymmetricKernels::kTiled, SymmetricKernels::kTiledFixed}) {
+    for (const int side : {5, 16, 32, 64}) {
+      SCOPED_TRACE(std::string(SymmetricKernelsName(kernels)) + ", tile side " + std::to_string(side));
+      auto device = UploadSymmetricMatrix(a, 0, kernels, side);
+      ASSERT_TRUE(device.ok()) << device.status();
+      CompareProducts(**device, reference, x, y);
+    }
   }
   const EllipsePhantom phantom = EllipsePhantom::ModifiedSheppLogan(30);
   const Array3D sinogram = EllipsoidPhantom::ExtrudedFrom(phantom).Project(c.geometry, 2);
@@ -141,7 +143,8 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
   options.iterations = 5;
   auto cpu = RunBlockArt(SymmetricViewBlocks(a), sinogram, options, true, {});
   ASSERT_TRUE(cpu.ok());
-  for (const SymmetricKernels kernels : {SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap}) {
+  for (const SymmetricKernels kernels : {SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap,
+                                         SymmetricKernels::kTiledFixed}) {
     SCOPED_TRACE(SymmetricKernelsName(kernels));
     auto device = UploadSymmetricMatrix(a, 0, kernels, 16);
     ASSERT_TRUE(device.ok()) << device.status();
