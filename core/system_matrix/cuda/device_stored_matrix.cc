@@ -453,12 +453,14 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                               const float* x_transposed, const float* projections,
                               float* residual, float* out) {
     const cudaStream_t s = stream_.get();
-    if (UsesTiled()) {  // ray sums by atomics into zeros, then the combine
+    if (UsesTiled()) {  // ray sums by atomics into zeros, then copied to their views' places
       TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
       TOMO_CUDA_RETURN_IF_ERROR(
           cuda::LaunchTiledForward(tiled_, block, x, partials_.get(), /*overlap=*/false, s));
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSymmetricCombine(arrays_, block, 1, partials_.get(),
-                                                             projections, residual, out, s));
+      if (projections != nullptr) {  // not used: ART on this layout is EnqueueTiledSweep
+        return absl::InternalError("tiled forward: the residual is formed by the transpose");
+      }
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledCombine(tiled_, block, partials_.get(), out, s));
       return absl::OkStatus();
     }
     if (UsesInterleaved() || UsesDense() || UsesSegmented()) {  // combine fused into the forward

@@ -211,10 +211,10 @@ struct ComposeTable {
   int8_t h[8][8];
 };
 // Where the tiled transpose takes z_k(c) from: z_full (at view[k] * columns + the view's
-// column), or, for ART, from the forward's ray sums (sums[k * columns + c]):
+// column), or, for ART, from the forward's ray sums (sums[8 c + k]):
 // r = projections - sums, residual = r, z = step_scale r / ||a||^2 (0 for norm^2 <= 1e-20),
-// as LaunchSymmetricCombine; then `clear` (count * columns floats: the next forward's ray
-// sums) is set to 0.
+// as LaunchSymmetricCombine; then `clear` (8 x columns floats: the next forward's ray
+// sums) is set to 0 at the block's views.
 struct TiledRayValues {
   const float* z_full = nullptr;
   const float* sums = nullptr;
@@ -228,14 +228,18 @@ struct TiledRayValues {
 // sides above 38).
 cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
                                 const ComposeTable& compose);
-// sums[k * columns + c] += (A x) at view k of the block, stored column c (tiled_products.cu;
-// sums must hold 0 or a previous part; float atomics: the order of the adds varies).
+// sums[8 c + k] += (A x) at view k of the block, stored column c (tiled_products.cu; 8 x
+// columns floats, 16-byte aligned, holding 0 or a previous part, 0 at k >= block.count;
+// float atomics: the order of the adds varies).
 // overlap: launched with programmatic dependent launch (sm_90): its thread blocks may start
 // while the previous kernel in the stream runs (they prefetch their matrix slots into L2,
 // then wait for it before reading anything it writes); the kernel in turn lets the next one
 // start once it has passed that wait.
 cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
                                const float* x, float* sums, bool overlap, cudaStream_t stream);
+// out[view[k] * columns + the view's column] = sums[8 c + k] (the subset products' combine).
+cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
+                               const float* sums, float* out, cudaStream_t stream);
 // x += A_b^T z (then max(x, 0) when clamp), one thread block per orbit of tiles, each pixel
 // written by one thread block. next_stored_view >= 0: the slots of that stored view (the
 // next forward's) are prefetched into L2 meanwhile. overlap as LaunchTiledForward's.

@@ -8,8 +8,8 @@
 // M_g(T0) of the stored view): per step a lane reads its slot (weight, place in T0), and
 // for every view k of the block adds w xs[M_k M_g plane][place]: 8 shared-memory loads and
 // 8 FMAs per stored entry, no dependent global load. Each lane adds its 8 sums into the
-// block's ray sums (global atomicAdd, sums[k * columns + c]) for each of its (one or two)
-// rays.
+// block's ray sums (sums[8 c + k], two 4-float global atomicAdds) for each of its (one or
+// two) rays.
 //
 // TiledBackKernel: the same walk with 8 planes of accumulators: per step and view k a
 // shared-memory atomicAdd of w z_k(c) at the same place of plane M_k M_g (float, or int32
@@ -107,13 +107,16 @@ __global__ void __launch_bounds__(kTiledThreads)
     const int change = d.lane_switch[w * 32 + lane];
     int c = static_cast<int>(rays & 0xffffu);
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    // Adds the lane's sums to ray c's and starts again (at the switch and at the end).
+    // Adds the lane's sums to ray c's (two 4-float atomic adds: a ray's 8 sums are
+    // contiguous) and starts again (at the switch and at the end).
     const auto flush = [&]() {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (k < block.count && c != kTiledNoRay) atomicAdd(sums + k * d.columns + c, s[k]);
-        s[k] = 0.0f;
+      if (c != kTiledNoRay) {
+        float4* at = reinterpret_cast<float4*>(sums + 8 * c);
+        atomicAdd(at, make_float4(s[0], s[1], s[2], s[3]));
+        if (block.count > 4) atomicAdd(at + 1, make_float4(s[4], s[5], s[6], s[7]));
       }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s[k] = 0.0f;
     };
     const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
     const float* __restrict__ weight = d.weights + header.slot_base + lane;
@@ -146,7 +149,7 @@ __device__ __forceinline__ void RayValues(const TiledDeviceArrays& d, const Orbi
       if (in.sums == nullptr) {
         values[k] = __ldg(in.z_full + place);
       } else {
-        const float r = in.projections[place] - in.sums[k * d.columns + c];
+        const float r = in.projections[place] - in.sums[8 * c + k];
         const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
         values[k] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
       }
@@ -180,8 +183,8 @@ __global__ void __launch_bounds__(kTiledThreads)
       const int k = i / columns, c = i - k * columns;
       const int64_t at = static_cast<int64_t>(block.view[k]) * columns +
                          (block.reversed[k] ? columns - 1 - c : c);
-      rays_in.residual[at] = rays_in.projections[at] - rays_in.sums[i];
-      rays_in.clear[i] = 0.0f;
+      rays_in.residual[at] = rays_in.projections[at] - rays_in.sums[8 * c + k];
+      rays_in.clear[8 * c + k] = 0.0f;
     }
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -283,7 +286,23 @@ __global__ void __launch_bounds__(kTiledThreads)
   }
 }
 
+__global__ void TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block,
+                                   const float* __restrict__ sums, float* __restrict__ out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= block.count * d.columns) return;
+  const int k = i / d.columns, c = i - k * d.columns;
+  out[static_cast<int64_t>(block.view[k]) * d.columns + (block.reversed[k] ? d.columns - 1 - c : c)] =
+      sums[8 * c + k];
+}
+
 }  // namespace
+
+cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
+                               const float* sums, float* out, cudaStream_t stream) {
+  const int threads = block.count * d.columns;
+  TiledCombineKernel<<<(threads + 255) / 256, 256, 0, stream>>>(d, block, sums, out);
+  return cudaGetLastError();
+}
 
 cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
                                 const ComposeTable& compose) {
