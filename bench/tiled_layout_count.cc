@@ -38,14 +38,16 @@ int Count(int64_t n, const std::vector<int>& sides) {
   fan.angles_rad = UniformAnglesRad(720, M_PI / 720.0, 2 * M_PI);
   const VectorGeometry geometry = MakeFan2D(fan).value();
   const double pixel = kFieldMm / static_cast<double>(n);
-  const VolumeGeometry volume = VolumeGeometry::Create({n, n, 1}, {pixel, pixel, pixel}, {}).value();
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({n, n, 1}, {pixel, pixel, pixel}, {}).value();
   const FanScan scan = FanScan::Create(geometry, volume).value();
   const MatrixBytes need = EstimateMatrixBytes(geometry, volume, MatrixFormat::kAutomatic).value();
   const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
   const double views = static_cast<double>(a.num_blocks());
-  std::printf("n %ld: stored entries %ld (%.2f M per stored view), CSR %.3f GB, runs format %.3f GB\n",
-              static_cast<long>(n), static_cast<long>(a.stored_nonzeros()),
-              a.stored_nonzeros() / views / 1e6, need.csr_bytes / 1e9, a.bytes() / 1e9);
+  std::printf(
+      "n %ld: stored entries %ld (%.2f M per stored view), CSR %.3f GB, runs format %.3f GB\n",
+      static_cast<long>(n), static_cast<long>(a.stored_nonzeros()),
+      a.stored_nonzeros() / views / 1e6, need.csr_bytes / 1e9, a.bytes() / 1e9);
   for (const int side : sides) {
     const absl::StatusOr<TiledRuns> built = TiledRuns::Build(a, side);
     if (!built.ok()) {
@@ -69,8 +71,8 @@ int Count(int64_t n, const std::vector<int>& sides) {
         slots / 1e6, 100.0 * (slots - t.entries()) / slots, t.bytes() / 1e9,
         static_cast<double>(need.csr_bytes) / t.bytes(), warps / views,
         warps / views / t.orbits_per_view(), steps / warps, segments / views,
-        segments / (32 * warps), t.gather_wavefronts() / steps,
-        t.atomic_wavefronts() / steps, t.entries() / views / 1e6, slots / views / 1e6,
+        segments / (32 * warps), t.gather_wavefronts() / steps, t.atomic_wavefronts() / steps,
+        t.entries() / views / 1e6, slots / views / 1e6,
         (slots * 6 + 32 * warps * 6 + warps * 16) / views / 1e6, 8 * slots / views / 1e6,
         8 * segments / views / 1e3, 8 * slots / views / 1e6);
     std::fflush(stdout);
@@ -88,7 +90,8 @@ int main(int argc, char** argv) {
   app.add_option("--tile-sides", sides, "comma-separated tile sides");
   CLI11_PARSE(app, argc, argv);
   std::vector<int> side_list;
-  for (const absl::string_view s : absl::StrSplit(sides, ',')) side_list.push_back(std::stoi(std::string(s)));
+  for (const absl::string_view s : absl::StrSplit(sides, ','))
+    side_list.push_back(std::stoi(std::string(s)));
   for (const absl::string_view s : absl::StrSplit(sizes, ',')) {
     if (Count(std::stoll(std::string(s)), side_list) != 0) return 1;
   }

@@ -26,7 +26,7 @@ constexpr size_t kScheduleWindow = 8;
 // One stored view's part of the layout, before the views are joined.
 struct ViewTiles {
   std::vector<int64_t> orbit_warp_count;  // per orbit
-  std::vector<TiledWarp> warps;            // slot_base relative to the view's first slot
+  std::vector<TiledWarp> warps;           // slot_base relative to the view's first slot
   std::vector<uint32_t> lane_rays;
   std::vector<uint16_t> lane_switch, local;
   std::vector<float> weights;
@@ -46,7 +46,9 @@ void CountWavefronts(const uint16_t* step, int64_t* gather, int64_t* atomic) {
     for (int e = 0; e < distinct[static_cast<size_t>(bank)]; ++e) {
       repeat = repeat || seen[static_cast<size_t>(bank)][static_cast<size_t>(e)] == step[l];
     }
-    if (!repeat) seen[static_cast<size_t>(bank)][static_cast<size_t>(distinct[static_cast<size_t>(bank)]++)] = step[l];
+    if (!repeat)
+      seen[static_cast<size_t>(bank)][static_cast<size_t>(distinct[static_cast<size_t>(bank)]++)] =
+          step[l];
   }
   *gather += *std::max_element(distinct.begin(), distinct.end());
   *atomic += *std::max_element(lanes.begin(), lanes.end());
@@ -112,11 +114,14 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
   std::array<int32_t, 32> bank_place;
   bank_place.fill(-1);
   for (int32_t ly = orbit.size_y - 1; ly >= 0; --ly) {
-    for (int32_t lx = orbit.size_x - 1; lx >= 0; --lx) bank_place[static_cast<size_t>((ly * stride + lx) % 32)] = ly * stride + lx;
+    for (int32_t lx = orbit.size_x - 1; lx >= 0; --lx)
+      bank_place[static_cast<size_t>((ly * stride + lx) % 32)] = ly * stride + lx;
   }
   for (int64_t w = 0; w < warps; ++w) {
     const int64_t first = 32 * w;
-    const int64_t steps = first < static_cast<int64_t>(packed.size()) ? packed[static_cast<size_t>(first)].count() : 0;
+    const int64_t steps = first < static_cast<int64_t>(packed.size())
+                              ? packed[static_cast<size_t>(first)].count()
+                              : 0;
     TiledWarp warp;
     warp.slot_base = static_cast<int64_t>(out.weights.size());
     warp.steps = static_cast<int32_t>(steps);
@@ -134,14 +139,17 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
       const int64_t p = first + l;
       const bool has = p < static_cast<int64_t>(packed.size());
       const Lane lane = has ? packed[static_cast<size_t>(p)] : Lane{};
-      out.lane_rays.push_back(has ? static_cast<uint32_t>(lane.first.column) |
-                                        (static_cast<uint32_t>(lane.second.count > 0 ? lane.second.column : kTiledNoRay) << 16)
-                                  : (uint32_t{kTiledNoRay} | (uint32_t{kTiledNoRay} << 16)));
+      out.lane_rays.push_back(
+          has ? static_cast<uint32_t>(lane.first.column) |
+                    (static_cast<uint32_t>(lane.second.count > 0 ? lane.second.column : kTiledNoRay)
+                     << 16)
+              : (uint32_t{kTiledNoRay} | (uint32_t{kTiledNoRay} << 16)));
       out.lane_switch.push_back(static_cast<uint16_t>(has ? lane.first.count : 0));
       if (!has) continue;
       out.ray_segments += lane.second.count > 0 ? 2 : 1;
       std::vector<TileEntry>& list = remaining[static_cast<size_t>(l)];
-      list.assign(entries.begin() + lane.first.begin, entries.begin() + lane.first.begin + lane.first.count);
+      list.assign(entries.begin() + lane.first.begin,
+                  entries.begin() + lane.first.begin + lane.first.count);
       list.insert(list.end(), entries.begin() + lane.second.begin,
                   entries.begin() + lane.second.begin + lane.second.count);
     }
@@ -168,11 +176,13 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
         int bank = 0;  // the least used bank that holds a pixel of T0
         for (int b = 0; b < 32; ++b) {
           if (bank_place[static_cast<size_t>(b)] >= 0 &&
-              (bank_place[static_cast<size_t>(bank)] < 0 || used[static_cast<size_t>(b)] < used[static_cast<size_t>(bank)])) {
+              (bank_place[static_cast<size_t>(bank)] < 0 ||
+               used[static_cast<size_t>(b)] < used[static_cast<size_t>(bank)])) {
             bank = b;
           }
         }
-        out.local[step + static_cast<size_t>(l)] = static_cast<uint16_t>(bank_place[static_cast<size_t>(bank)]);
+        out.local[step + static_cast<size_t>(l)] =
+            static_cast<uint16_t>(bank_place[static_cast<size_t>(bank)]);
         ++used[static_cast<size_t>(bank)];
       }
       CountWavefronts(&out.local[step], &out.gather_wavefronts, &out.atomic_wavefronts);
@@ -203,7 +213,8 @@ std::vector<int32_t> TiledRuns::Partition(int32_t n, int tile_side) {
   for (;; m += n % 2 == 1 ? 2 : 1) {
     std::vector<int32_t> b(static_cast<size_t>(m) + 1);
     for (int32_t i = 0; i <= m; ++i) {
-      if (2 * i < m) b[static_cast<size_t>(i)] = static_cast<int32_t>(static_cast<int64_t>(i) * n / m);
+      if (2 * i < m)
+        b[static_cast<size_t>(i)] = static_cast<int32_t>(static_cast<int64_t>(i) * n / m);
       if (2 * i == m) b[static_cast<size_t>(i)] = n / 2;
     }
     for (int32_t i = 0; i <= m; ++i) {
@@ -225,9 +236,8 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
                                                    kMinTileSide, ", ", kMaxTileSide, "]"));
   }
   if (a.scan().columns() >= kTiledNoRay) {
-    return absl::InvalidArgumentError(absl::StrCat("columns: ", a.scan().columns(),
-                                                   " must be below ", kTiledNoRay,
-                                                   " for the tiled layout"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "columns: ", a.scan().columns(), " must be below ", kTiledNoRay, " for the tiled layout"));
   }
   TiledRuns t;
   t.tile_side_ = tile_side;
@@ -237,12 +247,14 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
   const int32_t n = t.n_, m = static_cast<int32_t>(t.bounds_.size()) - 1, stride = t.stride();
   std::vector<int32_t> tile_of(static_cast<size_t>(n));
   for (int32_t i = 0; i < m; ++i) {
-    for (int32_t p = t.bounds_[static_cast<size_t>(i)]; p < t.bounds_[static_cast<size_t>(i) + 1]; ++p) {
+    for (int32_t p = t.bounds_[static_cast<size_t>(i)]; p < t.bounds_[static_cast<size_t>(i) + 1];
+         ++p) {
       tile_of[static_cast<size_t>(p)] = i;
     }
   }
   // Orbits of tiles; for every tile its orbit and the first map g with tile = M_g(T0).
-  std::vector<int32_t> orbit_of(static_cast<size_t>(m) * m, -1), map_of(static_cast<size_t>(m) * m, -1);
+  std::vector<int32_t> orbit_of(static_cast<size_t>(m) * m, -1),
+      map_of(static_cast<size_t>(m) * m, -1);
   for (int32_t tj = 0; tj < m; ++tj) {
     for (int32_t ti = 0; ti < m; ++ti) {
       const int32_t ci = 2 * ti - (m - 1), cj = 2 * tj - (m - 1);
@@ -270,48 +282,53 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
   const int64_t orbits = t.orbits_per_view();
   const StoredRows& s = a.rows();
   std::vector<ViewTiles> built(static_cast<size_t>(views));
-  ParallelFor(views, [&](int64_t v0, int64_t v1) {
-    std::vector<std::vector<TileEntry>> tiles(static_cast<size_t>(m) * m);
-    std::vector<float> column_sum(static_cast<size_t>(n) * n);
-    for (int64_t v = v0; v < v1; ++v) {
-      for (auto& tile : tiles) tile.clear();
-      std::fill(column_sum.begin(), column_sum.end(), 0.0f);
-      for (int32_t c = 0; c < t.columns_; ++c) {
-        const size_t r = static_cast<size_t>(v * t.columns_ + c);
-        for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
-          const size_t k = static_cast<size_t>(run);
-          const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
-          const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
-          for (int32_t e = 0; e < s.run_length[k]; ++e) {
-            const int32_t ix = s.run_ix_first[k] + e;
-            const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m +
-                                tile_of[static_cast<size_t>(ix)];
-            const int g = map_of[tile];
-            const TileOrbit& orbit = t.orbits_[static_cast<size_t>(orbit_of[tile])];
-            int32_t x0, y0;  // the stored pixel mapped back into T0
-            MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0, &y0);
-            const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
-            const float w = s.values[static_cast<size_t>(value0 + e)];
-            tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0), w});
-            column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
+  ParallelFor(
+      views,
+      [&](int64_t v0, int64_t v1) {
+        std::vector<std::vector<TileEntry>> tiles(static_cast<size_t>(m) * m);
+        std::vector<float> column_sum(static_cast<size_t>(n) * n);
+        for (int64_t v = v0; v < v1; ++v) {
+          for (auto& tile : tiles) tile.clear();
+          std::fill(column_sum.begin(), column_sum.end(), 0.0f);
+          for (int32_t c = 0; c < t.columns_; ++c) {
+            const size_t r = static_cast<size_t>(v * t.columns_ + c);
+            for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
+              const size_t k = static_cast<size_t>(run);
+              const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
+              const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
+              for (int32_t e = 0; e < s.run_length[k]; ++e) {
+                const int32_t ix = s.run_ix_first[k] + e;
+                const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m +
+                                    tile_of[static_cast<size_t>(ix)];
+                const int g = map_of[tile];
+                const TileOrbit& orbit = t.orbits_[static_cast<size_t>(orbit_of[tile])];
+                int32_t x0, y0;  // the stored pixel mapped back into T0
+                MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0,
+                         &y0);
+                const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
+                const float w = s.values[static_cast<size_t>(value0 + e)];
+                tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0), w});
+                column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
+              }
+            }
+          }
+          ViewTiles& out = built[static_cast<size_t>(v)];
+          out.column_bound = *std::max_element(column_sum.begin(), column_sum.end());
+          for (int64_t o = 0; o < orbits; ++o) {
+            const TileOrbit& orbit = t.orbits_[static_cast<size_t>(o)];
+            const size_t before = out.warps.size();
+            for (int h = 0; h < 8; ++h) {
+              if (!(orbit.distinct & (1 << h))) continue;
+              const size_t tile =
+                  static_cast<size_t>(tile_of[static_cast<size_t>(orbit.corner_y[h])]) * m +
+                  tile_of[static_cast<size_t>(orbit.corner_x[h])];
+              PackTile(tiles[tile], h, orbit, stride, out);
+            }
+            out.orbit_warp_count.push_back(static_cast<int64_t>(out.warps.size() - before));
           }
         }
-      }
-      ViewTiles& out = built[static_cast<size_t>(v)];
-      out.column_bound = *std::max_element(column_sum.begin(), column_sum.end());
-      for (int64_t o = 0; o < orbits; ++o) {
-        const TileOrbit& orbit = t.orbits_[static_cast<size_t>(o)];
-        const size_t before = out.warps.size();
-        for (int h = 0; h < 8; ++h) {
-          if (!(orbit.distinct & (1 << h))) continue;
-          const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(orbit.corner_y[h])]) * m +
-                              tile_of[static_cast<size_t>(orbit.corner_x[h])];
-          PackTile(tiles[tile], h, orbit, stride, out);
-        }
-        out.orbit_warp_count.push_back(static_cast<int64_t>(out.warps.size() - before));
-      }
-    }
-  }, threads);
+      },
+      threads);
   // Join the views.
   int64_t slots = 0, warps = 0;
   for (const ViewTiles& v : built) {
@@ -349,8 +366,8 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
 }
 
 uint64_t TiledRuns::bytes() const {
-  return static_cast<uint64_t>(weights_.size()) * 4 + local_.size() * 2 +
-         lane_rays_.size() * 4 + lane_switch_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
+  return static_cast<uint64_t>(weights_.size()) * 4 + local_.size() * 2 + lane_rays_.size() * 4 +
+         lane_switch_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
          orbit_warp_begin_.size() * 8 + orbits_.size() * sizeof(TileOrbit) +
          column_bound_.size() * 4 + static_cast<uint64_t>(row_norm_bytes_);
 }
@@ -372,19 +389,23 @@ void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, cons
       for (int ly = 0; ly < uy; ++ly) {
         for (int lx = 0; lx < ux; ++lx) {
           int lx0, ly0;
-          TileLocalToRepresentative(map.xx, map.xy, map.yx, map.yy, orbit.size_x, orbit.size_y,
-                                    lx, ly, &lx0, &ly0);
+          TileLocalToRepresentative(map.xx, map.xy, map.yx, map.yy, orbit.size_x, orbit.size_y, lx,
+                                    ly, &lx0, &ly0);
           xs[static_cast<size_t>(h * plane + ly0 * stride() + lx0)] =
               x[static_cast<int64_t>(orbit.corner_y[h] + ly) * n_ + orbit.corner_x[h] + lx];
         }
       }
     }
     const int64_t at = block * orbits_per_view() + o;
-    for (int64_t w = orbit_warp_begin_[static_cast<size_t>(at)]; w < orbit_warp_begin_[static_cast<size_t>(at) + 1]; ++w) {
+    for (int64_t w = orbit_warp_begin_[static_cast<size_t>(at)];
+         w < orbit_warp_begin_[static_cast<size_t>(at) + 1]; ++w) {
       const TiledWarp& warp = warps_[static_cast<size_t>(w)];
       int64_t h_plane[8];
       for (int k = 0; k < count; ++k) {
-        h_plane[k] = plane * ComposeTileMaps(a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].map, warp.map);
+        h_plane[k] =
+            plane * ComposeTileMaps(
+                        a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].map,
+                        warp.map);
       }
       for (int l = 0; l < 32; ++l) {
         const uint32_t rays = lane_rays_[static_cast<size_t>(32 * w + l)];
@@ -394,7 +415,9 @@ void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, cons
         const auto flush = [&](uint32_t c) {
           for (int k = 0; k < count; ++k) {
             if (c != kTiledNoRay) {
-              const bool reversed = a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].columns_reversed;
+              const bool reversed = a.symmetry()
+                                        .views[static_cast<size_t>(views[static_cast<size_t>(k)])]
+                                        .columns_reversed;
               y[static_cast<int64_t>(k) * columns_ + (reversed ? columns_ - 1 - c : c)] += sums[k];
             }
             sums[k] = 0;
@@ -403,7 +426,8 @@ void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, cons
         for (int32_t step = 0; step < warp.steps; ++step) {
           if (step == change) flush(rays & 0xffffu);
           const size_t slot = static_cast<size_t>(warp.slot_base + 32 * step + l);
-          for (int k = 0; k < count; ++k) sums[k] += weights_[slot] * xs[static_cast<size_t>(h_plane[k] + local_[slot])];
+          for (int k = 0; k < count; ++k)
+            sums[k] += weights_[slot] * xs[static_cast<size_t>(h_plane[k] + local_[slot])];
         }
         flush(change < warp.steps ? rays >> 16 : rays & 0xffffu);
       }
@@ -421,17 +445,21 @@ void TiledRuns::BackBlockAdd(const SymmetricSystemMatrix& a, int64_t block, cons
     const TileOrbit& orbit = orbits_[static_cast<size_t>(o)];
     std::fill(acc.begin(), acc.end(), 0.0f);
     const int64_t at = block * orbits_per_view() + o;
-    for (int64_t w = orbit_warp_begin_[static_cast<size_t>(at)]; w < orbit_warp_begin_[static_cast<size_t>(at) + 1]; ++w) {
+    for (int64_t w = orbit_warp_begin_[static_cast<size_t>(at)];
+         w < orbit_warp_begin_[static_cast<size_t>(at) + 1]; ++w) {
       const TiledWarp& warp = warps_[static_cast<size_t>(w)];
       for (int l = 0; l < 32; ++l) {
         const uint32_t rays = lane_rays_[static_cast<size_t>(32 * w + l)];
         const int32_t change = lane_switch_[static_cast<size_t>(32 * w + l)];
         for (int k = 0; k < count; ++k) {
-          const ViewSymmetry& sym = a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])];
+          const ViewSymmetry& sym =
+              a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])];
           const int64_t h_plane = plane * ComposeTileMaps(sym.map, warp.map);
           for (int32_t step = 0; step < warp.steps; ++step) {
             const uint32_t c = step < change ? rays & 0xffffu : rays >> 16;
-            const float zk = c == kTiledNoRay ? 0.0f : z[static_cast<int64_t>(k) * columns_ + (sym.columns_reversed ? columns_ - 1 - c : c)];
+            const float zk = c == kTiledNoRay ? 0.0f
+                                              : z[static_cast<int64_t>(k) * columns_ +
+                                                  (sym.columns_reversed ? columns_ - 1 - c : c)];
             const size_t slot = static_cast<size_t>(warp.slot_base + 32 * step + l);
             acc[static_cast<size_t>(h_plane + local_[slot])] += weights_[slot] * zk;
           }
@@ -448,7 +476,8 @@ void TiledRuns::BackBlockAdd(const SymmetricSystemMatrix& a, int64_t block, cons
         for (int lx = 0; lx < ux; ++lx) {
           float total = 0;
           for (int e = 0; e < 8; ++e) {
-            if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) continue;
+            if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h])
+              continue;
             const SquareMap& me = kSquareMaps[static_cast<size_t>(e)];
             int lx0, ly0;
             TileLocalToRepresentative(me.xx, me.xy, me.yx, me.yy, orbit.size_x, orbit.size_y, lx,

@@ -98,10 +98,8 @@ class TiledRuns {
   // The layout's products on the CPU, orbit by orbit as the kernels run them (float sums
   // per lane as on the device): y[k * columns + c] = (A x) at view BlockViews(block)[k],
   // column c (as SymmetricSystemMatrix::ForwardBlock); x += A_b^T z, z laid out as y.
-  void ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, const float* x,
-                    float* y) const;
-  void BackBlockAdd(const SymmetricSystemMatrix& a, int64_t block, const float* z,
-                    float* x) const;
+  void ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, const float* x, float* y) const;
+  void BackBlockAdd(const SymmetricSystemMatrix& a, int64_t block, const float* z, float* x) const;
 
  private:
   int tile_side_ = 16;

@@ -247,7 +247,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     }
     if (m->UsesTiled()) {
       TOMO_ASSIGN_OR_RETURN(const TiledRuns tiled,
-                            TiledRuns::Build(a, slab_steps > 0 ? slab_steps : TiledRuns::TileSideFor(n)));
+                            TiledRuns::Build(a, slab_steps > 0 ? slab_steps
+                                                               : TiledRuns::TileSideFor(n)));
       TOMO_ASSIGN_OR_RETURN(m->tiled_local_, Upload(tiled.local(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_weights_, Upload(tiled.weights(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_lane_rays_, Upload(tiled.lane_rays(), s));
@@ -257,20 +258,23 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_column_bound_, Upload(tiled.column_bound(), s));
       for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
-        const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * tiled.orbits_per_view())];
-        const int64_t end = tiled.orbit_warp_begin()[static_cast<size_t>((v + 1) * tiled.orbits_per_view())];
+        const int64_t orbits = tiled.orbits_per_view();
+        const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * orbits)];
+        const int64_t end = tiled.orbit_warp_begin()[static_cast<size_t>((v + 1) * orbits)];
         if (first == end) continue;
         const TiledWarp& last = tiled.warps()[static_cast<size_t>(end - 1)];
         const int64_t slots = last.slot_base + 32 * int64_t{last.steps} -
                               tiled.warps()[static_cast<size_t>(first)].slot_base;
-        m->tiled_view_bytes_ = std::max<uint64_t>(m->tiled_view_bytes_, static_cast<uint64_t>(6 * slots));
+        m->tiled_view_bytes_ =
+            std::max<uint64_t>(m->tiled_view_bytes_, static_cast<uint64_t>(6 * slots));
       }
       TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
       m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_rays_.get(),
                    m->tiled_lane_switch_.get(),
                    m->tiled_warps_.get(), m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
                    m->row_norm2_.get(), m->tiled_column_bound_.get(), n, columns,
-                   static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(), tiled.stride()};
+                   static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
+                   tiled.stride()};
       cuda::ComposeTable compose;
       for (int a_map = 0; a_map < 8; ++a_map) {
         for (int b_map = 0; b_map < 8; ++b_map) {

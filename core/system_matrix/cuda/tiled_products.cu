@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kTiledThreads)
     const int ux = kTiledMaps.m[h][0] == 0 ? sy0 : sx0;
     const int ly = r / ux, lx = r - ly * ux;
     int lx0, ly0;
-    TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2], kTiledMaps.m[h][3], sx0, sy0,
-                              lx, ly, &lx0, &ly0);
+    TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2],
+                              kTiledMaps.m[h][3], sx0, sy0, lx, ly, &lx0, &ly0);
     xs[h * plane + ly0 * d.stride + lx0] =
         __ldg(x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx);
   }
@@ -179,10 +179,11 @@ __global__ void __launch_bounds__(kTiledThreads)
   const int columns = d.columns;
   if (rays_in.sums != nullptr) {  // ART: the residual, and the next forward's ray sums cleared
     const int count = block.count * columns;
-    for (int i = blockIdx.x * kTiledThreads + threadIdx.x; i < count; i += gridDim.x * kTiledThreads) {
+    for (int i = blockIdx.x * kTiledThreads + threadIdx.x; i < count;
+         i += gridDim.x * kTiledThreads) {
       const int k = i / columns, c = i - k * columns;
-      const int64_t at = static_cast<int64_t>(block.view[k]) * columns +
-                         (block.reversed[k] ? columns - 1 - c : c);
+      const int64_t at =
+          static_cast<int64_t>(block.view[k]) * columns + (block.reversed[k] ? columns - 1 - c : c);
       rays_in.residual[at] = rays_in.projections[at] - rays_in.sums[8 * c + k];
       rays_in.clear[8 * c + k] = 0.0f;
     }
@@ -269,7 +270,8 @@ __global__ void __launch_bounds__(kTiledThreads)
     int total_fixed = 0;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) continue;
+      if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h])
+        continue;
       int lx0, ly0;
       TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
                                 kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
@@ -291,8 +293,8 @@ __global__ void TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block,
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= block.count * d.columns) return;
   const int k = i / d.columns, c = i - k * d.columns;
-  out[static_cast<int64_t>(block.view[k]) * d.columns + (block.reversed[k] ? d.columns - 1 - c : c)] =
-      sums[8 * c + k];
+  out[static_cast<int64_t>(block.view[k]) * d.columns +
+      (block.reversed[k] ? d.columns - 1 - c : c)] = sums[8 * c + k];
 }
 
 }  // namespace
@@ -311,8 +313,7 @@ cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable
   e = cudaMemcpyToSymbol(kTiledCompose, &compose, sizeof(compose));
   if (e != cudaSuccess) return e;
   const int bytes = static_cast<int>(TiledSharedBytes(d));
-  e = cudaFuncSetAttribute(TiledForwardKernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  e = cudaFuncSetAttribute(TiledForwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != cudaSuccess) return e;
   e = cudaFuncSetAttribute(TiledBackKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            bytes);
@@ -344,14 +345,14 @@ cudaError_t LaunchTiled(void (*kernel)(Params...), const TiledDeviceArrays& d, b
 
 }  // namespace
 
-cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
-                               const float* x, float* sums, bool overlap, cudaStream_t stream) {
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block, const float* x,
+                               float* sums, bool overlap, cudaStream_t stream) {
   return LaunchTiled(TiledForwardKernel, d, overlap, stream, d, block, x, sums);
 }
 
 cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
-                            const TiledRayValues& rays, int next_stored_view, float* x,
-                            bool clamp, bool overlap, bool fixed_point, cudaStream_t stream) {
+                            const TiledRayValues& rays, int next_stored_view, float* x, bool clamp,
+                            bool overlap, bool fixed_point, cudaStream_t stream) {
   return fixed_point ? LaunchTiled(TiledBackKernel<true>, d, overlap, stream, d, block, rays,
                                    next_stored_view, x, clamp ? 1 : 0)
                      : LaunchTiled(TiledBackKernel<false>, d, overlap, stream, d, block, rays,

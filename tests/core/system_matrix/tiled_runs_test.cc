@@ -1,20 +1,21 @@
 // The tiled layout of the symmetric format (tiled_runs.h): the tile partition is symmetric
 // (every square map sends tiles onto tiles, checked pixel by pixel with MapPixel), every
 // stored entry appears exactly once (its stored pixel recovered from the slot's place in
-// T0 and the warp's map), each view's column bound is its largest column sum, and the layout's products on the CPU equal the expanded CSR
-// matrix's for every view, on odd grids whose side is not a multiple of the tile's.
+// T0 and the warp's map), each view's column bound is its largest column sum, and the layout's
+// products on the CPU equal the expanded CSR matrix's for every view, on odd grids whose side is
+// not a multiple of the tile's.
 //
 // Tolerance: the products are float32 sums in another order (per lane and piece, then
 // added); they agree with CSR's float sums to 2e-5 of the largest value.
 #include "core/system_matrix/tiled_runs.h"
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
 #include <tuple>
-
-#include <gtest/gtest.h>
 
 #include "tests/core/random_seed.h"
 #include "tests/core/system_matrix/fan_cases.h"
@@ -59,16 +60,20 @@ TEST(TiledRunsTest, PartitionIsSymmetricAndMapsSendTilesOntoTiles) {
       for (int32_t i = 0; i < m; ++i) {
         ASSERT_GE(b[static_cast<size_t>(i) + 1] - b[static_cast<size_t>(i)], 1);
         ASSERT_LE(b[static_cast<size_t>(i) + 1] - b[static_cast<size_t>(i)], side);
-        for (int32_t p = b[static_cast<size_t>(i)]; p < b[static_cast<size_t>(i) + 1]; ++p) tile_of[static_cast<size_t>(p)] = i;
+        for (int32_t p = b[static_cast<size_t>(i)]; p < b[static_cast<size_t>(i) + 1]; ++p)
+          tile_of[static_cast<size_t>(p)] = i;
       }
       for (const SquareMap& map : kSquareMaps) {
         for (int32_t iy = 0; iy < n; ++iy) {
           for (int32_t ix = 0; ix < n; ++ix) {
             int32_t ox, oy, ti, tj;
             MapPixel(map, n, ix, iy, &ox, &oy);
-            MapPixel(map, m, tile_of[static_cast<size_t>(ix)], tile_of[static_cast<size_t>(iy)], &ti, &tj);
-            ASSERT_EQ(tile_of[static_cast<size_t>(ox)], ti) << map.name << " at " << ix << ", " << iy;
-            ASSERT_EQ(tile_of[static_cast<size_t>(oy)], tj) << map.name << " at " << ix << ", " << iy;
+            MapPixel(map, m, tile_of[static_cast<size_t>(ix)], tile_of[static_cast<size_t>(iy)],
+                     &ti, &tj);
+            ASSERT_EQ(tile_of[static_cast<size_t>(ox)], ti)
+                << map.name << " at " << ix << ", " << iy;
+            ASSERT_EQ(tile_of[static_cast<size_t>(oy)], tj)
+                << map.name << " at " << ix << ", " << iy;
           }
         }
       }
@@ -101,8 +106,10 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
         for (int64_t run = a.row_run_begin()[r]; run < a.row_run_begin()[r + 1]; ++run) {
           const int32_t iy = a.row_iy_first()[r] + static_cast<int32_t>(run - a.row_run_begin()[r]);
           for (int32_t e = 0; e < a.run_length()[static_cast<size_t>(run)]; ++e) {
-            const float w = a.values()[static_cast<size_t>(a.row_value_begin()[r] + a.run_offset()[static_cast<size_t>(run)] + e)];
-            if (w != 0.0f) stored[{v, col, iy * n + a.run_ix_first()[static_cast<size_t>(run)] + e}] = w;
+            const float w = a.values()[static_cast<size_t>(
+                a.row_value_begin()[r] + a.run_offset()[static_cast<size_t>(run)] + e)];
+            if (w != 0.0f)
+              stored[{v, col, iy * n + a.run_ix_first()[static_cast<size_t>(run)] + e}] = w;
           }
         }
       }
@@ -111,7 +118,8 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
       SCOPED_TRACE(c.name + ", side " + std::to_string(side));
       const TiledRuns t = TiledRuns::Build(a, side).value();
       EXPECT_EQ(t.entries(), a.stored_nonzeros());
-      EXPECT_EQ(t.orbit_warp_begin().size(), static_cast<size_t>(a.num_blocks() * t.orbits_per_view() + 1));
+      EXPECT_EQ(t.orbit_warp_begin().size(),
+                static_cast<size_t>(a.num_blocks() * t.orbits_per_view() + 1));
       // The warps tile the slots in order; a tile's planes hold T0's pixels.
       int64_t slots = 0;
       for (const TiledWarp& w : t.warps()) {
@@ -120,11 +128,12 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
       }
       ASSERT_EQ(slots, t.slots());
       EXPECT_GE(t.slots(), t.entries());
-      EXPECT_EQ(t.bytes(), static_cast<uint64_t>(6 * t.slots() + 6 * 32 * static_cast<int64_t>(t.warps().size()) +
-                                                 16 * static_cast<int64_t>(t.warps().size()) +
-                                                 8 * static_cast<int64_t>(t.orbit_warp_begin().size()) +
-                                                 static_cast<int64_t>(sizeof(TileOrbit)) * t.orbits_per_view() +
-                                                 4 * a.num_blocks() + 4 * a.stored_rows()));
+      EXPECT_EQ(t.bytes(), static_cast<uint64_t>(
+                               6 * t.slots() + 6 * 32 * static_cast<int64_t>(t.warps().size()) +
+                               16 * static_cast<int64_t>(t.warps().size()) +
+                               8 * static_cast<int64_t>(t.orbit_warp_begin().size()) +
+                               static_cast<int64_t>(sizeof(TileOrbit)) * t.orbits_per_view() +
+                               4 * a.num_blocks() + 4 * a.stored_rows()));
       std::map<std::tuple<int64_t, int64_t, int32_t>, float> found;
       int64_t lanes_without_ray_weighted = 0;
       for (int64_t v = 0; v < a.num_blocks(); ++v) {
@@ -142,7 +151,8 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
                 const uint32_t col = s < change ? rays & 0xffffu : rays >> 16;
                 const size_t slot = static_cast<size_t>(warp.slot_base + 32 * s + l);
                 const float weight = t.weights()[slot];
-                const int32_t lx0 = t.local()[slot] % t.stride(), ly0 = t.local()[slot] / t.stride();
+                const int32_t lx0 = t.local()[slot] % t.stride(),
+                              ly0 = t.local()[slot] / t.stride();
                 ASSERT_LT(lx0, orbit.size_x);
                 ASSERT_LT(ly0, orbit.size_y);
                 if (weight == 0.0f) continue;
@@ -172,7 +182,8 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
         }
         double largest = 0;
         for (const auto& [pixel, sum] : column) largest = std::max(largest, sum);
-        EXPECT_NEAR(t.column_bound()[static_cast<size_t>(v)], largest, 1e-5 * largest) << "view " << v;
+        EXPECT_NEAR(t.column_bound()[static_cast<size_t>(v)], largest, 1e-5 * largest)
+            << "view " << v;
       }
     }
   }
@@ -189,7 +200,8 @@ TEST(TiledRunsTest, ProductsEqualTheCsrMatrixForEveryView) {
     std::vector<float> x(static_cast<size_t>(pixels)), z(static_cast<size_t>(csr.rows()));
     for (float& f : x) f = value(random);
     for (float& f : z) f = value(random);
-    std::vector<float> y_csr(static_cast<size_t>(csr.rows())), back_csr(static_cast<size_t>(pixels));
+    std::vector<float> y_csr(static_cast<size_t>(csr.rows())),
+        back_csr(static_cast<size_t>(pixels));
     csr.Multiply(x.data(), y_csr.data());
     csr.MultiplyTransposed(z.data(), back_csr.data());
     for (const int side : {5, 16, 32}) {
@@ -220,7 +232,8 @@ TEST(TiledRunsTest, ProductsEqualTheCsrMatrixForEveryView) {
             << "view " << i / columns << ", column " << i % columns;
       }
       for (int64_t p = 0; p < pixels; ++p) {
-        ASSERT_NEAR(back[static_cast<size_t>(p)], back_csr[static_cast<size_t>(p)], 2e-5 * back_scale)
+        ASSERT_NEAR(back[static_cast<size_t>(p)], back_csr[static_cast<size_t>(p)],
+                    2e-5 * back_scale)
             << "pixel " << p % a.scan().nx() << ", " << p / a.scan().nx();
       }
     }

@@ -131,7 +131,8 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
   const std::vector<float> y = RandomVector(reference.rows());
   for (const SymmetricKernels kernels : {SymmetricKernels::kTiled, SymmetricKernels::kTiledFixed}) {
     for (const int side : {5, 16, 32, 64}) {
-      SCOPED_TRACE(std::string(SymmetricKernelsName(kernels)) + ", tile side " + std::to_string(side));
+      SCOPED_TRACE(std::string(SymmetricKernelsName(kernels)) + ", tile side " +
+                   std::to_string(side));
       auto device = UploadSymmetricMatrix(a, 0, kernels, side);
       ASSERT_TRUE(device.ok()) << device.status();
       CompareProducts(**device, reference, x, y);
