@@ -257,6 +257,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_warp_begin_, Upload(tiled.orbit_warp_begin(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_column_bound_, Upload(tiled.column_bound(), s));
+      int64_t most_warps = 1;  // of one orbit of one stored view
+      for (size_t o = 0; o + 1 < tiled.orbit_warp_begin().size(); ++o) {
+        most_warps = std::max(most_warps, tiled.orbit_warp_begin()[o + 1] - tiled.orbit_warp_begin()[o]);
+      }
       for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
         const int64_t orbits = tiled.orbits_per_view();
         const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * orbits)];
@@ -274,7 +278,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                    m->tiled_warps_.get(), m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
                    m->row_norm2_.get(), m->tiled_column_bound_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
-                   tiled.stride()};
+                   tiled.stride(), cuda::TiledThreadsFor(most_warps)};
       cuda::ComposeTable compose;
       for (int a_map = 0; a_map < 8; ++a_map) {
         for (int b_map = 0; b_map < 8; ++b_map) {

@@ -205,6 +205,8 @@ struct TiledDeviceArrays {
   const float* row_norm2;
   const float* column_bound;  // per stored view (TiledRuns::column_bound)
   int32_t n, columns, orbits_per_view, tile_side, stride;
+  // Threads per thread block: 32 per warp of the orbit with the most (TiledThreadsFor).
+  int32_t threads;
 };
 // h[a][b]: the index in kSquareMaps of M_a M_b.
 struct ComposeTable {
@@ -222,6 +224,9 @@ struct TiledRayValues {
   float* residual = nullptr;
   float* clear = nullptr;
 };
+// Threads per thread block of the tiled kernels for a layout whose orbits have at most
+// `most_warps` warps (one warp each, up to 512 threads; more warps are taken in turn).
+int TiledThreadsFor(int64_t most_warps);
 // Once per device before the tiled kernels' launches: the maps (SquareMaps()) and their
 // products (h[a][b] = ComposeSquareMaps(a, b)) into the kernels' constant memory, and their
 // dynamic shared memory allowed up to 8 planes of the layout's tiles (above 48 KB for tile

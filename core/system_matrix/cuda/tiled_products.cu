@@ -18,13 +18,18 @@
 // whose tile it is, clamped when asked): one owner per pixel, no global atomics. z_k(c) is
 // read from z_full or formed from the forward's ray sums (ART: the residual and the scaled
 // residual, as LaunchSymmetricCombine), which saves the combine launch.
+#include <algorithm>
+
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 
 namespace tomo::core::system_matrix::cuda {
 namespace {
 
-constexpr int kTiledThreads = 256;  // 8 warps
-constexpr int kTiledWarps = kTiledThreads / 32;
+// Threads per block: d.threads (enough warps for the most warps of one orbit, at most
+// kTiledMaxThreads); a warp takes the orbit's warps w, w + warps, ...
+constexpr int kTiledMaxThreads = 512;
+// Steps whose slots a lane loads before using them: that many loads in flight per warp.
+constexpr int kTiledBatch = 8;
 
 // The square maps and their products, indexed by values known only at run time: in constant
 // memory (as kernel arguments indexed so they would be copied to the stack).
@@ -71,7 +76,7 @@ size_t TiledSharedBytes(const TiledDeviceArrays& d) {
   return sizeof(float) * 8 * static_cast<size_t>(d.tile_side) * static_cast<size_t>(d.stride);
 }
 
-__global__ void __launch_bounds__(kTiledThreads)
+__global__ void __launch_bounds__(kTiledMaxThreads, 1)
     TiledForwardKernel(TiledDeviceArrays d, OrbitBlock block, const float* __restrict__ x,
                        float* __restrict__ sums) {
   extern __shared__ float xs[];
@@ -82,21 +87,27 @@ __global__ void __launch_bounds__(kTiledThreads)
   LetNextKernelStart();
   const TileOrbit& orbit = d.orbits[blockIdx.x];
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
-  for (int i = threadIdx.x; i < 8 * area; i += kTiledThreads) {
-    const int h = i / area, r = i - h * area;
-    const int ux = kTiledMaps.m[h][0] == 0 ? sy0 : sx0;
-    const int ly = r / ux, lx = r - ly * ux;
-    int lx0, ly0;
-    TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2],
-                              kTiledMaps.m[h][3], sx0, sy0, lx, ly, &lx0, &ly0);
-    xs[h * plane + ly0 * d.stride + lx0] =
-        __ldg(x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx);
+  // Pixel r of each of the orbit's tiles (in the tile's own rows, which are sx0 or sy0 long)
+  // into its place in T0's frame; the 8 tiles' loads of one thread in flight together.
+  for (int r = threadIdx.x; r < area; r += blockDim.x) {
+    const int ly_keep = r / sx0, lx_keep = r - ly_keep * sx0;
+    const int ly_swap = r / sy0, lx_swap = r - ly_swap * sy0;
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const bool swaps = kTiledMaps.m[h][0] == 0;
+      const int lx = swaps ? lx_swap : lx_keep, ly = swaps ? ly_swap : ly_keep;
+      int lx0, ly0;
+      TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2],
+                                kTiledMaps.m[h][3], sx0, sy0, lx, ly, &lx0, &ly0);
+      xs[h * plane + ly0 * d.stride + lx0] =
+          __ldg(x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx);
+    }
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
   const int64_t end = d.orbit_warp_begin[at + 1];
-  for (int64_t w = d.orbit_warp_begin[at] + warp; w < end; w += kTiledWarps) {
+  for (int64_t w = d.orbit_warp_begin[at] + warp; w < end; w += blockDim.x / 32) {
     const TiledWarp header = d.warps[w];
     int h_plane[8];
 #pragma unroll
@@ -105,35 +116,42 @@ __global__ void __launch_bounds__(kTiledThreads)
     }
     const uint32_t rays = d.lane_rays[w * 32 + lane];
     const int change = d.lane_switch[w * 32 + lane];
-    int c = static_cast<int>(rays & 0xffffu);
-    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    // Adds the lane's sums to ray c's (two 4-float atomic adds: a ray's 8 sums are
-    // contiguous) and starts again (at the switch and at the end).
-    const auto flush = [&]() {
-      if (c != kTiledNoRay) {
-        float4* at = reinterpret_cast<float4*>(sums + 8 * c);
-        atomicAdd(at, make_float4(s[0], s[1], s[2], s[3]));
-        if (block.count > 4) atomicAdd(at + 1, make_float4(s[4], s[5], s[6], s[7]));
-      }
-#pragma unroll
-      for (int k = 0; k < 8; ++k) s[k] = 0.0f;
-    };
+    // Sums of the lane's first ray (steps before `change`) and of its second: no branch and
+    // no store in the loop, so that a batch's loads are all in flight at once.
+    float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
     const float* __restrict__ weight = d.weights + header.slot_base + lane;
-#pragma unroll 8
-    for (int step = 0; step < header.steps; ++step) {
-      const int place = __ldg(local + 32 * step);
-      const float wt = __ldg(weight + 32 * step);
-      if (step == change) {
-        flush();
-        c = static_cast<int>(rays >> 16);
+    for (int base = 0; base < header.steps; base += kTiledBatch) {
+      int place[kTiledBatch];
+      float wt[kTiledBatch];
+#pragma unroll
+      for (int j = 0; j < kTiledBatch; ++j) {
+        const bool in = base + j < header.steps;  // past the end: weight 0 at place 0
+        place[j] = in ? __ldg(local + 32 * (base + j)) : 0;
+        wt[j] = in ? __ldg(weight + 32 * (base + j)) : 0.0f;
       }
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (k < block.count) s[k] = fmaf(wt, xs[h_plane[k] + place], s[k]);
+      for (int j = 0; j < kTiledBatch; ++j) {
+        const float w1 = base + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          if (k < block.count) {
+            const float xv = xs[h_plane[k] + place[j]];
+            first[k] = fmaf(w1, xv, first[k]);
+            second[k] = fmaf(w2, xv, second[k]);
+          }
+        }
       }
     }
-    flush();
+    // A ray's 8 sums are contiguous: two 4-float atomic adds per (lane, ray).
+    const auto add = [&](uint32_t c, const float* v) {
+      if (c == kTiledNoRay) return;
+      float4* to = reinterpret_cast<float4*>(sums + 8 * c);
+      atomicAdd(to, make_float4(v[0], v[1], v[2], v[3]));
+      if (block.count > 4) atomicAdd(to + 1, make_float4(v[4], v[5], v[6], v[7]));
+    };
+    add(rays & 0xffffu, first);
+    if (change < header.steps) add(rays >> 16, second);
   }
 }
 
@@ -163,7 +181,7 @@ __device__ __forceinline__ void RayValues(const TiledDeviceArrays& d, const Orbi
 // rays), which bounds every accumulator and the sum of a tile's planes: no overflow, and
 // each add is off by at most 1 / (2 scale), about 5e-10 of that bound.
 template <bool kFixed>
-__global__ void __launch_bounds__(kTiledThreads)
+__global__ void __launch_bounds__(kTiledMaxThreads, 1)
     TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, TiledRayValues rays_in,
                     int next_stored_view, float* __restrict__ x, int clamp) {
   extern __shared__ float acc[];
@@ -172,15 +190,14 @@ __global__ void __launch_bounds__(kTiledThreads)
   const int plane = d.tile_side * d.stride;
   // The next block's matrix comes into L2 while this transpose reads this one's from there.
   if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view);
-  for (int i = threadIdx.x; i < 8 * plane; i += kTiledThreads) acc[i] = 0.0f;
+  for (int i = threadIdx.x; i < 8 * plane; i += blockDim.x) acc[i] = 0.0f;
   if (threadIdx.x == 0) largest_z_bits = 0;
   WaitForPreviousKernel();
   LetNextKernelStart();
   const int columns = d.columns;
   if (rays_in.sums != nullptr) {  // ART: the residual, and the next forward's ray sums cleared
     const int count = block.count * columns;
-    for (int i = blockIdx.x * kTiledThreads + threadIdx.x; i < count;
-         i += gridDim.x * kTiledThreads) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
       const int k = i / columns, c = i - k * columns;
       const int64_t at =
           static_cast<int64_t>(block.view[k]) * columns + (block.reversed[k] ? columns - 1 - c : c);
@@ -195,7 +212,7 @@ __global__ void __launch_bounds__(kTiledThreads)
   if (kFixed) {
     __syncthreads();  // largest_z_bits set
     float largest = 0.0f;
-    for (int64_t w = begin + warp; w < end; w += kTiledWarps) {
+    for (int64_t w = begin + warp; w < end; w += blockDim.x / 32) {
       const uint32_t rays = d.lane_rays[w * 32 + lane];
       float z[8];
       RayValues(d, block, rays_in, static_cast<int>(rays & 0xffffu), z);
@@ -220,7 +237,7 @@ __global__ void __launch_bounds__(kTiledThreads)
   } else {
     __syncthreads();
   }
-  for (int64_t w = begin + warp; w < end; w += kTiledWarps) {
+  for (int64_t w = begin + warp; w < end; w += blockDim.x / 32) {
     const TiledWarp header = d.warps[w];
     const uint32_t rays = d.lane_rays[w * 32 + lane];
     const int change = d.lane_switch[w * 32 + lane];
@@ -238,21 +255,27 @@ __global__ void __launch_bounds__(kTiledThreads)
     }
     const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
     const float* __restrict__ weight = d.weights + header.slot_base + lane;
-#pragma unroll 8
-    for (int step = 0; step < header.steps; ++step) {
-      const int place = __ldg(local + 32 * step);
-      const float wt = __ldg(weight + 32 * step);
-      if (step == change) {
+    for (int base = 0; base < header.steps; base += kTiledBatch) {
+      int place[kTiledBatch];
+      float wt[kTiledBatch];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) z[k] = z_second[k];
+      for (int j = 0; j < kTiledBatch; ++j) {
+        const bool in = base + j < header.steps;  // past the end: weight 0 at place 0
+        place[j] = in ? __ldg(local + 32 * (base + j)) : 0;
+        wt[j] = in ? __ldg(weight + 32 * (base + j)) : 0.0f;
       }
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (k < block.count) {
-          if (kFixed) {
-            atomicAdd(acc_fixed + h_plane[k] + place, __float2int_rn(wt * z[k]));
-          } else {
-            atomicAdd(acc + h_plane[k] + place, wt * z[k]);
+      for (int j = 0; j < kTiledBatch; ++j) {
+        const bool on_first = base + j < change;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          if (k < block.count) {
+            const float value = wt[j] * (on_first ? z[k] : z_second[k]);
+            if (kFixed) {
+              atomicAdd(acc_fixed + h_plane[k] + place[j], __float2int_rn(value));
+            } else {
+              atomicAdd(acc + h_plane[k] + place[j], value);
+            }
           }
         }
       }
@@ -261,30 +284,35 @@ __global__ void __launch_bounds__(kTiledThreads)
   __syncthreads();
   const TileOrbit& orbit = d.orbits[blockIdx.x];
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
-  for (int i = threadIdx.x; i < 8 * area; i += kTiledThreads) {
-    const int h = i / area, r = i - h * area;
-    if (!((orbit.distinct >> h) & 1)) continue;
-    const int ux = kTiledMaps.m[h][0] == 0 ? sy0 : sx0;
-    const int ly = r / ux, lx = r - ly * ux;
-    float total = 0.0f;
-    int total_fixed = 0;
+  for (int r = threadIdx.x; r < area; r += blockDim.x) {
+    const int ly_keep = r / sx0, lx_keep = r - ly_keep * sx0;
+    const int ly_swap = r / sy0, lx_swap = r - ly_swap * sy0;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h])
-        continue;
-      int lx0, ly0;
-      TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
-                                kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
-      if (kFixed) {
-        total_fixed += acc_fixed[e * plane + ly0 * d.stride + lx0];
-      } else {
-        total += acc[e * plane + ly0 * d.stride + lx0];
+    for (int h = 0; h < 8; ++h) {
+      if (!((orbit.distinct >> h) & 1)) continue;
+      const bool swaps = kTiledMaps.m[h][0] == 0;
+      const int lx = swaps ? lx_swap : lx_keep, ly = swaps ? ly_swap : ly_keep;
+      float total = 0.0f;
+      int total_fixed = 0;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) {
+          continue;
+        }
+        int lx0, ly0;
+        TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
+                                  kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
+        if (kFixed) {
+          total_fixed += acc_fixed[e * plane + ly0 * d.stride + lx0];
+        } else {
+          total += acc[e * plane + ly0 * d.stride + lx0];
+        }
       }
+      if (kFixed) total = static_cast<float>(total_fixed) / scale;
+      float* p = x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
+      const float updated = *p + total;
+      *p = clamp ? fmaxf(updated, 0.0f) : updated;
     }
-    if (kFixed) total = static_cast<float>(total_fixed) / scale;
-    float* p = x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
-    const float updated = *p + total;
-    *p = clamp ? fmaxf(updated, 0.0f) : updated;
   }
 }
 
@@ -298,6 +326,10 @@ __global__ void TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block,
 }
 
 }  // namespace
+
+int TiledThreadsFor(int64_t most_warps) {
+  return static_cast<int>(std::clamp<int64_t>(32 * most_warps, 64, kTiledMaxThreads));
+}
 
 cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
                                const float* sums, float* out, cudaStream_t stream) {
@@ -331,7 +363,7 @@ cudaError_t LaunchTiled(void (*kernel)(Params...), const TiledDeviceArrays& d, b
                         cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(d.orbits_per_view));
-  config.blockDim = dim3(kTiledThreads);
+  config.blockDim = dim3(static_cast<unsigned>(d.threads));
   config.dynamicSmemBytes = TiledSharedBytes(d);
   config.stream = stream;
   cudaLaunchAttribute attribute{};
