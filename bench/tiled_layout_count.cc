@@ -6,6 +6,7 @@
 // two kernels do: entries, slots, shared-memory accesses, global atomics, matrix bytes.
 //
 //   build/bin/tiled-layout-count --sizes 512,1024 --tile-sides 8,16,32
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -59,10 +60,15 @@ int Count(int64_t n, const std::vector<int>& sides) {
     const double steps = slots / 32;
     const double warps = static_cast<double>(t.warps().size());
     const double segments = static_cast<double>(t.ray_segments());
+    int64_t most_warps = 0;  // of one orbit of one stored view: the thread block's warps
+    for (size_t o = 0; o + 1 < t.orbit_warp_begin().size(); ++o) {
+      most_warps = std::max(most_warps, t.orbit_warp_begin()[o + 1] - t.orbit_warp_begin()[o]);
+    }
     std::printf(
         "  side %d (%ld tiles a side, %ld orbits = thread blocks per launch): slots %.1f M, "
         "padding %.1f %%, %.3f GB = %.2fx under CSR\n"
-        "    per stored view: %.0f warps (%.1f per block), %.1f steps per warp, (lane, ray) "
+        "    per stored view: %.0f warps (%.1f per block, at most %ld), %.1f steps per warp, "
+        "(lane, ray) "
         "segments %.0f (%.2f per lane)\n"
         "    wavefronts per step: gather %.2f, atomic add %.2f\n"
         "    per ART block: entries %.2f M, slots %.2f M, matrix bytes %.2f MB; forward: shared "
@@ -70,9 +76,9 @@ int Count(int64_t n, const std::vector<int>& sides) {
         side, static_cast<long>(t.tiles_per_axis()), static_cast<long>(t.orbits_per_view()),
         slots / 1e6, 100.0 * (slots - t.entries()) / slots, t.bytes() / 1e9,
         static_cast<double>(need.csr_bytes) / t.bytes(), warps / views,
-        warps / views / t.orbits_per_view(), steps / warps, segments / views,
-        segments / (32 * warps), t.gather_wavefronts() / steps, t.atomic_wavefronts() / steps,
-        t.entries() / views / 1e6, slots / views / 1e6,
+        warps / views / t.orbits_per_view(), static_cast<long>(most_warps), steps / warps,
+        segments / views, segments / (32 * warps), t.gather_wavefronts() / steps,
+        t.atomic_wavefronts() / steps, t.entries() / views / 1e6, slots / views / 1e6,
         (slots * 6 + 32 * warps * 6 + warps * 16) / views / 1e6, 8 * slots / views / 1e6,
         8 * segments / views / 1e3, 8 * slots / views / 1e6);
     std::fflush(stdout);
