@@ -205,7 +205,7 @@ int ComposeTileMaps(int a, int b) {
   return -1;  // unreachable: the eight maps are a group
 }
 
-int TiledRuns::TileSideFor(int64_t n) { return n < 1024 ? 16 : 32; }
+int TiledRuns::TileSideFor(int64_t n) { return n <= 1024 ? 16 : 32; }
 
 std::vector<int32_t> TiledRuns::Partition(int32_t n, int tile_side) {
   int32_t m = std::max<int32_t>(1, (n + tile_side - 1) / tile_side);

@@ -56,8 +56,8 @@ class TiledRuns {
   // kMaxTileSide] or the scan has 65535 or more detector columns.
   static absl::StatusOr<TiledRuns> Build(const SymmetricSystemMatrix& a, int tile_side,
                                          int threads = 0);
-  // The default side for an n x n grid: 16 below 1024, else 32 (thread blocks of one orbit
-  // of tiles: about n^2 / (8 side^2) per product, a few per SM).
+  // The default side for an n x n grid: 16 up to 1024, else 32 (the fastest of 8, 16 and 32
+  // measured at 512^2 and 1024^2, of 16 and 32 at 2048^2; bench/NOTES.md).
   static int TileSideFor(int64_t n);
   // The symmetric partition of [0, n) into intervals of at most tile_side (an odd count for
   // odd n, so that the centre pixel's interval maps onto itself): bounds, count + 1 values.
