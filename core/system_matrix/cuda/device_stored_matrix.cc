@@ -259,7 +259,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_column_bound_, Upload(tiled.column_bound(), s));
       int64_t most_warps = 1;  // of one orbit of one stored view
       for (size_t o = 0; o + 1 < tiled.orbit_warp_begin().size(); ++o) {
-        most_warps = std::max(most_warps, tiled.orbit_warp_begin()[o + 1] - tiled.orbit_warp_begin()[o]);
+        most_warps = std::max(most_warps,
+                              tiled.orbit_warp_begin()[o + 1] - tiled.orbit_warp_begin()[o]);
       }
       for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
         const int64_t orbits = tiled.orbits_per_view();
@@ -274,8 +275,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       }
       TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
       m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_rays_.get(),
-                   m->tiled_lane_switch_.get(),
-                   m->tiled_warps_.get(), m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
+                   m->tiled_lane_switch_.get(), m->tiled_warps_.get(),
+                   m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
                    m->row_norm2_.get(), m->tiled_column_bound_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
                    tiled.stride(), cuda::TiledThreadsFor(most_warps)};
