@@ -14,6 +14,7 @@
 #include "core/system_matrix/dense_slabs.h"
 #include "core/system_matrix/interleaved_runs.h"
 #include "core/system_matrix/segmented_runs.h"
+#include "core/system_matrix/tiled_runs.h"
 #include "core/system_matrix/view_blocks.h"
 
 namespace tomo::core::system_matrix {
@@ -244,6 +245,53 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
           static_cast<size_t>(std::max(partial_segments, blocked.segments())) * 8 *
               static_cast<size_t>(columns), s));
     }
+    if (m->UsesTiled()) {
+      TOMO_ASSIGN_OR_RETURN(const TiledRuns tiled,
+                            TiledRuns::Build(a, slab_steps > 0 ? slab_steps
+                                                               : TiledRuns::TileSideFor(n)));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_local_, Upload(tiled.local(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_weights_, Upload(tiled.weights(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_lane_rays_, Upload(tiled.lane_rays(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_lane_switch_, Upload(tiled.lane_switch(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_warps_, Upload(tiled.warps(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_warp_begin_, Upload(tiled.orbit_warp_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_column_bound_, Upload(tiled.column_bound(), s));
+      int64_t most_warps = 1;  // of one orbit of one stored view
+      for (size_t o = 0; o + 1 < tiled.orbit_warp_begin().size(); ++o) {
+        most_warps = std::max(most_warps,
+                              tiled.orbit_warp_begin()[o + 1] - tiled.orbit_warp_begin()[o]);
+      }
+      for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
+        const int64_t orbits = tiled.orbits_per_view();
+        const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * orbits)];
+        const int64_t end = tiled.orbit_warp_begin()[static_cast<size_t>((v + 1) * orbits)];
+        if (first == end) continue;
+        const TiledWarp& last = tiled.warps()[static_cast<size_t>(end - 1)];
+        const int64_t slots = last.slot_base + 32 * int64_t{last.steps} -
+                              tiled.warps()[static_cast<size_t>(first)].slot_base;
+        m->tiled_view_bytes_ =
+            std::max<uint64_t>(m->tiled_view_bytes_, static_cast<uint64_t>(6 * slots));
+      }
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_rays_.get(),
+                   m->tiled_lane_switch_.get(), m->tiled_warps_.get(),
+                   m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
+                   m->row_norm2_.get(), m->tiled_column_bound_.get(), n, columns,
+                   static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
+                   tiled.stride(), cuda::TiledThreadsFor(most_warps)};
+      cuda::ComposeTable compose;
+      for (int a_map = 0; a_map < 8; ++a_map) {
+        for (int b_map = 0; b_map < 8; ++b_map) {
+          compose.h[a_map][b_map] = static_cast<int8_t>(cuda::ComposeSquareMaps(a_map, b_map));
+        }
+      }
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::PrepareTiledKernels(m->tiled_, m->maps_, compose));
+      // Two buffers of ray sums: block b's forward adds into one while its transpose reads
+      // it and clears the other for block b + 1.
+      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
+          2 * 8 * static_cast<size_t>(columns), s));
+    }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     const size_t groups = static_cast<size_t>((columns + 31) / 32);
     TOMO_ASSIGN_OR_RETURN(m->group_counters_, DeviceBuffer<int32_t>::Allocate(groups, s));
@@ -260,7 +308,12 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            blocked_runs_.size_bytes() + blocked_headers_.size_bytes() +
            blocked_slabs_.size_bytes() + blocked_cursors_.size_bytes() +
            segmented_values_.size_bytes() + segmented_runs_.size_bytes() +
-           segmented_slabs_.size_bytes() + segmented_table_.size_bytes();
+           segmented_slabs_.size_bytes() + segmented_table_.size_bytes() +
+           tiled_local_.size_bytes() + tiled_weights_.size_bytes() +
+           tiled_lane_rays_.size_bytes() + tiled_lane_switch_.size_bytes() +
+           tiled_warps_.size_bytes() +
+           tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes() +
+           tiled_column_bound_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -339,6 +392,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     ArtResult result;
     result.image = Array3D({1, a_.scan().ny(), a_.scan().nx()});
     const auto enqueue_sweep = [&]() -> absl::Status {
+      if (UsesTiled()) return EnqueueTiledSweep(blocks, run, options.nonnegative);
       for (int64_t b = 0; b < a_.num_blocks(); ++b) {
         const cuda::OrbitBlock& block = blocks[static_cast<size_t>(b)];
         TOMO_RETURN_IF_ERROR(EnqueueForward(block, run.x.get(), x_transposed, run.b.get(),
@@ -358,6 +412,40 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            kernels_ == SymmetricKernels::kDenseOrbit;
   }
   bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
+  bool UsesTiled() const {
+    return kernels_ == SymmetricKernels::kTiled || kernels_ == SymmetricKernels::kTiledOverlap ||
+           kernels_ == SymmetricKernels::kTiledFixed;
+  }
+
+  // One ART sweep on the tiled layout: per block two launches, the forward adding into one
+  // of the two ray-sum buffers (cleared at the sweep's start, then by the previous block's
+  // transpose), the transpose forming the residual and z from it.
+  absl::Status EnqueueTiledSweep(const std::vector<cuda::OrbitBlock>& blocks, ArtBuffers& run,
+                                 bool clamp) {
+    const cudaStream_t s = stream_.get();
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
+    const size_t half = 8 * static_cast<size_t>(a_.scan().columns());
+    const bool overlap = kernels_ != SymmetricKernels::kTiled;
+    const bool fixed_point = kernels_ == SymmetricKernels::kTiledFixed;
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      float* sums = partials_.get() + (b % 2) * half;
+      float* next = partials_.get() + ((b + 1) % 2) * half;
+      // The first forward follows the memset: no overlap there.
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchTiledForward(tiled_, blocks[b], run.x.get(), sums, overlap && b > 0, s));
+      cuda::TiledRayValues rays;
+      rays.sums = sums;
+      rays.projections = run.b.get();
+      rays.residual = run.residual.get();
+      rays.clear = next;
+      const int next_view = overlap && tiled_view_bytes_ <= kTiledPrefetchBytes
+                                ? blocks[(b + 1) % blocks.size()].stored_view
+                                : -1;
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(tiled_, blocks[b], rays, next_view,
+                                                      run.x.get(), clamp, overlap, fixed_point, s));
+    }
+    return absl::OkStatus();
+  }
   bool UsesSegmented() const { return kernels_ == SymmetricKernels::kSegmented; }
   // The forward reads, and the orbit transpose keeps, a transposed copy of the image.
   bool UsesTransposedImage() const {
@@ -374,6 +462,16 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                               const float* x_transposed, const float* projections,
                               float* residual, float* out) {
     const cudaStream_t s = stream_.get();
+    if (UsesTiled()) {  // ray sums by atomics into zeros, then copied to their views' places
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchTiledForward(tiled_, block, x, partials_.get(), /*overlap=*/false, s));
+      if (projections != nullptr) {  // not used: ART on this layout is EnqueueTiledSweep
+        return absl::InternalError("tiled forward: the residual is formed by the transpose");
+      }
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledCombine(tiled_, block, partials_.get(), out, s));
+      return absl::OkStatus();
+    }
     if (UsesInterleaved() || UsesDense() || UsesSegmented()) {  // combine fused into the forward
       cuda::GroupCombine combine;
       combine.counters = group_counters_.get();
@@ -434,6 +532,16 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchSegmentedBackOrbit(
             segmented_, g, block, maps_, z, x, x_transposed, clamp, stream_.get()));
         break;
+      case SymmetricKernels::kTiled:
+      case SymmetricKernels::kTiledOverlap:
+      case SymmetricKernels::kTiledFixed: {
+        cuda::TiledRayValues rays;
+        rays.z_full = z;
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(
+            tiled_, block, rays, /*next_stored_view=*/-1, x, clamp, /*overlap=*/false,
+            kernels_ == SymmetricKernels::kTiledFixed, stream_.get()));
+        break;
+      }
       case SymmetricKernels::kDense: {
         const int64_t first = dense_view_begin_[static_cast<size_t>(block.stored_view)];
         const int64_t count = dense_view_begin_[static_cast<size_t>(block.stored_view) + 1] - first;
@@ -484,6 +592,17 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   std::vector<int64_t> dense_view_begin_;
   cuda::DenseDeviceArrays dense_{};
   cuda::SymmetricDeviceArrays arrays_{};
+  DeviceBuffer<uint16_t> tiled_local_, tiled_lane_switch_;
+  DeviceBuffer<uint32_t> tiled_lane_rays_;
+  DeviceBuffer<float> tiled_weights_, tiled_column_bound_;
+  DeviceBuffer<TiledWarp> tiled_warps_;
+  DeviceBuffer<int64_t> tiled_orbit_warp_begin_;
+  DeviceBuffer<TileOrbit> tiled_orbits_;
+  cuda::TiledDeviceArrays tiled_{};
+  uint64_t tiled_view_bytes_ = 0;  // the slots of the largest stored view
+  // Up to this, the transpose prefetches the next block's slots into L2 (kTiledOverlap):
+  // the current block's stay there too (50 MB on an H100).
+  static constexpr uint64_t kTiledPrefetchBytes = uint64_t{16} << 20;
   std::vector<cuda::StoredViewGeometry> geometry_;
 };
 
@@ -650,13 +769,21 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "blocked";
     case SymmetricKernels::kSegmented:
       return "segmented";
+    case SymmetricKernels::kTiled:
+      return "tiled";
+    case SymmetricKernels::kTiledOverlap:
+      return "tiled-overlap";
+    case SymmetricKernels::kTiledFixed:
+      return "tiled-fixed";
   }
   return "?";
 }
 
 std::vector<SymmetricKernels> AllSymmetricKernels() {
   return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
-          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented};
+          SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented,
+          SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap,
+          SymmetricKernels::kTiledFixed};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

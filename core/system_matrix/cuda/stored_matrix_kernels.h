@@ -12,6 +12,7 @@
 #include "core/system_matrix/dense_slab.h"
 #include "core/system_matrix/interleaved_slab.h"
 #include "core/system_matrix/segmented_slab.h"
+#include "core/system_matrix/tiled_slab.h"
 
 namespace tomo::core::system_matrix::cuda {
 
@@ -191,6 +192,69 @@ cudaError_t LaunchSegmentedBackOrbit(const SegmentedDeviceArrays& d,
                                      const OrbitBlock& block, const SquareMapTable& maps,
                                      const float* z_full, float* x, float* x_transposed,
                                      bool clamp, cudaStream_t stream);
+
+// The tiled layout (tiled_runs.h) on the device.
+struct TiledDeviceArrays {
+  const uint16_t* local;   // per slot: place in the orbit's T0, ly0 * stride + lx0
+  const float* weights;    // per slot
+  const uint32_t* lane_rays;     // per lane: first ray | second ray << 16
+  const uint16_t* lane_switch;   // per lane: the step at which it moves to its second ray
+  const TiledWarp* warps;
+  const int64_t* orbit_warp_begin;  // stored views x orbits + 1
+  const TileOrbit* orbits;
+  const float* row_norm2;
+  const float* column_bound;  // per stored view (TiledRuns::column_bound)
+  int32_t n, columns, orbits_per_view, tile_side, stride;
+  // Threads per thread block: 32 per warp of the orbit with the most (TiledThreadsFor).
+  int32_t threads;
+};
+// h[a][b]: the index in kSquareMaps of M_a M_b.
+struct ComposeTable {
+  int8_t h[8][8];
+};
+// Where the tiled transpose takes z_k(c) from: z_full (at view[k] * columns + the view's
+// column), or, for ART, from the forward's ray sums (sums[8 c + k]):
+// r = projections - sums, residual = r, z = step_scale r / ||a||^2 (0 for norm^2 <= 1e-20),
+// as LaunchSymmetricCombine; then `clear` (8 x columns floats: the next forward's ray
+// sums) is set to 0 at the block's views.
+struct TiledRayValues {
+  const float* z_full = nullptr;
+  const float* sums = nullptr;
+  const float* projections = nullptr;
+  float* residual = nullptr;
+  float* clear = nullptr;
+};
+// Threads per thread block of the tiled kernels for a layout whose orbits have at most
+// `most_warps` warps (one warp each, up to 512 threads; more warps are taken in turn).
+int TiledThreadsFor(int64_t most_warps);
+// Once per device before the tiled kernels' launches: the maps (SquareMaps()) and their
+// products (h[a][b] = ComposeSquareMaps(a, b)) into the kernels' constant memory, and their
+// dynamic shared memory allowed up to 8 planes of the layout's tiles (above 48 KB for tile
+// sides above 38).
+cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
+                                const ComposeTable& compose);
+// sums[8 c + k] += (A x) at view k of the block, stored column c (tiled_products.cu; 8 x
+// columns floats, 16-byte aligned, holding 0 or a previous part, 0 at k >= block.count;
+// float atomics: the order of the adds varies).
+// overlap: launched with programmatic dependent launch (sm_90): its thread blocks may start
+// while the previous kernel in the stream runs (they prefetch their matrix slots into L2,
+// then wait for it before reading anything it writes); the kernel in turn lets the next one
+// start once it has passed that wait.
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
+                               const float* x, float* sums, bool overlap, cudaStream_t stream);
+// out[view[k] * columns + the view's column] = sums[8 c + k] (the subset products' combine).
+cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
+                               const float* sums, float* out, cudaStream_t stream);
+// x += A_b^T z (then max(x, 0) when clamp), one thread block per orbit of tiles, each pixel
+// written by one thread block. next_stored_view >= 0: the slots of that stored view (the
+// next forward's) are prefetched into L2 meanwhile. overlap as LaunchTiledForward's.
+// fixed_point: the shared accumulators are int32 (integer adds instead of float
+// compare-and-store loops; scaled per thread block by a power of two from the column bound
+// and the largest |z|, each add within 5e-10 of that bound; the sum no longer depends on the
+// order of the adds).
+cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
+                            const TiledRayValues& rays, int next_stored_view, float* x,
+                            bool clamp, bool overlap, bool fixed_point, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

@@ -1,0 +1,105 @@
+// tiled-layout-count: the counts of the tiled layout (core/system_matrix/tiled_runs.h) for
+// system-matrix-bench's scan (720 views x 1024 columns, the grid n x n over 256 mm), on the
+// CPU, before any GPU timing: per tile side, the stored entries, the slots (padding
+// included), lanes and warps, steps per warp, shared-memory wavefronts per step, thread
+// blocks per launch, bytes against CSR, and per ART block (one stored view) the work the
+// two kernels do: entries, slots, shared-memory accesses, global atomics, matrix bytes.
+//
+//   build/bin/tiled-layout-count --sizes 512,1024 --tile-sides 8,16,32
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "core/geometry/geometry_builders.h"
+#include "core/system_matrix/matrix_memory.h"
+#include "core/system_matrix/stored_matrix.h"
+#include "core/system_matrix/symmetric_system_matrix.h"
+#include "core/system_matrix/tiled_runs.h"
+
+namespace {
+
+using namespace tomo::core;
+using namespace tomo::core::system_matrix;
+
+// As system_matrix_bench.cc.
+constexpr double kFieldMm = 256;
+constexpr double kSourceOriginMm = 570;
+constexpr double kOriginDetectorMm = 470;
+constexpr double kColumnSpacingMm = 0.69;
+
+int Count(int64_t n, const std::vector<int>& sides) {
+  FanConeOptions fan;
+  fan.detector = {1, 1024, 1.0, kColumnSpacingMm, 0, 0};
+  fan.source_origin_mm = kSourceOriginMm;
+  fan.origin_detector_mm = kOriginDetectorMm;
+  fan.angles_rad = UniformAnglesRad(720, M_PI / 720.0, 2 * M_PI);
+  const VectorGeometry geometry = MakeFan2D(fan).value();
+  const double pixel = kFieldMm / static_cast<double>(n);
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({n, n, 1}, {pixel, pixel, pixel}, {}).value();
+  const FanScan scan = FanScan::Create(geometry, volume).value();
+  const MatrixBytes need = EstimateMatrixBytes(geometry, volume, MatrixFormat::kAutomatic).value();
+  const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+  const double views = static_cast<double>(a.num_blocks());
+  std::printf(
+      "n %ld: stored entries %ld (%.2f M per stored view), CSR %.3f GB, runs format %.3f GB\n",
+      static_cast<long>(n), static_cast<long>(a.stored_nonzeros()),
+      a.stored_nonzeros() / views / 1e6, need.csr_bytes / 1e9, a.bytes() / 1e9);
+  for (const int side : sides) {
+    const absl::StatusOr<TiledRuns> built = TiledRuns::Build(a, side);
+    if (!built.ok()) {
+      std::printf("  side %d: %s\n", side, std::string(built.status().message()).c_str());
+      continue;
+    }
+    const TiledRuns& t = *built;
+    const double slots = static_cast<double>(t.slots());
+    const double steps = slots / 32;
+    const double warps = static_cast<double>(t.warps().size());
+    const double segments = static_cast<double>(t.ray_segments());
+    int64_t most_warps = 0;  // of one orbit of one stored view: the thread block's warps
+    for (size_t o = 0; o + 1 < t.orbit_warp_begin().size(); ++o) {
+      most_warps = std::max(most_warps, t.orbit_warp_begin()[o + 1] - t.orbit_warp_begin()[o]);
+    }
+    std::printf(
+        "  side %d (%ld tiles a side, %ld orbits = thread blocks per launch): slots %.1f M, "
+        "padding %.1f %%, %.3f GB = %.2fx under CSR\n"
+        "    per stored view: %.0f warps (%.1f per block, at most %ld), %.1f steps per warp, "
+        "(lane, ray) "
+        "segments %.0f (%.2f per lane)\n"
+        "    wavefronts per step: gather %.2f, atomic add %.2f\n"
+        "    per ART block: entries %.2f M, slots %.2f M, matrix bytes %.2f MB; forward: shared "
+        "loads %.1f M, global atomics %.0f k; transpose: shared atomics %.1f M\n",
+        side, static_cast<long>(t.tiles_per_axis()), static_cast<long>(t.orbits_per_view()),
+        slots / 1e6, 100.0 * (slots - t.entries()) / slots, t.bytes() / 1e9,
+        static_cast<double>(need.csr_bytes) / t.bytes(), warps / views,
+        warps / views / t.orbits_per_view(), static_cast<long>(most_warps), steps / warps,
+        segments / views, segments / (32 * warps), t.gather_wavefronts() / steps,
+        t.atomic_wavefronts() / steps, t.entries() / views / 1e6, slots / views / 1e6,
+        (slots * 6 + 32 * warps * 6 + warps * 16) / views / 1e6, 8 * slots / views / 1e6,
+        8 * segments / views / 1e3, 8 * slots / views / 1e6);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tiled-layout-count: counts of the tiled layout for system-matrix-bench's scan"};
+  std::string sizes = "512,1024";
+  std::string sides = "8,16,32";
+  app.add_option("--sizes", sizes, "comma-separated grid sides");
+  app.add_option("--tile-sides", sides, "comma-separated tile sides");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<int> side_list;
+  for (const absl::string_view s : absl::StrSplit(sides, ','))
+    side_list.push_back(std::stoi(std::string(s)));
+  for (const absl::string_view s : absl::StrSplit(sizes, ',')) {
+    if (Count(std::stoll(std::string(s)), side_list) != 0) return 1;
+  }
+  return 0;
+}
