@@ -36,9 +36,12 @@ namespace tomo::core::statistical {
 //  kPersistent     one cooperative launch per steps_per_launch steps, two grid barriers per
 //                  step, each (column, view) footprint computed once per block and shared
 //                  by the group's slices (the default);
+//  kPersistentV4   kPersistent's phases with each thread's voxels (two) in one round of
+//                  loads, flags instead of grid barriers and an L2 prefetch of the next
+//                  set's pixels (the last two switchable below; bench/NOTES.md "### v4");
 //  kLaunchPerStep  two kernels per step (a thread per (voxel, view), the last block updating
 //                  the voxels), replayed as CUDA graphs: the first design, kept to compare.
-enum class IcdKernel { kPersistent, kLaunchPerStep };
+enum class IcdKernel { kPersistent, kPersistentV4, kLaunchPerStep };
 
 struct IcdCudaTuning {
   IcdKernel kernel = IcdKernel::kPersistent;
@@ -47,6 +50,11 @@ struct IcdCudaTuning {
   // kPersistent: blocks of the grid, at most the co-resident ones and one per view (0: that
   // most). Fewer make each block own several views (tests use it).
   int persistent_blocks = 0;
+  // kPersistentV4: flags between the phases (false: cooperative grid barriers), the L2
+  // prefetch, and the threads per block (0: by the largest step; else 128, 256, 288 or 320).
+  bool v4_flags = true;
+  bool v4_prefetch = true;
+  int v4_threads = 0;
   // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.
   int groups_per_graph = 256;
   // Launches (kPersistent) or graphs queued at most.

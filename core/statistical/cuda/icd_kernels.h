@@ -104,6 +104,30 @@ cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
                                      const IcdPersistentScratch& scratch, int threads, int blocks,
                                      int first_step, int last_step, cudaStream_t stream);
 
+// Version 4 of the persistent path (icd_persistent_v4_kernels.cu; bench/NOTES.md "### v4"):
+// the same phases and scratch, each thread's voxels in one round of loads, and the grid
+// barriers optionally replaced by flags. Its own state (zeroed once at allocation, kept
+// across launches and iterations):
+struct IcdV4Sync {
+  unsigned long long* change = nullptr;  // [slots]: (epoch << 32) | bits of the voxel's change
+  unsigned* view_done = nullptr;         // [blocks]: epoch of the block's last back projection
+};
+struct IcdV4Launch {
+  int first_step = 0, last_step = 0;
+  unsigned epoch_base = 0;  // step s has epoch epoch_base + 1 + (s - first_step); the next
+                            // launch's base is this one's + (last_step - first_step)
+  int flags = 1;            // 1: flags between the phases; 0: cooperative grid barriers
+  int prefetch = 1;         // 1: L2 prefetch of the next set's pixels
+};
+// Threads per block for steps of at most largest_step voxels (two per thread): 128, 256,
+// 288 or 320. Any of these may be asked for; others are refused (cudaErrorInvalidValue).
+int IcdPersistentV4Threads(int64_t largest_step);
+cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int* blocks);
+cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
+                                       const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
+                                       const IcdV4Launch& launch, int threads, int blocks,
+                                       cudaStream_t stream);
+
 // e += A x for the whole volume (the start), with atomic adds: one thread per column and
 // view.
 cudaError_t LaunchIcdForwardVolume(const IcdDeviceProblem& problem, cudaStream_t stream);

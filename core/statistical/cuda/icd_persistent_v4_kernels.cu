@@ -1,0 +1,496 @@
+// The persistent multi-voxel update of ICD, version 4 (IcdKernel::kPersistentV4; the phases
+// as in icd_persistent_kernels.cu and icd_kernels.h). What it changes, each counted in
+// bench/NOTES.md ("### v4"):
+//
+// - One round of loads per phase and thread. A thread takes kSlots voxels of the step
+//   (j = t, t + T) and issues the loads of all their pixels (kFastPixels each: 2 rows x 4
+//   detector columns) before using any, where version 3 walked its voxels one after the
+//   other in batches of 6 pixels: 513 voxels on 256 threads were 3 voxel passes, each of 1
+//   or 2 batches, so 3-6 dependent memory round trips per phase. Grids of 288 threads
+//   (9 warps, at most 72 registers: 3 blocks per SM) hold 576 voxels in one round. A voxel
+//   with more pixels (or more than 2 rows) is walked as before, after the round.
+// - The step's two grid barriers (cooperative grid.sync: every block arrives on one
+//   counter) can be replaced by flags (IcdV4Launch::flags): a block that finished the back
+//   projection of its views writes its epoch (view_done[block]); only the blocks whose warps
+//   update voxels wait for all of them; a voxel's change is written with its epoch in one
+//   64-bit word, which the forward update's threads poll as the load of the change itself.
+//   The second barrier thus costs no round trip beyond the change's load, the first no
+//   serialised arrivals, and the blocks without voxels to update never wait for the first.
+// - The sums of the theta partials over the views: one round of 13 loads per lane (416
+//   views), where version 3 took two rounds of 8.
+// - L2 prefetch (IcdV4Launch::prefetch): the first step of a set (a column and its partners)
+//   reads the set's pixels from HBM, the set's other steps find them in L2; the prefetch asks
+//   for them (cp.async.bulk.prefetch, one per (column, detector column, array)) two steps
+//   ahead, while the previous set is still being updated.
+//
+// Memory order with flags (the PTX model's release and acquire patterns, as grid.sync
+// makes them: a barrier of the block, then one thread's fence and its store or load):
+// - partials and volume values -> view_done: the block's threads write, bar.sync, thread 0
+//   fences and stores its epoch; a waiting block polls, fences, bar.sync, then reads. The
+//   voxel values written by a block's updating warps are ordered before its next view_done
+//   the same way, so every later update sees them.
+// - a change: value and epoch in one 64-bit word (single-copy atomic), no fence needed.
+// - partials and changes are overwritten a step later only after every reader is done: a
+//   block's next back projection follows its forward update, which waited for every change,
+//   and each change follows its warp's loads of the partials it depends on.
+#include <cooperative_groups.h>
+
+#include "core/statistical/cuda/icd_kernels.h"
+#include "core/statistical/cuda/icd_step_footprints.cuh"
+#include "core/statistical/icd_update_math.h"
+
+namespace tomo::core::statistical::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace icd_device;  // NOLINT: the helpers of both persistent kernels
+
+constexpr int kSlots = 2;       // voxels per thread whose pixel loads go out together
+constexpr int kFastPixels = 8;  // pixels per voxel in that round: up to 2 rows x 4 columns
+
+__device__ __forceinline__ unsigned long long LoadRelaxed64(const unsigned long long* at) {
+  unsigned long long value;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(value) : "l"(at));
+  return value;
+}
+__device__ __forceinline__ void StoreRelaxed64(unsigned long long* at, unsigned long long value) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(at), "l"(value) : "memory");
+}
+__device__ __forceinline__ unsigned LoadRelaxed32(const unsigned* at) {
+  unsigned value;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(value) : "l"(at) : "memory");
+  return value;
+}
+__device__ __forceinline__ void StoreRelaxed32(unsigned* at, unsigned value) {
+  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" ::"l"(at), "r"(value) : "memory");
+}
+// Asks the L2 for [from, from + bytes) (rounded out to 16 bytes); no effect on the data.
+__device__ __forceinline__ void PrefetchL2(const float* from, int64_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(from) & ~uintptr_t{15};
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(from) + bytes + 15) & ~uintptr_t{15};
+  if (end <= begin) return;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(begin),
+               "r"(static_cast<unsigned>(end - begin))
+               : "memory");
+}
+
+__device__ __forceinline__ unsigned long long PackChange(unsigned epoch, float delta) {
+  return (static_cast<unsigned long long>(epoch) << 32) | __float_as_uint(delta);
+}
+__device__ __forceinline__ bool Reached(unsigned value, unsigned epoch) {
+  return static_cast<int>(value - epoch) >= 0;  // epochs only grow (wrap-safe)
+}
+
+// One voxel of a thread's round: on the fast path (rows <= 2, count <= kFastPixels) pixel k is (column offset k >> shift,
+// row offset k & shift) at base + offset * rows + row offset, as the CPU reference orders
+// them (columns outer); other voxels are walked pixel by pixel after the round.
+struct SlotVoxel {
+  bool valid = false, fast = true;
+  int slot = 0, iz = 0;
+  VoxelPixels pixels;
+  int base = 0, shift = 0;
+  float row_weight[2] = {0, 0};
+};
+
+__device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
+                                                   const IcdStepTask& task, int size, int j,
+                                                   const StepFootprints& f) {
+  SlotVoxel x;
+  x.valid = j < size;
+  if (!x.valid) return x;
+  StepVoxel(task, j, x.slot, x.iz);
+  x.pixels = MakeVoxelPixels(p, f.column[x.slot], x.iz);
+  x.fast = x.pixels.rows <= 2 && x.pixels.count <= kFastPixels;
+  if (x.pixels.count > 0) {
+    x.shift = x.pixels.rows > 1 ? 1 : 0;
+    x.base = f.column[x.slot].first_column * p.rows + x.pixels.axial.first_row;
+    x.row_weight[0] = RowWeight(x.pixels.axial, x.pixels.axial.first_row);
+    x.row_weight[1] = RowWeight(x.pixels.axial, x.pixels.axial.first_row + 1);
+  }
+  return x;
+}
+
+__device__ __forceinline__ bool FastPixel(const SlotVoxel& x, int k) {
+  return x.valid && x.fast && k < x.pixels.count;
+}
+__device__ __forceinline__ int FastIndex(const IcdDeviceProblem& p, const SlotVoxel& x, int k) {
+  return x.base + (k >> x.shift) * p.rows + (k & x.shift);
+}
+__device__ __forceinline__ float FastA(const StepFootprints& f, const SlotVoxel& x, int k) {
+  return x.pixels.axial.amplitude * f.weight[x.slot][k >> x.shift] *
+         ((k & x.shift) ? x.row_weight[1] : x.row_weight[0]);
+}
+
+// Phase A for one view (theta partials of every voxel of the step), kSlots voxels per
+// thread in one round of loads.
+template <int kThreads>
+__device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
+                                  const IcdStepTask& task, int size, int v,
+                                  const StepFootprints& f) {
+  float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
+  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
+  const float* weights = p.weights + view_offset;
+  const float* residual = p.residual + view_offset;
+  for (int round = 0; round < size; round += kSlots * kThreads) {
+    SlotVoxel x[kSlots];
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+      x[u] = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
+    }
+    float w[kSlots][kFastPixels], e[kSlots][kFastPixels];
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+#pragma unroll
+      for (int k = 0; k < kFastPixels; ++k) {
+        w[u][k] = 0;
+        e[u][k] = 0;
+        if (FastPixel(x[u], k)) {
+          const int index = FastIndex(p, x[u], k);
+          w[u][k] = __ldg(weights + index);
+          e[u][k] = residual[index];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+      if (!x[u].valid) continue;
+      float t1 = 0, t2 = 0;
+      if (x[u].fast) {
+#pragma unroll
+        for (int k = 0; k < kFastPixels; ++k) {
+          const float a = FastPixel(x[u], k) ? FastA(f, x[u], k) : 0.0f;
+          const float wa = w[u][k] * a;
+          t1 += wa * e[u][k];
+          t2 += wa * a;
+        }
+      } else {
+        const VoxelPixels& pixels = x[u].pixels;
+        for (int n = 0; n < pixels.count; ++n) {
+          int index;
+          float a;
+          PixelOf(p, f, x[u].slot, pixels, n, index, a);
+          const float wa = __ldg(weights + index) * a;
+          t1 += wa * residual[index];
+          t2 += wa * a;
+        }
+      }
+      out[round + u * kThreads + threadIdx.x] = make_float2(t1, t2);
+    }
+  }
+  __syncthreads();  // f may be rewritten next
+}
+
+// Phase C for one view: e += a delta for every voxel of the step. The changes are polled
+// (their epoch) while the pixels' loads are in flight.
+template <int kThreads>
+__device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
+                              const IcdV4Sync& sync, unsigned epoch, const IcdStepTask& task,
+                              int size, int v, const StepFootprints& f) {
+  float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
+  for (int round = 0; round < size; round += kSlots * kThreads) {
+    SlotVoxel x[kSlots];
+    unsigned long long word[kSlots];
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+      const int j = round + u * kThreads + threadIdx.x;
+      x[u] = MakeSlotVoxel(p, task, size, j, f);
+      word[u] = x[u].valid ? LoadRelaxed64(sync.change + j) : 0;
+    }
+    float e[kSlots][kFastPixels];
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+#pragma unroll
+      for (int k = 0; k < kFastPixels; ++k) {
+        e[u][k] = FastPixel(x[u], k) ? residual[FastIndex(p, x[u], k)] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+      if (!x[u].valid) continue;
+      const int j = round + u * kThreads + threadIdx.x;
+      while (static_cast<unsigned>(word[u] >> 32) != epoch) {
+        __nanosleep(32);
+        word[u] = LoadRelaxed64(sync.change + j);
+      }
+      const float delta = __uint_as_float(static_cast<unsigned>(word[u]));
+      if (delta == 0.0f) continue;  // nothing to add
+      if (x[u].fast) {
+#pragma unroll
+        for (int k = 0; k < kFastPixels; ++k) {
+          if (FastPixel(x[u], k)) {
+            residual[FastIndex(p, x[u], k)] = e[u][k] + FastA(f, x[u], k) * delta;
+          }
+        }
+      } else {
+        const VoxelPixels& pixels = x[u].pixels;
+        for (int n = 0; n < pixels.count; ++n) {
+          int index;
+          float a;
+          PixelOf(p, f, x[u].slot, pixels, n, index, a);
+          residual[index] = residual[index] + a * delta;
+        }
+      }
+    }
+  }
+  __syncthreads();  // the next phase reads what other threads of the block wrote
+}
+
+// Phase B: one warp per voxel of the step; the change goes out with its epoch.
+__device__ void UpdateVoxelsV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
+                               const IcdV4Sync& sync, unsigned epoch, const IcdStepTask& task,
+                               int size) {
+  const int lane = threadIdx.x % 32;
+  const int warps_per_block = blockDim.x / 32;
+  const int warp = blockIdx.x * warps_per_block + threadIdx.x / 32;
+  const int warps = gridDim.x * warps_per_block;
+  for (int j = warp; j < size; j += warps) {
+    int slot, iz;
+    StepVoxel(task, j, slot, iz);
+    const int column = task.groups[slot].column;
+    const int ix = column % p.nx, iy = column / p.nx;
+    float* voxel = p.volume + static_cast<int64_t>(column) * p.nz + iz;
+    const float x = __ldcg(voxel);
+    float other = 0, b = 0;
+    if (lane < 26) {
+      const int raster = lane < 13 ? lane : lane + 1;
+      const int dz = raster / 9 - 1, dy = (raster / 3) % 3 - 1, dx = raster % 3 - 1;
+      const int jx = ix + dx, jy = iy + dy, jz = iz + dz;
+      if (jx >= 0 && jx < p.nx && jy >= 0 && jy < p.ny && jz >= 0 && jz < p.nz) {
+        b = p.neighbour_weights[lane];
+        if (b != 0.0f) {
+          other = __ldcg(&p.volume[(static_cast<int64_t>(jy) * p.nx + jx) * p.nz + jz]);
+        }
+      }
+    }
+    // Up to 32 x 13 = 416 views (the literature's 391) in one round of loads.
+    constexpr int kViewsPerLane = 13;
+    float t1 = 0, t2 = 0;
+    for (int first = 0; first < p.num_views; first += 32 * kViewsPerLane) {
+      float2 partial[kViewsPerLane];
+#pragma unroll
+      for (int k = 0; k < kViewsPerLane; ++k) {
+        const int v = first + k * 32 + lane;
+        partial[k] = v < p.num_views
+                         ? __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j])
+                         : make_float2(0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int k = 0; k < kViewsPerLane; ++k) {
+        t1 += partial[k].x;
+        t2 += partial[k].y;
+      }
+    }
+    const float theta1 = WarpSum(t1), theta2 = WarpSum(t2);
+    float numerator = 0, denominator = 0;
+    if (b != 0.0f) {
+      const float curvature = SurrogateNeighbourCurvature<float>(x, other, b, p.prior);
+      numerator = curvature * other;
+      denominator = curvature;
+    }
+    numerator = WarpSum(numerator);
+    denominator = WarpSum(denominator);
+    if (lane == 0) {
+      const float r = SurrogateSolve<float>(x, theta1, theta2, numerator, denominator);
+      *voxel = r;
+      StoreRelaxed64(sync.change + j, PackChange(epoch, r - x));
+    }
+  }
+}
+
+// The block's back projections of step `epoch` are written (flags: its epoch; else the
+// grid barrier).
+__device__ __forceinline__ void Arrive(const IcdV4Sync& sync, bool flags, unsigned epoch,
+                                       cg::grid_group& grid) {
+  if (!flags) {
+    grid.sync();
+    return;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    StoreRelaxed32(sync.view_done + blockIdx.x, epoch);
+  }
+}
+
+// Flags: waits until every block wrote the back projections of step `epoch`.
+__device__ void WaitForAllViews(const IcdV4Sync& sync, unsigned epoch) {
+  for (;;) {
+    bool done = true;
+    for (int b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
+      done &= Reached(LoadRelaxed32(sync.view_done + b), epoch);
+    }
+    if (__syncthreads_and(done)) break;
+    __nanosleep(64);
+  }
+  __threadfence();
+  __syncthreads();
+}
+
+// Asks the L2 for the pixels (weights and residual) of the groups of step `step` in view v
+// whose columns step `step` - 1 does not update (the first step of a set; its other steps
+// find them in L2). Threads t < 32 kIcdMaxGroupsPerStep: group t / 32, detector columns
+// t % 32, t % 32 + 32, ...; each prefetch spans the rows of the group's first to last slice.
+__device__ void PrefetchStep(const IcdDeviceProblem& p, const IcdPersistentScratch& s, int step,
+                             const IcdStepTask& previous, int v) {
+  const int t = threadIdx.x;
+  if (t >= 32 * kIcdMaxGroupsPerStep) return;
+  const int g = t / 32, lane = t % 32;
+  const IcdGroupTask group = LoadReadOnly(&s.tasks[step].groups[g]);
+  if (group.size <= 0) return;
+  for (int h = 0; h < kIcdMaxGroupsPerStep; ++h) {
+    if (previous.groups[h].size > 0 && previous.groups[h].column == group.column) return;
+  }
+  const int ix = group.column % p.nx, iy = group.column / p.nx;
+  const SfColumnT<float> col =
+      MakeColumn<float>(LoadReadOnly(p.views + v), p.x0 + ix * p.voxel_x, p.y0 + iy * p.voxel_y,
+                        p.voxel_x, p.voxel_y, p.columns);
+  if (col.first_column > col.last_column) return;
+  const int last_slice = group.first_slice + (group.size - 1) * group.stride;
+  const SfAxialT<float> bottom =
+      MakeAxial<float>(col, p.z0 + group.first_slice * p.voxel_z, p.voxel_z, p.rows);
+  const SfAxialT<float> top = MakeAxial<float>(col, p.z0 + last_slice * p.voxel_z, p.voxel_z, p.rows);
+  const int first_row = min(bottom.first_row, top.first_row);
+  const int last_row = max(bottom.last_row, top.last_row);
+  if (first_row > last_row) return;
+  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
+  const int64_t bytes = static_cast<int64_t>(last_row - first_row + 1) * sizeof(float);
+  for (int c = col.first_column + lane; c <= col.last_column; c += 32) {
+    const int64_t at = view_offset + static_cast<int64_t>(c) * p.rows + first_row;
+    PrefetchL2(p.weights + at, bytes);
+    PrefetchL2(p.residual + at, bytes);
+  }
+}
+
+template <int kThreads>
+constexpr int MinBlocksPerSm() {
+  return kThreads <= 128 ? 6 : 3;  // at least 768 threads per SM (391 views on 132 SMs)
+}
+
+// Structure as PersistentSteps (icd_persistent_kernels.cu); step `step`'s epoch is
+// a.epoch_base + 1 + (step - a.first_step).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
+    PersistentStepsV4(IcdDeviceProblem p, IcdPersistentScratch s, IcdV4Sync sync, IcdV4Launch a) {
+  __shared__ StepFootprints footprints[2];
+  __shared__ IcdStepTask step_tasks[2];
+  constexpr int kTaskWords = sizeof(IcdStepTask) / sizeof(int);
+  static_assert(kTaskWords <= 128, "a task is loaded by one thread per word");
+  cg::grid_group grid = cg::this_grid();
+  const bool one_view = gridDim.x >= p.num_views;  // block b owns view b only
+  const bool flags = a.flags != 0;
+  auto epoch_of = [&](int step) { return a.epoch_base + 1u + static_cast<unsigned>(step - a.first_step); };
+  int current = 0;
+  if (threadIdx.x < kTaskWords) {
+    reinterpret_cast<int*>(&step_tasks[current])[threadIdx.x] =
+        __ldg(reinterpret_cast<const int*>(s.tasks + a.first_step) + threadIdx.x);
+  }
+  __syncthreads();
+  for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
+    LoadFootprints(p, step_tasks[current], v, footprints[current]);
+    BackProjectViewV4<kThreads>(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
+                                footprints[current]);
+  }
+  Arrive(sync, flags, epoch_of(a.first_step), grid);
+  for (int step = a.first_step; step < a.last_step; ++step) {
+    const IcdStepTask& task = step_tasks[current];
+    const IcdStepTask& next = step_tasks[current ^ 1];
+    const int size = StepSize(task);
+    const unsigned epoch = epoch_of(step);
+    const bool more = step + 1 < a.last_step;
+    int next_word = 0;
+    if (more && threadIdx.x < kTaskWords) {
+      next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 1) + threadIdx.x);
+    }
+    // B: only the blocks with voxels to update wait for every view's partials.
+    if (blockIdx.x * (kThreads / 32) < size) {
+      if (flags) WaitForAllViews(sync, epoch);
+      UpdateVoxelsV4(p, s, sync, epoch, task, size);
+    }
+    if (more) {
+      if (threadIdx.x < kTaskWords) {
+        reinterpret_cast<int*>(&step_tasks[current ^ 1])[threadIdx.x] = next_word;
+      }
+      __syncthreads();
+      if (one_view) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
+      if (a.prefetch && step + 2 < a.last_step) {
+        for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
+          PrefetchStep(p, s, step + 2, next, v);
+        }
+      }
+    }
+    if (!flags) grid.sync();
+    for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
+      if (!one_view) LoadFootprints(p, task, v, footprints[current]);
+      ForwardViewV4<kThreads>(p, s, sync, epoch, task, size, v, footprints[current]);
+      if (more) {
+        if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
+        BackProjectViewV4<kThreads>(p, s, next, StepSize(next), v, footprints[current ^ 1]);
+      }
+    }
+    if (more) Arrive(sync, flags, epoch_of(step + 1), grid);
+    current ^= 1;
+  }
+}
+
+template <int kThreads>
+const void* KernelV4() {
+  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads>);
+}
+
+const void* KernelV4For(int threads) {
+  switch (threads) {
+    case 128: return KernelV4<128>();
+    case 256: return KernelV4<256>();
+    case 288: return KernelV4<288>();
+    case 320: return KernelV4<320>();
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+int IcdPersistentV4Threads(int64_t largest_step) {
+  for (int threads : {128, 256, 288}) {
+    if (kSlots * threads >= largest_step) return threads;
+  }
+  return 320;
+}
+
+cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int* blocks) {
+  *blocks = 0;
+  const void* kernel = KernelV4For(threads);
+  if (kernel == nullptr) return cudaErrorInvalidValue;
+  int device = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error != cudaSuccess) return error;
+  int cooperative = 0, sms = 0, per_sm = 0;
+  error = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  if (error != cudaSuccess) return error;
+  if (cooperative == 0) return cudaErrorNotSupported;
+  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (error != cudaSuccess) return error;
+  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+  if (error != cudaSuccess) return error;
+  const int resident = per_sm * sms;
+  *blocks = resident < num_views ? resident : num_views;
+  return *blocks > 0 ? cudaSuccess : cudaErrorNotSupported;
+}
+
+cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
+                                       const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
+                                       const IcdV4Launch& launch, int threads, int blocks,
+                                       cudaStream_t stream) {
+  const void* kernel = KernelV4For(threads);
+  if (kernel == nullptr) return cudaErrorInvalidValue;
+  IcdDeviceProblem p = problem;
+  IcdPersistentScratch s = scratch;
+  IcdV4Sync y = sync;
+  IcdV4Launch a = launch;
+  void* args[] = {&p, &s, &y, &a};
+  const cudaError_t error =
+      cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, 0, stream);
+  if (error != cudaSuccess) return error;
+  return cudaGetLastError();
+}
+
+}  // namespace tomo::core::statistical::cuda
