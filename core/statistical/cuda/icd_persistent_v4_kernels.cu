@@ -47,6 +47,9 @@ using namespace icd_device;  // NOLINT: the helpers of both persistent kernels
 
 constexpr int kSlots = 2;       // voxels per thread whose pixel loads go out together
 constexpr int kFastPixels = 8;  // pixels per voxel in that round: up to 2 rows x 4 columns
+// The forward update's batch: its e is mostly in L1 (read by the block's back projection a
+// step before), and holding 2 x 8 pixels' addresses and predicates for the stores spilled.
+constexpr int kForwardBatch = 4;
 
 __device__ __forceinline__ unsigned long long LoadRelaxed64(const unsigned long long* at) {
   unsigned long long value;
@@ -81,15 +84,18 @@ __device__ __forceinline__ bool Reached(unsigned value, unsigned epoch) {
   return static_cast<int>(value - epoch) >= 0;  // epochs only grow (wrap-safe)
 }
 
-// One voxel of a thread's round: on the fast path (rows <= 2, count <= kFastPixels) pixel k is (column offset k >> shift,
-// row offset k & shift) at base + offset * rows + row offset, as the CPU reference orders
-// them (columns outer); other voxels are walked pixel by pixel after the round.
+// One voxel of a thread's round. On the fast path (at most 2 rows and kCachedColumns
+// detector columns: the literature case's voxels span 1 or 2 rows) pixel k is (column offset
+// k >> shift, row offset k & shift) at base + offset * rows + row offset, as the CPU
+// reference orders them (columns outer), walked in rounds of kFastPixels; other voxels are
+// walked after the rounds.
+// Kept small: the registers also hold a round's loads for every slot.
 struct SlotVoxel {
-  bool valid = false, fast = true;
-  int slot = 0, iz = 0;
-  VoxelPixels pixels;
-  int base = 0, shift = 0;
-  float row_weight[2] = {0, 0};
+  bool valid = false;
+  int fast_count = 0;  // pixels on the fast path (0 when none or off it)
+  int slow = -1;       // off the fast path: slot | iz << 2 (VoxelPixels recomputed then)
+  int slot = 0, base = 0, shift = 0;
+  float amplitude = 0, row_weight[2] = {0, 0};
 };
 
 __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
@@ -98,31 +104,81 @@ __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
   SlotVoxel x;
   x.valid = j < size;
   if (!x.valid) return x;
-  StepVoxel(task, j, x.slot, x.iz);
-  x.pixels = MakeVoxelPixels(p, f.column[x.slot], x.iz);
-  x.fast = x.pixels.rows <= 2 && x.pixels.count <= kFastPixels;
-  if (x.pixels.count > 0) {
-    x.shift = x.pixels.rows > 1 ? 1 : 0;
-    x.base = f.column[x.slot].first_column * p.rows + x.pixels.axial.first_row;
-    x.row_weight[0] = RowWeight(x.pixels.axial, x.pixels.axial.first_row);
-    x.row_weight[1] = RowWeight(x.pixels.axial, x.pixels.axial.first_row + 1);
+  int iz;
+  StepVoxel(task, j, x.slot, iz);
+  const VoxelPixels pixels = MakeVoxelPixels(p, f.column[x.slot], iz);
+  if (pixels.rows > 2 || pixels.count > pixels.rows * kCachedColumns) {
+    x.slow = x.slot | iz << 2;
+    return x;
+  }
+  x.fast_count = pixels.count;
+  if (pixels.count > 0) {
+    x.shift = pixels.rows > 1 ? 1 : 0;
+    x.base = f.column[x.slot].first_column * p.rows + pixels.axial.first_row;
+    x.amplitude = pixels.axial.amplitude;
+    x.row_weight[0] = RowWeight(pixels.axial, pixels.axial.first_row);
+    x.row_weight[1] = RowWeight(pixels.axial, pixels.axial.first_row + 1);
   }
   return x;
 }
 
-__device__ __forceinline__ bool FastPixel(const SlotVoxel& x, int k) {
-  return x.valid && x.fast && k < x.pixels.count;
+__device__ __forceinline__ VoxelPixels SlowPixels(const IcdDeviceProblem& p,
+                                                  const StepFootprints& f, const SlotVoxel& x) {
+  return MakeVoxelPixels(p, f.column[x.slow & 3], x.slow >> 2);
 }
+
+__device__ __forceinline__ bool FastPixel(const SlotVoxel& x, int k) { return k < x.fast_count; }
 __device__ __forceinline__ int FastIndex(const IcdDeviceProblem& p, const SlotVoxel& x, int k) {
   return x.base + (k >> x.shift) * p.rows + (k & x.shift);
 }
 __device__ __forceinline__ float FastA(const StepFootprints& f, const SlotVoxel& x, int k) {
-  return x.pixels.axial.amplitude * f.weight[x.slot][k >> x.shift] *
+  return x.amplitude * f.weight[x.slot][k >> x.shift] *
          ((k & x.shift) ? x.row_weight[1] : x.row_weight[0]);
 }
 
+// The most pixels of the thread's fast-path voxels (they are walked in rounds of
+// kFastPixels, the loads of a round for all slots together).
+__device__ __forceinline__ int MostFastPixels(const SlotVoxel (&x)[kSlots]) {
+  int most = 0;
+#pragma unroll
+  for (int u = 0; u < kSlots; ++u) {
+    most = max(most, x[u].fast_count);
+  }
+  return most;
+}
+
+// A voxel off the fast path (more than 2 rows), walked as version 3 walks every voxel: in
+// batches of kBatch whose loads go out together.
+__device__ void BackProjectSlowVoxel(const IcdDeviceProblem& p, const StepFootprints& f,
+                                     const SlotVoxel& x, const float* weights,
+                                     const float* residual, float& t1, float& t2) {
+  const VoxelPixels pixels = SlowPixels(p, f, x);
+  const int slot = x.slow & 3;
+  for (int first = 0; first < pixels.count; first += kBatch) {
+    float a[kBatch], w[kBatch], e[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      a[k] = 0;
+      w[k] = 0;
+      e[k] = 0;
+      if (first + k < pixels.count) {
+        int index;
+        PixelOf(p, f, slot, pixels, first + k, index, a[k]);
+        w[k] = __ldg(weights + index);
+        e[k] = residual[index];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const float wa = w[k] * a[k];
+      t1 += wa * e[k];
+      t2 += wa * a[k];
+    }
+  }
+}
+
 // Phase A for one view (theta partials of every voxel of the step), kSlots voxels per
-// thread in one round of loads.
+// thread, the loads of a round of pixels for all of them together.
 template <int kThreads>
 __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                                   const IcdStepTask& task, int size, int v,
@@ -133,102 +189,103 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
   const float* residual = p.residual + view_offset;
   for (int round = 0; round < size; round += kSlots * kThreads) {
     SlotVoxel x[kSlots];
+    float t1[kSlots], t2[kSlots];
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       x[u] = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
+      t1[u] = 0;
+      t2[u] = 0;
     }
-    float w[kSlots][kFastPixels], e[kSlots][kFastPixels];
+    const int most = MostFastPixels(x);
+    for (int first = 0; first < most; first += kFastPixels) {
+      float w[kSlots][kFastPixels], e[kSlots][kFastPixels];
 #pragma unroll
-    for (int u = 0; u < kSlots; ++u) {
+      for (int u = 0; u < kSlots; ++u) {
 #pragma unroll
-      for (int k = 0; k < kFastPixels; ++k) {
-        w[u][k] = 0;
-        e[u][k] = 0;
-        if (FastPixel(x[u], k)) {
-          const int index = FastIndex(p, x[u], k);
-          w[u][k] = __ldg(weights + index);
-          e[u][k] = residual[index];
+        for (int k = 0; k < kFastPixels; ++k) {
+          w[u][k] = 0;
+          e[u][k] = 0;
+          if (FastPixel(x[u], first + k)) {
+            const int index = FastIndex(p, x[u], first + k);
+            w[u][k] = __ldg(weights + index);
+            e[u][k] = residual[index];
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kSlots; ++u) {
+#pragma unroll
+        for (int k = 0; k < kFastPixels; ++k) {
+          const float a = FastPixel(x[u], first + k) ? FastA(f, x[u], first + k) : 0.0f;
+          const float wa = w[u][k] * a;
+          t1[u] += wa * e[u][k];
+          t2[u] += wa * a;
         }
       }
     }
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       if (!x[u].valid) continue;
-      float t1 = 0, t2 = 0;
-      if (x[u].fast) {
-#pragma unroll
-        for (int k = 0; k < kFastPixels; ++k) {
-          const float a = FastPixel(x[u], k) ? FastA(f, x[u], k) : 0.0f;
-          const float wa = w[u][k] * a;
-          t1 += wa * e[u][k];
-          t2 += wa * a;
-        }
-      } else {
-        const VoxelPixels& pixels = x[u].pixels;
-        for (int n = 0; n < pixels.count; ++n) {
-          int index;
-          float a;
-          PixelOf(p, f, x[u].slot, pixels, n, index, a);
-          const float wa = __ldg(weights + index) * a;
-          t1 += wa * residual[index];
-          t2 += wa * a;
-        }
-      }
-      out[round + u * kThreads + threadIdx.x] = make_float2(t1, t2);
+      if (x[u].slow >= 0) BackProjectSlowVoxel(p, f, x[u], weights, residual, t1[u], t2[u]);
+      out[round + u * kThreads + threadIdx.x] = make_float2(t1[u], t2[u]);
     }
   }
   __syncthreads();  // f may be rewritten next
 }
 
-// Phase C for one view: e += a delta for every voxel of the step. The changes are polled
-// (their epoch) while the pixels' loads are in flight.
+// The change of voxel j in step `epoch`: polls its word until that epoch is there.
+__device__ __forceinline__ float WaitForChange(const IcdV4Sync& sync, int j, unsigned epoch,
+                                               unsigned long long word) {
+  while (static_cast<unsigned>(word >> 32) != epoch) {
+    __nanosleep(32);
+    word = LoadRelaxed64(sync.change + j);
+  }
+  return __uint_as_float(static_cast<unsigned>(word));
+}
+
+// Phase C for one view: e += a delta for every voxel of the step. The changes of both
+// slots are loaded (polled: their epoch) together with the first slot's e; the slots'
+// pixels then one slot after the other, kForwardBatch at a time.
 template <int kThreads>
 __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                               const IcdV4Sync& sync, unsigned epoch, const IcdStepTask& task,
                               int size, int v, const StepFootprints& f) {
   float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
   for (int round = 0; round < size; round += kSlots * kThreads) {
-    SlotVoxel x[kSlots];
     unsigned long long word[kSlots];
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       const int j = round + u * kThreads + threadIdx.x;
-      x[u] = MakeSlotVoxel(p, task, size, j, f);
-      word[u] = x[u].valid ? LoadRelaxed64(sync.change + j) : 0;
-    }
-    float e[kSlots][kFastPixels];
-#pragma unroll
-    for (int u = 0; u < kSlots; ++u) {
-#pragma unroll
-      for (int k = 0; k < kFastPixels; ++k) {
-        e[u][k] = FastPixel(x[u], k) ? residual[FastIndex(p, x[u], k)] : 0.0f;
-      }
+      word[u] = j < size ? LoadRelaxed64(sync.change + j) : 0;
     }
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
-      if (!x[u].valid) continue;
       const int j = round + u * kThreads + threadIdx.x;
-      while (static_cast<unsigned>(word[u] >> 32) != epoch) {
-        __nanosleep(32);
-        word[u] = LoadRelaxed64(sync.change + j);
-      }
-      const float delta = __uint_as_float(static_cast<unsigned>(word[u]));
-      if (delta == 0.0f) continue;  // nothing to add
-      if (x[u].fast) {
+      const SlotVoxel x = MakeSlotVoxel(p, task, size, j, f);
+      if (!x.valid) continue;
+      float delta = 0;
+      for (int first = 0; first == 0 || first < x.fast_count; first += kForwardBatch) {
+        float e[kForwardBatch];
 #pragma unroll
-        for (int k = 0; k < kFastPixels; ++k) {
-          if (FastPixel(x[u], k)) {
-            residual[FastIndex(p, x[u], k)] = e[u][k] + FastA(f, x[u], k) * delta;
+        for (int k = 0; k < kForwardBatch; ++k) {
+          e[k] = FastPixel(x, first + k) ? residual[FastIndex(p, x, first + k)] : 0.0f;
+        }
+        if (first == 0) delta = WaitForChange(sync, j, epoch, word[u]);
+        if (delta == 0.0f) break;  // nothing to add
+#pragma unroll
+        for (int k = 0; k < kForwardBatch; ++k) {
+          if (FastPixel(x, first + k)) {
+            residual[FastIndex(p, x, first + k)] = e[k] + FastA(f, x, first + k) * delta;
           }
         }
-      } else {
-        const VoxelPixels& pixels = x[u].pixels;
-        for (int n = 0; n < pixels.count; ++n) {
-          int index;
-          float a;
-          PixelOf(p, f, x[u].slot, pixels, n, index, a);
-          residual[index] = residual[index] + a * delta;
-        }
+      }
+      if (x.slow < 0 || delta == 0.0f) continue;
+      const VoxelPixels pixels = SlowPixels(p, f, x);
+      for (int n = 0; n < pixels.count; ++n) {
+        int index;
+        float a;
+        PixelOf(p, f, x.slow & 3, pixels, n, index, a);
+        residual[index] = residual[index] + a * delta;
       }
     }
   }
