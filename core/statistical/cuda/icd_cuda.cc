@@ -335,6 +335,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
         launch.epoch_base = v4_epoch;
         launch.flags = tuning.v4_flags ? 1 : 0;
         launch.prefetch = tuning.v4_prefetch ? 1 : 0;
+        launch.l1_prefetch = tuning.v4_l1_prefetch ? 1 : 0;
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentV4Steps(
             problem, persistent_scratch, v4_sync, launch, persistent_threads, persistent_blocks,
             s));

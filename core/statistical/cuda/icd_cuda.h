@@ -51,9 +51,11 @@ struct IcdCudaTuning {
   // most). Fewer make each block own several views (tests use it).
   int persistent_blocks = 0;
   // kPersistentV4: flags between the phases (false: cooperative grid barriers), the L2
-  // prefetch, and the threads per block (0: by the largest step; else 128, 256, 288 or 320).
+  // prefetch, the L1 prefetch (blocks without voxels to update, while they wait for the
+  // update), and the threads per block (0: by the largest step; else 128, 256, 288 or 320).
   bool v4_flags = true;
   bool v4_prefetch = true;
+  bool v4_l1_prefetch = false;
   int v4_threads = 0;
   // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.
   int groups_per_graph = 256;

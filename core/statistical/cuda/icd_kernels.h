@@ -118,6 +118,8 @@ struct IcdV4Launch {
                             // launch's base is this one's + (last_step - first_step)
   int flags = 1;            // 1: flags between the phases; 0: cooperative grid barriers
   int prefetch = 1;         // 1: L2 prefetch of the next set's pixels
+  int l1_prefetch = 0;      // 1: the blocks waiting for the update ask L1 for the next back
+                            // projection's pixels
 };
 // Threads per block for steps of at most largest_step voxels (two per thread): 128, 256,
 // 288 or 320. Any of these may be asked for; others are refused (cudaErrorInvalidValue).

@@ -418,6 +418,27 @@ __device__ void PrefetchStep(const IcdDeviceProblem& p, const IcdPersistentScrat
   }
 }
 
+// Asks L1 for the lines of the weights and residual that BackProjectViewV4 will read for
+// the step in view v (fast-path voxels; one line per detector column and array: a voxel's
+// one or two rows are adjacent). The residual may still change before then (this block's
+// forward update): the lines are only fetched early, their data is read later.
+template <int kThreads>
+__device__ void PrefetchBackProjectionL1(const IcdDeviceProblem& p, const IcdStepTask& task,
+                                         int size, int v, const StepFootprints& f) {
+  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
+  for (int round = 0; round < size; round += kSlots * kThreads) {
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+      const SlotVoxel x = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
+      for (int k = 0; k < x.fast_count; k += 1 + x.shift) {
+        const int64_t at = view_offset + FastIndex(p, x, k);
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(p.weights + at));
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(p.residual + at));
+      }
+    }
+  }
+}
+
 template <int kThreads>
 constexpr int MinBlocksPerSm() {
   return kThreads <= 128 ? 6 : 3;  // at least 768 threads per SM (391 views on 132 SMs)
@@ -448,31 +469,50 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
                                 footprints[current]);
   }
   Arrive(sync, flags, epoch_of(a.first_step), grid);
+  // The next task's words: loaded a step ahead, stored when its buffer is free.
+  int next_word = 0;
+  if (a.first_step + 1 < a.last_step && threadIdx.x < kTaskWords) {
+    next_word = __ldg(reinterpret_cast<const int*>(s.tasks + a.first_step + 1) + threadIdx.x);
+  }
   for (int step = a.first_step; step < a.last_step; ++step) {
     const IcdStepTask& task = step_tasks[current];
     const IcdStepTask& next = step_tasks[current ^ 1];
     const int size = StepSize(task);
     const unsigned epoch = epoch_of(step);
     const bool more = step + 1 < a.last_step;
-    int next_word = 0;
-    if (more && threadIdx.x < kTaskWords) {
-      next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 1) + threadIdx.x);
-    }
-    // B: only the blocks with voxels to update wait for every view's partials.
-    if (blockIdx.x * (kThreads / 32) < size) {
-      if (flags) WaitForAllViews(sync, epoch);
-      UpdateVoxelsV4(p, s, sync, epoch, task, size);
-    }
-    if (more) {
+    const bool updates = blockIdx.x * (kThreads / 32) < size;  // has voxels to update
+    // The next step's task and footprints (one view per block): with flags first, while the
+    // updating blocks wait for the partials anyway and the others for the changes; with grid
+    // barriers after the update, which every block waits for.
+    auto next_footprints = [&] {
+      if (!more) return;
       if (threadIdx.x < kTaskWords) {
         reinterpret_cast<int*>(&step_tasks[current ^ 1])[threadIdx.x] = next_word;
       }
       __syncthreads();
       if (one_view) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
+      next_word = 0;
+      if (step + 2 < a.last_step && threadIdx.x < kTaskWords) {
+        next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 2) + threadIdx.x);
+      }
+    };
+    if (flags) next_footprints();
+    // B: only the blocks with voxels to update wait for every view's partials.
+    if (updates) {
+      if (flags) WaitForAllViews(sync, epoch);
+      UpdateVoxelsV4(p, s, sync, epoch, task, size);
+    }
+    if (!flags) next_footprints();
+    if (more) {
       if (a.prefetch && step + 2 < a.last_step) {
         for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
           PrefetchStep(p, s, step + 2, next, v);
         }
+      }
+      // The blocks that wait for the update ask L1 for the next back projection's pixels.
+      if (a.l1_prefetch && one_view && !updates) {
+        PrefetchBackProjectionL1<kThreads>(p, next, StepSize(next), blockIdx.x,
+                                           footprints[current ^ 1]);
       }
     }
     if (!flags) grid.sync();

@@ -89,6 +89,7 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     const char* name;
     bool v4_flags = true, v4_prefetch = true;
     int v4_threads = 0;
+    bool v4_l1_prefetch = false;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -104,7 +105,9 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
        "MVU, 3 columns per step, v4 with grid barriers, no prefetch", false, false},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, 320 threads", true, true, 320}};
+       "MVU, 3 columns per step, v4, 320 threads", true, true, 320},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4 with the L1 prefetch, 256 threads", true, true, 256, true}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -123,6 +126,7 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       tuning.v4_flags = mode.v4_flags;
       tuning.v4_prefetch = mode.v4_prefetch;
       tuning.v4_threads = mode.v4_threads;
+      tuning.v4_l1_prefetch = mode.v4_l1_prefetch;
       tuning.steps_per_launch = 37;  // launches that end and start within iterations
       auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
