@@ -213,20 +213,23 @@ NoisyData MakeNoisyData(const core::EllipsoidPhantom& phantom, const core::Vecto
 // A --kernel item: the kernel and, for v4, its switches.
 struct KernelChoice {
   IcdKernel kernel = IcdKernel::kPersistent;
-  bool v4_flags = true, v4_prefetch = true, v4_l1_prefetch = false;
-  int v4_threads = 0;
+  bool v4_flags = true, v4_prefetch = true, v4_l1_prefetch = false, v4_poll_sleep = true;
+  int v4_voxels_per_thread = 1, v4_threads = 0;
   void ApplyTo(IcdCudaTuning& tuning) const {
     tuning.kernel = kernel;
     tuning.v4_flags = v4_flags;
     tuning.v4_prefetch = v4_prefetch;
     tuning.v4_l1_prefetch = v4_l1_prefetch;
+    tuning.v4_voxels_per_thread = v4_voxels_per_thread;
+    tuning.v4_poll_sleep = v4_poll_sleep;
     tuning.v4_threads = v4_threads;
   }
 };
 
 // persistent, launch-per-step, or v4 with '+'-joined switches: grid (grid barriers instead
-// of flags), noprefetch, l1 (L1 prefetch), t128 / t256 / t288 / t320 (threads per block),
-// e.g. v4+grid+t256.
+// of flags), noprefetch, l1 (L1 prefetch), spin (flags polled without sleeping), v1 / v2
+// (voxels per thread; 1 the default), t128 / t256 / t288 / t320 (threads per block), e.g.
+// v4+grid+v2+t256.
 absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   KernelChoice choice;
   if (name == "persistent") return choice;
@@ -247,6 +250,10 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
         choice.v4_prefetch = false;
       } else if (part == "l1") {
         choice.v4_l1_prefetch = true;
+      } else if (part == "spin") {
+        choice.v4_poll_sleep = false;
+      } else if (part == "v1" || part == "v2") {
+        choice.v4_voxels_per_thread = part == "v1" ? 1 : 2;
       } else if (part == "t128" || part == "t256" || part == "t288" || part == "t320") {
         choice.v4_threads = std::stoi(part.substr(1));
       } else {
@@ -257,7 +264,7 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--kernel: '", name, "' is not one of persistent, launch-per-step, v4[+grid][+noprefetch]"
-      "[+l1][+t128|+t256|+t288|+t320]"));
+      "[+l1][+spin][+v1|+v2][+t128|+t256|+t288|+t320]"));
 }
 
 // One MVU run (one column per step) with a kernel.
@@ -314,7 +321,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kernel", kernel_text,
                  "device kernels for MVU, comma-separated (persistent, launch-per-step, "
-                 "v4[+grid][+noprefetch][+l1][+t128|+t256|+t288|+t320]); the "
+                 "v4[+grid][+noprefetch][+l1][+spin][+v1|+v2][+t128|+t256|+t288|+t320]); the "
                  "first also runs the several-columns MVU and SVU")
       ->capture_default_str();
   app.add_option("--steps-per-launch", steps_per_launch, "persistent kernel: steps per launch")

@@ -232,7 +232,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   if (v4) {
     persistent_threads = tuning.v4_threads > 0
                              ? tuning.v4_threads
-                             : cuda::IcdPersistentV4Threads(schedule.max_step_voxels());
+                             : cuda::IcdPersistentV4Threads(schedule.max_step_voxels(),
+                                                            tuning.v4_voxels_per_thread);
   }
   cuda::IcdPersistentScratch persistent_scratch;
   DeviceBuffer<float2> d_theta_partial;
@@ -244,7 +245,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   if (persistent) {
     TOMO_CUDA_RETURN_IF_ERROR(
         v4 ? cuda::IcdPersistentV4GridBlocks(problem.num_views, persistent_threads,
-                                             &persistent_blocks)
+                                             tuning.v4_voxels_per_thread, &persistent_blocks)
            : cuda::IcdPersistentGridBlocks(problem.num_views, persistent_threads,
                                            &persistent_blocks));
     if (tuning.persistent_blocks > 0) {
@@ -336,6 +337,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
         launch.flags = tuning.v4_flags ? 1 : 0;
         launch.prefetch = tuning.v4_prefetch ? 1 : 0;
         launch.l1_prefetch = tuning.v4_l1_prefetch ? 1 : 0;
+        launch.voxels_per_thread = tuning.v4_voxels_per_thread;
+        launch.poll_sleep = tuning.v4_poll_sleep ? 1 : 0;
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentV4Steps(
             problem, persistent_scratch, v4_sync, launch, persistent_threads, persistent_blocks,
             s));

@@ -52,10 +52,14 @@ struct IcdCudaTuning {
   int persistent_blocks = 0;
   // kPersistentV4: flags between the phases (false: cooperative grid barriers), the L2
   // prefetch, the L1 prefetch (blocks without voxels to update, while they wait for the
-  // update), and the threads per block (0: by the largest step; else 128, 256, 288 or 320).
+  // update), the voxels per thread whose loads go out together (1 or 2: with 2 ptxas
+  // spills, measured slower) and the threads per block (0: by the largest step; else
+  // 128 or 256, with 2 voxels per thread also 288 or 320).
   bool v4_flags = true;
   bool v4_prefetch = true;
   bool v4_l1_prefetch = false;
+  bool v4_poll_sleep = true;  // flags: sleep between polls (false: spin)
+  int v4_voxels_per_thread = 1;
   int v4_threads = 0;
   // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.
   int groups_per_graph = 256;

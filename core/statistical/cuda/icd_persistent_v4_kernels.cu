@@ -45,7 +45,6 @@ namespace {
 namespace cg = cooperative_groups;
 using namespace icd_device;  // NOLINT: the helpers of both persistent kernels
 
-constexpr int kSlots = 2;       // voxels per thread whose pixel loads go out together
 constexpr int kFastPixels = 8;  // pixels per voxel in that round: up to 2 rows x 4 columns
 // The forward update's batch: its e is mostly in L1 (read by the block's back projection a
 // step before), and holding 2 x 8 pixels' addresses and predicates for the stores spilled.
@@ -138,6 +137,7 @@ __device__ __forceinline__ float FastA(const StepFootprints& f, const SlotVoxel&
 
 // The most pixels of the thread's fast-path voxels (they are walked in rounds of
 // kFastPixels, the loads of a round for all slots together).
+template <int kSlots>
 __device__ __forceinline__ int MostFastPixels(const SlotVoxel (&x)[kSlots]) {
   int most = 0;
 #pragma unroll
@@ -179,7 +179,7 @@ __device__ void BackProjectSlowVoxel(const IcdDeviceProblem& p, const StepFootpr
 
 // Phase A for one view (theta partials of every voxel of the step), kSlots voxels per
 // thread, the loads of a round of pixels for all of them together.
-template <int kThreads>
+template <int kThreads, int kSlots>
 __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                                   const IcdStepTask& task, int size, int v,
                                   const StepFootprints& f) {
@@ -235,9 +235,9 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
 
 // The change of voxel j in step `epoch`: polls its word until that epoch is there.
 __device__ __forceinline__ float WaitForChange(const IcdV4Sync& sync, int j, unsigned epoch,
-                                               unsigned long long word) {
+                                               unsigned long long word, bool sleep) {
   while (static_cast<unsigned>(word >> 32) != epoch) {
-    __nanosleep(32);
+    if (sleep) __nanosleep(32);
     word = LoadRelaxed64(sync.change + j);
   }
   return __uint_as_float(static_cast<unsigned>(word));
@@ -246,10 +246,10 @@ __device__ __forceinline__ float WaitForChange(const IcdV4Sync& sync, int j, uns
 // Phase C for one view: e += a delta for every voxel of the step. The changes of both
 // slots are loaded (polled: their epoch) together with the first slot's e; the slots'
 // pixels then one slot after the other, kForwardBatch at a time.
-template <int kThreads>
+template <int kThreads, int kSlots>
 __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
-                              const IcdV4Sync& sync, unsigned epoch, const IcdStepTask& task,
-                              int size, int v, const StepFootprints& f) {
+                              const IcdV4Sync& sync, unsigned epoch, bool sleep,
+                              const IcdStepTask& task, int size, int v, const StepFootprints& f) {
   float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
   for (int round = 0; round < size; round += kSlots * kThreads) {
     unsigned long long word[kSlots];
@@ -270,7 +270,7 @@ __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScra
         for (int k = 0; k < kForwardBatch; ++k) {
           e[k] = FastPixel(x, first + k) ? residual[FastIndex(p, x, first + k)] : 0.0f;
         }
-        if (first == 0) delta = WaitForChange(sync, j, epoch, word[u]);
+        if (first == 0) delta = WaitForChange(sync, j, epoch, word[u], sleep);
         if (delta == 0.0f) break;  // nothing to add
 #pragma unroll
         for (int k = 0; k < kForwardBatch; ++k) {
@@ -370,14 +370,14 @@ __device__ __forceinline__ void Arrive(const IcdV4Sync& sync, bool flags, unsign
 }
 
 // Flags: waits until every block wrote the back projections of step `epoch`.
-__device__ void WaitForAllViews(const IcdV4Sync& sync, unsigned epoch) {
+__device__ void WaitForAllViews(const IcdV4Sync& sync, unsigned epoch, bool sleep) {
   for (;;) {
     bool done = true;
     for (int b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
       done &= Reached(LoadRelaxed32(sync.view_done + b), epoch);
     }
     if (__syncthreads_and(done)) break;
-    __nanosleep(64);
+    if (sleep) __nanosleep(64);
   }
   __threadfence();
   __syncthreads();
@@ -422,7 +422,7 @@ __device__ void PrefetchStep(const IcdDeviceProblem& p, const IcdPersistentScrat
 // the step in view v (fast-path voxels; one line per detector column and array: a voxel's
 // one or two rows are adjacent). The residual may still change before then (this block's
 // forward update): the lines are only fetched early, their data is read later.
-template <int kThreads>
+template <int kThreads, int kSlots>
 __device__ void PrefetchBackProjectionL1(const IcdDeviceProblem& p, const IcdStepTask& task,
                                          int size, int v, const StepFootprints& f) {
   const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
@@ -446,7 +446,7 @@ constexpr int MinBlocksPerSm() {
 
 // Structure as PersistentSteps (icd_persistent_kernels.cu); step `step`'s epoch is
 // a.epoch_base + 1 + (step - a.first_step).
-template <int kThreads>
+template <int kThreads, int kSlots>
 __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     PersistentStepsV4(IcdDeviceProblem p, IcdPersistentScratch s, IcdV4Sync sync, IcdV4Launch a) {
   __shared__ StepFootprints footprints[2];
@@ -465,7 +465,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
   __syncthreads();
   for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
     LoadFootprints(p, step_tasks[current], v, footprints[current]);
-    BackProjectViewV4<kThreads>(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
+    BackProjectViewV4<kThreads, kSlots>(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
                                 footprints[current]);
   }
   Arrive(sync, flags, epoch_of(a.first_step), grid);
@@ -499,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     if (flags) next_footprints();
     // B: only the blocks with voxels to update wait for every view's partials.
     if (updates) {
-      if (flags) WaitForAllViews(sync, epoch);
+      if (flags) WaitForAllViews(sync, epoch, a.poll_sleep != 0);
       UpdateVoxelsV4(p, s, sync, epoch, task, size);
     }
     if (!flags) next_footprints();
@@ -511,17 +511,18 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
       }
       // The blocks that wait for the update ask L1 for the next back projection's pixels.
       if (a.l1_prefetch && one_view && !updates) {
-        PrefetchBackProjectionL1<kThreads>(p, next, StepSize(next), blockIdx.x,
+        PrefetchBackProjectionL1<kThreads, kSlots>(p, next, StepSize(next), blockIdx.x,
                                            footprints[current ^ 1]);
       }
     }
     if (!flags) grid.sync();
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
       if (!one_view) LoadFootprints(p, task, v, footprints[current]);
-      ForwardViewV4<kThreads>(p, s, sync, epoch, task, size, v, footprints[current]);
+      ForwardViewV4<kThreads, kSlots>(p, s, sync, epoch, a.poll_sleep != 0, task, size, v,
+                                      footprints[current]);
       if (more) {
         if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
-        BackProjectViewV4<kThreads>(p, s, next, StepSize(next), v, footprints[current ^ 1]);
+        BackProjectViewV4<kThreads, kSlots>(p, s, next, StepSize(next), v, footprints[current ^ 1]);
       }
     }
     if (more) Arrive(sync, flags, epoch_of(step + 1), grid);
@@ -529,33 +530,47 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
   }
 }
 
-template <int kThreads>
+template <int kThreads, int kSlots>
 const void* KernelV4() {
-  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads>);
+  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots>);
 }
 
-const void* KernelV4For(int threads) {
-  switch (threads) {
-    case 128: return KernelV4<128>();
-    case 256: return KernelV4<256>();
-    case 288: return KernelV4<288>();
-    case 320: return KernelV4<320>();
-    default: return nullptr;
+const void* KernelV4For(int threads, int voxels_per_thread) {
+  if (voxels_per_thread == 1) {
+    switch (threads) {
+      case 128: return KernelV4<128, 1>();
+      case 256: return KernelV4<256, 1>();
+      case 288: return KernelV4<288, 1>();
+      case 320: return KernelV4<320, 1>();
+      default: return nullptr;
+    }
   }
+  if (voxels_per_thread == 2) {
+    switch (threads) {
+      case 128: return KernelV4<128, 2>();
+      case 256: return KernelV4<256, 2>();
+      case 288: return KernelV4<288, 2>();
+      case 320: return KernelV4<320, 2>();
+      default: return nullptr;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-int IcdPersistentV4Threads(int64_t largest_step) {
+int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread) {
+  if (voxels_per_thread == 1) return largest_step > 128 ? 256 : 128;
   for (int threads : {128, 256, 288}) {
-    if (kSlots * threads >= largest_step) return threads;
+    if (2 * threads >= largest_step) return threads;
   }
   return 320;
 }
 
-cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int* blocks) {
+cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
+                                      int* blocks) {
   *blocks = 0;
-  const void* kernel = KernelV4For(threads);
+  const void* kernel = KernelV4For(threads, voxels_per_thread);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   int device = 0;
   cudaError_t error = cudaGetDevice(&device);
@@ -577,7 +592,7 @@ cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,
                                        cudaStream_t stream) {
-  const void* kernel = KernelV4For(threads);
+  const void* kernel = KernelV4For(threads, launch.voxels_per_thread);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   IcdDeviceProblem p = problem;
   IcdPersistentScratch s = scratch;

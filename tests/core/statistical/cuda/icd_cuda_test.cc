@@ -90,6 +90,8 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     bool v4_flags = true, v4_prefetch = true;
     int v4_threads = 0;
     bool v4_l1_prefetch = false;
+    int v4_voxels_per_thread = 1;
+    bool v4_poll_sleep = true;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -105,9 +107,15 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
        "MVU, 3 columns per step, v4 with grid barriers, no prefetch", false, false},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, 320 threads", true, true, 320},
+       "MVU, 3 columns per step, v4, 2 voxels per thread, 320 threads", true, true, 320, false, 2},
+      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistentV4,
+       "MVU, v4, 2 voxels per thread, grid barriers", false, true, 0, false, 2},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4 with the L1 prefetch, 256 threads", true, true, 256, true}};
+       "MVU, 3 columns per step, v4 with the L1 prefetch, 2 voxels per thread, 256 threads",
+       true, true, 256, true, 2},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4, flags polled without sleeping, 288 threads", true, true,
+       288, false, 1, false}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -127,6 +135,8 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       tuning.v4_prefetch = mode.v4_prefetch;
       tuning.v4_threads = mode.v4_threads;
       tuning.v4_l1_prefetch = mode.v4_l1_prefetch;
+      tuning.v4_voxels_per_thread = mode.v4_voxels_per_thread;
+      tuning.v4_poll_sleep = mode.v4_poll_sleep;
       tuning.steps_per_launch = 37;  // launches that end and start within iterations
       auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -165,17 +175,21 @@ TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
   struct Kernel {
     IcdKernel kernel;
     bool v4_flags;
+    int v4_voxels_per_thread;
     const char* name;
   };
-  for (const Kernel& kernel : {Kernel{IcdKernel::kPersistent, false, "persistent"},
-                               Kernel{IcdKernel::kPersistentV4, true, "v4, flags"},
-                               Kernel{IcdKernel::kPersistentV4, false, "v4, grid barriers"}})
+  for (const Kernel& kernel :
+       {Kernel{IcdKernel::kPersistent, false, 1, "persistent"},
+        Kernel{IcdKernel::kPersistentV4, true, 1, "v4, flags"},
+        Kernel{IcdKernel::kPersistentV4, false, 1, "v4, grid barriers"},
+        Kernel{IcdKernel::kPersistentV4, true, 2, "v4, flags, 2 voxels per thread"}})
   for (int blocks : {1, 5}) {
     SCOPED_TRACE(kernel.name);
     SCOPED_TRACE(blocks);
     IcdCudaTuning tuning;
     tuning.kernel = kernel.kernel;
     tuning.v4_flags = kernel.v4_flags;
+    tuning.v4_voxels_per_thread = kernel.v4_voxels_per_thread;
     tuning.persistent_blocks = blocks;
     tuning.steps_per_launch = 100;
     auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0, tuning, {});
