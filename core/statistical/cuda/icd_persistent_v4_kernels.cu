@@ -2,13 +2,15 @@
 // as in icd_persistent_kernels.cu and icd_kernels.h). What it changes, each counted in
 // bench/NOTES.md ("### v4"):
 //
-// - One round of loads per phase and thread. A thread takes kSlots voxels of the step
-//   (j = t, t + T) and issues the loads of all their pixels (kFastPixels each: 2 rows x 4
-//   detector columns) before using any, where version 3 walked its voxels one after the
-//   other in batches of 6 pixels: 513 voxels on 256 threads were 3 voxel passes, each of 1
-//   or 2 batches, so 3-6 dependent memory round trips per phase. Grids of 288 threads
-//   (9 warps, at most 72 registers: 3 blocks per SM) hold 576 voxels in one round. A voxel
-//   with more pixels (or more than 2 rows) is walked as before, after the round.
+// - A voxel's pixels without integer division: a voxel of at most 2 rows (every voxel of the
+//   literature case) has pixel k at (column offset k >> shift, row offset k & shift), its
+//   two row weights computed once; its loads go out in rounds of kFastPixels (2 rows x 4
+//   detector columns), where version 3 took batches of 6 (a voxel of 8 pixels: 2 rounds).
+//   Voxels over more rows are walked as version 3 walks them.
+// - kSlots voxels per thread (j = t, t + T) whose loads go out together (IcdV4Launch::
+//   voxels_per_thread): with 2, 513 voxels on 288 threads are one round instead of version
+//   3's three voxel passes, but ptxas then spills 300-400 bytes and the kernel measured
+//   slower (bench/NOTES.md); 1, the default, spills as little as version 3.
 // - The step's two grid barriers (cooperative grid.sync: every block arrives on one
 //   counter) can be replaced by flags (IcdV4Launch::flags): a block that finished the back
 //   projection of its views writes its epoch (view_done[block]); only the blocks whose warps
@@ -21,7 +23,8 @@
 // - L2 prefetch (IcdV4Launch::prefetch): the first step of a set (a column and its partners)
 //   reads the set's pixels from HBM, the set's other steps find them in L2; the prefetch asks
 //   for them (cp.async.bulk.prefetch, one per (column, detector column, array)) two steps
-//   ahead, while the previous set is still being updated.
+//   ahead, while the previous set is still being updated. (Measured: no gain; the DRAM was
+//   never the limit.) Optionally also an L1 prefetch by the blocks waiting for the update.
 //
 // Memory order with flags (the PTX model's release and acquire patterns, as grid.sync
 // makes them: a barrier of the block, then one thread's fence and its store or load):
