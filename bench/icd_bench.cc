@@ -23,8 +23,9 @@
 // extrapolated to the whole iteration (a full 512^3 SVU iteration is about 1.3e8 group
 // steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
 // Output: a table on stdout and --json. --kernel lists the device kernels
-// (core/statistical/cuda/icd_cuda.h: persistent, launch-per-step) that run the MVU; the
-// first also runs the several-columns MVU and SVU. Each run prints its host setup time.
+// (core/statistical/cuda/icd_cuda.h: v4, the default, with its switches; persistent, the
+// version 3; launch-per-step) that run the MVU; the first also runs the several-columns MVU
+// and SVU. Each run prints its host setup time.
 //
 // With --compare-nz N (one of the Nz), also SIRT (lambda 1.9, non-negative) and CGLS from
 // zero on the same noisy data and volume, each at the iteration of its smallest error
@@ -34,7 +35,10 @@
 // --out-dir (created).
 //
 //   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --out-dir results
-//   build/bin/icd-bench --nz 16 --kernel persistent,launch-per-step
+//   build/bin/icd-bench --nz 16 --kernel v4,persistent,launch-per-step
+//   build/bin/icd-bench --nz 512 --iterations 1 --mvu-columns-per-step 3
+//       --columns-per-step 0 --svu-groups 0 --kernel persistent,v4,v4+grid
+//       (one line: the product's schedule alone, the kernels compared)
 //   build/bin/icd-bench --nz 128 --compare-nz 128 --out-dir bench
 #include <algorithm>
 #include <chrono>
@@ -213,7 +217,7 @@ NoisyData MakeNoisyData(const core::EllipsoidPhantom& phantom, const core::Vecto
 // A --kernel item: the kernel and, for v4, its switches.
 struct KernelChoice {
   IcdKernel kernel = IcdKernel::kPersistent;
-  bool v4_flags = true, v4_prefetch = true, v4_l1_prefetch = false, v4_poll_sleep = true;
+  bool v4_flags = true, v4_prefetch = true, v4_l1_prefetch = false, v4_poll_sleep = false;
   int v4_voxels_per_thread = 1, v4_threads = 0;
   void ApplyTo(IcdCudaTuning& tuning) const {
     tuning.kernel = kernel;
@@ -227,9 +231,9 @@ struct KernelChoice {
 };
 
 // persistent, launch-per-step, or v4 with '+'-joined switches: grid (grid barriers instead
-// of flags), noprefetch, l1 (L1 prefetch), spin (flags polled without sleeping), v1 / v2
-// (voxels per thread; 1 the default), t128 / t256 / t288 / t320 (threads per block), e.g.
-// v4+grid+v2+t256.
+// of flags), noprefetch, l1 (L1 prefetch), sleep / spin (flags polled with short sleeps, or
+// spinning: the default), v1 / v2 (voxels per thread; 1 the default), t128 / t256 / t288 /
+// t320 (threads per block), e.g. v4+grid+v2+t256. Plain v4 is IcdCudaTuning's default.
 absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   KernelChoice choice;
   if (name == "persistent") return choice;
@@ -250,8 +254,8 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
         choice.v4_prefetch = false;
       } else if (part == "l1") {
         choice.v4_l1_prefetch = true;
-      } else if (part == "spin") {
-        choice.v4_poll_sleep = false;
+      } else if (part == "spin" || part == "sleep") {
+        choice.v4_poll_sleep = part == "sleep";
       } else if (part == "v1" || part == "v2") {
         choice.v4_voxels_per_thread = part == "v1" ? 1 : 2;
       } else if (part == "t128" || part == "t256" || part == "t288" || part == "t320") {
@@ -264,7 +268,7 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--kernel: '", name, "' is not one of persistent, launch-per-step, v4[+grid][+noprefetch]"
-      "[+l1][+spin][+v1|+v2][+t128|+t256|+t288|+t320]"));
+      "[+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320]"));
 }
 
 // One MVU run (one column per step) with a kernel.
@@ -315,13 +319,14 @@ int Main(int argc, char** argv) {
   int groups_per_graph = 256;
   int columns_per_step = 3;
   int64_t compare_nz = 0, sirt_iterations = 60, cgls_iterations = 20;
-  std::string png_path = "icd_compare.png", out_dir = ".", kernel_text = "persistent";
+  std::string png_path = "icd_compare.png", out_dir = ".", kernel_text = "v4";
   int steps_per_launch = 2048;
   app.add_option("--out-dir", out_dir, "directory for --json and --png (created)")
       ->capture_default_str();
   app.add_option("--kernel", kernel_text,
                  "device kernels for MVU, comma-separated (persistent, launch-per-step, "
-                 "v4[+grid][+noprefetch][+l1][+spin][+v1|+v2][+t128|+t256|+t288|+t320]); the "
+                 "v4[+grid][+noprefetch][+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320]); "
+                 "the "
                  "first also runs the several-columns MVU and SVU")
       ->capture_default_str();
   app.add_option("--steps-per-launch", steps_per_launch, "persistent kernel: steps per launch")

@@ -122,11 +122,11 @@ struct IcdV4Launch {
                             // projection's pixels
   int voxels_per_thread = 1;  // 1 (128 or 256 threads) or 2 (128, 256, 288 or 320 threads):
                               // the voxels whose pixels' loads a thread issues together
-  int poll_sleep = 1;         // 1: a failed poll of a flag sleeps a few tens of ns (0: spins)
+  int poll_sleep = 0;         // 1: a failed poll of a flag sleeps a few tens of ns (0: spins)
 };
 // Threads per block for steps of at most largest_step voxels: with one voxel per thread 128
-// (steps up to 128 voxels) or 256; with two 128, 256, 288 (up to 576) or 320. Other
-// combinations are refused (cudaErrorInvalidValue).
+// (steps up to 128 voxels) or 256; with two 128, 256, 288 (up to 576) or 320. Any of 128,
+// 256, 288 and 320 may be asked for; others are refused (cudaErrorInvalidValue).
 int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread);
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
                                       int* blocks);

@@ -74,9 +74,15 @@ __device__ __forceinline__ void PrefetchL2(const float* from, int64_t bytes) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(from) & ~uintptr_t{15};
   const uintptr_t end = (reinterpret_cast<uintptr_t>(from) + bytes + 15) & ~uintptr_t{15};
   if (end <= begin) return;
+#if __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(begin),
                "r"(static_cast<unsigned>(end - begin))
                : "memory");
+#else
+  for (uintptr_t line = begin & ~uintptr_t{127}; line < end; line += 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+  }
+#endif
 }
 
 __device__ __forceinline__ unsigned long long PackChange(unsigned epoch, float delta) {

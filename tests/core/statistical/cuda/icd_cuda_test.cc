@@ -91,7 +91,7 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     int v4_threads = 0;
     bool v4_l1_prefetch = false;
     int v4_voxels_per_thread = 1;
-    bool v4_poll_sleep = true;
+    bool v4_poll_sleep = false;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -114,8 +114,8 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
        "MVU, 3 columns per step, v4 with the L1 prefetch, 2 voxels per thread, 256 threads",
        true, true, 256, true, 2},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, flags polled without sleeping, 288 threads", true, true,
-       288, false, 1, false}};
+       "MVU, 3 columns per step, v4, flags polled with sleeps, 288 threads", true, true, 288,
+       false, 1, true}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
