@@ -1139,11 +1139,14 @@ int Main(int argc, char** argv) {
                   r->upload_s * 1e3, r->gather_s * 1e3, r->pinned_copy_s * 1e3);
       r->side = side;
       std::printf("             the operator's parts (device 0, whole volume, band of %lld rows, "
-                  "%lld views per chunk): set-up %.1f ms, chunks %.1f ms, download %.1f ms; "
-                  "%.0f MB of the result's pages mapped while the device computed\n",
+                  "%lld views per chunk, %d sub-slab(s)): set-up %.1f ms, chunks %.1f ms "
+                  "(into the head sub-slab), download %.1f ms (with the tail sub-slabs' "
+                  "back projections); %.0f MB of the result's pages mapped while the device "
+                  "computed\n",
                   static_cast<long long>(r->profile.band_rows),
-                  static_cast<long long>(r->profile.chunk_views), r->profile.setup_s * 1e3,
-                  r->profile.chunks_s * 1e3, r->profile.download_s * 1e3,
+                  static_cast<long long>(r->profile.chunk_views), r->profile.sub_slabs,
+                  r->profile.setup_s * 1e3, r->profile.chunks_s * 1e3,
+                  r->profile.download_s * 1e3,
                   static_cast<double>(r->profile.touched_bytes) / 1e6);
       std::printf("             the upper half alone (band of %lld rows): set-up %.1f ms, chunks "
                   "%.1f ms, download %.1f ms\n",

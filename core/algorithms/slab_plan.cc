@@ -104,19 +104,7 @@ absl::StatusOr<SlabPlan> PlanSlabs(const VectorGeometry& geometry, const VolumeG
 }
 
 absl::StatusOr<VolumeGeometry> SlabVolume(const VolumeGeometry& volume, const Slab& slab) {
-  const int64_t nz = volume.size().z;
-  if (slab.first_slice < 0 || slab.slices < 1 || slab.first_slice + slab.slices > nz) {
-    return absl::InvalidArgumentError(absl::StrCat("slab: slices [", slab.first_slice, ", ",
-                                                   slab.first_slice + slab.slices,
-                                                   ") are not inside [0, ", nz, ")"));
-  }
-  // The centre of the slab's middle slice (half-way between two when the count is even).
-  const double middle =
-      static_cast<double>(slab.first_slice) + 0.5 * static_cast<double>(slab.slices - 1);
-  Vec3 center = volume.center_mm();
-  center.z = volume.z_mm(middle);
-  return VolumeGeometry::Create({volume.size().x, volume.size().y, slab.slices},
-                                volume.voxel_size_mm(), center);
+  return volume.Slices(slab.first_slice, slab.slices, "slab");
 }
 
 }  // namespace tomo::core

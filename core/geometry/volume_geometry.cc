@@ -48,4 +48,17 @@ absl::StatusOr<VolumeGeometry> VolumeGeometry::Create(Size3 size, Vec3 voxel_siz
   return VolumeGeometry(size, voxel_size_mm, center_mm);
 }
 
+absl::StatusOr<VolumeGeometry> VolumeGeometry::Slices(int64_t first, int64_t count,
+                                                      absl::string_view field) const {
+  if (first < 0 || count < 1 || first > size_.z - count) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": slices [", first, ", ",
+                                                   first + count, ") are not inside [0, ",
+                                                   size_.z, ")"));
+  }
+  // The centre of the range's middle slice (half-way between two when the count is even).
+  Vec3 center = center_mm_;
+  center.z = z_mm(static_cast<double>(first) + 0.5 * static_cast<double>(count - 1));
+  return VolumeGeometry({size_.x, size_.y, count}, voxel_size_mm_, center);
+}
+
 }  // namespace tomo::core

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/data/array3d.h"
 #include "core/geometry/vec3.h"
 
@@ -46,6 +47,11 @@ class VolumeGeometry {
   double z_mm(double iz) const {
     return center_mm_.z + (iz - 0.5 * static_cast<double>(size_.z - 1)) * voxel_size_mm_.z;
   }
+
+  // The slices [first, first + count) as a volume of their own (same voxels, same x and y):
+  // a z-slab. INVALID_ARGUMENT naming `field` when the range is not inside [0, size.z).
+  absl::StatusOr<VolumeGeometry> Slices(int64_t first, int64_t count,
+                                        absl::string_view field = "slices") const;
 
  private:
   VolumeGeometry(Size3 size, Vec3 voxel, Vec3 center)

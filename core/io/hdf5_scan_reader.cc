@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -460,7 +464,14 @@ int64_t Hdf5ReferenceFrameLimit(int64_t projections) {
 }
 
 absl::Status ProbeHdf5ScanInChild(const std::string& path, Hdf5Layout layout,
-                                  const std::string& name, bool read_frames) {
+                                  const std::string& name, bool read_frames,
+                                  absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) {
+    struct stat file;
+    const int64_t bytes = stat(path.c_str(), &file) == 0 ? static_cast<int64_t>(file.st_size) : 0;
+    timeout = absl::Seconds(60) + absl::Seconds(static_cast<double>(bytes) / 32e6);
+  }
+  const absl::Time deadline = absl::Now() + timeout;
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat(name, ": pipe: ", std::strerror(errno)));
@@ -485,15 +496,35 @@ absl::Status ProbeHdf5ScanInChild(const std::string& path, Hdf5Layout layout,
   }
   std::string reply;
   char chunk[4096];
+  bool timed_out = false;
   for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      timed_out = true;
+      break;
+    }
+    pollfd readable = {pipe_fds[0], POLLIN, 0};
+    const int ready = poll(&readable, 1,
+                           static_cast<int>(std::min<int64_t>(
+                               absl::ToInt64Milliseconds(left) + 1, 60 * 1000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;  // the deadline is checked above
+    if (ready < 0) break;
     const ssize_t n = read(pipe_fds[0], chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     reply.append(chunk, static_cast<size_t>(n));
   }
   close(pipe_fds[0]);
+  if (timed_out) kill(child, SIGKILL);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        name, ": libhdf5 did not finish reading this file within ",
+        absl::FormatDuration(timeout),
+        " (in a separate process, now stopped); the file is refused"));
   }
   if (WIFSIGNALED(status)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/data/array3d.h"
 
 namespace tomo::core {
@@ -104,8 +105,12 @@ absl::StatusOr<Hdf5Scan> ReadHdf5Scan(const std::string& path, Hdf5Layout layout
 // INVALID_ARGUMENT naming the file and the signal. libhdf5 does the same work again on the
 // same bytes when the caller then reads in this process, so a file that passed reads
 // safely. The calls here serialise on one mutex, held across fork() so that no thread is
-// inside libhdf5 then. No timeout: a file that makes libhdf5 loop forever holds its job.
+// inside libhdf5 then. A child that has not answered within `timeout` (zero: 60 s plus a
+// second per 32 MB of the file, far beyond what reading it takes) is killed, and the file
+// refused with DEADLINE_EXCEEDED: a file that makes libhdf5 loop forever does not hold its
+// job (or the worker) forever.
 absl::Status ProbeHdf5ScanInChild(const std::string& path, Hdf5Layout layout,
-                                  const std::string& name, bool read_frames);
+                                  const std::string& name, bool read_frames,
+                                  absl::Duration timeout = absl::ZeroDuration());
 
 }  // namespace tomo::core

@@ -101,17 +101,8 @@ class CudaBackend final : public Backend {
                                     const FilteredBackProjectionWeights& weights,
                                     BackProjectionWeighting weighting, Array3D& volume) override {
     TOMO_RETURN_IF_ERROR(CheckVectorOperands(geometry, volume_geometry, volume, projections));
-    TOMO_RETURN_IF_ERROR(weights.Check(projections.dims()));
-    if (!weights.pixel.empty() && !weights.pixel_shared_by_views(projections.dims())) {
-      // One pixel map per view (a detector that does not turn with the source): weighted
-      // on the host, then the operators.
-      return Backend::FilterAndBackProject(geometry, volume_geometry, projections, filter,
-                                           weights, weighting, volume);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
-    return FilterAndBackProjectOnDevice(stream_.get(), geometry, volume_geometry, projections,
-                                        filter, weights, weighting, volume, &staging_);
+    return FilterAndBackProjectChecked(geometry, volume_geometry, projections, filter, weights,
+                                       weighting, volume.data(), &volume);
   }
 
   // Downloads straight into the caller's memory (a slab of a larger result).
@@ -124,15 +115,8 @@ class CudaBackend final : public Backend {
     TOMO_RETURN_IF_ERROR(CheckDimsMatch("projections", projections.dims(),
                                         geometry.projection_dims(), "(views, rows, columns)"));
     TOMO_RETURN_IF_ERROR(geometry.CheckAgainstVolume(volume_geometry));
-    TOMO_RETURN_IF_ERROR(weights.Check(projections.dims()));
-    if (!weights.pixel.empty() && !weights.pixel_shared_by_views(projections.dims())) {
-      return Backend::FilterAndBackProjectInto(geometry, volume_geometry, projections, filter,
-                                               weights, weighting, volume_values);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
-    return FilterAndBackProjectOnDevice(stream_.get(), geometry, volume_geometry, projections,
-                                        filter, weights, weighting, volume_values, &staging_);
+    return FilterAndBackProjectChecked(geometry, volume_geometry, projections, filter, weights,
+                                       weighting, volume_values, nullptr);
   }
 
   // A DeviceFilterAndBackProject on this backend's device, stream and staging, holding the
@@ -148,10 +132,14 @@ class CudaBackend final : public Backend {
                                                 weighting);
     }
     std::unique_lock<std::mutex> lock(mu_);
+    // No sub-slabs: the views arrive as an upload delivers them, slower than the device
+    // back projects, so the device keeps up with the whole volume and only the download is
+    // left after the last view (sub-slabs would leave the tail's back projection too).
     TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceFilterAndBackProject> pass,
-                          DeviceFilterAndBackProject::Create(device_, stream_.get(), geometry,
-                                                             volume_geometry, filter, weights,
-                                                             weighting, &staging_));
+                          DeviceFilterAndBackProject::Create(
+                              device_, stream_.get(), geometry, volume_geometry, filter,
+                              weights, weighting, &staging_, kFilterAndBackProjectChunkBytes,
+                              /*profile=*/nullptr, /*head_eighths=*/0));
     return std::unique_ptr<FilterAndBackProjectStream>(
         std::make_unique<LockedStream>(std::move(lock), std::move(pass)));
   }
@@ -175,6 +163,31 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // FilterAndBackProject and ...Into after their operand checks: into volume_values, which
+  // is volume's data when the caller passed an array (volume not null).
+  absl::Status FilterAndBackProjectChecked(const VectorGeometry& geometry,
+                                           const VolumeGeometry& volume_geometry,
+                                           const Array3D& projections, const RampFilter& filter,
+                                           const FilteredBackProjectionWeights& weights,
+                                           BackProjectionWeighting weighting,
+                                           float* volume_values, Array3D* volume) {
+    TOMO_RETURN_IF_ERROR(weights.Check(projections.dims()));
+    if (!weights.pixel.empty() && !weights.pixel_shared_by_views(projections.dims())) {
+      // One pixel map per view (a detector that does not turn with the source): weighted
+      // on the host, then the operators.
+      if (volume != nullptr) {
+        return Backend::FilterAndBackProject(geometry, volume_geometry, projections, filter,
+                                             weights, weighting, *volume);
+      }
+      return Backend::FilterAndBackProjectInto(geometry, volume_geometry, projections, filter,
+                                               weights, weighting, volume_values);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device_));
+    return FilterAndBackProjectOnDevice(stream_.get(), geometry, volume_geometry, projections,
+                                        filter, weights, weighting, volume_values, &staging_);
+  }
+
   const int device_;
   std::mutex mu_;  // one call at a time (the Backend contract), also when misused
   Stream stream_;

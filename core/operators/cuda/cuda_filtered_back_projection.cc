@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,14 +25,40 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Views per chunk: chunk_bytes of float band views, at least one, at most what one pass
+// of the layered texture holds.
+int64_t ChunkViews(int64_t chunk_bytes, int64_t view_values, int64_t views) {
+  return std::clamp<int64_t>(chunk_bytes / (view_values * static_cast<int64_t>(sizeof(float))),
+                             1, std::min(views, kMaxTextureLayers));
+}
+
 }  // namespace
+
+// Rough rates suffice (a wrong guess costs speed, not correctness): views gathered and
+// uploaded at about 12 GB/s (14-15 measured on one device from pageable memory, less when
+// devices share the host); about 1e12 voxel-view updates per second. With more than half
+// in the head the downloads would only compete with the arrival for the host's memory.
+int SubSlabHeadEighths(int64_t band_bytes, int64_t voxel_views) {
+  const double upload_s = static_cast<double>(band_bytes) / 12e9;
+  const double compute_s = static_cast<double>(voxel_views) / 1e12;
+  const double eighths = std::ceil(kSubSlabUnits * upload_s / compute_s);
+  if (!(eighths <= kSubSlabUnits / 2)) return 0;
+  return static_cast<int>(std::max(eighths, 2.0));
+}
 
 absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackProject::Create(
     int device, cudaStream_t stream, const VectorGeometry& geometry,
     const VolumeGeometry& volume_geometry, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
-    PinnedStaging* staging, int64_t chunk_bytes, FilterAndBackProjectProfile* profile) {
+    PinnedStaging* staging, int64_t chunk_bytes, FilterAndBackProjectProfile* profile,
+    int head_eighths) {
   const auto start = std::chrono::steady_clock::now();
+  if (head_eighths != kHeadEighthsFromSizes &&
+      (head_eighths < 0 || head_eighths == 1 || head_eighths > kSubSlabUnits - 2)) {
+    return absl::InvalidArgumentError(absl::StrCat("head_eighths: ", head_eighths,
+                                                   " is not 0 or in [2, ",
+                                                   kSubSlabUnits - 2, "]"));
+  }
   TOMO_ASSIGN_OR_RETURN(ScopedDevice scope, ScopedDevice::Enter(device));
   const Dims3 dims = geometry.projection_dims();
   const int64_t views = dims.d0, columns = dims.d2;
@@ -64,18 +91,51 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
                              weights.pixel.begin() + (d.band_.first + d.band_.count) * columns);
   }
   d.view_values_ = d.band_.count * columns;
-  d.chunk_views_ = std::clamp<int64_t>(
-      chunk_bytes / (d.view_values_ * static_cast<int64_t>(sizeof(float))), 1,
-      std::min(views, kMaxTextureLayers));
+  d.chunk_views_ = ChunkViews(chunk_bytes, d.view_values_, views);
 
-  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
-                        DeviceVectorProjector::Create(band_geometry, volume_geometry, stream));
-  d.projector_.emplace(std::move(projector));
-  const bool fdk = weighting == BackProjectionWeighting::kFdk;
-  // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
-  d.projector_->set_back_half(fdk);
-  if (fdk && d.projector_->volume_shape().nz > 1) d.projector_->set_back_variant(kBpVariantFdk);
-  d.sampler_ = d.projector_->TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+  d.band_geometry_.emplace(std::move(band_geometry));
+  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector whole, d.MakeProjector(volume_geometry));
+  d.sampler_ = whole.TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+  d.volume_values_ = volume_geometry.dims().count();
+  const int64_t nz = volume_geometry.size().z;
+  const int64_t slice_values = d.volume_values_ / nz;
+  const int head_units =
+      head_eighths != kHeadEighthsFromSizes
+          ? head_eighths
+          : SubSlabHeadEighths(views * d.view_values_ * static_cast<int64_t>(sizeof(float)),
+                               d.volume_values_ * views);
+  bool sub_slabs = staging != nullptr && weighting == BackProjectionWeighting::kFdk &&
+                   d.sampler_ == VectorSampler::kTexture && !whole.BackUsesStaged() &&
+                   nz >= kSubSlabUnits * kMinSubSlabSlices && head_units > 0;
+  if (sub_slabs) {
+    // Only when the kept views fit beside everything else with room to spare.
+    const int64_t chunk_values = d.chunk_views_ * d.view_values_;
+    const uint64_t kept_bytes = static_cast<uint64_t>(views * d.view_values_) * 2;
+    const uint64_t other_bytes = static_cast<uint64_t>(d.volume_values_) * 4 +
+                                 static_cast<uint64_t>(chunk_values) * (2 * 4 + 2 * 2);
+    size_t free_bytes = 0, total_bytes = 0;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    sub_slabs = kept_bytes + other_bytes <= free_bytes / 5 * 4;
+  }
+  if (!sub_slabs) {
+    d.sub_slab_volumes_.push_back(volume_geometry);
+    d.sub_slab_first_value_.push_back(0);
+    d.projectors_.push_back(std::move(whole));
+  } else {
+    // The head now; the tail's projectors while the device computes the head (Finish).
+    for (int unit = 0; unit < kSubSlabUnits; unit = unit == 0 ? head_units : unit + 1) {
+      const int64_t first = nz * unit / kSubSlabUnits;
+      const int64_t end = nz * (unit + (unit == 0 ? head_units : 1)) / kSubSlabUnits;
+      TOMO_ASSIGN_OR_RETURN(VolumeGeometry part, volume_geometry.Slices(first, end - first));
+      d.sub_slab_volumes_.push_back(part);
+      d.sub_slab_first_value_.push_back(first * slice_values);
+    }
+    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector head, d.MakeProjector(d.sub_slab_volumes_[0]));
+    d.projectors_.push_back(std::move(head));
+    TOMO_ASSIGN_OR_RETURN(d.kept_views_, DeviceBuffer<uint16_t>::Allocate(
+                                             static_cast<size_t>(views * d.view_values_),
+                                             stream));
+  }
   TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,
                         DeviceRowFilter::Create(filter, d.chunk_views_ * d.band_.count,
                                                 d.band_.count, band_pixel_weight, stream));
@@ -87,12 +147,14 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
                                               d.column_weight_.size_bytes(),
                                               cudaMemcpyHostToDevice, stream));
   }
-  d.volume_values_ = volume_geometry.dims().count();
   TOMO_ASSIGN_OR_RETURN(d.volume_, DeviceBuffer<float>::Allocate(
                                        static_cast<size_t>(d.volume_values_), stream));
   TOMO_ASSIGN_OR_RETURN(d.copy_stream_, Stream::Create());
   TOMO_ASSIGN_OR_RETURN(d.source_read_, Event::Create());
-  TOMO_ASSIGN_OR_RETURN(d.computed_, Event::Create());
+  for (size_t j = 0; j < d.sub_slab_volumes_.size(); ++j) {
+    TOMO_ASSIGN_OR_RETURN(Event computed, Event::Create());
+    d.computed_.push_back(std::move(computed));
+  }
   for (int b = 0; b < 2; ++b) {
     TOMO_ASSIGN_OR_RETURN(d.downloaded_[b], Event::Create());
     TOMO_ASSIGN_OR_RETURN(d.buffers_[b],
@@ -119,6 +181,17 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
     d.chunks_start_ = std::chrono::steady_clock::now();
   }
   return self;
+}
+
+absl::StatusOr<DeviceVectorProjector> DeviceFilterAndBackProject::MakeProjector(
+    const VolumeGeometry& volume) const {
+  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector projector,
+                        DeviceVectorProjector::Create(*band_geometry_, volume, stream_));
+  // As CudaBackend::BackProject: float16 texels for FDK, its launch shape for 3D volumes.
+  const bool fdk = weighting_ == BackProjectionWeighting::kFdk;
+  projector.set_back_half(fdk);
+  if (fdk && projector.volume_shape().nz > 1) projector.set_back_variant(kBpVariantFdk);
+  return projector;
 }
 
 DeviceFilterAndBackProject::~DeviceFilterAndBackProject() {
@@ -245,9 +318,19 @@ absl::Status DeviceFilterAndBackProject::LaunchChunk(const float* source, int64_
       buffers_[b].get(), buffers_[b].get(),
       column_weight_.get() == nullptr ? nullptr : column_weight_.get() + chunk_first_ * columns_,
       count * band_.count));
-  TOMO_RETURN_IF_ERROR(projector_->BackViews(buffers_[b].get(), chunk_first_, count, weighting_,
-                                             /*accumulate=*/chunk_ > 0, volume_.get(),
-                                             sampler_));
+  if (kept_views_.get() == nullptr) {
+    TOMO_RETURN_IF_ERROR(projectors_.front().BackViews(buffers_[b].get(), chunk_first_, count,
+                                                       weighting_, /*accumulate=*/chunk_ > 0,
+                                                       volume_.get(), sampler_));
+  } else {
+    // Kept in float16 for the tail sub-slabs; the head gets them from there too, so that
+    // every sub-slab samples the same texels.
+    uint16_t* kept = kept_views_.get() + chunk_first_ * view_values_;
+    TOMO_CUDA_RETURN_IF_ERROR(
+        LaunchFloatToHalf(buffers_[b].get(), count * view_values_, kept, stream_));
+    TOMO_RETURN_IF_ERROR(projectors_.front().BackViewsHalf(
+        kept, chunk_first_, count, weighting_, /*accumulate=*/chunk_ > 0, volume_.get()));
+  }
   TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(consumed_[b].get(), stream_));
   if (wait_for_upload) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[b].get()));
@@ -282,20 +365,23 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
     TOMO_RETURN_IF_ERROR(LaunchChunk(chunk_direct_ ? nullptr : staging_->buffers[chunk_ % 2].get(),
                                      filled_, /*wait_for_upload=*/false));
   }
-  if (profile_ != nullptr) profile_->direct_views = direct_views_;
+  TOMO_RETURN_IF_ERROR(BackProjectKeptViews());
+  if (profile_ != nullptr) {
+    profile_->direct_views = direct_views_;
+    profile_->sub_slabs = static_cast<int>(sub_slab_volumes_.size());
+  }
   if (staging_ != nullptr) {
-    // While the device finishes the back projection, this thread maps the result's pages
-    // (page_touch.h), so the download's copies do not fault them in; it stops as soon as
-    // the device is done (an error stops it too and surfaces at the download's waits).
-    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_.get(), stream_));
+    // While the device finishes the head (or only) sub-slab, this thread maps the result's
+    // pages (page_touch.h), so the download's copies do not fault them in; it stops as soon
+    // as that sub-slab is done (an error stops it too and surfaces at the download's waits).
     const size_t touched = TouchPagesWhile(
         volume_values, static_cast<size_t>(volume_values_) * sizeof(float),
-        [&] { return cudaEventQuery(computed_.get()) == cudaErrorNotReady; });
+        [&] { return cudaEventQuery(computed_.front().get()) == cudaErrorNotReady; });
     if (profile_ != nullptr) profile_->touched_bytes = static_cast<int64_t>(touched);
   }
   std::chrono::steady_clock::time_point download_start;
   if (profile_ != nullptr) {
-    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(computed_.front().get()));
     profile_->chunks_s = SecondsSince(chunks_start_);
     download_start = std::chrono::steady_clock::now();
   }
@@ -303,29 +389,70 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume_values, volume_.get(),
                                               static_cast<size_t>(volume_values_) * sizeof(float),
                                               cudaMemcpyDeviceToHost, stream_));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   } else {
-    // The volume back through the pinned buffers, in pieces: the copy engine fills one
-    // while the host's threads empty the other into the (pageable) result. A pageable
-    // download goes at about 7 GB/s, 0.6 s for a 1024^3 volume.
-    const int64_t piece = chunk_views_ * view_values_;
-    const int64_t pieces = (volume_values_ + piece - 1) / piece;
-    auto piece_size = [&](int64_t p) { return std::min(piece, volume_values_ - p * piece); };
-    auto empty_piece = [&](int64_t p) -> absl::Status {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded_[p % 2].get()));
-      ParallelCopy(staging_->buffers[p % 2].get(), piece_size(p), volume_values + p * piece);
-      return absl::OkStatus();
-    };
-    for (int64_t p = 0; p < pieces; ++p) {
-      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-          staging_->buffers[p % 2].get(), volume_.get() + p * piece,
-          static_cast<size_t>(piece_size(p)) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-      TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(downloaded_[p % 2].get(), stream_));
-      if (p >= 1) TOMO_RETURN_IF_ERROR(empty_piece(p - 1));
-    }
-    TOMO_RETURN_IF_ERROR(empty_piece(pieces - 1));
+    TOMO_RETURN_IF_ERROR(DownloadThroughStaging(volume_values));
   }
-  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (profile_ != nullptr) profile_->download_s = SecondsSince(download_start);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::BackProjectKeptViews() {
+  TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_.front().get(), stream_));
+  for (size_t j = 1; j < sub_slab_volumes_.size(); ++j) {
+    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector tail, MakeProjector(sub_slab_volumes_[j]));
+    projectors_.push_back(std::move(tail));
+    // In the chunks' pieces, so that the texture array stays one chunk deep.
+    for (int64_t first = 0; first < views_; first += chunk_views_) {
+      const int64_t count = std::min(chunk_views_, views_ - first);
+      TOMO_RETURN_IF_ERROR(projectors_[j].BackViewsHalf(
+          kept_views_.get() + first * view_values_, first, count, weighting_,
+          /*accumulate=*/first > 0, volume_.get() + sub_slab_first_value_[j]));
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_[j].get(), stream_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::DownloadThroughStaging(float* volume_values) {
+  // In pieces through the two pinned buffers: the copy engine fills one while the host's
+  // threads empty the other into the (pageable) result. A pageable download goes at about
+  // 7 GB/s, 0.6 s for a 1024^3 volume. Pieces do not cross sub-slabs: each waits for its
+  // own, so the head's pieces come down while the device computes the tail.
+  struct Piece {
+    int64_t first = 0, size = 0;
+    size_t sub_slab = 0;
+  };
+  std::vector<Piece> pieces;
+  const int64_t most = chunk_views_ * view_values_;  // the pinned buffers' size
+  for (size_t j = 0; j < sub_slab_volumes_.size(); ++j) {
+    const int64_t end =
+        j + 1 < sub_slab_volumes_.size() ? sub_slab_first_value_[j + 1] : volume_values_;
+    for (int64_t first = sub_slab_first_value_[j]; first < end; first += most) {
+      pieces.push_back({first, std::min(most, end - first), j});
+    }
+  }
+  const cudaStream_t copy = copy_stream_.get();
+  auto empty_piece = [&](size_t p) -> absl::Status {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(downloaded_[p % 2].get()));
+    ParallelCopy(staging_->buffers[p % 2].get(), pieces[p].size,
+                 volume_values + pieces[p].first);
+    return absl::OkStatus();
+  };
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    if (p == 0 || pieces[p].sub_slab != pieces[p - 1].sub_slab) {
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(copy, computed_[pieces[p].sub_slab].get(), 0));
+    }
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        staging_->buffers[p % 2].get(), volume_.get() + pieces[p].first,
+        static_cast<size_t>(pieces[p].size) * sizeof(float), cudaMemcpyDeviceToHost, copy));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(downloaded_[p % 2].get(), copy));
+    if (p >= 1) TOMO_RETURN_IF_ERROR(empty_piece(p - 1));
+  }
+  TOMO_RETURN_IF_ERROR(empty_piece(pieces.size() - 1));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
 
@@ -334,7 +461,7 @@ absl::Status FilterAndBackProjectOnDevice(
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     Array3D& volume, PinnedStaging* staging, int64_t chunk_bytes,
-    FilterAndBackProjectProfile* profile) {
+    FilterAndBackProjectProfile* profile, int head_eighths) {
   if (volume.size() != volume_geometry.dims().count()) {
     return absl::InvalidArgumentError(absl::StrCat("volume: ", volume.size(), " values, the ",
                                                    "volume geometry has ",
@@ -342,7 +469,7 @@ absl::Status FilterAndBackProjectOnDevice(
   }
   return FilterAndBackProjectOnDevice(stream, geometry, volume_geometry, projections, filter,
                                       weights, weighting, volume.data(), staging, chunk_bytes,
-                                      profile);
+                                      profile, head_eighths);
 }
 
 absl::Status FilterAndBackProjectOnDevice(
@@ -350,14 +477,14 @@ absl::Status FilterAndBackProjectOnDevice(
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     float* volume_values, PinnedStaging* staging, int64_t chunk_bytes,
-    FilterAndBackProjectProfile* profile) {
+    FilterAndBackProjectProfile* profile, int head_eighths) {
   int device = 0;
   TOMO_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));  // the caller's current device
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceFilterAndBackProject> pass,
                         DeviceFilterAndBackProject::Create(device, stream, geometry,
                                                            volume_geometry, filter, weights,
                                                            weighting, staging, chunk_bytes,
-                                                           profile));
+                                                           profile, head_eighths));
   const int64_t views = projections.dims().d0;
   const int64_t view_values = projections.dims().d1 * projections.dims().d2;
   // In the stream's chunks, so that each AddViews fills and launches exactly one.

@@ -33,6 +33,23 @@
 //   page-locked:    copy stream:    [views 0 -> device 0][views 1 -> device 1][views 2 ...
 //                   compute stream:                      [filter+BP 0]        [filter+BP 1]
 //
+// The volume's download overlaps the back projection: with staging, float16 texels (FDK)
+// and enough slices, the volume is cut along z into a head and a few tail sub-slabs. The
+// chunks are back projected into the head as they arrive and also kept on the device,
+// filtered, in float16 (the band of every view: the memory the slab plan counts for the
+// projections); after the last chunk the device back projects them into each tail
+// sub-slab in turn, while the copy stream downloads each finished sub-slab and the host
+// threads empty the staging buffers into the result. The head is about the share of the
+// volume the device back projects while the projections arrive (so it does not wait for
+// them); only the last tail sub-slab's download (an eighth of the volume) is left after the
+// device is done. Each voxel sums the same views in the same order as without sub-slabs;
+// only the view vectors, made per sub-slab, differ in their last bits. (CudaBackend's
+// stream, fed by an upload slower than the device, asks for none: the device keeps up with
+// the whole volume there, and only the download is left after the last view.)
+//
+//   compute stream: [chunks -> head][kept views -> tail 1][kept views -> tail 2] ...
+//   copy stream:                    [head -> host]        [tail 1 -> host] ...
+//
 // The caller holds the device current (ScopedDevice) and has checked the operands.
 // Pixel weights that differ between views are the caller's to apply (this path keeps one
 // rows x columns map on the device).
@@ -45,6 +62,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/data/array3d.h"
@@ -67,6 +85,20 @@ namespace tomo::core::cuda {
 // buffers to be a small part of the device.
 constexpr int64_t kFilterAndBackProjectChunkBytes = int64_t{256} << 20;
 
+// Sub-slabs (see above) are cut in eighths of the volume: a head of two to four (tests may
+// ask for up to six) and one eighth per tail sub-slab, each eighth at least
+// kMinSubSlabSlices slices (fewer slices: one slab, the download after).
+constexpr int kSubSlabUnits = 8;
+constexpr int64_t kMinSubSlabSlices = 16;
+// For Create's head_eighths: choose from the sizes (SubSlabHeadEighths).
+constexpr int kHeadEighthsFromSizes = -1;
+
+// Eighths of the volume in the head sub-slab for a band of band_bytes (float views) and
+// voxel_views voxel-view updates: about the share the device back projects while the views
+// arrive, at least two; 0 (no sub-slabs) when that would be more than half (the arrival,
+// not the device, then sets the time).
+int SubSlabHeadEighths(int64_t band_bytes, int64_t voxel_views);
+
 // Page-locked chunk buffers, grown on demand and kept between calls by their owner.
 struct PinnedStaging {
   std::array<PinnedBuffer<float>, 2> buffers;
@@ -83,6 +115,9 @@ struct FilterAndBackProjectProfile {
   int64_t direct_views = 0;
   // Bytes of the result whose pages Finish mapped while the device computed (page_touch.h).
   int64_t touched_bytes = 0;
+  // Sub-slabs (1: none; else the head and the tail ones). With several, chunks_s ends when
+  // the head is done and download_s holds the rest (the tail's back projections too).
+  int sub_slabs = 1;
 };
 
 // The operator as a stream (filter_and_back_project_stream.h) on one device: set-up at
@@ -101,13 +136,15 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
  public:
   // staging: null for pageable copies. chunk_bytes: for tests (many chunks from small data);
   // at least one view per chunk. profile: null, or filled (setup at Create, chunks and
-  // download at Finish).
+  // download at Finish). head_eighths: for tests, the head's eighths (2 ... 6; 0: no
+  // sub-slabs) where sub-slabs are possible; by default chosen from the sizes.
   static absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> Create(
       int device, cudaStream_t stream, const VectorGeometry& geometry,
       const VolumeGeometry& volume_geometry, const RampFilter& filter,
       const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
       PinnedStaging* staging, int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
-      FilterAndBackProjectProfile* profile = nullptr);
+      FilterAndBackProjectProfile* profile = nullptr,
+      int head_eighths = kHeadEighthsFromSizes);
   ~DeviceFilterAndBackProject() override;
 
   absl::Status AddViews(int64_t first_view, const float* views, int64_t count) override;
@@ -132,6 +169,14 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   // rows) into the current chunk's device buffer after the filled_ views there.
   absl::Status UploadDirect(const float* views, int64_t count);
   absl::Status FinishOnDevice(float* volume_values);
+  // A back projector of the band's views into `volume` (a sub-slab, or the whole).
+  absl::StatusOr<DeviceVectorProjector> MakeProjector(const VolumeGeometry& volume) const;
+  // Enqueues the back projection of the kept views into the tail sub-slabs (after the
+  // chunks, which went into the head), each sub-slab followed by its computed_ event.
+  absl::Status BackProjectKeptViews();
+  // The volume back through the staging buffers in pieces, each sub-slab's after its
+  // computed_ event, on the copy stream; the host's threads empty each piece into place.
+  absl::Status DownloadThroughStaging(float* volume_values);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -143,7 +188,15 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   int64_t view_values_ = 0;  // band rows x columns
   int64_t chunk_views_ = 0;
   int64_t volume_values_ = 0;
-  std::optional<DeviceVectorProjector> projector_;
+  std::optional<VectorGeometry> band_geometry_;  // the band's rows of every view
+  // The sub-slabs (z-slabs of the volume, in order: the head first), or the whole volume;
+  // their projectors (the tail's are made at Finish).
+  std::vector<VolumeGeometry> sub_slab_volumes_;
+  std::vector<DeviceVectorProjector> projectors_;
+  std::vector<int64_t> sub_slab_first_value_;  // where each sub-slab starts in volume_
+  // The filtered band of every view in float16, kept for the tail sub-slabs (empty with
+  // one sub-slab).
+  DeviceBuffer<uint16_t> kept_views_;
   VectorSampler sampler_ = VectorSampler::kExact;
   std::optional<DeviceRowFilter> row_filter_;
   DeviceBuffer<float> column_weight_;
@@ -160,7 +213,8 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   bool chunk_direct_ = false;
   int64_t direct_views_ = 0;
   Event source_read_;  // after the direct copies of an AddViews call: it waits for this
-  Event computed_;     // after the last chunk's back projection (Finish maps pages until then)
+  // Per sub-slab, after its back projection (Finish maps the result's pages until the head's).
+  std::vector<Event> computed_;
   absl::Status failed_;      // the first error; every later call returns it
   std::chrono::steady_clock::time_point chunks_start_;
 };
@@ -174,14 +228,15 @@ absl::Status FilterAndBackProjectOnDevice(
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     Array3D& volume, PinnedStaging* staging,
     int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
-    FilterAndBackProjectProfile* profile = nullptr);
+    FilterAndBackProjectProfile* profile = nullptr, int head_eighths = kHeadEighthsFromSizes);
 // The same into volume_values (volume_geometry.dims() values, z-major; see FinishInto).
+// head_eighths: as Create's.
 absl::Status FilterAndBackProjectOnDevice(
     cudaStream_t stream, const VectorGeometry& geometry, const VolumeGeometry& volume_geometry,
     const Array3D& projections, const RampFilter& filter,
     const FilteredBackProjectionWeights& weights, BackProjectionWeighting weighting,
     float* volume_values, PinnedStaging* staging,
     int64_t chunk_bytes = kFilterAndBackProjectChunkBytes,
-    FilterAndBackProjectProfile* profile = nullptr);
+    FilterAndBackProjectProfile* profile = nullptr, int head_eighths = kHeadEighthsFromSizes);
 
 }  // namespace tomo::core::cuda

@@ -392,6 +392,29 @@ absl::Status DeviceVectorProjector::BackViews(const float* d_projections, int64_
                                               int64_t count, BackProjectionWeighting weighting,
                                               bool accumulate, float* d_volume,
                                               VectorSampler sampler) {
+  return BackViewsFrom(d_projections, nullptr, first_view, count, weighting, accumulate,
+                       d_volume, sampler);
+}
+
+absl::Status DeviceVectorProjector::BackViewsHalf(const uint16_t* d_half_projections,
+                                                  int64_t first_view, int64_t count,
+                                                  BackProjectionWeighting weighting,
+                                                  bool accumulate, float* d_volume) {
+  if (!back_half_ || BackUsesStaged() || !TextureFitsBack()) {
+    return absl::FailedPreconditionError(
+        "BackViewsHalf: this projector does not sample float16 texels from the layered "
+        "texture (set_back_half(true), not staged, detector within the texture's limits)");
+  }
+  return BackViewsFrom(nullptr, d_half_projections, first_view, count, weighting, accumulate,
+                       d_volume, VectorSampler::kTexture);
+}
+
+absl::Status DeviceVectorProjector::BackViewsFrom(const float* d_projections,
+                                                  const uint16_t* d_half_projections,
+                                                  int64_t first_view, int64_t count,
+                                                  BackProjectionWeighting weighting,
+                                                  bool accumulate, float* d_volume,
+                                                  VectorSampler sampler) {
   const bool fdk = weighting == BackProjectionWeighting::kFdk;
   if (fdk && detector_shape_.cone == 0) {
     return absl::InvalidArgumentError(
@@ -448,7 +471,10 @@ absl::Status DeviceVectorProjector::BackViews(const float* d_projections, int64_
   }
   for (int64_t v0 = 0; v0 < count; v0 += layers) {
     const int64_t pass = std::min(layers, count - v0);
-    if (back_half_) {
+    if (d_half_projections != nullptr) {
+      TOMO_RETURN_IF_ERROR(projection_texture_.Load(d_half_projections + v0 * view_size, 0,
+                                                    pass, cudaMemcpyDeviceToDevice, stream_));
+    } else if (back_half_) {
       TOMO_CUDA_RETURN_IF_ERROR(LaunchFloatToHalf(d_projections + v0 * view_size,
                                                   pass * view_size, half_scratch_.get(),
                                                   stream_));

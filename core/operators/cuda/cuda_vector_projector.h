@@ -160,12 +160,25 @@ class DeviceVectorProjector {
   absl::Status BackViews(const float* d_projections, int64_t first_view, int64_t count,
                          BackProjectionWeighting weighting, bool accumulate, float* d_volume,
                          VectorSampler sampler);
+  // The same from views already in float16 (LaunchFloatToHalf's bits), for a projector made
+  // with set_back_half(true) and sampling the layered texture (kTexture): they are copied
+  // into the texture as they are. Lets one set of filtered views, kept on the device in
+  // float16, be back projected into several volumes (z-slabs) at half the memory of floats.
+  // FAILED_PRECONDITION for a projector that would not sample float16 texels.
+  absl::Status BackViewsHalf(const uint16_t* d_half_projections, int64_t first_view,
+                             int64_t count, BackProjectionWeighting weighting, bool accumulate,
+                             float* d_volume);
 
   const VectorVolumeShape& volume_shape() const { return volume_shape_; }
   const VectorDetectorShape& detector_shape() const { return detector_shape_; }
 
  private:
   DeviceVectorProjector() = default;
+  // BackViews and BackViewsHalf: exactly one of the two inputs is set.
+  absl::Status BackViewsFrom(const float* d_projections, const uint16_t* d_half_projections,
+                             int64_t first_view, int64_t count,
+                             BackProjectionWeighting weighting, bool accumulate,
+                             float* d_volume, VectorSampler sampler);
   cudaStream_t stream_ = nullptr;
   VectorVolumeShape volume_shape_;
   VectorDetectorShape detector_shape_;

@@ -52,5 +52,38 @@ TEST(VolumeGeometryTest, VoxelCentresAreSymmetricAboutTheCentre) {
   EXPECT_DOUBLE_EQ(volume->z_mm(0), 3.0);
 }
 
+TEST(VolumeGeometryTest, SlicesKeepEachVoxelWhereItWas) {
+  auto volume = VolumeGeometry::Create({5, 3, 11}, {0.7, 0.9, 1.3}, {2.0, -1.0, 4.5});
+  ASSERT_TRUE(volume.ok());
+  for (int64_t first : {0, 3, 10}) {
+    for (int64_t count = 1; first + count <= 11; count += 3) {
+      auto part = volume->Slices(first, count);
+      ASSERT_TRUE(part.ok()) << first << " " << count;
+      EXPECT_EQ(part->size().z, count);
+      EXPECT_EQ(part->size().x, 5);
+      EXPECT_EQ(part->size().y, 3);
+      EXPECT_DOUBLE_EQ(part->voxel_size_mm().z, 1.3);
+      EXPECT_DOUBLE_EQ(part->x_mm(4), volume->x_mm(4));
+      EXPECT_DOUBLE_EQ(part->y_mm(0), volume->y_mm(0));
+      for (int64_t iz = 0; iz < count; ++iz) {
+        EXPECT_NEAR(part->z_mm(static_cast<double>(iz)),
+                    volume->z_mm(static_cast<double>(first + iz)), 1e-12);
+      }
+    }
+  }
+}
+
+TEST(VolumeGeometryTest, SlicesOutsideTheVolumeAreRefusedNamingTheField) {
+  auto volume = VolumeGeometry::Create({4, 4, 8}, {1, 1, 1}, {});
+  ASSERT_TRUE(volume.ok());
+  EXPECT_EQ(volume->Slices(6, 3, "slab").status().message(),
+            "slab: slices [6, 9) are not inside [0, 8)");
+  EXPECT_EQ(volume->Slices(-1, 2).status().message(),
+            "slices: slices [-1, 1) are not inside [0, 8)");
+  EXPECT_EQ(volume->Slices(0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  // No overflow in the range check near the int64 limit.
+  EXPECT_FALSE(volume->Slices(std::numeric_limits<int64_t>::max() - 1, 4).ok());
+}
+
 }  // namespace
 }  // namespace tomo::core

@@ -1,5 +1,6 @@
 #include "core/io/hdf5_scan_reader.h"
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -320,6 +321,32 @@ TEST(Hdf5ScanReaderTest, ProbeInAChildGivesTheReadersVerdict) {
                                  false)
                 .code(),
             absl::StatusCode::kNotFound);
+}
+
+// A child that does not answer in time is stopped and the file refused, naming the time;
+// the probe comes back (the caller's job and tomod go on). A good file of 120 frames, read
+// whole, with a deadline of a microsecond: the child has not even opened the file by then.
+// With the default deadline (from the file's size) the same file passes.
+TEST(Hdf5ScanReaderTest, ProbeThatDoesNotAnswerInTimeIsStopped) {
+  const uint64_t seed = tomo::testing::TestSeed();
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed));
+  std::mt19937_64 random(seed);
+  const std::string path = TempPath("slow.h5");
+  std::vector<double> angles(120);
+  for (size_t i = 0; i < angles.size(); ++i) angles[i] = 1.5 * static_cast<double>(i);
+  testing::WriteDataExchange(path, RandomCounts(120, random), RandomCounts(2, random),
+                             RandomCounts(1, random), angles);
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status s = ProbeHdf5ScanInChild(path, Hdf5Layout::kAutomatic, "slow.h5", true,
+                                              absl::Microseconds(1));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(s.message(),
+            "slow.h5: libhdf5 did not finish reading this file within 1us (in a separate "
+            "process, now stopped); the file is refused");
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_TRUE(ProbeHdf5ScanInChild(path, Hdf5Layout::kAutomatic, "slow.h5", true).ok());
 }
 
 // A valid file cut short at several places: refused (NOT_FOUND or INVALID_ARGUMENT), never a

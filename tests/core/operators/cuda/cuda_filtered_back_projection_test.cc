@@ -370,6 +370,79 @@ TEST_F(CudaFilteredBackProjectionTest, PageLockedProjectionsMatchPageableBitForB
   }
 }
 
+// Enough slices for sub-slabs (kSubSlabUnits eighths of at least kMinSubSlabSlices):
+// through staging the volume comes down in z-slabs, the head while the device back
+// projects the kept views into the tail ones. Against the CPU composition (texture tolerance), against
+// the same call from pageable memory without staging (one slab), and a stream of random
+// pieces against the one-shot call (the same chunks and sub-slabs: the same bits). An odd
+// slice count, so that the sub-slabs differ in size, and a slab off the volume's centre.
+TEST_F(CudaFilteredBackProjectionTest, SubSlabDownloadsMatchOneSlab) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  FanConeOptions cone;
+  cone.detector = {83, 41, 0.9, 1.2, 1.1, -0.7};
+  cone.source_origin_mm = 90;
+  cone.origin_detector_mm = 45;
+  cone.angles_rad = RandomAngles(19, random_);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({29, 23, cuda::kSubSlabUnits * cuda::kMinSubSlabSlices + 3},
+                             {1.1, 0.9, 0.6},
+                             {0.4, -0.3, 1.7})
+          .value();
+  const Dims3 dims = geometry.projection_dims();
+  const Array3D projections = RandomArray(dims, random_);
+  const RampFilter filter =
+      RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
+  FilteredBackProjectionWeights weights;
+  weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
+  weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+  const BackProjectionWeighting weighting = BackProjectionWeighting::kFdk;
+  const int64_t view_values = dims.d1 * dims.d2;
+  const int64_t chunk_bytes = 4 * view_values * static_cast<int64_t>(sizeof(float));
+
+  Array3D expected(volume.dims(), kPoison), staged(volume.dims(), kPoison),
+      pageable(volume.dims(), kPoison), streamed(volume.dims(), kPoison);
+  ASSERT_TRUE(cpu_.FilterAndBackProject(geometry, volume, projections, filter, weights,
+                                        weighting, expected)
+                  .ok());
+  cuda::FilterAndBackProjectProfile staged_profile, pageable_profile;
+  const absl::Status status = [&]() -> absl::Status {
+    TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
+    TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
+    cuda::PinnedStaging staging;
+    // A head of five eighths: tail sub-slabs of 17, 16 and 17 slices. (From the sizes, a
+    // case this small would have none: its views take longer to arrive than to project.)
+    TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+        stream.get(), geometry, volume, projections, filter, weights, weighting, staged,
+        &staging, chunk_bytes, &staged_profile, /*head_eighths=*/5));
+    TOMO_RETURN_IF_ERROR(cuda::FilterAndBackProjectOnDevice(
+        stream.get(), geometry, volume, projections, filter, weights, weighting, pageable,
+        nullptr, chunk_bytes, &pageable_profile, /*head_eighths=*/5));
+    TOMO_ASSIGN_OR_RETURN(auto pass,
+                          cuda::DeviceFilterAndBackProject::Create(
+                              0, stream.get(), geometry, volume, filter, weights, weighting,
+                              &staging, chunk_bytes, nullptr, /*head_eighths=*/5));
+    for (int64_t v = 0; v < dims.d0;) {
+      const int64_t count = std::min<int64_t>(dims.d0 - v, 1 + random_() % 6);
+      TOMO_RETURN_IF_ERROR(pass->AddViews(v, projections.data() + v * view_values, count));
+      v += count;
+    }
+    return pass->Finish(streamed);
+  }();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(staged_profile.sub_slabs, 4);  // the head and three tail sub-slabs
+  EXPECT_EQ(pageable_profile.sub_slabs, 1);  // without staging: one
+  ASSERT_TRUE(AllFinite(staged));
+  ASSERT_TRUE(AllFinite(pageable));
+  const double against_cpu = RelativeMaxDifference(staged, expected);
+  const double against_one_slab = RelativeMaxDifference(staged, pageable);
+  std::printf("[ measure  ] sub-slabs vs cpu %.3g, vs one slab %.3g\n", against_cpu,
+              against_one_slab);
+  EXPECT_LE(against_cpu, kTextureTolerance);
+  EXPECT_LE(against_one_slab, kTextureTolerance);
+  EXPECT_TRUE(SameBits(streamed, staged));
+}
+
 // FDK fed view by view on the GPU reconstructs what Fdk does from the whole array.
 TEST_F(CudaFilteredBackProjectionTest, FdkStreamMatchesFdk) {
   const VolumeGeometry volume = VolumeGeometry::Create({48, 48, 40}, {1, 1, 1}, {}).value();
@@ -476,6 +549,26 @@ TEST_F(CudaFilteredBackProjectionTest, FdkMatchesCpuAndThePhantom) {
   // The GPU's error against the phantom is the CPU's (whose FDK filtered_back_projection_test.cc bounds), up to
   // the texture rounding.
   EXPECT_LE(gpu_rmse, 1.02 * cpu_rmse + 1e-4);
+}
+
+// The head's share from the sizes (no device needed): the FDK cases of the benchmark
+// (496 views of 960 x 1248 floats, 2.38 GB) and what their numbers imply.
+TEST(SubSlabHeadEighthsTest, FollowsTheArrivalAgainstTheBackProjection) {
+  const int64_t views = 496, band_bytes = views * 960 * 1248 * 4;
+  const int64_t side512 = int64_t{512} * 512 * 512, side1024 = int64_t{1024} * 1024 * 1024;
+  // 1024^3 on one device: 0.20 s to arrive, 0.53 s to project: three eighths.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes, side1024 * views), 3);
+  // Half of it on each of two devices (each gets half the band): three eighths again.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes / 2, side1024 / 2 * views), 3);
+  // 512^3: the views take longer to arrive than to project: no sub-slabs.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes, side512 * views), 0);
+  // Far more projection than arrival: the smallest head, two eighths.
+  EXPECT_EQ(cuda::SubSlabHeadEighths(band_bytes / 64, side1024 * views), 2);
+  // Exactly half is still allowed; just over is not.
+  const int64_t voxel_views_half = static_cast<int64_t>(8.0 / 4.0 * 1e12 / 12e9 * 1e6);
+  EXPECT_EQ(cuda::SubSlabHeadEighths(1000000, voxel_views_half + 1000), 4);
+  EXPECT_EQ(cuda::SubSlabHeadEighths(1000000, voxel_views_half - 1000), 0);
+  EXPECT_EQ(cuda::SubSlabHeadEighths(1, 0), 0);  // nothing to project: no sub-slabs
 }
 
 }  // namespace
