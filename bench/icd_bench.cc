@@ -23,8 +23,9 @@
 // extrapolated to the whole iteration (a full 512^3 SVU iteration is about 1.3e8 group
 // steps), or run in full for Nz in --svu-full (cost and error per iteration beside MVU's).
 // Output: a table on stdout and --json. --kernel lists the device kernels
-// (core/statistical/cuda/icd_cuda.h: persistent, launch-per-step) that run the MVU; the
-// first also runs the several-columns MVU and SVU. Each run prints its host setup time.
+// (core/statistical/cuda/icd_cuda.h: v4, the default, with its switches; persistent, the
+// version 3; launch-per-step) that run the MVU; the first also runs the several-columns MVU
+// and SVU. Each run prints its host setup time.
 //
 // With --compare-nz N (one of the Nz), also SIRT (lambda 1.9, non-negative) and CGLS from
 // zero on the same noisy data and volume, each at the iteration of its smallest error
@@ -34,7 +35,10 @@
 // --out-dir (created).
 //
 //   build/bin/icd-bench --nz 16,32,64,128,256,512 --iterations 3 --out-dir results
-//   build/bin/icd-bench --nz 16 --kernel persistent,launch-per-step
+//   build/bin/icd-bench --nz 16 --kernel v4,persistent,launch-per-step
+//   build/bin/icd-bench --nz 512 --iterations 1 --mvu-columns-per-step 3
+//       --columns-per-step 0 --svu-groups 0 --kernel persistent,v4,v4+grid
+//       (one line: the product's schedule alone, the kernels compared)
 //   build/bin/icd-bench --nz 128 --compare-nz 128 --out-dir bench
 #include <algorithm>
 #include <chrono>
@@ -210,11 +214,61 @@ NoisyData MakeNoisyData(const core::EllipsoidPhantom& phantom, const core::Vecto
   return data;
 }
 
-absl::StatusOr<IcdKernel> ParseKernel(const std::string& name) {
-  if (name == "persistent") return IcdKernel::kPersistent;
-  if (name == "launch-per-step") return IcdKernel::kLaunchPerStep;
+// A --kernel item: the kernel and, for v4, its switches.
+struct KernelChoice {
+  IcdKernel kernel = IcdKernel::kPersistent;
+  bool v4_flags = true, v4_prefetch = true, v4_l1_prefetch = false, v4_poll_sleep = false;
+  int v4_voxels_per_thread = 1, v4_threads = 0;
+  void ApplyTo(IcdCudaTuning& tuning) const {
+    tuning.kernel = kernel;
+    tuning.v4_flags = v4_flags;
+    tuning.v4_prefetch = v4_prefetch;
+    tuning.v4_l1_prefetch = v4_l1_prefetch;
+    tuning.v4_voxels_per_thread = v4_voxels_per_thread;
+    tuning.v4_poll_sleep = v4_poll_sleep;
+    tuning.v4_threads = v4_threads;
+  }
+};
+
+// persistent, launch-per-step, or v4 with '+'-joined switches: grid (grid barriers instead
+// of flags), noprefetch, l1 (L1 prefetch), sleep / spin (flags polled with short sleeps, or
+// spinning: the default), v1 / v2 (voxels per thread; 1 the default), t128 / t256 / t288 /
+// t320 (threads per block), e.g. v4+grid+v2+t256. Plain v4 is IcdCudaTuning's default.
+absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
+  KernelChoice choice;
+  if (name == "persistent") return choice;
+  if (name == "launch-per-step") {
+    choice.kernel = IcdKernel::kLaunchPerStep;
+    return choice;
+  }
+  std::stringstream stream(name);
+  std::string part;
+  std::getline(stream, part, '+');
+  if (part == "v4") {
+    choice.kernel = IcdKernel::kPersistentV4;
+    bool known = true;
+    while (known && std::getline(stream, part, '+')) {
+      if (part == "grid") {
+        choice.v4_flags = false;
+      } else if (part == "noprefetch") {
+        choice.v4_prefetch = false;
+      } else if (part == "l1") {
+        choice.v4_l1_prefetch = true;
+      } else if (part == "spin" || part == "sleep") {
+        choice.v4_poll_sleep = part == "sleep";
+      } else if (part == "v1" || part == "v2") {
+        choice.v4_voxels_per_thread = part == "v1" ? 1 : 2;
+      } else if (part == "t128" || part == "t256" || part == "t288" || part == "t320") {
+        choice.v4_threads = std::stoi(part.substr(1));
+      } else {
+        known = false;
+      }
+    }
+    if (known) return choice;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "--kernel: '", name, "' is not one of persistent, launch-per-step"));
+      "--kernel: '", name, "' is not one of persistent, launch-per-step, v4[+grid][+noprefetch]"
+      "[+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320]"));
 }
 
 // One MVU run (one column per step) with a kernel.
@@ -265,18 +319,25 @@ int Main(int argc, char** argv) {
   int groups_per_graph = 256;
   int columns_per_step = 3;
   int64_t compare_nz = 0, sirt_iterations = 60, cgls_iterations = 20;
-  std::string png_path = "icd_compare.png", out_dir = ".", kernel_text = "persistent";
+  std::string png_path = "icd_compare.png", out_dir = ".", kernel_text = "v4";
   int steps_per_launch = 2048;
   app.add_option("--out-dir", out_dir, "directory for --json and --png (created)")
       ->capture_default_str();
   app.add_option("--kernel", kernel_text,
-                 "device kernels for MVU, comma-separated (persistent, launch-per-step); the "
+                 "device kernels for MVU, comma-separated (persistent, launch-per-step, "
+                 "v4[+grid][+noprefetch][+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320]); "
+                 "the "
                  "first also runs the several-columns MVU and SVU")
       ->capture_default_str();
   app.add_option("--steps-per-launch", steps_per_launch, "persistent kernel: steps per launch")
       ->capture_default_str();
   app.add_option("--columns-per-step", columns_per_step,
                  "also MVU with this many columns per step (2..4; 0 or 1: not)")
+      ->capture_default_str();
+  int mvu_columns_per_step = 1;
+  app.add_option("--mvu-columns-per-step", mvu_columns_per_step,
+                 "columns per step of the MVU runs of every --kernel (1: the literature's; 3 with "
+                 "--columns-per-step 0 times each kernel on the product's schedule alone)")
       ->capture_default_str();
   app.add_option("--compare-nz", compare_nz, "Nz for the FDK/ICD/SIRT/CGLS comparison (0: none)");
   app.add_option("--sirt-iterations", sirt_iterations, "SIRT iterations at most")->capture_default_str();
@@ -332,7 +393,7 @@ int Main(int argc, char** argv) {
     }
   }
   const std::vector<int64_t> blocks_sweep = ParseList(blocks_sweep_text);
-  std::vector<IcdKernel> kernels;
+  std::vector<KernelChoice> kernels;
   std::vector<std::string> kernel_names;
   {
     std::stringstream stream(kernel_text);
@@ -442,9 +503,9 @@ int Main(int argc, char** argv) {
     options.prior = DefaultQggmrfPrior(volume);
     options.prior.sigma = sigma;
     options.prior.c = c;
-    options.columns_per_step = 1;  // the literature's MVU; --columns-per-step runs the product's
+    options.columns_per_step = mvu_columns_per_step;  // 1: the literature's MVU
     IcdCudaTuning tuning;
-    tuning.kernel = kernels.front();
+    kernels.front().ApplyTo(tuning);
     tuning.steps_per_launch = steps_per_launch;
     tuning.persistent_blocks = persistent_blocks;
     tuning.groups_per_graph = groups_per_graph;
@@ -466,11 +527,15 @@ int Main(int argc, char** argv) {
       row.mvu_data.push_back(r.data_term);
       row.mvu_prior.push_back(r.prior_term);
     }
-    std::printf("  MVU (%s): setup %.1f s, first iteration %.3f s\n", kernel_names[0].c_str(),
-                mvu->setup_seconds, row.mvu_seconds.front());
+    std::printf("  MVU (%s, %d columns per step): setup %.1f s, first iteration %.3f s (%lld "
+                "steps, %.2f us per step), cost %.6e\n",
+                kernel_names[0].c_str(), mvu_columns_per_step, mvu->setup_seconds,
+                row.mvu_seconds.front(), static_cast<long long>(mvu->steps),
+                1e6 * row.mvu_seconds.front() / static_cast<double>(std::max<int64_t>(1, mvu->steps)),
+                row.mvu_cost.front());
     for (size_t k = 1; k < kernels.size(); ++k) {
       IcdCudaTuning other = tuning;
-      other.kernel = kernels[k];
+      kernels[k].ApplyTo(other);
       other.on_iteration_volume = nullptr;
       auto result = ReconstructIcdCuda(sf, line_integrals, weights, &*fdk, options,
                                        devices.front().index, other, {});
@@ -486,8 +551,11 @@ int Main(int argc, char** argv) {
         run.seconds.push_back(r.seconds);
         run.cost.push_back(r.cost);
       }
-      std::printf("  MVU (%s): setup %.1f s, %.3f s/iteration, last cost %.6e (%s: %.6e)\n",
-                  run.kernel.c_str(), run.setup_seconds, Mean(run.seconds), run.cost.back(),
+      std::printf("  MVU (%s): setup %.1f s, %.3f s/iteration (%.2f us per step), last cost "
+                  "%.6e (%s: %.6e)\n",
+                  run.kernel.c_str(), run.setup_seconds, Mean(run.seconds),
+                  1e6 * Mean(run.seconds) / static_cast<double>(std::max<int64_t>(1, result->steps)),
+                  run.cost.back(),
                   kernel_names[0].c_str(), row.mvu_cost.back());
       row.other_kernels.push_back(std::move(run));
     }

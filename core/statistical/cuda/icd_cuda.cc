@@ -205,7 +205,8 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdForwardVolume(problem, s));
   }
 
-  const bool persistent = tuning.kernel == IcdKernel::kPersistent;
+  const bool v4 = tuning.kernel == IcdKernel::kPersistentV4;
+  const bool persistent = tuning.kernel == IcdKernel::kPersistent || v4;
   // The launch-per-step kernels' scratch (a token allocation for the persistent path).
   const IcdGroupShape shape = cuda::MakeIcdGroupShape(
       static_cast<int>(schedule.max_step_voxels()), problem.num_views);
@@ -227,13 +228,26 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   // The persistent path's scratch: theta partials per (view, voxel of the step) and the
   // changes.
   int persistent_blocks = 0;
-  const int persistent_threads = cuda::IcdPersistentThreads(schedule.max_step_voxels());
+  int persistent_threads = cuda::IcdPersistentThreads(schedule.max_step_voxels());
+  if (v4) {
+    persistent_threads = tuning.v4_threads > 0
+                             ? tuning.v4_threads
+                             : cuda::IcdPersistentV4Threads(schedule.max_step_voxels(),
+                                                            tuning.v4_voxels_per_thread);
+  }
   cuda::IcdPersistentScratch persistent_scratch;
   DeviceBuffer<float2> d_theta_partial;
   DeviceBuffer<float> d_persistent_delta;
+  cuda::IcdV4Sync v4_sync;
+  DeviceBuffer<unsigned long long> d_v4_change;
+  DeviceBuffer<unsigned> d_v4_view_done;
+  unsigned v4_epoch = 0;  // the last step's epoch (IcdV4Launch)
   if (persistent) {
     TOMO_CUDA_RETURN_IF_ERROR(
-        cuda::IcdPersistentGridBlocks(problem.num_views, persistent_threads, &persistent_blocks));
+        v4 ? cuda::IcdPersistentV4GridBlocks(problem.num_views, persistent_threads,
+                                             tuning.v4_voxels_per_thread, &persistent_blocks)
+           : cuda::IcdPersistentGridBlocks(problem.num_views, persistent_threads,
+                                           &persistent_blocks));
     if (tuning.persistent_blocks > 0) {
       persistent_blocks = std::min(persistent_blocks, tuning.persistent_blocks);
     }
@@ -246,6 +260,17 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     persistent_scratch.delta = d_persistent_delta.get();
     persistent_scratch.tasks = d_tasks.get();
     persistent_scratch.slots = static_cast<int>(slots);
+    if (v4) {
+      TOMO_ASSIGN_OR_RETURN(d_v4_change, DeviceBuffer<unsigned long long>::Allocate(slots, s));
+      TOMO_ASSIGN_OR_RETURN(d_v4_view_done, DeviceBuffer<unsigned>::Allocate(
+                                                static_cast<size_t>(persistent_blocks), s));
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(d_v4_change.get(), 0, slots * sizeof(unsigned long long), s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+          d_v4_view_done.get(), 0, static_cast<size_t>(persistent_blocks) * sizeof(unsigned), s));
+      v4_sync.change = d_v4_change.get();
+      v4_sync.view_done = d_v4_view_done.get();
+    }
   }
 
   // One graph of groups_per_graph group steps, replayed.
@@ -303,7 +328,23 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
       if (batch >= static_cast<int64_t>(in_flight_events.size())) {
         TOMO_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(slot.get()));
       }
-      if (persistent) {
+      if (v4) {
+        const int64_t step = std::min<int64_t>(std::max(1, tuning.steps_per_launch), total - done);
+        cuda::IcdV4Launch launch;
+        launch.first_step = static_cast<int>(done);
+        launch.last_step = static_cast<int>(done + step);
+        launch.epoch_base = v4_epoch;
+        launch.flags = tuning.v4_flags ? 1 : 0;
+        launch.prefetch = tuning.v4_prefetch ? 1 : 0;
+        launch.l1_prefetch = tuning.v4_l1_prefetch ? 1 : 0;
+        launch.voxels_per_thread = tuning.v4_voxels_per_thread;
+        launch.poll_sleep = tuning.v4_poll_sleep ? 1 : 0;
+        TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentV4Steps(
+            problem, persistent_scratch, v4_sync, launch, persistent_threads, persistent_blocks,
+            s));
+        v4_epoch += static_cast<unsigned>(step);
+        done += step;
+      } else if (persistent) {
         const int64_t step = std::min<int64_t>(std::max(1, tuning.steps_per_launch), total - done);
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentSteps(
             problem, persistent_scratch, persistent_threads, persistent_blocks,

@@ -33,23 +33,39 @@
 namespace tomo::core::statistical {
 
 // How the steps run on the device (icd_kernels.h):
-//  kPersistent     one cooperative launch per steps_per_launch steps, two grid barriers per
-//                  step, each (column, view) footprint computed once per block and shared
-//                  by the group's slices (the default);
+//  kPersistentV4   one cooperative launch per steps_per_launch steps (the default): a block
+//                  per view, each step's (column, view) footprints computed once per block
+//                  and shared by the group's slices, the voxels' pixels without integer
+//                  division, flags instead of grid barriers between the phases, an L2
+//                  prefetch of the next set's pixels (bench/NOTES.md "### v4": 5.3 s for a
+//                  512^3 iteration on an H200 against kPersistent's 6.6 s);
+//  kPersistent     version 3 of the same, two grid barriers per step, kept to compare;
 //  kLaunchPerStep  two kernels per step (a thread per (voxel, view), the last block updating
 //                  the voxels), replayed as CUDA graphs: the first design, kept to compare.
-enum class IcdKernel { kPersistent, kLaunchPerStep };
+enum class IcdKernel { kPersistent, kPersistentV4, kLaunchPerStep };
 
 struct IcdCudaTuning {
-  IcdKernel kernel = IcdKernel::kPersistent;
-  // kPersistent: steps per launch (cancellation is checked between launches).
+  IcdKernel kernel = IcdKernel::kPersistentV4;
+  // kPersistent and kPersistentV4: steps per launch (cancellation is checked between
+  // launches).
   int steps_per_launch = 2048;
-  // kPersistent: blocks of the grid, at most the co-resident ones and one per view (0: that
-  // most). Fewer make each block own several views (tests use it).
+  // kPersistent and kPersistentV4: blocks of the grid, at most the co-resident ones and one
+  // per view (0: that most). Fewer make each block own several views (tests use it).
   int persistent_blocks = 0;
+  // kPersistentV4: flags between the phases (false: cooperative grid barriers), the L2
+  // prefetch, the L1 prefetch (blocks without voxels to update, while they wait for the
+  // update), how flags are polled, the voxels per thread whose loads go out together (1 or
+  // 2: with 2 ptxas spills, measured slower) and the threads per block (0: by the largest
+  // step; else 128, 256, 288 or 320). The defaults are the fastest measured (NOTES.md).
+  bool v4_flags = true;
+  bool v4_prefetch = true;
+  bool v4_l1_prefetch = false;
+  bool v4_poll_sleep = false;  // flags: sleep between polls (false: spin; measured faster)
+  int v4_voxels_per_thread = 1;
+  int v4_threads = 0;
   // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.
   int groups_per_graph = 256;
-  // Launches (kPersistent) or graphs queued at most.
+  // Launches (kPersistent, kPersistentV4) or graphs queued at most.
   int graphs_in_flight = 8;
   // Benchmarks only. step_limit > 0: each iteration stops after that many steps (the time
   // of a partial iteration, to extrapolate the single-voxel update of large volumes).

@@ -104,6 +104,37 @@ cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
                                      const IcdPersistentScratch& scratch, int threads, int blocks,
                                      int first_step, int last_step, cudaStream_t stream);
 
+// Version 4 of the persistent path (icd_persistent_v4_kernels.cu; bench/NOTES.md "### v4"):
+// the same phases and scratch, each thread's voxels in one round of loads, and the grid
+// barriers optionally replaced by flags. Its own state (zeroed once at allocation, kept
+// across launches and iterations):
+struct IcdV4Sync {
+  unsigned long long* change = nullptr;  // [slots]: (epoch << 32) | bits of the voxel's change
+  unsigned* view_done = nullptr;         // [blocks]: epoch of the block's last back projection
+};
+struct IcdV4Launch {
+  int first_step = 0, last_step = 0;
+  unsigned epoch_base = 0;  // step s has epoch epoch_base + 1 + (s - first_step); the next
+                            // launch's base is this one's + (last_step - first_step)
+  int flags = 1;            // 1: flags between the phases; 0: cooperative grid barriers
+  int prefetch = 1;         // 1: L2 prefetch of the next set's pixels
+  int l1_prefetch = 0;      // 1: the blocks waiting for the update ask L1 for the next back
+                            // projection's pixels
+  int voxels_per_thread = 1;  // 1 (128 or 256 threads) or 2 (128, 256, 288 or 320 threads):
+                              // the voxels whose pixels' loads a thread issues together
+  int poll_sleep = 0;         // 1: a failed poll of a flag sleeps a few tens of ns (0: spins)
+};
+// Threads per block for steps of at most largest_step voxels: with one voxel per thread 128
+// (steps up to 128 voxels) or 256; with two 128, 256, 288 (up to 576) or 320. Any of 128,
+// 256, 288 and 320 may be asked for; others are refused (cudaErrorInvalidValue).
+int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread);
+cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
+                                      int* blocks);
+cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
+                                       const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
+                                       const IcdV4Launch& launch, int threads, int blocks,
+                                       cudaStream_t stream);
+
 // e += A x for the whole volume (the start), with atomic adds: one thread per column and
 // view.
 cudaError_t LaunchIcdForwardVolume(const IcdDeviceProblem& problem, cudaStream_t stream);

@@ -13,110 +13,14 @@
 #include <cooperative_groups.h>
 
 #include "core/statistical/cuda/icd_kernels.h"
+#include "core/statistical/cuda/icd_step_footprints.cuh"
 #include "core/statistical/icd_update_math.h"
 
 namespace tomo::core::statistical::cuda {
 namespace {
 
 namespace cg = cooperative_groups;
-
-constexpr int kCachedColumns = 32;
-static_assert(128 >= kIcdMaxGroupsPerStep * kCachedColumns,
-              "one thread per (column slot, cached detector column) in blocks of 128 or 256");
-
-struct StepFootprints {
-  SfColumnT<float> column[kIcdMaxGroupsPerStep];
-  float weight[kIcdMaxGroupsPerStep][kCachedColumns];
-};
-
-__device__ __forceinline__ int StepSize(const IcdStepTask& task) {
-  int size = 0;
-#pragma unroll
-  for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) size += task.groups[g].size;
-  return size;
-}
-
-// Voxel k (< StepSize) of a step: its column slot and slice.
-__device__ __forceinline__ void StepVoxel(const IcdStepTask& task, int k, int& slot, int& iz) {
-  int g = 0;
-  while (g < kIcdMaxGroupsPerStep - 1 && k >= task.groups[g].size) {
-    k -= task.groups[g].size;
-    ++g;
-  }
-  slot = g;
-  iz = task.groups[g].first_slice + k * task.groups[g].stride;
-}
-
-// Read-only inputs (views, weights, tasks) through the non-coherent cache: they stay cached
-// across the grid barriers. What other blocks write within a launch (volume, partials,
-// changes) is read with __ldcg (L2), never through a possibly stale L1 line.
-template <typename T>
-__device__ __forceinline__ T LoadReadOnly(const T* from) {
-  static_assert(sizeof(T) % sizeof(int) == 0, "whole words");
-  T out;
-  const int* words = reinterpret_cast<const int*>(from);
-  int* to = reinterpret_cast<int*>(&out);
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(T) / sizeof(int)); ++i) to[i] = __ldg(words + i);
-  return out;
-}
-
-// Fills f for view v of the step (all threads take part; ends with a barrier).
-__device__ void LoadFootprints(const IcdDeviceProblem& p, const IcdStepTask& task, int v,
-                               StepFootprints& f) {
-  const int t = threadIdx.x;
-  if (t < kIcdMaxGroupsPerStep * kCachedColumns) {
-    const int g = t / kCachedColumns, offset = t % kCachedColumns;
-    if (task.groups[g].size > 0) {
-      const int column = task.groups[g].column;
-      const int ix = column % p.nx, iy = column / p.nx;
-      const SfColumnT<float> col =
-          MakeColumn<float>(LoadReadOnly(p.views + v), p.x0 + ix * p.voxel_x, p.y0 + iy * p.voxel_y,
-                            p.voxel_x, p.voxel_y, p.columns);
-      if (offset == 0) f.column[g] = col;
-      const int c = col.first_column + offset;
-      if (c <= col.last_column) f.weight[g][offset] = ColumnWeight(col, c);
-    }
-  }
-  __syncthreads();
-}
-
-// The pixels of voxel (slot, iz) in view v, numbered n = 0 .. count - 1 with detector
-// columns outer and rows inner (the CPU reference's order). The phases visit them in
-// batches of kBatch: the batch's loads are all issued before any is used, so that a thread
-// waits for memory once per batch rather than once per pixel (a footprint is about 6
-// pixels, so usually one batch).
-constexpr int kBatch = 6;
-
-struct VoxelPixels {
-  SfAxialT<float> axial;
-  int rows = 0, count = 0;  // rows per detector column; pixels (0: none)
-};
-
-__device__ __forceinline__ VoxelPixels MakeVoxelPixels(const IcdDeviceProblem& p,
-                                                       const SfColumnT<float>& col, int iz) {
-  VoxelPixels out;
-  if (col.first_column > col.last_column) return out;
-  out.axial = MakeAxial<float>(col, p.z0 + iz * p.voxel_z, p.voxel_z, p.rows);
-  if (out.axial.first_row > out.axial.last_row) return out;
-  out.rows = out.axial.last_row - out.axial.first_row + 1;
-  out.count = out.rows * (col.last_column - col.first_column + 1);
-  return out;
-}
-
-// Pixel n's index into view v's part of the residual/weights and its a_ij.
-__device__ __forceinline__ void PixelOf(const IcdDeviceProblem& p, const StepFootprints& f,
-                                        int slot, const VoxelPixels& x, int n, int& index,
-                                        float& a) {
-  const SfColumnT<float>& col = f.column[slot];
-  const int offset = n / x.rows;
-  const int r = x.axial.first_row + (n - offset * x.rows);
-  const int c = col.first_column + offset;
-  const float column_weight =
-      offset < kCachedColumns ? f.weight[slot][offset] : ColumnWeight(col, c);
-  a = x.axial.amplitude * column_weight * RowWeight(x.axial, r);
-  index = c * p.rows + r;
-}
+using namespace icd_device;  // NOLINT: the helpers of both persistent kernels
 
 // Phase A for one view: theta partials of every voxel of the step.
 // f: the step's footprints in view v (LoadFootprints).
@@ -187,14 +91,6 @@ __device__ void ForwardView(const IcdDeviceProblem& p, const IcdPersistentScratc
     }
   }
   __syncthreads();  // the next phase reads what other threads of the block wrote
-}
-
-__device__ __forceinline__ float WarpSum(float value) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  }
-  return value;
 }
 
 // Phase B: one warp per voxel of the step.

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <vector>
 
 #include "core/algorithms/filtered_back_projection.h"
 #include "core/devices/devices.h"
@@ -86,6 +87,11 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     int columns_per_step;
     IcdKernel kernel;
     const char* name;
+    bool v4_flags = true, v4_prefetch = true;
+    int v4_threads = 0;
+    bool v4_l1_prefetch = false;
+    int v4_voxels_per_thread = 1;
+    bool v4_poll_sleep = false;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -94,7 +100,22 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kLaunchPerStep, "MVU, launch per step"},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kLaunchPerStep,
        "MVU, 3 columns per step, launch per step"},
-      {GroupingMode::kSingleVoxel, 1, IcdKernel::kLaunchPerStep, "SVU, launch per step"}};
+      {GroupingMode::kSingleVoxel, 1, IcdKernel::kLaunchPerStep, "SVU, launch per step"},
+      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistentV4, "MVU, v4"},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4, "MVU, 3 columns per step, v4"},
+      {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistentV4, "SVU, v4"},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4 with grid barriers, no prefetch", false, false},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4, 2 voxels per thread, 320 threads", true, true, 320, false, 2},
+      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistentV4,
+       "MVU, v4, 2 voxels per thread, grid barriers", false, true, 0, false, 2},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4 with the L1 prefetch, 2 voxels per thread, 256 threads",
+       true, true, 256, true, 2},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4, flags polled with sleeps, 288 threads", true, true, 288,
+       false, 1, true}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -110,6 +131,12 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       auto cpu = ReconstructIcdCpu(sf, c.line_integrals, c.weights, &start, options, {});
       IcdCudaTuning tuning;
       tuning.kernel = mode.kernel;
+      tuning.v4_flags = mode.v4_flags;
+      tuning.v4_prefetch = mode.v4_prefetch;
+      tuning.v4_threads = mode.v4_threads;
+      tuning.v4_l1_prefetch = mode.v4_l1_prefetch;
+      tuning.v4_voxels_per_thread = mode.v4_voxels_per_thread;
+      tuning.v4_poll_sleep = mode.v4_poll_sleep;
       tuning.steps_per_launch = 37;  // launches that end and start within iterations
       auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -145,17 +172,32 @@ TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
   options.columns_per_step = 2;
   auto cpu = ReconstructIcdCpu(sf, c.line_integrals, c.weights, nullptr, options, {});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
+  struct Kernel {
+    IcdKernel kernel;
+    bool v4_flags;
+    int v4_voxels_per_thread;
+    const char* name;
+  };
+  for (const Kernel& kernel :
+       {Kernel{IcdKernel::kPersistent, false, 1, "persistent"},
+        Kernel{IcdKernel::kPersistentV4, true, 1, "v4, flags"},
+        Kernel{IcdKernel::kPersistentV4, false, 1, "v4, grid barriers"},
+        Kernel{IcdKernel::kPersistentV4, true, 2, "v4, flags, 2 voxels per thread"}})
   for (int blocks : {1, 5}) {
+    SCOPED_TRACE(kernel.name);
     SCOPED_TRACE(blocks);
     IcdCudaTuning tuning;
+    tuning.kernel = kernel.kernel;
+    tuning.v4_flags = kernel.v4_flags;
+    tuning.v4_voxels_per_thread = kernel.v4_voxels_per_thread;
     tuning.persistent_blocks = blocks;
     tuning.steps_per_launch = 100;
     auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0, tuning, {});
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     EXPECT_GT(gpu->max_group_size, 2);
     for (size_t k = 0; k < cpu->iterations.size(); ++k) {
-      std::printf("[ measure ] %d blocks, iteration %zu: cost CPU %.7e CUDA %.7e\n", blocks, k + 1,
-                  cpu->iterations[k].cost, gpu->iterations[k].cost);
+      std::printf("[ measure ] %s, %d blocks, iteration %zu: cost CPU %.7e CUDA %.7e\n",
+                  kernel.name, blocks, k + 1, cpu->iterations[k].cost, gpu->iterations[k].cost);
       EXPECT_NEAR(gpu->iterations[k].cost / cpu->iterations[k].cost, 1.0, kCostTolerance);
     }
     const double difference = RelativeRmsDifference(gpu->volume, cpu->volume);
@@ -226,6 +268,46 @@ TEST_F(IcdCudaTest, CancelsBetweenGroupsAndRefusesWhatDoesNotFit) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(), HasSubstr("budget of 100000 bytes"));
+}
+
+// Version 4 keeps the runner's contract: progress after each iteration (with the cost the
+// result records), cancellation between launches (naming the step), with flags and with
+// grid barriers.
+TEST_F(IcdCudaTest, V4ReportsProgressAndCancelsBetweenLaunches) {
+  SCOPED_TRACE(tomo::testing::SeedTrace(seed_));
+  const IcdTestCase c = MakeIcdTestCase(random_, false);
+  const auto sf = SeparableFootprintProjector::Create(c.geometry, c.volume).value();
+  IcdOptions options = Options(c.volume, GroupingMode::kMultiVoxel, 2);
+  options.columns_per_step = 3;
+  for (bool flags : {true, false}) {
+    SCOPED_TRACE(flags ? "flags" : "grid barriers");
+    IcdCudaTuning tuning;
+    tuning.kernel = IcdKernel::kPersistentV4;
+    tuning.v4_flags = flags;
+    tuning.steps_per_launch = 16;
+    std::vector<ProgressUpdate> updates;
+    RunContext reporting;
+    reporting.on_progress = [&](const ProgressUpdate& update) { updates.push_back(update); };
+    auto done = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0, tuning,
+                                   reporting);
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_EQ(updates.size(), 2u);
+    for (size_t k = 0; k < updates.size(); ++k) {
+      EXPECT_EQ(updates[k].iteration, k + 1);
+      EXPECT_EQ(updates[k].iterations_total, 2u);
+      EXPECT_DOUBLE_EQ(updates[k].fraction, static_cast<double>(k + 1) / 2.0);
+      EXPECT_DOUBLE_EQ(updates[k].cost, done->iterations[k].cost);
+    }
+
+    int checks = 0;
+    RunContext cancelling;
+    cancelling.is_cancelled = [&] { return ++checks > 3; };
+    auto cancelled = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0,
+                                        tuning, cancelling);
+    ASSERT_FALSE(cancelled.ok());
+    EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(cancelled.status().message(), HasSubstr("icd / iteration 1 / step 48"));
+  }
 }
 
 }  // namespace
