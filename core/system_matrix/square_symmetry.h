@@ -52,6 +52,8 @@ inline void MapPixel(const SquareMap& m, int32_t n, int32_t ix, int32_t iy, int3
 }
 // The index of the inverse map.
 int InverseSquareMap(int map);
+// The index in kSquareMaps of M_a M_b (maps compose as matrices: M_b first).
+int ComposeSquareMaps(int a, int b);
 
 // View v's rows are those of stored view `stored` mapped by kSquareMaps[map]: row (v, c)
 // equals stored row (stored, columns_reversed ? columns - 1 - c : c) with every pixel q

@@ -193,17 +193,6 @@ void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& o
 
 }  // namespace
 
-int ComposeTileMaps(int a, int b) {
-  const SquareMap& p = kSquareMaps[static_cast<size_t>(a)];
-  const SquareMap& q = kSquareMaps[static_cast<size_t>(b)];
-  const int xx = p.xx * q.xx + p.xy * q.yx, xy = p.xx * q.xy + p.xy * q.yy;
-  const int yx = p.yx * q.xx + p.yy * q.yx, yy = p.yx * q.xy + p.yy * q.yy;
-  for (int m = 0; m < 8; ++m) {
-    const SquareMap& r = kSquareMaps[static_cast<size_t>(m)];
-    if (r.xx == xx && r.xy == xy && r.yx == yx && r.yy == yy) return m;
-  }
-  return -1;  // unreachable: the eight maps are a group
-}
 
 int TiledRuns::TileSideFor(int64_t n) { return n <= 1024 ? 16 : 32; }
 
@@ -403,7 +392,7 @@ void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, cons
       int64_t h_plane[8];
       for (int k = 0; k < count; ++k) {
         h_plane[k] =
-            plane * ComposeTileMaps(
+            plane * ComposeSquareMaps(
                         a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])].map,
                         warp.map);
       }
@@ -454,7 +443,7 @@ void TiledRuns::BackBlockAdd(const SymmetricSystemMatrix& a, int64_t block, cons
         for (int k = 0; k < count; ++k) {
           const ViewSymmetry& sym =
               a.symmetry().views[static_cast<size_t>(views[static_cast<size_t>(k)])];
-          const int64_t h_plane = plane * ComposeTileMaps(sym.map, warp.map);
+          const int64_t h_plane = plane * ComposeSquareMaps(sym.map, warp.map);
           for (int32_t step = 0; step < warp.steps; ++step) {
             const uint32_t c = step < change ? rays & 0xffffu : rays >> 16;
             const float zk = c == kTiledNoRay ? 0.0f

@@ -116,7 +116,4 @@ class TiledRuns {
   int64_t row_norm_bytes_ = 0;
 };
 
-// The index in kSquareMaps of M_a M_b (M_b first).
-int ComposeTileMaps(int a, int b);
-
 }  // namespace tomo::core::system_matrix

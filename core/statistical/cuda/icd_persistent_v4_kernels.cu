@@ -311,53 +311,9 @@ __device__ void UpdateVoxelsV4(const IcdDeviceProblem& p, const IcdPersistentScr
   const int warp = blockIdx.x * warps_per_block + threadIdx.x / 32;
   const int warps = gridDim.x * warps_per_block;
   for (int j = warp; j < size; j += warps) {
-    int slot, iz;
-    StepVoxel(task, j, slot, iz);
-    const int column = task.groups[slot].column;
-    const int ix = column % p.nx, iy = column / p.nx;
-    float* voxel = p.volume + static_cast<int64_t>(column) * p.nz + iz;
-    const float x = __ldcg(voxel);
-    float other = 0, b = 0;
-    if (lane < 26) {
-      const int raster = lane < 13 ? lane : lane + 1;
-      const int dz = raster / 9 - 1, dy = (raster / 3) % 3 - 1, dx = raster % 3 - 1;
-      const int jx = ix + dx, jy = iy + dy, jz = iz + dz;
-      if (jx >= 0 && jx < p.nx && jy >= 0 && jy < p.ny && jz >= 0 && jz < p.nz) {
-        b = p.neighbour_weights[lane];
-        if (b != 0.0f) {
-          other = __ldcg(&p.volume[(static_cast<int64_t>(jy) * p.nx + jx) * p.nz + jz]);
-        }
-      }
-    }
-    // Up to 32 x 13 = 416 views (the literature's 391) in one round of loads.
-    constexpr int kViewsPerLane = 13;
-    float t1 = 0, t2 = 0;
-    for (int first = 0; first < p.num_views; first += 32 * kViewsPerLane) {
-      float2 partial[kViewsPerLane];
-#pragma unroll
-      for (int k = 0; k < kViewsPerLane; ++k) {
-        const int v = first + k * 32 + lane;
-        partial[k] = v < p.num_views
-                         ? __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j])
-                         : make_float2(0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int k = 0; k < kViewsPerLane; ++k) {
-        t1 += partial[k].x;
-        t2 += partial[k].y;
-      }
-    }
-    const float theta1 = WarpSum(t1), theta2 = WarpSum(t2);
-    float numerator = 0, denominator = 0;
-    if (b != 0.0f) {
-      const float curvature = SurrogateNeighbourCurvature<float>(x, other, b, p.prior);
-      numerator = curvature * other;
-      denominator = curvature;
-    }
-    numerator = WarpSum(numerator);
-    denominator = WarpSum(denominator);
+    float x = 0, r = 0;
+    float* voxel = SolveStepVoxel<13>(p, s, task, j, lane, x, r);
     if (lane == 0) {
-      const float r = SurrogateSolve<float>(x, theta1, theta2, numerator, denominator);
       *voxel = r;
       StoreRelaxed64(sync.change + j, PackChange(epoch, r - x));
     }

@@ -1,10 +1,11 @@
 // Device helpers shared by the persistent ICD kernels (icd_persistent_kernels.cu and
 // icd_persistent_v4_kernels.cu): a step's voxels, its columns' footprints in one view
 // (computed once per (column, view) into shared memory and shared by every slice of the
-// groups), and a voxel's pixels in the CPU reference's order. Included by .cu files only.
+// groups), a voxel's pixels in the CPU reference's order, and a voxel's 1D update. Included by .cu files only.
 #pragma once
 
 #include "core/statistical/cuda/icd_kernels.h"
+#include "core/statistical/icd_update_math.h"
 
 namespace tomo::core::statistical::cuda::icd_device {
 
@@ -112,6 +113,64 @@ __device__ __forceinline__ float WarpSum(float value) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
   }
   return value;
+}
+
+// Phase B's 1D update of step voxel j by one warp (lane = threadIdx.x % 32): the voxel's
+// and its 26 neighbours' values first (independent of the partial sums, so that both sets
+// of loads are in flight together), then theta1 and theta2 summed over the views' partials,
+// 32 x kViewsPerLane views per round of loads (a loop with a run-time bound would wait for
+// each load in turn). Lane 0's x and r are the voxel's value and its new value (the other
+// lanes' r is unset); returns the voxel's address.
+template <int kViewsPerLane>
+__device__ __forceinline__ float* SolveStepVoxel(const IcdDeviceProblem& p,
+                                                 const IcdPersistentScratch& s,
+                                                 const IcdStepTask& task, int j, int lane,
+                                                 float& x, float& r) {
+  int slot, iz;
+  StepVoxel(task, j, slot, iz);
+  const int column = task.groups[slot].column;
+  const int ix = column % p.nx, iy = column / p.nx;
+  float* voxel = p.volume + static_cast<int64_t>(column) * p.nz + iz;
+  x = __ldcg(voxel);
+  float other = 0, b = 0;
+  if (lane < 26) {
+    const int raster = lane < 13 ? lane : lane + 1;
+    const int dz = raster / 9 - 1, dy = (raster / 3) % 3 - 1, dx = raster % 3 - 1;
+    const int jx = ix + dx, jy = iy + dy, jz = iz + dz;
+    if (jx >= 0 && jx < p.nx && jy >= 0 && jy < p.ny && jz >= 0 && jz < p.nz) {
+      b = p.neighbour_weights[lane];
+      if (b != 0.0f) {
+        other = __ldcg(&p.volume[(static_cast<int64_t>(jy) * p.nx + jx) * p.nz + jz]);
+      }
+    }
+  }
+  float t1 = 0, t2 = 0;
+  for (int first = 0; first < p.num_views; first += 32 * kViewsPerLane) {
+    float2 partial[kViewsPerLane];
+#pragma unroll
+    for (int k = 0; k < kViewsPerLane; ++k) {
+      const int v = first + k * 32 + lane;
+      partial[k] = v < p.num_views
+                       ? __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j])
+                       : make_float2(0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int k = 0; k < kViewsPerLane; ++k) {
+      t1 += partial[k].x;
+      t2 += partial[k].y;
+    }
+  }
+  const float theta1 = WarpSum(t1), theta2 = WarpSum(t2);
+  float numerator = 0, denominator = 0;
+  if (b != 0.0f) {
+    const float curvature = SurrogateNeighbourCurvature<float>(x, other, b, p.prior);
+    numerator = curvature * other;
+    denominator = curvature;
+  }
+  numerator = WarpSum(numerator);
+  denominator = WarpSum(denominator);
+  if (lane == 0) r = SurrogateSolve<float>(x, theta1, theta2, numerator, denominator);
+  return voxel;
 }
 
 }  // namespace tomo::core::statistical::cuda::icd_device

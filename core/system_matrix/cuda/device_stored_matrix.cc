@@ -14,6 +14,7 @@
 #include "core/system_matrix/dense_slabs.h"
 #include "core/system_matrix/interleaved_runs.h"
 #include "core/system_matrix/segmented_runs.h"
+#include "core/system_matrix/square_symmetry.h"
 #include "core/system_matrix/tiled_runs.h"
 #include "core/system_matrix/view_blocks.h"
 
@@ -283,7 +284,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       cuda::ComposeTable compose;
       for (int a_map = 0; a_map < 8; ++a_map) {
         for (int b_map = 0; b_map < 8; ++b_map) {
-          compose.h[a_map][b_map] = static_cast<int8_t>(cuda::ComposeSquareMaps(a_map, b_map));
+          compose.h[a_map][b_map] = static_cast<int8_t>(ComposeSquareMaps(a_map, b_map));
         }
       }
       TOMO_CUDA_RETURN_IF_ERROR(cuda::PrepareTiledKernels(m->tiled_, m->maps_, compose));

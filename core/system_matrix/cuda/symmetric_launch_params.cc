@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/system_matrix/square_symmetry.h"
 
 namespace tomo::core::system_matrix::cuda {
 namespace {
@@ -36,17 +37,6 @@ void FillSlots(OrbitBlock& block) {
 
 }  // namespace
 
-int ComposeSquareMaps(int a, int b) {
-  const SquareMap& p = kSquareMaps[static_cast<size_t>(a)];
-  const SquareMap& q = kSquareMaps[static_cast<size_t>(b)];
-  const int xx = p.xx * q.xx + p.xy * q.yx, xy = p.xx * q.xy + p.xy * q.yy;
-  const int yx = p.yx * q.xx + p.yy * q.yx, yy = p.yx * q.xy + p.yy * q.yy;
-  for (int m = 0; m < 8; ++m) {
-    const SquareMap& r = kSquareMaps[static_cast<size_t>(m)];
-    if (r.xx == xx && r.xy == xy && r.yx == yx && r.yy == yy) return m;
-  }
-  return -1;  // unreachable: the eight maps are a group
-}
 
 SquareMapTable SquareMaps() {
   SquareMapTable t{};

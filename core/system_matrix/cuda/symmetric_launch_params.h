@@ -28,9 +28,6 @@ absl::StatusOr<std::vector<uint4>> PackRowHeaders(const SymmetricSystemMatrix& a
 // kSquareMaps for device code.
 SquareMapTable SquareMaps();
 
-// The index in kSquareMaps of M_a M_b (maps compose as matrices: M_b first).
-int ComposeSquareMaps(int a, int b);
-
 // Stored view `stored` (an index into the stored views) as the transposed pass needs it.
 StoredViewGeometry StoredGeometry(const SymmetricSystemMatrix& a, int64_t stored);
 
