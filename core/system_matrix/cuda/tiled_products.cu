@@ -51,6 +51,20 @@ __device__ __forceinline__ void LetNextKernelStart() {
 #endif
 }
 
+// The lane's slots [base, base + kTiledBatch) (place in the tile, weight), all loads issued
+// before any is used; slots past `steps` read as weight 0 at place 0.
+__device__ __forceinline__ void LoadSlotBatch(const uint16_t* __restrict__ local,
+                                              const float* __restrict__ weight, int base,
+                                              int steps, int (&place)[kTiledBatch],
+                                              float (&wt)[kTiledBatch]) {
+#pragma unroll
+  for (int j = 0; j < kTiledBatch; ++j) {
+    const bool in = base + j < steps;
+    place[j] = in ? __ldg(local + 32 * (base + j)) : 0;
+    wt[j] = in ? __ldg(weight + 32 * (base + j)) : 0.0f;
+  }
+}
+
 // Brings the slots of stored view `view`'s orbit blockIdx.x (contiguous: its warps follow
 // each other) from device memory into L2 with two bulk prefetches, one thread's work.
 __device__ __forceinline__ void PrefetchOrbitSlots(const TiledDeviceArrays& d, int64_t view) {
@@ -124,12 +138,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads, 1)
     for (int base = 0; base < header.steps; base += kTiledBatch) {
       int place[kTiledBatch];
       float wt[kTiledBatch];
-#pragma unroll
-      for (int j = 0; j < kTiledBatch; ++j) {
-        const bool in = base + j < header.steps;  // past the end: weight 0 at place 0
-        place[j] = in ? __ldg(local + 32 * (base + j)) : 0;
-        wt[j] = in ? __ldg(weight + 32 * (base + j)) : 0.0f;
-      }
+      LoadSlotBatch(local, weight, base, header.steps, place, wt);
 #pragma unroll
       for (int j = 0; j < kTiledBatch; ++j) {
         const float w1 = base + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
@@ -258,12 +267,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads, 1)
     for (int base = 0; base < header.steps; base += kTiledBatch) {
       int place[kTiledBatch];
       float wt[kTiledBatch];
-#pragma unroll
-      for (int j = 0; j < kTiledBatch; ++j) {
-        const bool in = base + j < header.steps;  // past the end: weight 0 at place 0
-        place[j] = in ? __ldg(local + 32 * (base + j)) : 0;
-        wt[j] = in ? __ldg(weight + 32 * (base + j)) : 0.0f;
-      }
+      LoadSlotBatch(local, weight, base, header.steps, place, wt);
 #pragma unroll
       for (int j = 0; j < kTiledBatch; ++j) {
         const bool on_first = base + j < change;
