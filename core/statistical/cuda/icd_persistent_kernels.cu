@@ -36,27 +36,7 @@ __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentSc
     StepVoxel(task, j, slot, iz);
     const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
     float t1 = 0, t2 = 0;
-    for (int first = 0; first < x.count; first += kBatch) {
-      float a[kBatch], w[kBatch], e[kBatch];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        a[k] = 0;
-        w[k] = 0;
-        e[k] = 0;
-        if (first + k < x.count) {
-          int index;
-          PixelOf(p, f, slot, x, first + k, index, a[k]);
-          w[k] = __ldg(weights + index);
-          e[k] = residual[index];
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const float wa = w[k] * a[k];
-        t1 += wa * e[k];
-        t2 += wa * a[k];
-      }
-    }
+    AddVoxelThetas(p, f, slot, x, weights, residual, t1, t2);
     out[j] = make_float2(t1, t2);
   }
   __syncthreads();  // f may be rewritten next

@@ -162,29 +162,7 @@ __device__ __forceinline__ int MostFastPixels(const SlotVoxel (&x)[kSlots]) {
 __device__ void BackProjectSlowVoxel(const IcdDeviceProblem& p, const StepFootprints& f,
                                      const SlotVoxel& x, const float* weights,
                                      const float* residual, float& t1, float& t2) {
-  const VoxelPixels pixels = SlowPixels(p, f, x);
-  const int slot = x.slow & 3;
-  for (int first = 0; first < pixels.count; first += kBatch) {
-    float a[kBatch], w[kBatch], e[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      a[k] = 0;
-      w[k] = 0;
-      e[k] = 0;
-      if (first + k < pixels.count) {
-        int index;
-        PixelOf(p, f, slot, pixels, first + k, index, a[k]);
-        w[k] = __ldg(weights + index);
-        e[k] = residual[index];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const float wa = w[k] * a[k];
-      t1 += wa * e[k];
-      t2 += wa * a[k];
-    }
-  }
+  AddVoxelThetas(p, f, x.slow & 3, SlowPixels(p, f, x), weights, residual, t1, t2);
 }
 
 // Phase A for one view (theta partials of every voxel of the step), kSlots voxels per

@@ -107,6 +107,35 @@ __device__ __forceinline__ void PixelOf(const IcdDeviceProblem& p, const StepFoo
   index = c * p.rows + r;
 }
 
+// Adds a voxel's data terms over its pixels in one view, pixels in batches of kBatch whose
+// loads (weight and residual) all go out before any is used: t1 += sum w a e, t2 += sum w a^2.
+__device__ __forceinline__ void AddVoxelThetas(const IcdDeviceProblem& p, const StepFootprints& f,
+                                               int slot, const VoxelPixels& pixels,
+                                               const float* weights, const float* residual,
+                                               float& t1, float& t2) {
+  for (int first = 0; first < pixels.count; first += kBatch) {
+    float a[kBatch], w[kBatch], e[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      a[k] = 0;
+      w[k] = 0;
+      e[k] = 0;
+      if (first + k < pixels.count) {
+        int index;
+        PixelOf(p, f, slot, pixels, first + k, index, a[k]);
+        w[k] = __ldg(weights + index);
+        e[k] = residual[index];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const float wa = w[k] * a[k];
+      t1 += wa * e[k];
+      t2 += wa * a[k];
+    }
+  }
+}
+
 __device__ __forceinline__ float WarpSum(float value) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
