@@ -94,8 +94,9 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
   d.chunk_views_ = ChunkViews(chunk_bytes, d.view_values_, views);
 
   d.band_geometry_.emplace(std::move(band_geometry));
-  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector whole, d.MakeProjector(volume_geometry));
-  d.sampler_ = whole.TextureFitsBack() ? VectorSampler::kTexture : VectorSampler::kExact;
+  d.sampler_ = DeviceVectorProjector::TextureFitsBack(d.band_.count, columns)
+                   ? VectorSampler::kTexture
+                   : VectorSampler::kExact;
   d.volume_values_ = volume_geometry.dims().count();
   const int64_t nz = volume_geometry.size().z;
   const int64_t slice_values = d.volume_values_ / nz;
@@ -104,8 +105,9 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
           ? head_eighths
           : SubSlabHeadEighths(views * d.view_values_ * static_cast<int64_t>(sizeof(float)),
                                d.volume_values_ * views);
+  // (The staged back projector, which reads no texture, is only for one-slice volumes.)
   bool sub_slabs = staging != nullptr && weighting == BackProjectionWeighting::kFdk &&
-                   d.sampler_ == VectorSampler::kTexture && !whole.BackUsesStaged() &&
+                   d.sampler_ == VectorSampler::kTexture &&
                    nz >= kSubSlabUnits * kMinSubSlabSlices && head_units > 0;
   if (sub_slabs) {
     // Only when the kept views fit beside everything else with room to spare.
@@ -120,9 +122,7 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
   if (!sub_slabs) {
     d.sub_slab_volumes_.push_back(volume_geometry);
     d.sub_slab_first_value_.push_back(0);
-    d.projectors_.push_back(std::move(whole));
   } else {
-    // The head now; the tail's projectors while the device computes the head (Finish).
     for (int unit = 0; unit < kSubSlabUnits; unit = unit == 0 ? head_units : unit + 1) {
       const int64_t first = nz * unit / kSubSlabUnits;
       const int64_t end = nz * (unit + (unit == 0 ? head_units : 1)) / kSubSlabUnits;
@@ -130,12 +130,14 @@ absl::StatusOr<std::unique_ptr<DeviceFilterAndBackProject>> DeviceFilterAndBackP
       d.sub_slab_volumes_.push_back(part);
       d.sub_slab_first_value_.push_back(first * slice_values);
     }
-    TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector head, d.MakeProjector(d.sub_slab_volumes_[0]));
-    d.projectors_.push_back(std::move(head));
     TOMO_ASSIGN_OR_RETURN(d.kept_views_, DeviceBuffer<uint16_t>::Allocate(
                                              static_cast<size_t>(views * d.view_values_),
                                              stream));
   }
+  // The head's (or the whole volume's) projector now; the tail's while the device computes
+  // the head (Finish).
+  TOMO_ASSIGN_OR_RETURN(DeviceVectorProjector head, d.MakeProjector(d.sub_slab_volumes_[0]));
+  d.projectors_.push_back(std::move(head));
   TOMO_ASSIGN_OR_RETURN(DeviceRowFilter row_filter,
                         DeviceRowFilter::Create(filter, d.chunk_views_ * d.band_.count,
                                                 d.band_.count, band_pixel_weight, stream));

@@ -286,8 +286,12 @@ bool DeviceVectorProjector::TextureFitsForward() const {
 }
 
 bool DeviceVectorProjector::TextureFitsBack() const {
-  constexpr int32_t kMaxLayered = 32768;
-  return detector_shape_.rows <= kMaxLayered && detector_shape_.columns <= kMaxLayered;
+  return TextureFitsBack(detector_shape_.rows, detector_shape_.columns);
+}
+
+bool DeviceVectorProjector::TextureFitsBack(int64_t rows, int64_t columns) {
+  constexpr int64_t kMaxLayered = 32768;
+  return rows <= kMaxLayered && columns <= kMaxLayered;
 }
 
 bool DeviceVectorProjector::LayeredFitsForward() const {

@@ -117,6 +117,8 @@ class DeviceVectorProjector {
   bool TextureFitsForward() const;
   bool LayeredFitsForward() const;  // kLayered: every side <= kMaxTextureLayers
   bool TextureFitsBack() const;
+  // The same for a detector of rows x columns, before any projector is made.
+  static bool TextureFitsBack(int64_t rows, int64_t columns);
   // The fastest forward sampler these sizes allow: kLayered, else kTexture, else kExact.
   VectorSampler BestForwardSampler() const;
 
