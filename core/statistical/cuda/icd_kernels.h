@@ -95,6 +95,11 @@ struct IcdPersistentScratch {
   const IcdStepTask* tasks = nullptr;
   int slots = 0;                    // >= the voxels of the largest step
 };
+// Blocks of a cooperative grid of `kernel` (either persistent kernel) with `threads` per
+// block on the current device: min(num_views, co-resident blocks); 0 with
+// cudaErrorNotSupported when the device has no cooperative launch.
+cudaError_t IcdCooperativeGridBlocks(const void* kernel, int threads, int num_views,
+                                     int* blocks);
 // Threads per block for steps of at most largest_step voxels: 128, or 256 above 128.
 int IcdPersistentThreads(int64_t largest_step);
 // Blocks of the persistent grid on the current device: min(num_views, co-resident blocks);

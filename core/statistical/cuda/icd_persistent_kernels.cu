@@ -154,11 +154,18 @@ __global__ void __launch_bounds__(kThreads, 768 / kThreads)
   }
 }
 
+// The kernel of 256 threads per block, else the one of 128.
+const void* PersistentStepsFor(int threads) {
+  return threads == 256 ? reinterpret_cast<const void*>(PersistentSteps<256>)
+                        : reinterpret_cast<const void*>(PersistentSteps<128>);
+}
+
 }  // namespace
 
 int IcdPersistentThreads(int64_t largest_step) { return largest_step > 128 ? 256 : 128; }
 
-cudaError_t IcdPersistentGridBlocks(int num_views, int threads, int* blocks) {
+cudaError_t IcdCooperativeGridBlocks(const void* kernel, int threads, int num_views,
+                                     int* blocks) {
   *blocks = 0;
   int device = 0;
   cudaError_t error = cudaGetDevice(&device);
@@ -169,13 +176,15 @@ cudaError_t IcdPersistentGridBlocks(int num_views, int threads, int* blocks) {
   if (cooperative == 0) return cudaErrorNotSupported;
   error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (error != cudaSuccess) return error;
-  error = threads == 256
-              ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentSteps<256>, 256, 0)
-              : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentSteps<128>, 128, 0);
+  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
   if (error != cudaSuccess) return error;
   const int resident = per_sm * sms;
   *blocks = resident < num_views ? resident : num_views;
   return *blocks > 0 ? cudaSuccess : cudaErrorNotSupported;
+}
+
+cudaError_t IcdPersistentGridBlocks(int num_views, int threads, int* blocks) {
+  return IcdCooperativeGridBlocks(PersistentStepsFor(threads), threads, num_views, blocks);
 }
 
 cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
@@ -184,10 +193,8 @@ cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
   IcdDeviceProblem p = problem;
   IcdPersistentScratch s = scratch;
   void* args[] = {&p, &s, &first_step, &last_step};
-  const void* kernel = threads == 256 ? reinterpret_cast<const void*>(PersistentSteps<256>)
-                                      : reinterpret_cast<const void*>(PersistentSteps<128>);
-  const cudaError_t error =
-      cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, 0, stream);
+  const cudaError_t error = cudaLaunchCooperativeKernel(
+      PersistentStepsFor(threads), dim3(blocks), dim3(threads), args, 0, stream);
   if (error != cudaSuccess) return error;
   return cudaGetLastError();
 }

@@ -516,20 +516,7 @@ cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per
   *blocks = 0;
   const void* kernel = KernelV4For(threads, voxels_per_thread);
   if (kernel == nullptr) return cudaErrorInvalidValue;
-  int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
-  int cooperative = 0, sms = 0, per_sm = 0;
-  error = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
-  if (error != cudaSuccess) return error;
-  if (cooperative == 0) return cudaErrorNotSupported;
-  error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (error != cudaSuccess) return error;
-  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
-  if (error != cudaSuccess) return error;
-  const int resident = per_sm * sms;
-  *blocks = resident < num_views ? resident : num_views;
-  return *blocks > 0 ? cudaSuccess : cudaErrorNotSupported;
+  return IcdCooperativeGridBlocks(kernel, threads, num_views, blocks);
 }
 
 cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
