@@ -389,12 +389,19 @@ struct EndToEndFdk {
   // the reconstruction not hidden behind the upload. Median of `repeats`.
   double stream_s = 0, stream_paced_s = 0, stream_tail_s = 0;
   // With --pinned: the projections registered (pin_s: PinHostMemory; unpin_s: the
-  // region's destruction), then as median_s, operator_s and profile from them, and whether
-  // Fdk's volume equals the pageable run's bit for bit.
+  // region's destruction), then as median_s, operator_s and profile from them, and how far
+  // Fdk's volume is from the pageable run's (the largest difference over the largest
+  // magnitude: 0 when the same sub-slabs were chosen; page-locked views may get a smaller
+  // head, whose view vectors differ in their last bits).
   bool pinned = false;
   double pin_s = 0, unpin_s = 0, pinned_median_s = 0, pinned_operator_s = 0;
   core::cuda::FilterAndBackProjectProfile pinned_profile;
-  bool pinned_same_bits = false;
+  double pinned_difference = -1;
+  // With several devices: each device's z-slab at once, as Fdk's slabs (one host thread per
+  // device, each into its place in one fresh result; the weights given): the wall time and
+  // each device's profile, from pageable and (with --pinned) page-locked projections.
+  double together_s = 0, pinned_together_s = 0;
+  std::vector<core::cuda::FilterAndBackProjectProfile> together, pinned_together;
 };
 
 // The rate the paced stream's views arrive at: tomod's upload target (issue 4).
@@ -437,6 +444,67 @@ absl::Status TimeOperatorAlone(const BenchCase& c, const core::VectorGeometry& g
         stream.get(), geometry, half, projections, ramp, weights, BackProjectionWeighting::kFdk,
         half_volume, &staging, core::cuda::kFilterAndBackProjectChunkBytes, half_profile));
   }
+  return absl::OkStatus();
+}
+
+// Each of `devices` devices back projects its z-slab (Fdk's equal split) at the same time,
+// one host thread per device, into one fresh result: the median wall time of `repeats` runs
+// after a warm-up, and the last run's profile per device. Against "the upper half alone",
+// this shows which part of a device's pass the other devices slow down.
+absl::Status TimeSlabsTogether(const BenchCase& c, const core::VectorGeometry& geometry,
+                               const core::VolumeGeometry& volume,
+                               const core::Array3D& projections, int devices, int repeats,
+                               double* seconds,
+                               std::vector<core::cuda::FilterAndBackProjectProfile>* profiles) {
+  core::FilteredBackProjectionWeights weights;
+  weights.pixel.assign(static_cast<size_t>(c.rows * c.columns), 0.9f);
+  weights.column.assign(static_cast<size_t>(c.views * c.columns), 0.5f);
+  TOMO_ASSIGN_OR_RETURN(core::RampFilter ramp,
+                        core::RampFilter::Create(core::FilterOptions{}, c.columns, c.pixel_mm));
+  std::vector<core::cuda::Stream> streams;
+  std::vector<core::cuda::PinnedStaging> staging(static_cast<size_t>(devices));
+  std::vector<core::VolumeGeometry> slabs;
+  std::vector<int64_t> first_slices;
+  for (int d = 0; d < devices; ++d) {
+    TOMO_ASSIGN_OR_RETURN(core::cuda::ScopedDevice scope, core::cuda::ScopedDevice::Enter(d));
+    TOMO_ASSIGN_OR_RETURN(core::cuda::Stream stream, core::cuda::Stream::Create());
+    streams.push_back(std::move(stream));
+    const int64_t first = c.n * d / devices, end = c.n * (d + 1) / devices;
+    TOMO_ASSIGN_OR_RETURN(core::VolumeGeometry slab,
+                          core::SlabVolume(volume, core::Slab{first, end - first}));
+    slabs.push_back(slab);
+    first_slices.push_back(first);
+  }
+  profiles->assign(static_cast<size_t>(devices), {});
+  std::vector<double> times;
+  const int64_t slice_values = c.n * c.n;
+  for (int run = 0; run <= repeats; ++run) {  // the first is the warm-up
+    core::Array3D result = core::Array3D::Uninitialized(volume.dims());
+    std::vector<absl::Status> status(static_cast<size_t>(devices));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int d = 0; d < devices; ++d) {
+      threads.emplace_back([&, d] {
+        const size_t i = static_cast<size_t>(d);
+        absl::StatusOr<core::cuda::ScopedDevice> scope = core::cuda::ScopedDevice::Enter(d);
+        if (!scope.ok()) {
+          status[i] = scope.status();
+          return;
+        }
+        status[i] = core::cuda::FilterAndBackProjectOnDevice(
+            streams[i].get(), geometry, slabs[i], projections, ramp, weights,
+            BackProjectionWeighting::kFdk, result.data() + first_slices[i] * slice_values,
+            &staging[i], core::cuda::kFilterAndBackProjectChunkBytes, &(*profiles)[i]);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const absl::Status& one : status) TOMO_RETURN_IF_ERROR(one);
+    if (run > 0) {
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::sort(times.begin(), times.end());
+  *seconds = times[times.size() / 2];
   return absl::OkStatus();
 }
 
@@ -495,6 +563,11 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
   }
   std::sort(times.begin(), times.end());
   result.median_s = times[times.size() / 2];
+  if (backends.size() > 1) {
+    TOMO_RETURN_IF_ERROR(TimeSlabsTogether(c, geometry, volume, projections,
+                                           static_cast<int>(backends.size()), repeats,
+                                           &result.together_s, &result.together));
+  }
   TOMO_RETURN_IF_ERROR(TimeOperatorAlone(c, geometry, volume, projections, *backends[0],
                                          &result.operator_s, &result.profile,
                                          &result.half_profile));
@@ -589,18 +662,43 @@ absl::StatusOr<EndToEndFdk> TimeFdkFromHost(const BenchCase& c, int num_devices,
     }
     std::sort(pinned_times.begin(), pinned_times.end());
     result.pinned_median_s = pinned_times[pinned_times.size() / 2];
-    result.pinned_same_bits =
-        pinned_volume.dims() == pageable_volume.dims() &&
-        std::memcmp(pinned_volume.data(), pageable_volume.data(), pinned_volume.size_bytes()) ==
-            0;
+    if (pinned_volume.dims() == pageable_volume.dims()) {
+      double largest = 0, difference = 0;
+      for (int64_t v = 0; v < pinned_volume.size(); ++v) {
+        largest = std::max(largest, std::fabs(static_cast<double>(pageable_volume.data()[v])));
+        difference = std::max(difference, std::fabs(static_cast<double>(pinned_volume.data()[v]) -
+                                                    pageable_volume.data()[v]));
+      }
+      result.pinned_difference = largest > 0 ? difference / largest : difference;
+    }
     TOMO_RETURN_IF_ERROR(TimeOperatorAlone(c, geometry, volume, projections, *backends[0],
                                            &result.pinned_operator_s, &result.pinned_profile,
                                            /*half_profile=*/nullptr));
+    if (backends.size() > 1) {
+      TOMO_RETURN_IF_ERROR(TimeSlabsTogether(c, geometry, volume, projections,
+                                             static_cast<int>(backends.size()), repeats,
+                                             &result.pinned_together_s, &result.pinned_together));
+    }
     const auto u0 = std::chrono::steady_clock::now();
     region.reset();
     result.unpin_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
   }
   return result;
+}
+
+void PrintSlabsTogether(const char* memory, double seconds,
+                        const std::vector<core::cuda::FilterAndBackProjectProfile>& profiles) {
+  if (profiles.empty()) return;
+  std::printf("             the %zu slabs at once from %s projections: %.1f ms median;",
+              profiles.size(), memory, seconds * 1e3);
+  for (size_t d = 0; d < profiles.size(); ++d) {
+    std::printf(" device %zu: set-up %.1f, chunks %.1f, download %.1f ms, %d sub-slab(s), "
+                "%.0f MB mapped ahead;",
+                d, profiles[d].setup_s * 1e3, profiles[d].chunks_s * 1e3,
+                profiles[d].download_s * 1e3, profiles[d].sub_slabs,
+                static_cast<double>(profiles[d].touched_bytes) / 1e6);
+  }
+  std::printf("\n");
 }
 
 std::string Json(const std::vector<Result>& results, const std::string& device,
@@ -635,7 +733,8 @@ std::string Json(const std::vector<Result>& results, const std::string& device,
                       ", \"pinned_operator_s\": ", fdk_e2e[i].pinned_operator_s,
                       ", \"pinned_chunks_s\": ", fdk_e2e[i].pinned_profile.chunks_s,
                       ", \"pinned_direct_views\": ", fdk_e2e[i].pinned_profile.direct_views,
-                      ", \"pinned_same_bits\": ", fdk_e2e[i].pinned_same_bits ? "true" : "false");
+                      ", \"pinned_sub_slabs\": ", fdk_e2e[i].pinned_profile.sub_slabs,
+                      ", \"pinned_difference\": ", fdk_e2e[i].pinned_difference);
     }
     absl::StrAppend(&out, "}");
   }
@@ -930,12 +1029,27 @@ int Main(int argc, char** argv) {
                  "first device, then the first two), median of --repeats runs, with speedups")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  bool keep_device_memory = false;
+  app.add_flag("--keep-device-memory", keep_device_memory,
+               "EXPERIMENT: every device's memory pool keeps what is freed (release threshold "
+               "at its maximum)");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
   if (devices.empty()) {
     std::fprintf(stderr, "tomo-bench: no CUDA device\n");
     return 1;
+  }
+  if (keep_device_memory) {
+    for (const core::DeviceInfo& info : devices) {
+      cudaMemPool_t pool = nullptr;
+      uint64_t most = UINT64_MAX;
+      if (cudaDeviceGetDefaultMemPool(&pool, info.index) != cudaSuccess ||
+          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &most) != cudaSuccess) {
+        std::fprintf(stderr, "tomo-bench: cannot keep %s's memory\n", info.id.c_str());
+        return 1;
+      }
+    }
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
@@ -1154,6 +1268,7 @@ int Main(int argc, char** argv) {
                   r->half_profile.setup_s * 1e3, r->half_profile.chunks_s * 1e3,
                   r->half_profile.download_s * 1e3);
       std::printf("             progress:%s\n", r->events.c_str());
+      PrintSlabsTogether("pageable", r->together_s, r->together);
       if (fdk_stream) std::printf("             as a stream (core::BeginFdk, 4 views per AddViews): %.1f ms "
                   "as fast as views can be added; views arriving at %.1f GB/s: %.1f ms, of "
                   "which %.1f ms after the last view arrived\n",
@@ -1162,15 +1277,18 @@ int Main(int argc, char** argv) {
       if (r->pinned) {
         std::printf("fdk1-pinned  %lld^3, %d device(s): the projections page-locked where they "
                     "lie (registering took %.1f ms, unregistering %.1f ms): Fdk %.1f ms median "
-                    "(pageable %.1f ms), the same volume bit for bit: %s; FilterAndBackProject "
-                    "alone %.1f ms (pageable %.1f ms); chunks %.1f ms (pageable %.1f ms), %lld "
-                    "of the views uploaded straight from them\n",
+                    "(pageable %.1f ms), largest difference to the pageable volume %.2g of its "
+                    "peak; FilterAndBackProject alone %.1f ms (pageable %.1f ms): set-up %.1f "
+                    "ms, chunks %.1f ms (pageable %.1f ms), download %.1f ms, %d sub-slab(s); "
+                    "%lld of the views uploaded straight from them\n",
                     static_cast<long long>(side), r->devices, r->pin_s * 1e3, r->unpin_s * 1e3,
-                    r->pinned_median_s * 1e3, r->median_s * 1e3,
-                    r->pinned_same_bits ? "yes" : "NO", r->pinned_operator_s * 1e3,
-                    r->operator_s * 1e3, r->pinned_profile.chunks_s * 1e3,
-                    r->profile.chunks_s * 1e3,
+                    r->pinned_median_s * 1e3, r->median_s * 1e3, r->pinned_difference,
+                    r->pinned_operator_s * 1e3, r->operator_s * 1e3,
+                    r->pinned_profile.setup_s * 1e3, r->pinned_profile.chunks_s * 1e3,
+                    r->profile.chunks_s * 1e3, r->pinned_profile.download_s * 1e3,
+                    r->pinned_profile.sub_slabs,
                     static_cast<long long>(r->pinned_profile.direct_views));
+        PrintSlabsTogether("page-locked", r->pinned_together_s, r->pinned_together);
       }
       fdk_e2e.push_back(*r);
     }

@@ -45,6 +45,7 @@
 #include "core/operators/backend.h"
 #include "core/operators/cuda/cuda_backend_internal.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_memory_pool.h"
 #include "core/operators/cuda/cuda_filtered_back_projection.h"
 #include "core/operators/cuda/cuda_host_projector.h"
 #include "core/operators/cuda/cuda_radon_operators.h"
@@ -204,6 +205,8 @@ absl::StatusOr<std::unique_ptr<Backend>> NewCudaBackend(int device) {
   // Creating the stream initialises the device's context, so that a broken device fails
   // here and not in the first job.
   TOMO_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
+  // Job after job, the memory a call frees stays mapped for the next (cuda_memory_pool.h).
+  TOMO_RETURN_IF_ERROR(KeepFreedDeviceMemory(device));
   return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, std::move(stream)));
 }
 

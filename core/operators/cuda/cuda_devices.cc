@@ -17,6 +17,7 @@
 #include "core/operators/cuda/cuda_backend.h"
 #include "core/operators/cuda/cuda_backend_internal.h"
 #include "core/operators/cuda/cuda_resources.h"
+#include "core/operators/cuda/cuda_memory_pool.h"
 
 namespace tomo::core::cuda {
 namespace {
@@ -56,7 +57,9 @@ std::vector<DeviceInfo> ListDevices() {
     size_t total_bytes = 0;
     if (scope.ok() && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
       info.memory_total_bytes = total_bytes;
-      info.memory_free_bytes = free_bytes;
+      // With what the memory pool holds unused (cuda_memory_pool.h).
+      const absl::StatusOr<uint64_t> free_with_pool = FreeDeviceBytes();
+      info.memory_free_bytes = free_with_pool.ok() ? *free_with_pool : free_bytes;
     } else {
       cudaGetLastError();
     }

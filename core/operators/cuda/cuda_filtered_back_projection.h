@@ -113,7 +113,8 @@ struct FilterAndBackProjectProfile {
   // Views uploaded straight from the caller's page-locked memory (the rest were gathered
   // into the staging buffers, or copied from pageable memory without staging).
   int64_t direct_views = 0;
-  // Bytes of the result whose pages Finish mapped while the device computed (page_touch.h).
+  // Bytes of the result whose pages Finish mapped while the device computed, before its
+  // copies reached them (page_touch.h).
   int64_t touched_bytes = 0;
   // Sub-slabs (1: none; else the head and the tail ones). With several, chunks_s ends when
   // the head is done and download_s holds the rest (the tail's back projections too).
@@ -176,7 +177,9 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   absl::Status BackProjectKeptViews();
   // The volume back through the staging buffers in pieces, each sub-slab's after its
   // computed_ event, on the copy stream; the host's threads empty each piece into place.
-  absl::Status DownloadThroughStaging(float* volume_values);
+  // touched: the bytes of the result mapped from its start (page_touch.h), carried on as
+  // the waits map more.
+  absl::Status DownloadThroughStaging(float* volume_values, size_t& touched);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;

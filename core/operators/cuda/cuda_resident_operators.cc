@@ -10,6 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_memory_pool.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_host_projector.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
@@ -211,9 +212,9 @@ class CudaResidentOperators final : public ResidentOperators {
 
   uint64_t free_bytes() const override {
     absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
-    size_t free = 0, total = 0;
-    if (!scope.ok() || cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
-    return free;
+    if (!scope.ok()) return 0;
+    const absl::StatusOr<uint64_t> free = FreeDeviceBytes();  // with the pool's unused memory
+    return free.ok() ? *free : 0;
   }
 
   absl::StatusOr<std::unique_ptr<ResidentArray>> Allocate(

@@ -23,7 +23,9 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "core/base/status_macros.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_memory_pool.h"
 
 namespace tomo::core::cuda {
 
@@ -231,8 +233,12 @@ class FftPlan {
     FftPlan plan(handle);
     int n = length;
     size_t work_bytes = 0;
-    TOMO_CUDA_RETURN_IF_ERROR(cufftMakePlanMany(handle, 1, &n, nullptr, 1, 0, nullptr, 1, 0,
-                                                type, batch, &work_bytes));
+    // The work area is allocated outside the memory pool (cuda_memory_pool.h).
+    TOMO_RETURN_IF_ERROR(WithPoolTrimmedOnExhaustion([&]() -> absl::Status {
+      TOMO_CUDA_RETURN_IF_ERROR(cufftMakePlanMany(handle, 1, &n, nullptr, 1, 0, nullptr, 1, 0,
+                                                  type, batch, &work_bytes));
+      return absl::OkStatus();
+    }));
     TOMO_CUDA_RETURN_IF_ERROR(cufftSetStream(handle, stream));
     return plan;
   }

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_memory_pool.h"
 #include "core/operators/matched_back_projection.h"
 
 namespace tomo::core::cuda {
@@ -173,11 +174,15 @@ absl::StatusOr<TextureArray> TextureArray::Create(int64_t width, int64_t height,
   result.element_bytes_ = half ? 2 : 4;
   const cudaChannelFormatDesc format =
       half ? cudaCreateChannelDescHalf() : cudaCreateChannelDesc<float>();
-  TOMO_CUDA_RETURN_IF_ERROR(cudaMalloc3DArray(
-      &result.array_, &format,
-      make_cudaExtent(static_cast<size_t>(width), static_cast<size_t>(height),
-                      static_cast<size_t>(depth)),
-      layered ? cudaArrayLayered : 0));
+  // Outside the memory pool: may need the memory the pool keeps (cuda_memory_pool.h).
+  TOMO_RETURN_IF_ERROR(WithPoolTrimmedOnExhaustion([&]() -> absl::Status {
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMalloc3DArray(
+        &result.array_, &format,
+        make_cudaExtent(static_cast<size_t>(width), static_cast<size_t>(height),
+                        static_cast<size_t>(depth)),
+        layered ? cudaArrayLayered : 0));
+    return absl::OkStatus();
+  }));
   result.width_ = width;
   result.height_ = height;
   result.depth_ = depth;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/operators/cuda/cuda_check.h"
+#include "core/operators/cuda/cuda_memory_pool.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/statistical/cuda/icd_kernels.h"
 #include "core/statistical/icd_problem.h"
@@ -22,6 +23,7 @@ namespace {
 
 using core::cuda::DeviceBuffer;
 using core::cuda::Event;
+using core::cuda::FreeDeviceBytes;
 using core::cuda::ScopedDevice;
 using core::cuda::Stream;
 using cuda::IcdDeviceProblem;
@@ -155,9 +157,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
                                          static_cast<int64_t>(tasks.size()));
   uint64_t budget = context.memory_budget_bytes;
   if (budget == 0) {
-    size_t free_bytes = 0, total_bytes = 0;
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-    budget = free_bytes;
+    TOMO_ASSIGN_OR_RETURN(budget, FreeDeviceBytes());
   }
   if (needed > budget) {
     return absl::ResourceExhaustedError(
