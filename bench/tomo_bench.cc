@@ -1029,27 +1029,12 @@ int Main(int argc, char** argv) {
                  "first device, then the first two), median of --repeats runs, with speedups")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
-  bool keep_device_memory = false;
-  app.add_flag("--keep-device-memory", keep_device_memory,
-               "EXPERIMENT: every device's memory pool keeps what is freed (release threshold "
-               "at its maximum)");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
   if (devices.empty()) {
     std::fprintf(stderr, "tomo-bench: no CUDA device\n");
     return 1;
-  }
-  if (keep_device_memory) {
-    for (const core::DeviceInfo& info : devices) {
-      cudaMemPool_t pool = nullptr;
-      uint64_t most = UINT64_MAX;
-      if (cudaDeviceGetDefaultMemPool(&pool, info.index) != cudaSuccess ||
-          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &most) != cudaSuccess) {
-        std::fprintf(stderr, "tomo-bench: cannot keep %s's memory\n", info.id.c_str());
-        return 1;
-      }
-    }
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);

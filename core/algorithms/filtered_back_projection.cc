@@ -450,6 +450,8 @@ absl::StatusOr<FdkWeighting> ConeFdkWeights(const VectorGeometry& geometry,
   // spacing the filter is made for).
   FilteredBackProjectionWeights weights;
   weights.column.resize(static_cast<size_t>(views * columns));
+  // A full scan on a flat detector weighs every column alike: no fan angle to compute.
+  const bool needs_fan_angle = !shares.cyclic || cylindrical;
   ParallelFor(views, [&](int64_t view_begin, int64_t view_end) {
     for (int64_t v = view_begin; v < view_end; ++v) {
       const size_t i = static_cast<size_t>(v);
@@ -457,10 +459,13 @@ absl::StatusOr<FdkWeighting> ConeFdkWeights(const VectorGeometry& geometry,
       const double ratio = source_origin[i] / source_detector[i];
       const double scale = shares.share_rad[i] * ratio * ratio * spacing[0] / spacing[i];
       for (int64_t c = 0; c < columns; ++c) {
-        const Vec3 pixel = geometry.PixelPosition(v, mid_row, static_cast<double>(c));
-        const double gamma = FanAngle(view.source, pixel);
-        double w = shares.cyclic ? 0.5 : ParkerWeight(shares.position_rad[i], gamma, delta);
-        if (cylindrical) w *= std::cos(gamma);
+        double w = 0.5;
+        if (needs_fan_angle) {
+          const Vec3 pixel = geometry.PixelPosition(v, mid_row, static_cast<double>(c));
+          const double gamma = FanAngle(view.source, pixel);
+          if (!shares.cyclic) w = ParkerWeight(shares.position_rad[i], gamma, delta);
+          if (cylindrical) w *= std::cos(gamma);
+        }
         weights.column[i * static_cast<size_t>(columns) + static_cast<size_t>(c)] =
             static_cast<float>(w * scale);
       }

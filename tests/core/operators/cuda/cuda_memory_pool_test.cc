@@ -2,7 +2,7 @@
 // CUDA device: memory freed into the pool stays mapped and still counts as free; an
 // allocation outside the pool (a texture array, any cudaMalloc) gets the pool's unused
 // memory when the driver has too little left. Every test skips without a CUDA device
-// (CI); they run on a machine with an NVIDIA GPU. Sizes are measured with cudaMemGetInfo, so
+// (CI); they run on a machine with an NVIDIA GPU (the last needs none). Sizes are measured with cudaMemGetInfo, so
 // the device must not be shared with other work while they run.
 
 #include "core/operators/cuda/cuda_memory_pool.h"
@@ -140,7 +140,8 @@ TEST_F(CudaMemoryPoolTest, AllocationsOutsideThePoolGetItsUnusedMemory) {
   EXPECT_EQ(cudaFree(memory), cudaSuccess);
 }
 
-TEST_F(CudaMemoryPoolTest, OtherErrorsAreNotRetried) {
+// No device needed: an error other than exhaustion comes back as it is, untried again.
+TEST(WithPoolTrimmedOnExhaustionTest, OtherErrorsAreNotRetried) {
   int tries = 0;
   const absl::Status status = WithPoolTrimmedOnExhaustion([&] {
     ++tries;
