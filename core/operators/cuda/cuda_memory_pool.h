@@ -13,8 +13,10 @@
 // - Free memory is what the driver reports free plus what the pool holds unused
 //   (FreeDeviceBytes): the planners and budgets use that, not cudaMemGetInfo alone.
 // - Memory that does not come from the pool (texture arrays, cuFFT work areas) may find the
-//   driver's free memory held by the pool: WithPoolTrimmedOnExhaustion retries such an
-//   allocation once after handing the pool's unused memory back.
+//   driver's free memory held by the pool. The driver hands pool memory back by itself when
+//   a plain cudaMalloc would fail (measured on an H200); the backend's other allocations
+//   outside the pool go through WithPoolTrimmedOnExhaustion all the same, which retries
+//   once after handing the pool's unused memory back.
 //
 //   TOMO_RETURN_IF_ERROR(KeepFreedDeviceMemory(device));       // once per device
 //   TOMO_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeDeviceBytes());  // the current device
