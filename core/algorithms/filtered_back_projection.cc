@@ -492,13 +492,27 @@ absl::StatusOr<FdkWeighting> ConeFdkWeights(const VectorGeometry& geometry,
   }
   const int64_t maps = shared ? 1 : views;
   weights.pixel.resize(static_cast<size_t>(maps * rows * columns));
-  // In parallel over every map's rows (one map: its rows).
+  // In parallel over every map's rows (one map: its rows). On a flat detector a row's
+  // pixels are its first pixel plus steps of u, so the row goes without PixelPosition per
+  // pixel (most of the host's FDK preparation otherwise: 1.2 M pixels for a 960 x 1248
+  // detector).
   ParallelFor(maps * rows, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t v = i / rows, r = i % rows;
       float* row = weights.pixel.data() + i * columns;
+      if (cylindrical) {
+        for (int64_t c = 0; c < columns; ++c) {
+          row[c] = static_cast<float>(cosine(v, static_cast<double>(r), static_cast<double>(c)));
+        }
+        continue;
+      }
+      const size_t view = static_cast<size_t>(v);
+      const Vec3 first = geometry.PixelPosition(v, static_cast<double>(r), 0.0) -
+                         geometry.views()[view].source;
+      const Vec3& u = geometry.views()[view].u;
       for (int64_t c = 0; c < columns; ++c) {
-        row[c] = static_cast<float>(cosine(v, static_cast<double>(r), static_cast<double>(c)));
+        row[c] = static_cast<float>(source_detector[view] /
+                                    Norm(first + static_cast<double>(c) * u));
       }
     }
   });
