@@ -6,8 +6,8 @@
 //   3f9c1e0a7b2d4c68a1e5f0b9d7c3a2e1    lab-a     user
 //   9a8b7c6d5e4f30211f2e3d4c5b6a7988    ops       admin
 //
-// '#' starts a comment (whole lines only: a token may contain '#'); blank lines are
-// skipped. A token is 16 to 512 printable ASCII characters without spaces; a tenant 1 to
+// '#' starts a comment (whole lines only: a token may contain '#', but not begin with it,
+// since its line would be a comment); blank lines are skipped. A token is 16 to 512 printable ASCII characters without spaces; a tenant 1 to
 // 64 characters of [A-Za-z0-9._-] (tenants appear in logs, metrics and job listings); the
 // role is user or admin. A token may appear once; a tenant may have several tokens (one per
 // pipeline, say, each revocable alone).

@@ -13,12 +13,16 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A fresh token of printable characters (some '#', which only starts whole-line comments).
+// A fresh token of printable characters (some '#', which only starts whole-line comments:
+// never the first, since a line that begins with '#' is a comment, token or not).
 std::string RandomToken(std::mt19937_64& random, size_t size = 32) {
   static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789#+/=_-";
   std::uniform_int_distribution<size_t> pick(0, sizeof(kChars) - 2);
   std::string token;
-  for (size_t i = 0; i < size; ++i) token += kChars[pick(random)];
+  while (token.size() < size) {
+    const char c = kChars[pick(random)];
+    if (!(token.empty() && c == '#')) token += c;
+  }
   return token;
 }
 
