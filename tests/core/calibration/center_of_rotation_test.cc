@@ -131,7 +131,9 @@ TEST(CenterOfRotationTest, SharpnessSearchOnAShortFanScan) {
   SCOPED_TRACE(testing::SeedTrace(seed));
   std::mt19937_64 random(seed);
   // pi plus the fan angle (about 20 degrees here) and some: no opposing rays all round.
-  ExpectFound(Fan(111, 110, kPi + 0.5), CorMethod::kSharpness, 0.25, random, 9);
+  // Over 800 random offsets the error was 0.07 column on average and at most 0.29 (1% of
+  // them above 0.25, which this test once required: it then failed about one run in 60).
+  ExpectFound(Fan(111, 110, kPi + 0.5), CorMethod::kSharpness, 0.35, random, 9);
 }
 
 TEST(CenterOfRotationTest, RefusalsSayWhy) {
