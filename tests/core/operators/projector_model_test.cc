@@ -67,10 +67,12 @@ TEST(ProjectorModelTest, NamesParseBack) {
 // kJoseph's Back is Joseph's transpose in mm, within what matched_back_projection.h states:
 // interpolation differences, and for cone beams the spread of 1 / cos a over the detector.
 // Anisotropic voxels of 0.3 x 0.45 x 0.7 mm and pixels of 0.8 x 1.3 mm (volumes scaled so
-// the geometry covers them). Measured over 7 seeds: parallel 3D 1.006-1.014, 2D parallel
-// 0.999-1.008, 2D fan 0.987-1.003, cone flat 0.994-0.998, cone cylindrical 0.989-1.007
+// the geometry covers them). Measured over 1000 seeds: parallel 3D 0.990-1.037, 2D parallel
+// 0.982-1.023, 2D fan 0.978-1.021, cone flat 0.982-1.006, cone cylindrical 0.986-1.011
 // (random x and y put the mismatch of bilinear against Joseph's interpolation in full view;
-// the measured 1.000 of smooth data hides it). Asserted within 0.03.
+// the measured 1.000 of smooth data hides it); over 2000 more, parallel 3D passed 1.03 three
+// times. Asserted within 0.05 (0.03 failed about one run in 600); a back projection scaled
+// wrongly for the voxel or pixel size is off by tens of percent.
 TEST(ProjectorModelTest, JosephBackIsTheTransposeAtAnyVoxelAndPixelSize) {
   const uint64_t seed = testing::TestSeed();
   SCOPED_TRACE(testing::SeedTrace(seed));
@@ -109,7 +111,7 @@ TEST(ProjectorModelTest, JosephBackIsTheTransposeAtAnyVoxelAndPixelSize) {
                         Case{"cone cylindrical", cone_cylindrical, volume3d}}) {
     const double ratio = AdjointRatio(backend, c.geometry, c.volume, ProjectorModel::kJoseph, random);
     std::printf("%s: <Ax, y> / <x, A^T y> = %.5f\n", c.name, ratio);
-    EXPECT_NEAR(ratio, 1.0, 0.03) << c.name;
+    EXPECT_NEAR(ratio, 1.0, 0.05) << c.name;
   }
 }
 
