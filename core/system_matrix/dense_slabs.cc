@@ -115,21 +115,14 @@ absl::StatusOr<DenseSlabs> DenseSlabs::Build(const SymmetricSystemMatrix& a, int
         const int32_t column = first_row + l;
         if (column >= d.columns_) continue;
         const size_t r = static_cast<size_t>(view * d.columns_ + column);
-        for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
-          const size_t k = static_cast<size_t>(run);
-          const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
-          const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
-          for (int32_t e = 0; e < s.run_length[k]; ++e) {
-            const float w = s.values[static_cast<size_t>(value0 + e)];
-            if (w == 0.0f) continue;
-            const int32_t ix = s.run_ix_first[k] + e;
-            row.push_back({PackPixel(ix, iy), OrbitKey(d.n_, ix, iy), w});
-            min_x = std::min(min_x, ix);
-            max_x = std::max(max_x, ix);
-            min_y = std::min(min_y, iy);
-            max_y = std::max(max_y, iy);
-          }
-        }
+        ForEachRowEntry(s, r, [&](int32_t ix, int32_t iy, float w) {
+          if (w == 0.0f) return;
+          row.push_back({PackPixel(ix, iy), OrbitKey(d.n_, ix, iy), w});
+          min_x = std::min(min_x, ix);
+          max_x = std::max(max_x, ix);
+          min_y = std::min(min_y, iy);
+          max_y = std::max(max_y, iy);
+        });
         group_entries[static_cast<size_t>(group)] += static_cast<int64_t>(row.size());
       }
       // Along the ray: by the coordinate the group spans most, then the other.

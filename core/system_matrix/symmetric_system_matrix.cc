@@ -317,17 +317,11 @@ void SymmetricSystemMatrix::ForwardViews(const std::vector<int64_t>& views, cons
                                            (sym.columns_reversed ? columns - 1 - c : c));
       const SquareMap& map = kSquareMaps[static_cast<size_t>(sym.map)];
       double sum = 0;
-      for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
-        const size_t k = static_cast<size_t>(run);
-        const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
-        const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
-        for (int32_t e = 0; e < s.run_length[k]; ++e) {
-          int32_t ox, oy;
-          MapPixel(map, n, s.run_ix_first[k] + e, iy, &ox, &oy);
-          sum += static_cast<double>(s.values[static_cast<size_t>(value0 + e)]) *
-                 x[static_cast<int64_t>(oy) * n + ox];
-        }
-      }
+      ForEachRowEntry(s, r, [&](int32_t ix, int32_t iy, float w) {
+        int32_t ox, oy;
+        MapPixel(map, n, ix, iy, &ox, &oy);
+        sum += static_cast<double>(w) * x[static_cast<int64_t>(oy) * n + ox];
+      });
       y[i] = static_cast<float>(sum);
     }
   });

@@ -51,6 +51,21 @@ struct StoredRows {
   std::vector<float> row_norm2;
 };
 
+// Calls f(ix, iy, value) for every entry of stored row r (view * columns + column), run by
+// run: the one walk over the runs format that the layouts built from it share.
+template <typename F>
+void ForEachRowEntry(const StoredRows& s, size_t r, F&& f) {
+  for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
+    const size_t k = static_cast<size_t>(run);
+    const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
+    const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
+    for (int32_t e = 0; e < s.run_length[k]; ++e) {
+      f(static_cast<int32_t>(s.run_ix_first[k] + e), iy,
+        s.values[static_cast<size_t>(value0 + e)]);
+    }
+  }
+}
+
 class SymmetricSystemMatrix {
  public:
   // FAILED_PRECONDITION with the report's reason when the scan lacks the eight-fold square

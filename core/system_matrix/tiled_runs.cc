@@ -281,25 +281,18 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
           std::fill(column_sum.begin(), column_sum.end(), 0.0f);
           for (int32_t c = 0; c < t.columns_; ++c) {
             const size_t r = static_cast<size_t>(v * t.columns_ + c);
-            for (int64_t run = s.row_run_begin[r]; run < s.row_run_begin[r + 1]; ++run) {
-              const size_t k = static_cast<size_t>(run);
-              const int32_t iy = s.row_iy_first[r] + static_cast<int32_t>(run - s.row_run_begin[r]);
-              const int64_t value0 = s.row_value_begin[r] + s.run_offset[k];
-              for (int32_t e = 0; e < s.run_length[k]; ++e) {
-                const int32_t ix = s.run_ix_first[k] + e;
-                const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m +
-                                    tile_of[static_cast<size_t>(ix)];
-                const int g = map_of[tile];
-                const TileOrbit& orbit = t.orbits_[static_cast<size_t>(orbit_of[tile])];
-                int32_t x0, y0;  // the stored pixel mapped back into T0
-                MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0,
-                         &y0);
-                const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
-                const float w = s.values[static_cast<size_t>(value0 + e)];
-                tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0), w});
-                column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
-              }
-            }
+            ForEachRowEntry(s, r, [&](int32_t ix, int32_t iy, float w) {
+              const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m +
+                                  tile_of[static_cast<size_t>(ix)];
+              const int g = map_of[tile];
+              const TileOrbit& orbit = t.orbits_[static_cast<size_t>(orbit_of[tile])];
+              int32_t x0, y0;  // the stored pixel mapped back into T0
+              MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0,
+                       &y0);
+              const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
+              tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0), w});
+              column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
+            });
           }
           ViewTiles& out = built[static_cast<size_t>(v)];
           out.column_bound = *std::max_element(column_sum.begin(), column_sum.end());

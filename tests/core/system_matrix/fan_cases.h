@@ -50,6 +50,20 @@ inline FanCase MakeFanCase(const std::string& name, const FanCaseSpec& spec) {
               .value()};
 }
 
+// 8 x 13 views on an odd grid of 97 pixels that no tile or slab side used divides, 131 rays.
+inline FanCaseSpec OddFanCaseSpec() {
+  FanCaseSpec odd;
+  odd.views = 104;
+  odd.first_angle_rad = M_PI / 104;
+  odd.n = 97;
+  odd.pixel_mm = 0.7;
+  odd.columns = 131;
+  odd.column_spacing_mm = 0.9;
+  odd.source_origin_mm = 120;
+  odd.origin_detector_mm = 60;
+  return odd;
+}
+
 // Scans with the eight-fold symmetry.
 inline std::vector<FanCase> SymmetricFanCases() {
   std::vector<FanCase> cases;

@@ -25,16 +25,7 @@ namespace {
 
 std::vector<FanCase> Cases() {
   std::vector<FanCase> cases = SymmetricFanCases();
-  FanCaseSpec odd;  // 8 x 13 views, an odd grid not a multiple of any tile side used
-  odd.views = 104;
-  odd.first_angle_rad = M_PI / 104;
-  odd.n = 97;
-  odd.pixel_mm = 0.7;
-  odd.columns = 131;
-  odd.column_spacing_mm = 0.9;
-  odd.source_origin_mm = 120;
-  odd.origin_detector_mm = 60;
-  cases.push_back(MakeFanCase("odd-97-grid-104-views-131-rays", odd));
+  cases.push_back(MakeFanCase("odd-97-grid-104-views-131-rays", OddFanCaseSpec()));
   return cases;
 }
 

@@ -114,16 +114,7 @@ TEST_F(DeviceStoredMatrixTest, SymmetricProductsEqualTheCpu) {
 // fused residual, the two ray-sum buffers, and the overlapped launches).
 TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
-  FanCaseSpec odd;
-  odd.views = 104;
-  odd.first_angle_rad = M_PI / 104;
-  odd.n = 97;
-  odd.pixel_mm = 0.7;
-  odd.columns = 131;
-  odd.column_spacing_mm = 0.9;
-  odd.source_origin_mm = 120;
-  odd.origin_detector_mm = 60;
-  const FanCase c = MakeFanCase("odd-97", odd);
+  const FanCase c = MakeFanCase("odd-97", OddFanCaseSpec());
   const FanScan scan = ScanOf(c);
   const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
   const CsrSystemMatrix reference = a.ExpandToCsr();
