@@ -69,6 +69,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -90,6 +91,7 @@
 #include "core/algorithms/cgls.h"
 #include "core/algorithms/sirt.h"
 #include "core/base/parallel_for.h"
+#include "core/data/host_block_pool.h"
 #include "core/operators/several_devices_resident_operators.h"
 #include "core/algorithms/slab_plan.h"
 #include "core/devices/devices.h"
@@ -695,10 +697,12 @@ void PrintSlabsTogether(const char* memory, double seconds,
   std::printf("             the %zu slabs at once from %s projections: %.1f ms median;",
               profiles.size(), memory, seconds * 1e3);
   for (size_t d = 0; d < profiles.size(); ++d) {
-    std::printf(" device %zu: set-up %.1f, chunks %.1f, download %.1f ms, %d sub-slab(s), "
+    std::printf(" device %zu: set-up %.1f, chunks %.1f, download %.1f ms (%s), %d sub-slab(s), "
                 "%.0f MB mapped ahead;",
                 d, profiles[d].setup_s * 1e3, profiles[d].chunks_s * 1e3,
-                profiles[d].download_s * 1e3, profiles[d].sub_slabs,
+                profiles[d].download_s * 1e3,
+                profiles[d].straight_download ? "straight" : "through staging",
+                profiles[d].sub_slabs,
                 static_cast<double>(profiles[d].touched_bytes) / 1e6);
   }
   std::printf("\n");
@@ -1032,7 +1036,16 @@ int Main(int argc, char** argv) {
                  "first device, then the first two), median of --repeats runs, with speedups")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  int64_t kept_host_memory_bytes = -1;
+  app.add_option("--kept-host-memory-bytes", kept_host_memory_bytes,
+                 "freed large host arrays kept for reuse, as tomod's flag of that name (-1: "
+                 "the default, an eighth of the machine's memory; 0: none, every volume in "
+                 "new memory, downloaded through staging)")
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   CLI11_PARSE(app, argc, argv);
+  if (kept_host_memory_bytes >= 0) {
+    core::HostBlockPool::Get().SetKeptBytesLimit(static_cast<size_t>(kept_host_memory_bytes));
+  }
 
   const std::vector<core::DeviceInfo> devices = core::ListCudaDevices();
   if (devices.empty()) {
@@ -1242,13 +1255,14 @@ int Main(int argc, char** argv) {
       r->side = side;
       std::printf("             the operator's parts (device 0, whole volume, band of %lld rows, "
                   "%lld views per chunk, %d sub-slab(s)): set-up %.1f ms, chunks %.1f ms "
-                  "(into the head sub-slab), download %.1f ms (with the tail sub-slabs' "
+                  "(into the head sub-slab), download %.1f ms (%s; with the tail sub-slabs' "
                   "back projections); %.0f MB of the result's pages mapped while the device "
                   "computed\n",
                   static_cast<long long>(r->profile.band_rows),
                   static_cast<long long>(r->profile.chunk_views), r->profile.sub_slabs,
                   r->profile.setup_s * 1e3, r->profile.chunks_s * 1e3,
                   r->profile.download_s * 1e3,
+                  r->profile.straight_download ? "straight" : "through staging",
                   static_cast<double>(r->profile.touched_bytes) / 1e6);
       std::printf("             the upper half alone (band of %lld rows): set-up %.1f ms, chunks "
                   "%.1f ms, download %.1f ms\n",

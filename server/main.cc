@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "core/base/build_info.h"
+#include "core/data/host_block_pool.h"
 #include "server/tomod_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -83,6 +84,10 @@ ABSL_FLAG(uint64_t, memory_budget_bytes, 0,
 ABSL_FLAG(uint64_t, matrix_cache_bytes, 2ull << 30,
           "host memory for ART's built system matrices, kept (least recently used dropped "
           "first) so that a later job of the same scan and grid skips the build; 0: keep none");
+ABSL_FLAG(int64_t, kept_host_memory_bytes, -1,
+          "host memory kept mapped, once a job's large arrays are freed, for the next arrays "
+          "of the same size (a reused volume is also page-locked once, so that devices "
+          "download into it directly); -1: an eighth of the machine's memory; 0: keep none");
 ABSL_FLAG(uint32_t, max_attempts, 3,
           "most runs of one job: a job whose run a crash of tomod interrupted runs again at "
           "the next start until it has started this often, then ends FAILED");
@@ -161,7 +166,7 @@ const std::vector<FlagGroup>& FlagGroups() {
       {"Security", {}, {"tls", "token", "tenant"}},
       {"Devices and memory",
        {"devices", "cpu_worker", "memory_budget_bytes", "matrix_cache_bytes", "prefetch_bytes",
-        "reconstruct_while_uploading", "multi_device_jobs", "multi_device_min_voxels"},
+        "kept_host_memory_bytes", "reconstruct_while_uploading", "multi_device_jobs", "multi_device_min_voxels"},
        {}},
       {"Limits", {"max_attempts"}, {"max_upload", "max_voxels", "max_views", "max_queue",
                                     "max_jobs", "max_iterations"}},
@@ -305,6 +310,17 @@ int main(int argc, char** argv) {
   }
   options.multi_device.mode = *multi_device;
   options.multi_device.min_voxels = absl::GetFlag(FLAGS_multi_device_min_voxels);
+  const int64_t kept_host_memory = absl::GetFlag(FLAGS_kept_host_memory_bytes);
+  if (kept_host_memory < -1) {
+    std::fprintf(stderr,
+                 "tomod: --kept_host_memory_bytes: %lld is below -1 (-1: an eighth of the "
+                 "machine's memory; 0: keep none)\n",
+                 static_cast<long long>(kept_host_memory));
+    return 2;
+  }
+  if (kept_host_memory >= 0) {
+    tomo::core::HostBlockPool::Get().SetKeptBytesLimit(static_cast<size_t>(kept_host_memory));
+  }
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);

@@ -16,6 +16,7 @@
 #include "core/geometry/detector_row_band.h"
 #include "core/operators/cuda/cuda_check.h"
 #include "core/operators/cuda/cuda_memory_pool.h"
+#include "core/operators/cuda/cuda_page_locked_blocks.h"
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/operators/cuda/cuda_vector_projector.h"
 
@@ -372,14 +373,18 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
     profile_->direct_views = direct_views_;
     profile_->sub_slabs = static_cast<int>(sub_slab_volumes_.size());
   }
+  const size_t volume_bytes = static_cast<size_t>(volume_values_) * sizeof(float);
   size_t touched = 0;
-  if (staging_ != nullptr) {
+  // Downloads go straight into a page-locked result: one the caller locked, or a reused
+  // large array's block, locked here (once per block) while the device computes.
+  bool straight = staging_ == nullptr || PageLockReusedBlock(volume_values, volume_bytes);
+  if (!straight) {
     // While the device finishes the head (or only) sub-slab, this thread maps the result's
     // pages (page_touch.h), so the download's copies do not fault them in; it stops as soon
     // as that sub-slab is done (an error stops it too and surfaces at the download's waits).
-    touched = TouchPagesWhile(
-        volume_values, static_cast<size_t>(volume_values_) * sizeof(float),
-        [&] { return cudaEventQuery(computed_.front().get()) == cudaErrorNotReady; });
+    touched = TouchPagesWhile(volume_values, volume_bytes, [&] {
+      return cudaEventQuery(computed_.front().get()) == cudaErrorNotReady;
+    });
   }
   std::chrono::steady_clock::time_point download_start;
   if (profile_ != nullptr) {
@@ -387,17 +392,15 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
     profile_->chunks_s = SecondsSince(chunks_start_);
     download_start = std::chrono::steady_clock::now();
   }
-  if (staging_ == nullptr) {
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume_values, volume_.get(),
-                                              static_cast<size_t>(volume_values_) * sizeof(float),
-                                              cudaMemcpyDeviceToHost, stream_));
-    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (straight) {
+    TOMO_RETURN_IF_ERROR(DownloadStraight(volume_values));
   } else {
     TOMO_RETURN_IF_ERROR(DownloadThroughStaging(volume_values, touched));
   }
   if (profile_ != nullptr) {
     profile_->download_s = SecondsSince(download_start);
     profile_->touched_bytes = static_cast<int64_t>(touched);
+    profile_->straight_download = straight;
   }
   return absl::OkStatus();
 }
@@ -416,6 +419,24 @@ absl::Status DeviceFilterAndBackProject::BackProjectKeptViews() {
     }
     TOMO_CUDA_RETURN_IF_ERROR(cudaEventRecord(computed_[j].get(), stream_));
   }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFilterAndBackProject::DownloadStraight(float* volume_values) {
+  // Each sub-slab as soon as it is computed (on the copy stream, when there is one), so that
+  // the head's copy overlaps the tail's back projections.
+  const cudaStream_t copy = copy_stream_.get() != nullptr ? copy_stream_.get() : stream_;
+  for (size_t j = 0; j < sub_slab_volumes_.size(); ++j) {
+    const int64_t first = sub_slab_first_value_[j];
+    const int64_t end =
+        j + 1 < sub_slab_volumes_.size() ? sub_slab_first_value_[j + 1] : volume_values_;
+    TOMO_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, computed_[j].get(), 0));
+    TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(volume_values + first, volume_.get() + first,
+                                              static_cast<size_t>(end - first) * sizeof(float),
+                                              cudaMemcpyDeviceToHost, copy));
+  }
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy));
+  TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
 

@@ -119,6 +119,10 @@ struct FilterAndBackProjectProfile {
   // Sub-slabs (1: none; else the head and the tail ones). With several, chunks_s ends when
   // the head is done and download_s holds the rest (the tail's back projections too).
   int sub_slabs = 1;
+  // The result was page-locked (by the caller, or a reused block locked at Finish:
+  // core::PageLockReusedBlock), so the volume came down straight into it, not through the
+  // staging buffers.
+  bool straight_download = false;
 };
 
 // The operator as a stream (filter_and_back_project_stream.h) on one device: set-up at
@@ -179,6 +183,8 @@ class DeviceFilterAndBackProject final : public FilterAndBackProjectStream {
   // computed_ event, on the copy stream; the host's threads empty each piece into place.
   // touched: the bytes of the result mapped from its start (page_touch.h), carried on as
   // the waits map more.
+  // Into a page-locked result, sub-slab by sub-slab as each is computed.
+  absl::Status DownloadStraight(float* volume_values);
   absl::Status DownloadThroughStaging(float* volume_values, size_t& touched);
 
   int device_ = 0;

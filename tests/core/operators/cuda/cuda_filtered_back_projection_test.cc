@@ -21,12 +21,15 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/algorithms/filtered_back_projection.h"
+#include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
+#include "core/data/host_block_pool.h"
 #include "core/devices/host_pinning.h"
 #include "core/geometry/geometry_builders.h"
 #include "core/geometry/detector_row_band.h"
@@ -441,6 +444,77 @@ TEST_F(CudaFilteredBackProjectionTest, SubSlabDownloadsMatchOneSlab) {
   EXPECT_LE(against_cpu, kTextureTolerance);
   EXPECT_LE(against_one_slab, kTextureTolerance);
   EXPECT_TRUE(SameBits(streamed, staged));
+}
+
+// A result in a reused large-array block (core/data/host_block_pool.h) is page-locked at
+// Finish and the volume comes down straight into it, sub-slab by sub-slab; a block on its
+// first array goes through staging. Both give the same bits. The volume is above the pool's
+// threshold and has sub-slabs (a head of five eighths), off the centre, odd sizes.
+TEST_F(CudaFilteredBackProjectionTest, ReusedResultBlockTakesTheDownloadStraight) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  FanConeOptions cone;
+  cone.detector = {97, 73, 0.8, 1.1, -0.6, 0.9};
+  cone.source_origin_mm = 160;
+  cone.origin_detector_mm = 70;
+  cone.angles_rad = RandomAngles(13, random_);
+  const VectorGeometry geometry = MakeCircularCone(cone).value();
+  const int64_t slices = cuda::kSubSlabUnits * cuda::kMinSubSlabSlices + 1 + random_() % 90;
+  const VolumeGeometry volume =
+      VolumeGeometry::Create({211, 197, slices}, {0.45, 0.5, 0.35}, {0.7, -0.4, 1.3}).value();
+  ASSERT_GE(volume.dims().count() * static_cast<int64_t>(sizeof(float)),
+            static_cast<int64_t>(kLargeBlockBytes));
+  const Dims3 dims = geometry.projection_dims();
+  const Array3D projections = RandomArray(dims, random_);
+  const RampFilter filter =
+      RampFilter::Create(FilterOptions{FilterWindow::kHamming, 1.0}, dims.d2, 0.9).value();
+  FilteredBackProjectionWeights weights;
+  weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
+  weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+  const int64_t chunk_bytes = 3 * dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
+  HostBlockPool& pool = HostBlockPool::Get();
+  const size_t limit = pool.kept_bytes_limit();
+  pool.SetKeptBytesLimit(size_t{1} << 30);
+  pool.Clear();
+
+  Array3D first(volume.dims(), kPoison);
+  const float* first_block = first.data();
+  cuda::FilterAndBackProjectProfile first_profile, reused_profile, again_profile;
+  Array3D reference;
+  Array3D reused;
+  const absl::Status status = [&]() -> absl::Status {
+    TOMO_ASSIGN_OR_RETURN(cuda::ScopedDevice device, cuda::ScopedDevice::Enter(0));
+    TOMO_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
+    cuda::PinnedStaging staging;
+    auto run = [&](Array3D& into, cuda::FilterAndBackProjectProfile* profile) {
+      return cuda::FilterAndBackProjectOnDevice(
+          stream.get(), geometry, volume, projections, filter, weights,
+          BackProjectionWeighting::kFdk, into, &staging, chunk_bytes, profile,
+          /*head_eighths=*/5);
+    };
+    TOMO_RETURN_IF_ERROR(run(first, &first_profile));
+    reference = first.Clone();
+    first = Array3D();  // its block goes back to the pool
+    reused = Array3D(volume.dims(), kPoison);
+    TOMO_RETURN_IF_ERROR(run(reused, &reused_profile));
+    if (!SameBits(reused, reference)) return absl::InternalError("reused block differs");
+    ParallelFill(reused.data(), reused.size(), kPoison);
+    return run(reused, &again_profile);
+  }();
+  pool.SetKeptBytesLimit(limit);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(reused.data(), first_block);  // the same block, handed out again
+  EXPECT_FALSE(first_profile.straight_download);
+  EXPECT_GT(first_profile.touched_bytes, 0);
+  EXPECT_TRUE(reused_profile.straight_download);
+  EXPECT_TRUE(again_profile.straight_download);
+  EXPECT_EQ(reused_profile.sub_slabs, 4);
+  EXPECT_EQ(reused_profile.touched_bytes, 0);
+  ASSERT_TRUE(AllFinite(reference));
+  EXPECT_TRUE(SameBits(reused, reference));
+  std::optional<HostBlock> block = pool.FindInUse(reused.data());
+  ASSERT_TRUE(block.has_value());
+  EXPECT_TRUE(block->attached);
+  EXPECT_EQ(block->uses, 2);
 }
 
 // FDK fed view by view on the GPU reconstructs what Fdk does from the whole array.
