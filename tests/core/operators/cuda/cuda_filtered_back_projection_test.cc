@@ -515,6 +515,10 @@ TEST_F(CudaFilteredBackProjectionTest, ReusedResultBlockTakesTheDownloadStraight
   ASSERT_TRUE(block.has_value());
   EXPECT_TRUE(block->attached);
   EXPECT_EQ(block->uses, 2);
+  // The pool frees its blocks, unlocking them, only when told: leave none locked behind.
+  reused = Array3D();
+  pool.Clear();
+  EXPECT_EQ(pool.kept_bytes(), 0u);
 }
 
 // FDK fed view by view on the GPU reconstructs what Fdk does from the whole array.
