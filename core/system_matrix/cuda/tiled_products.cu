@@ -85,6 +85,16 @@ __device__ __forceinline__ void PrefetchOrbitSlots(const TiledDeviceArrays& d, i
 #endif
 }
 
+// Pixel r (row-major in the tile's own rows) of the orbit's tile M_h(T0), whose rows are sx0
+// long when M_h keeps the axes and sy0 long when it swaps them: its column and row there.
+struct TilePixel {
+  __device__ TilePixel(int r, int sx0, int sy0)
+      : y_keep(r / sx0), x_keep(r - y_keep * sx0), y_swap(r / sy0), x_swap(r - y_swap * sy0) {}
+  __device__ int x(int h) const { return kTiledMaps.m[h][0] == 0 ? x_swap : x_keep; }
+  __device__ int y(int h) const { return kTiledMaps.m[h][0] == 0 ? y_swap : y_keep; }
+  int y_keep, x_keep, y_swap, x_swap;
+};
+
 // The shared-memory bytes of one thread block: 8 planes of tile_side x stride floats.
 size_t TiledSharedBytes(const TiledDeviceArrays& d) {
   return sizeof(float) * 8 * static_cast<size_t>(d.tile_side) * static_cast<size_t>(d.stride);
@@ -104,12 +114,10 @@ __global__ void __launch_bounds__(kTiledMaxThreads, 1)
   // Pixel r of each of the orbit's tiles (in the tile's own rows, which are sx0 or sy0 long)
   // into its place in T0's frame; the 8 tiles' loads of one thread in flight together.
   for (int r = threadIdx.x; r < area; r += blockDim.x) {
-    const int ly_keep = r / sx0, lx_keep = r - ly_keep * sx0;
-    const int ly_swap = r / sy0, lx_swap = r - ly_swap * sy0;
+    const TilePixel pixel(r, sx0, sy0);
 #pragma unroll
     for (int h = 0; h < 8; ++h) {
-      const bool swaps = kTiledMaps.m[h][0] == 0;
-      const int lx = swaps ? lx_swap : lx_keep, ly = swaps ? ly_swap : ly_keep;
+      const int lx = pixel.x(h), ly = pixel.y(h);
       int lx0, ly0;
       TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2],
                                 kTiledMaps.m[h][3], sx0, sy0, lx, ly, &lx0, &ly0);
@@ -289,13 +297,11 @@ __global__ void __launch_bounds__(kTiledMaxThreads, 1)
   const TileOrbit& orbit = d.orbits[blockIdx.x];
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
   for (int r = threadIdx.x; r < area; r += blockDim.x) {
-    const int ly_keep = r / sx0, lx_keep = r - ly_keep * sx0;
-    const int ly_swap = r / sy0, lx_swap = r - ly_swap * sy0;
+    const TilePixel pixel(r, sx0, sy0);
 #pragma unroll
     for (int h = 0; h < 8; ++h) {
       if (!((orbit.distinct >> h) & 1)) continue;
-      const bool swaps = kTiledMaps.m[h][0] == 0;
-      const int lx = swaps ? lx_swap : lx_keep, ly = swaps ? ly_swap : ly_keep;
+      const int lx = pixel.x(h), ly = pixel.y(h);
       float total = 0.0f;
       int total_fixed = 0;
 #pragma unroll
