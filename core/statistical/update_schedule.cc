@@ -133,10 +133,16 @@ UpdateSchedule UpdateSchedule::Make(const SeparableFootprintProjector& projector
       const int32_t c = column_order[static_cast<size_t>(index)];
       most_groups = std::max(most_groups, groups.GroupCount(c % nx, c / nx));
     }
-    for (int64_t g = 0; g < most_groups; ++g) {
+    // Member j takes group (k + j) mod most_groups in the set's step k (if it has one): each
+    // member still visits each of its groups once, and the groups' sizes, which fall by one
+    // from the first to the last, are mixed within a step. For 512 slices in groups of 171,
+    // 171 and 170 three columns make steps of 512 voxels instead of 513, 513 and 510: no
+    // step then needs a third pass of 256 device threads.
+    for (int64_t k = 0; k < most_groups; ++k) {
       int64_t voxels = 0;
-      for (int64_t index : set) {
-        const int32_t c = column_order[static_cast<size_t>(index)];
+      for (size_t j = 0; j < set.size(); ++j) {
+        const int32_t c = column_order[static_cast<size_t>(set[j])];
+        const int64_t g = (k + static_cast<int64_t>(j)) % most_groups;
         if (g >= groups.GroupCount(c % nx, c / nx)) continue;
         schedule.groups_.push_back(group_of(c, g));
         voxels += schedule.groups_.back().size;

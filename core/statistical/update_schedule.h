@@ -11,7 +11,8 @@
 // partners whose transaxial footprints, widened by 0.01 column (a margin against float32
 // rounding of the device's footprint edges), share no detector column with its own or each
 // other's in any view (then no voxel of one correlates with any voxel of another, whatever
-// their slices) and that are not prior neighbours; step g of the set holds group g of each.
+// their slices) and that are not prior neighbours; step k of the set holds group
+// (k + j) mod G of its j-th column (G: the set's most groups), which evens the steps' sizes.
 // Far-apart columns project to the same detector columns only in the few views whose rays
 // pass through both, which the angular sampling often misses (on the 391-view literature
 // case about one random pair in nine is disjoint in every view; with m = 2 all but 28 of the
@@ -65,7 +66,7 @@ class UpdateSchedule {
   int64_t paired_columns() const { return paired_columns_; }
 
   // A set is one column with its partners: its steps, [SetFirstStep(i), SetFirstStep(i + 1)),
-  // update its columns' groups g = 0, 1, ... in turn.
+  // update each of its columns' groups once (step k: group (k + j) mod G of column j).
   int64_t num_sets() const { return static_cast<int64_t>(set_offsets_.size()) - 1; }
   int64_t SetFirstStep(int64_t i) const { return set_offsets_[static_cast<size_t>(i)]; }
 

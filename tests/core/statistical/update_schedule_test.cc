@@ -7,6 +7,7 @@
 // (its distances, pixels, voxels and 391 views; fewer of each).
 #include "core/statistical/update_schedule.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -22,6 +23,8 @@ namespace {
 
 struct Counts {
   int64_t steps = 0, paired_columns = 0, total_groups = 0;
+  // Sets of m columns that each have m groups: their steps must hold equally many voxels.
+  int64_t even_sets = 0;
 };
 
 // Checks every step of the schedule for columns_per_step on projector and returns its counts.
@@ -68,7 +71,31 @@ Counts CheckSchedule(const SeparableFootprintProjector& sf, const std::vector<in
     for (int64_t iz = 0; iz < n.z; ++iz) expected[static_cast<size_t>(column * n.z + iz)] = 1;
   }
   EXPECT_EQ(updates, expected);
-  return {schedule.num_steps(), schedule.paired_columns(), schedule.num_groups()};
+  // A set whose m columns have m groups each: the step k takes group (k + j) mod m of its
+  // j-th column, so every step holds one group of each index and as many voxels as the next.
+  int64_t even_sets = 0;
+  for (int64_t set = 0; set < schedule.num_sets(); ++set) {
+    const int64_t first = schedule.SetFirstStep(set), end = schedule.SetFirstStep(set + 1);
+    const int64_t members = schedule.StepGroupCount(first);
+    bool square = end - first == members;
+    for (const ScheduledGroup* g = schedule.StepBegin(first); g != schedule.StepEnd(first); ++g) {
+      square = square && groups.GroupCount(g->column % n.x, g->column / n.x) == members;
+    }
+    if (!square || members < 2) continue;
+    ++even_sets;
+    std::vector<int64_t> voxels;
+    for (int64_t step = first; step < end; ++step) {
+      int64_t count = 0;
+      for (const ScheduledGroup* g = schedule.StepBegin(step); g != schedule.StepEnd(step); ++g) {
+        count += g->size;
+      }
+      voxels.push_back(count);
+    }
+    EXPECT_EQ(*std::min_element(voxels.begin(), voxels.end()),
+              *std::max_element(voxels.begin(), voxels.end()))
+        << "set " << set;
+  }
+  return {schedule.num_steps(), schedule.paired_columns(), schedule.num_groups(), even_sets};
 }
 
 // A small cone (29 views, 23 x 61 pixels) over a 24 x 22 x 10 volume of unequal,
@@ -161,7 +188,8 @@ TEST(UpdateScheduleTest, EachIterationVisitsTheSetsInANewOrder) {
 
 // The literature's circular cone (source-detector 1147.7 mm, source-axis 647.7 mm, 391 views
 // over 360 degrees, pixels 0.384 x 0.755 mm, voxels 0.415 x 0.415 x 0.3 mm) on a 20 x 330
-// detector and a 161 x 158 x 9 volume (66 mm wide: partners must be tens of mm apart), the
+// detector and a 161 x 158 x 10 volume (66 mm wide: partners must be tens of mm apart; 10
+// slices, so that a column's groups differ in size), the
 // product's ICD default columns per step: the steps of several columns keep zero correlation
 // at the real magnification and angular sampling, where the partner search's footprint
 // ranges are tight (a column about 3 pixels wide). The order holds 2500 random columns (a
@@ -177,7 +205,7 @@ TEST(UpdateScheduleTest, LiteratureGeometryStepsHaveZeroCorrelation) {
   cone.angles_rad = UniformAnglesRad(391, 0.0, 2 * M_PI);
   const VectorGeometry geometry = MakeCircularCone(cone).value();
   const VolumeGeometry volume =
-      VolumeGeometry::Create({161, 158, 9}, {0.415, 0.415, 0.3}, {0.3, -0.2, 0.1}).value();
+      VolumeGeometry::Create({161, 158, 10}, {0.415, 0.415, 0.3}, {0.3, -0.2, 0.1}).value();
   const auto sf = SeparableFootprintProjector::Create(geometry, volume).value();
   std::vector<int32_t> order = ShuffledColumns(161 * 158, random);
   order.resize(2500);
@@ -185,12 +213,14 @@ TEST(UpdateScheduleTest, LiteratureGeometryStepsHaveZeroCorrelation) {
     SCOPED_TRACE(columns_per_step);
     const Counts counts = CheckSchedule(sf, order, columns_per_step);
     std::printf("[ measure ] literature geometry, columns per step %d: %lld steps for %lld "
-                "groups, %lld of %d columns paired\n",
+                "groups, %lld of %d columns paired, %lld sets of even steps\n",
                 columns_per_step, static_cast<long long>(counts.steps),
                 static_cast<long long>(counts.total_groups),
-                static_cast<long long>(counts.paired_columns), 2500);
+                static_cast<long long>(counts.paired_columns), 2500,
+                static_cast<long long>(counts.even_sets));
     EXPECT_GT(counts.paired_columns, 0);
     EXPECT_LT(counts.steps, counts.total_groups);
+    EXPECT_GT(counts.even_sets, 0);
   }
 }
 
