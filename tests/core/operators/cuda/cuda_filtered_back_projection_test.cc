@@ -458,7 +458,8 @@ TEST_F(CudaFilteredBackProjectionTest, ReusedResultBlockTakesTheDownloadStraight
   cone.origin_detector_mm = 70;
   cone.angles_rad = RandomAngles(13, random_);
   const VectorGeometry geometry = MakeCircularCone(cone).value();
-  const int64_t slices = cuda::kSubSlabUnits * cuda::kMinSubSlabSlices + 1 + random_() % 90;
+  // 211 x 197 pixels of 4 bytes: 202 slices reach the pool's threshold.
+  const int64_t slices = 2 * cuda::kSubSlabUnits * cuda::kMinSubSlabSlices + 1 + random_() % 60;
   const VolumeGeometry volume =
       VolumeGeometry::Create({211, 197, slices}, {0.45, 0.5, 0.35}, {0.7, -0.4, 1.3}).value();
   ASSERT_GE(volume.dims().count() * static_cast<int64_t>(sizeof(float)),
