@@ -32,6 +32,7 @@
 #include "core/algorithms/stored_matrix_art.h"
 #include "core/base/build_info.h"
 #include "core/base/status_macros.h"
+#include "core/data/host_block_pool.h"
 #include "google/protobuf/stubs/logging.h"
 #include "transfer/allocator_tuning.h"
 #include "server/jobs/crash_log.h"
@@ -231,6 +232,8 @@ absl::StatusOr<std::unique_ptr<TomodServer>> TomodServer::Start(const ServerOpti
     metrics->matrix_cache_bytes().Set({}, static_cast<double>(cache->kept_bytes()));
     metrics->matrix_cache_reused().Set({}, static_cast<double>(cache->hits()));
     metrics->matrix_cache_built().Set({}, static_cast<double>(cache->misses()));
+    metrics->kept_host_bytes().Set(
+        {}, static_cast<double>(core::HostBlockPool::Get().kept_bytes()));
   });
   return server;
 }

@@ -128,7 +128,11 @@ TomodMetrics::TomodMetrics()
       matrix_cache_reused_(registry_.AddGauge(
           "tomod_matrix_cache_reused", "art jobs since start that reused a kept matrix.")),
       matrix_cache_built_(registry_.AddGauge(
-          "tomod_matrix_cache_built", "art jobs since start that built their matrix.")) {
+          "tomod_matrix_cache_built", "art jobs since start that built their matrix.")),
+      kept_host_bytes_(registry_.AddGauge(
+          "tomod_kept_host_bytes",
+          "Bytes of freed large host arrays (volumes, projections) kept mapped, and page-locked "
+          "once reused, for later arrays of the same size (--kept_host_memory_bytes).")) {
   // Series that exist from the start, so that rate() sees the first increment.
   submitted_.Add({}, 0);
   for (const char* outcome : {"succeeded", "failed", "cancelled"}) finished_.Add({outcome}, 0);

@@ -45,6 +45,8 @@
 //   tomod_matrix_cache_bytes                    ART matrices kept (--matrix_cache_bytes)
 //   tomod_matrix_cache_reused                   art jobs that reused a kept matrix, and
 //   tomod_matrix_cache_built                    those that built theirs (since start)
+//   tomod_kept_host_bytes                       freed large host arrays kept mapped for
+//                                               later ones (--kept_host_memory_bytes)
 //
 // Thread-safe. The gauges read at scrape time (queue depth, jobs, watchers, spool,
 // devices) are filled by a collector that the owner adds (TomodServer does).
@@ -113,6 +115,7 @@ class TomodMetrics {
   Gauge& matrix_cache_bytes() { return matrix_cache_bytes_; }
   Gauge& matrix_cache_reused() { return matrix_cache_reused_; }
   Gauge& matrix_cache_built() { return matrix_cache_built_; }
+  Gauge& kept_host_bytes() { return kept_host_bytes_; }
 
  private:
   MetricRegistry registry_;
@@ -142,6 +145,7 @@ class TomodMetrics {
   Gauge& matrix_cache_bytes_;
   Gauge& matrix_cache_reused_;
   Gauge& matrix_cache_built_;
+  Gauge& kept_host_bytes_;
 };
 
 // "queued" for JOB_STATE_QUEUED: a state as metrics and logs name it.

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::Key;
 
 class ObservabilityTest : public DaemonTest {
@@ -79,6 +82,48 @@ TEST_F(ObservabilityTest, ScrapeAfterAJobShowsTheCountersMoved) {
   EXPECT_EQ(after["tomod_jobs{state=\"queued\"}"], 0);
   EXPECT_EQ(after["tomod_queue_depth"], 0);
   EXPECT_GT(after["tomod_spool_used_bytes"], static_cast<double>(input_bytes));
+}
+
+// Freed large host arrays are kept for later ones of their size up to
+// --kept_host_memory_bytes, and tomod_kept_host_bytes shows what is kept: after a cone job
+// with a volume above the pool's 32 MiB threshold, at least that volume by default, nothing
+// with the flag at 0. A flag below -1 is refused, naming it.
+TEST_F(ObservabilityTest, KeptHostMemoryIsShownAndBoundedByItsFlag) {
+  ASSERT_EQ(StopDaemon(), 0);
+  ProcessResult refused = RunProcess(
+      {BinaryPath("tomod", TOMOD_BINARY), "--listen=127.0.0.1:0", "--spool_dir=" + spool_dir(),
+       "--metrics_port=0", "--devices=cpu", "--kept_host_memory_bytes=-2"},
+      dir(), absl::Seconds(60));
+  EXPECT_EQ(refused.exit_code, 2) << refused.Describe();
+  EXPECT_THAT(refused.err, HasSubstr("--kept_host_memory_bytes: -2 is below -1"));
+
+  const int size = 205;  // 205^3 floats: 34.5 MB
+  const std::string phantom = MakePhantom("kept", size, 16, {"--geometry", "cone"});
+  for (bool keep : {false, true}) {
+    SCOPED_TRACE(keep ? "default" : "--kept_host_memory_bytes=0");
+    port_ = FreeLoopbackPort();
+    std::vector<std::string> flags = {"--devices=cpu", absl::StrCat("--metrics_port=", port_)};
+    if (!keep) flags.push_back("--kept_host_memory_bytes=0");
+    StartDaemon(flags);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(Scrape()["tomod_kept_host_bytes"], 0);
+    ProcessResult run =
+        Tomo({"submit", "--spec", phantom + "/job.json", "--data", phantom + "/sinogram.raw",
+              "--wait", "--out", dir() + (keep ? "/kept" : "/not-kept")});
+    ASSERT_EQ(run.exit_code, 0) << run.Describe();
+    // The job's arrays are freed once its results are written, around its end: wait a little.
+    double kept = Scrape()["tomod_kept_host_bytes"];
+    for (int i = 0; keep && kept == 0 && i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      kept = Scrape()["tomod_kept_host_bytes"];
+    }
+    if (keep) {
+      EXPECT_GE(kept, static_cast<double>(size) * size * size * 4);
+    } else {
+      EXPECT_EQ(kept, 0);
+    }
+    ASSERT_EQ(StopDaemon(), 0);
+  }
 }
 
 // A cone-beam FDK job reconstructed while it uploads (--reconstruct_while_uploading=all
