@@ -98,6 +98,15 @@ std::vector<float> RandomValues(size_t count, std::mt19937_64& random) {
   return values;
 }
 
+// Random column (views x columns) and pixel (rows x columns) weights for projections of
+// `dims`.
+FilteredBackProjectionWeights RandomWeights(const Dims3& dims, std::mt19937_64& random) {
+  FilteredBackProjectionWeights weights;
+  weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random);
+  weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random);
+  return weights;
+}
+
 BackProjectionWeighting WeightingFor(const VectorGeometry& geometry) {
   return geometry.beam() == BeamKind::kCone ? BackProjectionWeighting::kFdk
                                             : BackProjectionWeighting::kNone;
@@ -152,9 +161,7 @@ TEST_F(CudaFilteredBackProjectionTest, ManyChunksMatchOneChunk) {
     const Dims3 dims = c.geometry.projection_dims();
     const Array3D projections = RandomArray(dims, random_);
     const RampFilter filter = RampFilter::Create(FilterOptions{}, dims.d2, 1.1).value();
-    FilteredBackProjectionWeights weights;
-    weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
-    weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+    const FilteredBackProjectionWeights weights = RandomWeights(dims, random_);
     const BackProjectionWeighting weighting = WeightingFor(c.geometry);
     const int64_t view_bytes = dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
     Array3D one(c.volume.dims(), kPoison), many(c.volume.dims(), kPoison);
@@ -198,9 +205,7 @@ TEST_F(CudaFilteredBackProjectionTest, StreamOfRandomPiecesMatchesTheWholeCall) 
     // The filter of MatchesTheCpuComposition, for which kTextureTolerance was measured.
     const RampFilter filter =
         RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
-    FilteredBackProjectionWeights weights;
-    weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
-    weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+    const FilteredBackProjectionWeights weights = RandomWeights(dims, random_);
     const BackProjectionWeighting weighting = WeightingFor(c.geometry);
     const int64_t view_bytes = dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
     const int64_t view_values = dims.d1 * dims.d2;
@@ -296,9 +301,7 @@ TEST_F(CudaFilteredBackProjectionTest, PageLockedProjectionsMatchPageableBitForB
 
     const RampFilter filter =
         RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
-    FilteredBackProjectionWeights weights;
-    weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
-    weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+    const FilteredBackProjectionWeights weights = RandomWeights(dims, random_);
     const BackProjectionWeighting weighting = WeightingFor(c.geometry);
     const int64_t view_bytes = dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
     const int64_t view_values = dims.d1 * dims.d2;
@@ -396,9 +399,7 @@ TEST_F(CudaFilteredBackProjectionTest, SubSlabDownloadsMatchOneSlab) {
   const Array3D projections = RandomArray(dims, random_);
   const RampFilter filter =
       RampFilter::Create(FilterOptions{FilterWindow::kHann, 0.9}, dims.d2, 0.8).value();
-  FilteredBackProjectionWeights weights;
-  weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
-  weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+  const FilteredBackProjectionWeights weights = RandomWeights(dims, random_);
   const BackProjectionWeighting weighting = BackProjectionWeighting::kFdk;
   const int64_t view_values = dims.d1 * dims.d2;
   const int64_t chunk_bytes = 4 * view_values * static_cast<int64_t>(sizeof(float));
@@ -468,9 +469,7 @@ TEST_F(CudaFilteredBackProjectionTest, ReusedResultBlockTakesTheDownloadStraight
   const Array3D projections = RandomArray(dims, random_);
   const RampFilter filter =
       RampFilter::Create(FilterOptions{FilterWindow::kHamming, 1.0}, dims.d2, 0.9).value();
-  FilteredBackProjectionWeights weights;
-  weights.column = RandomValues(static_cast<size_t>(dims.d0 * dims.d2), random_);
-  weights.pixel = RandomValues(static_cast<size_t>(dims.d1 * dims.d2), random_);
+  const FilteredBackProjectionWeights weights = RandomWeights(dims, random_);
   const int64_t chunk_bytes = 3 * dims.d1 * dims.d2 * static_cast<int64_t>(sizeof(float));
   HostBlockPool& pool = HostBlockPool::Get();
   const size_t limit = pool.kept_bytes_limit();
