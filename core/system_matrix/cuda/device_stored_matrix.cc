@@ -26,8 +26,9 @@ using core::cuda::ScopedDevice;
 using core::cuda::Stream;
 using cuda::CheckViews;
 
-template <typename T>
-absl::StatusOr<DeviceBuffer<T>> Upload(const std::vector<T>& host, cudaStream_t stream) {
+template <typename T, typename Allocator>
+absl::StatusOr<DeviceBuffer<T>> Upload(const std::vector<T, Allocator>& host,
+                                       cudaStream_t stream) {
   TOMO_ASSIGN_OR_RETURN(DeviceBuffer<T> buffer, DeviceBuffer<T>::Allocate(host.size(), stream));
   if (!host.empty()) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.get(), host.data(), host.size() * sizeof(T),
