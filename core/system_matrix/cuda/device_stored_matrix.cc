@@ -248,9 +248,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
               static_cast<size_t>(columns), s));
     }
     if (m->UsesTiled()) {
-      TOMO_ASSIGN_OR_RETURN(const TiledRuns tiled,
-                            TiledRuns::Build(a, slab_steps > 0 ? slab_steps
-                                                               : TiledRuns::TileSideFor(n)));
+      // Built at the matrix's first upload for this side, shared by the later ones.
+      TOMO_ASSIGN_OR_RETURN(
+          const std::shared_ptr<const TiledRuns> layout,
+          a.TiledLayout(slab_steps > 0 ? slab_steps : TiledRuns::TileSideFor(n)));
+      const TiledRuns& tiled = *layout;
       TOMO_ASSIGN_OR_RETURN(m->tiled_local_, Upload(tiled.local(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_weights_, Upload(tiled.weights(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_lane_rays_, Upload(tiled.lane_rays(), s));
