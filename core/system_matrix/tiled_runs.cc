@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -256,16 +257,25 @@ void PackTile(const std::vector<TileEntry>& entries, int map,
         ++next;
         placed[static_cast<size_t>(l)] = 1;
       }
+      // Pads, lane by lane, at the least used bank that holds a pixel of T0 (the lowest such
+      // bank on a tie): one sweep up the banks per level of use, not a search per pad. A
+      // bank skipped at a level is above it, and one taken goes up to the next: once the
+      // sweep passes the last bank, none is left at this level.
+      int level = std::numeric_limits<int>::max();
+      for (int b = 0; b < 32; ++b) {
+        if (bank_place[static_cast<size_t>(b)] >= 0)
+          level = std::min(level, used[static_cast<size_t>(b)]);
+      }
+      int bank = -1;
       for (int l = 0; l < 32; ++l) {
         if (placed[static_cast<size_t>(l)]) continue;
-        int bank = 0;  // the least used bank that holds a pixel of T0
-        for (int b = 0; b < 32; ++b) {
-          if (bank_place[static_cast<size_t>(b)] >= 0 &&
-              (bank_place[static_cast<size_t>(bank)] < 0 ||
-               used[static_cast<size_t>(b)] < used[static_cast<size_t>(bank)])) {
-            bank = b;
+        do {
+          if (++bank == 32) {
+            bank = 0;
+            ++level;
           }
-        }
+        } while (bank_place[static_cast<size_t>(bank)] < 0 ||
+                 used[static_cast<size_t>(bank)] != level);
         step_weights[l] = 0.0f;
         step_local[l] = static_cast<uint16_t>(bank_place[static_cast<size_t>(bank)]);
         ++used[static_cast<size_t>(bank)];
