@@ -44,6 +44,11 @@ class StoredMatrix {
   uint64_t held_bytes() const {
     return bytes() + (symmetric_ ? symmetric_->tiled_layout_bytes() : 0);
   }
+  // Lets go of those layouts (SymmetricSystemMatrix::ForgetTiledLayouts): held_bytes()
+  // falls back to bytes().
+  void ForgetTiledLayouts() const {
+    if (symmetric_) symmetric_->ForgetTiledLayouts();
+  }
   const MatrixBytes& counted() const { return need_; }
   // Exactly one is set, as format() says.
   const SymmetricSystemMatrix* symmetric() const { return symmetric_ ? &*symmetric_ : nullptr; }

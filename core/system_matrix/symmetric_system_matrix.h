@@ -108,8 +108,11 @@ class SymmetricSystemMatrix {
   absl::StatusOr<std::shared_ptr<const TiledRuns>> TiledLayout(int tile_side) const {
     return tiled_layouts_->Get(*this, tile_side);
   }
-  // Bytes of the tiled layouts built so far, on top of bytes().
+  // Bytes of the tiled layouts it keeps, on top of bytes().
   uint64_t tiled_layout_bytes() const { return tiled_layouts_->bytes(); }
+  // Lets go of the kept layouts (for this matrix and its copies; holders of one keep it):
+  // memory over use, the next TiledLayout builds again.
+  void ForgetTiledLayouts() const { tiled_layouts_->Forget(); }
 
   // The arrays (stored row r = stored view * columns + column).
   const StoredRows& rows() const { return rows_; }

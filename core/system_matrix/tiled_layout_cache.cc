@@ -21,7 +21,7 @@ absl::StatusOr<std::shared_ptr<const TiledRuns>> TiledLayoutCache::Get(
     absl::StatusOr<TiledRuns> built = TiledRuns::Build(matrix, tile_side);
     if (built.ok()) {
       auto layout = std::make_shared<const TiledRuns>(*std::move(built));
-      bytes_.fetch_add(layout->bytes(), std::memory_order_relaxed);
+      side->bytes.store(layout->bytes(), std::memory_order_relaxed);
       side->layout = std::move(layout);
     } else {
       side->layout = built.status();
@@ -29,6 +29,18 @@ absl::StatusOr<std::shared_ptr<const TiledRuns>> TiledLayoutCache::Get(
     side->built = true;
   }
   return side->layout;
+}
+
+uint64_t TiledLayoutCache::bytes() const {
+  absl::MutexLock lock(&mutex_);
+  uint64_t total = 0;
+  for (const auto& [tile_side, side] : sides_) total += side->bytes.load(std::memory_order_relaxed);
+  return total;
+}
+
+void TiledLayoutCache::Forget() {
+  absl::MutexLock lock(&mutex_);
+  sides_.clear();
 }
 
 }  // namespace tomo::core::system_matrix

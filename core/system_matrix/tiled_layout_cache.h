@@ -6,8 +6,9 @@
 // A SymmetricSystemMatrix owns one (SymmetricSystemMatrix::TiledLayout) and shares it with
 // its copies, which hold the same rows. Thread-safe: the callers for one side wait for a
 // single build; a build's error is kept and returned to every later caller (it depends on
-// the side and the scan alone). The layouts live as long as the matrix or a caller holds
-// them.
+// the side and the scan alone). The layouts live as long as the cache or a caller holds
+// them; Forget lets the cache's go (tomod's matrix cache, over its capacity, drops layouts
+// before it drops matrices).
 //
 //   TOMO_ASSIGN_OR_RETURN(std::shared_ptr<const TiledRuns> layout, a.TiledLayout(16));
 #pragma once
@@ -32,18 +33,21 @@ class TiledLayoutCache {
   // TiledRuns::Build on the first call for that side, the same object afterwards.
   absl::StatusOr<std::shared_ptr<const TiledRuns>> Get(const SymmetricSystemMatrix& matrix,
                                                        int tile_side);
-  // Bytes of the layouts built so far (TiledRuns::bytes()); 0 before the first.
-  uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  // Bytes of the layouts it holds (TiledRuns::bytes()); 0 before the first is built.
+  uint64_t bytes() const;
+  // Lets go of every layout: the next Get of a side builds it again. Callers holding one
+  // keep it; a build under way finishes for its callers and is not kept.
+  void Forget();
 
  private:
   struct Side {
     absl::Mutex mutex;  // held through the build, so that one build serves every caller
     bool built ABSL_GUARDED_BY(mutex) = false;
     absl::StatusOr<std::shared_ptr<const TiledRuns>> layout ABSL_GUARDED_BY(mutex);
+    std::atomic<uint64_t> bytes{0};  // set once built: read without waiting for a build
   };
-  absl::Mutex mutex_;
+  mutable absl::Mutex mutex_;
   std::map<int, std::shared_ptr<Side>> sides_ ABSL_GUARDED_BY(mutex_);
-  std::atomic<uint64_t> bytes_{0};
 };
 
 }  // namespace tomo::core::system_matrix

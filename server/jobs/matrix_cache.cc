@@ -77,10 +77,18 @@ void MatrixCache::Keep(std::string key, std::shared_ptr<const sm::StoredMatrix> 
 }
 
 void MatrixCache::RecountAndDropOver(uint64_t capacity) {
+  kept_bytes_ = 0;
   for (Entry& entry : recent_) {
-    const uint64_t now = entry.matrix->held_bytes();
-    kept_bytes_ += now - entry.bytes;  // a matrix only gains layouts
-    entry.bytes = now;
+    entry.bytes = entry.matrix->held_bytes();
+    kept_bytes_ += entry.bytes;
+  }
+  // Layouts first, least recently used first: a layout is rebuilt from its matrix faster
+  // than the matrix is.
+  for (auto entry = recent_.rbegin(); entry != recent_.rend() && kept_bytes_ > capacity; ++entry) {
+    if (entry->bytes == entry->matrix->bytes()) continue;
+    entry->matrix->ForgetTiledLayouts();
+    kept_bytes_ -= entry->bytes - entry->matrix->bytes();
+    entry->bytes = entry->matrix->bytes();
   }
   while (kept_bytes_ > capacity && !recent_.empty()) {
     kept_bytes_ -= recent_.back().bytes;

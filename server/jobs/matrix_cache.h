@@ -6,8 +6,9 @@
 // --matrix_cache_bytes; 0 keeps nothing); a matrix larger than the capacity is built and
 // used but not kept. A matrix's bytes are what it holds (StoredMatrix::held_bytes): the
 // tiled layout that a job's upload builds from a kept matrix stays with it for later jobs
-// and counts from then on; they are counted again, and the least recently used dropped to
-// the capacity, at every Get. Jobs running meanwhile keep the matrices they use alive (shared
+// and counts from then on. They are counted again at every Get, and while they exceed the
+// capacity the cache lets go of layouts (least recently used matrix first), then of whole
+// matrices. Jobs running meanwhile keep the matrices they use alive (shared
 // ownership). Thread-safe: builds happen outside the lock (two jobs of one new scan at
 // once may both build it; the second's copy is not kept).
 //
@@ -54,8 +55,8 @@ class MatrixCache final : public core::StoredMatrixSource {
                            core::system_matrix::MatrixFormat format);
   void Keep(std::string key, std::shared_ptr<const core::system_matrix::StoredMatrix> matrix)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Counts every kept matrix's bytes again (layouts built since), then drops the least
-  // recently used while the bytes exceed `capacity`.
+  // Counts every kept matrix's bytes again (layouts built since); while they exceed
+  // `capacity`, forgets layouts, then drops matrices, least recently used first.
   void RecountAndDropOver(uint64_t capacity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const uint64_t capacity_bytes_;

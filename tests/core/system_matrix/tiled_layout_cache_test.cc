@@ -2,7 +2,8 @@
 // SymmetricSystemMatrix::TiledLayout): built once per tile side, the same object for every
 // later call, for the matrix's copies and for callers on several threads at once; the same
 // layout TiledRuns::Build gives; its bytes counted once built, in the matrix and in the
-// StoredMatrix that holds it; a refused side refused again, nothing kept.
+// StoredMatrix that holds it; forgotten layouts built again while holders keep theirs; a
+// refused side refused again, nothing kept.
 #include "core/system_matrix/tiled_layout_cache.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +78,19 @@ TEST(TiledLayoutCacheTest, CallersOnSeveralThreadsShareOneBuild) {
     EXPECT_EQ(got[static_cast<size_t>(i)], got[static_cast<size_t>(i % 2)]);
   EXPECT_NE(got[0], got[1]);
   EXPECT_EQ(a.tiled_layout_bytes(), got[0]->bytes() + got[1]->bytes());
+}
+
+TEST(TiledLayoutCacheTest, ForgottenLayoutsAreBuiltAgainAndHoldersKeepTheirs) {
+  const SymmetricSystemMatrix a = OddMatrix();
+  const std::shared_ptr<const TiledRuns> held = a.TiledLayout(16).value();
+  const uint64_t bytes = held->bytes();
+  a.ForgetTiledLayouts();
+  EXPECT_EQ(a.tiled_layout_bytes(), 0u);
+  EXPECT_EQ(held->bytes(), bytes);  // the holder's layout is untouched
+  const std::shared_ptr<const TiledRuns> rebuilt = a.TiledLayout(16).value();
+  EXPECT_NE(rebuilt, held);
+  EXPECT_EQ(rebuilt->weights().size(), held->weights().size());
+  EXPECT_EQ(a.tiled_layout_bytes(), bytes);
 }
 
 TEST(TiledLayoutCacheTest, ARefusedSideIsRefusedAgainAndKeepsNothing) {

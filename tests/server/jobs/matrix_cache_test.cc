@@ -164,19 +164,24 @@ TEST(MatrixCacheTest, ATiledLayoutBuiltFromAKeptMatrixIsKeptAndCounted) {
   EXPECT_TRUE(second.reused);
   EXPECT_EQ(second.matrix->symmetric()->TiledLayout(16).value(), layout);
 
-  // A cache with room for the matrix alone drops it at the next Get once its layout is built
-  // (kept matrices are counted as they are then).
+  // A cache with room for the matrix alone lets go of the layout at the next Get (kept
+  // matrices are counted as they are then) and keeps the matrix.
   auto tight = std::make_shared<MatrixCache>(matrix_bytes + layout->bytes() / 2);
   const MatrixCache::Found kept =
       tight->Get(geometry, volume, sm::MatrixFormat::kSymmetric, 0).value();
   EXPECT_EQ(tight->kept_matrices(), 1);
-  ASSERT_TRUE(kept.matrix->symmetric()->TiledLayout(16).ok());
+  const std::shared_ptr<const sm::TiledRuns> held =
+      kept.matrix->symmetric()->TiledLayout(16).value();
   EXPECT_GT(tight->kept_bytes(), tight->capacity_bytes());  // until the next Get
-  const MatrixCache::Found other =
+  const MatrixCache::Found again =
       tight->Get(geometry, volume, sm::MatrixFormat::kSymmetric, 0).value();
-  EXPECT_FALSE(other.reused);  // dropped, so built anew (and kept, without a layout)
-  EXPECT_EQ(tight->kept_matrices(), 1);
+  EXPECT_TRUE(again.reused);
+  EXPECT_EQ(again.matrix, kept.matrix);
+  EXPECT_EQ(tight->kept_bytes(), matrix_bytes);
   EXPECT_LE(tight->kept_bytes(), tight->capacity_bytes());
+  // The job that held the layout still has it; the next upload builds it again.
+  EXPECT_EQ(held->bytes(), layout->bytes());
+  EXPECT_NE(again.matrix->symmetric()->TiledLayout(16).value(), held);
 }
 
 TEST(MatrixCacheTest, AMatrixOverTheBudgetIsRefusedNamingItsBytes) {
