@@ -15,7 +15,9 @@
 //               back to the host) and on the CPU (all threads; the two must agree), to
 //               upload it, and to expand it to block-ordered CSR for cuSPARSE;
 //   ours        per kernel variant (--kernel, DeviceStoredMatrix's SymmetricKernels; all by
-//               default, one line each): seconds per block-ART iteration on the device (the
+//               default, one line each): the upload's seconds ("layout built" when it built
+//               the tiled layout; later tiled variants of the same tile side reuse the one the
+//               matrix keeps), seconds per block-ART iteration on the device (the
 //               difference between runs of 2 and 2 + --iterations sweeps, so setup and
 //               transfers cancel), and the whole products A x and A^T y alone (CUDA events),
 //               which split the sweep's time between its two passes;
@@ -150,6 +152,7 @@ struct KernelResult {
   int slab_steps = 0;  // 0: the layout's default
   uint64_t device_bytes = 0;  // the matrix's arrays on the device
   double upload_s = 0, s_per_sweep = 0, forward_s = 0, back_s = 0;
+  bool layout_built = false;  // the upload built the tiled layout (later ones reuse it)
   int converged_at = 0;
   double error = 0, best_error = -1, vs_cusparse = -1, vs_first = -1;
   int best_at = 0;
@@ -441,11 +444,11 @@ void PrintOurs(const Result& r) {
               static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
               r.ours_floor_s * 1e3);
   for (const KernelResult& k : r.kernels) {
-    std::printf("       %-13s dev %.3f GB (%.2fx, up %.2f s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
+    std::printf("       %-13s dev %.3f GB (%.2fx, up %.2f s%s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
                 "  x floor %.1f  conv %d  err %.4f  best %.4f@%d  vs first %.1e\n",
                 VariantName(k).c_str(), k.device_bytes / 1e9,
                 static_cast<double>(r.csr_bytes) / static_cast<double>(k.device_bytes), k.upload_s,
-                k.s_per_sweep * 1e3,
+                k.layout_built ? ", layout built" : "", k.s_per_sweep * 1e3,
                 k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
                 k.converged_at, k.error, k.best_error, k.best_at, k.vs_first);
   }
@@ -458,10 +461,12 @@ void PrintOurs(const Result& r) {
 absl::Status RunOurs(const SymmetricSystemMatrix& a, const Array3D& sinogram,
                      const Array3D& truth, const Options& options, KernelResult& k,
                      std::vector<Array3D>& images) {
+  const uint64_t layouts_before = a.tiled_layout_bytes();
   double t = Now();
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceStoredMatrix> device,
                         UploadSymmetricMatrix(a, 0, k.kernels, k.slab_steps));
   k.upload_s = Now() - t;
+  k.layout_built = a.tiled_layout_bytes() > layouts_before;
   k.device_bytes = device->matrix_bytes();
   ArtOptions art;
   art.relaxation = options.relaxation;
@@ -691,7 +696,8 @@ std::string OnTheFlyJson(const Result::OnTheFly& f) {
 std::string KernelJson(const KernelResult& k) {
   return absl::StrCat(
       "{\"kernel\": \"", VariantName(k), "\", \"device_bytes\": ", k.device_bytes,
-      ", \"upload_s\": ", k.upload_s, ", \"s_per_iteration\": ", k.s_per_sweep,
+      ", \"upload_s\": ", k.upload_s, ", \"layout_built\": ", k.layout_built ? "true" : "false",
+      ", \"s_per_iteration\": ", k.s_per_sweep,
       ", \"forward_s\": ", k.forward_s, ", \"back_s\": ", k.back_s,
       ", \"converged_at\": ", k.converged_at, ", \"error\": ", k.error,
       ", \"best_error\": ", k.best_error, ", \"best_at\": ", k.best_at,

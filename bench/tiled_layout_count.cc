@@ -3,12 +3,16 @@
 // CPU, before any GPU timing: per tile side, the stored entries, the slots (padding
 // included), lanes and warps, steps per warp, shared-memory wavefronts per step, thread
 // blocks per launch, bytes against CSR, and per ART block (one stored view) the work the
-// two kernels do: entries, slots, shared-memory accesses, global atomics, matrix bytes.
+// two kernels do: entries, slots, shared-memory accesses, global atomics, matrix bytes; and
+// the seconds the host takes to build the layout (all threads) and to hand it out again
+// (the matrix keeps it: SymmetricSystemMatrix::TiledLayout).
 //
 //   build/bin/tiled-layout-count --sizes 512,1024 --tile-sides 8,16,32
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,12 +54,20 @@ int Count(int64_t n, const std::vector<int>& sides) {
       static_cast<long>(n), static_cast<long>(a.stored_nonzeros()),
       a.stored_nonzeros() / views / 1e6, need.csr_bytes / 1e9, a.bytes() / 1e9);
   for (const int side : sides) {
-    const absl::StatusOr<TiledRuns> built = TiledRuns::Build(a, side);
+    const auto start = std::chrono::steady_clock::now();
+    const absl::StatusOr<std::shared_ptr<const TiledRuns>> built = a.TiledLayout(side);
+    const auto first = std::chrono::steady_clock::now();
     if (!built.ok()) {
       std::printf("  side %d: %s\n", side, std::string(built.status().message()).c_str());
       continue;
     }
-    const TiledRuns& t = *built;
+    const std::shared_ptr<const TiledRuns> again = a.TiledLayout(side).value();
+    const auto second = std::chrono::steady_clock::now();
+    const TiledRuns& t = **built;
+    std::printf("  side %d: layout built in %.2f s, handed out again in %.6f s (%s)\n", side,
+                std::chrono::duration<double>(first - start).count(),
+                std::chrono::duration<double>(second - first).count(),
+                again == *built ? "the same object" : "another object");
     const double slots = static_cast<double>(t.slots());
     const double steps = slots / 32;
     const double warps = static_cast<double>(t.warps().size());

@@ -39,6 +39,16 @@ class StoredMatrix {
   // "eight-fold", or why the scan lacks the symmetry.
   const std::string& symmetry() const { return need_.symmetry; }
   uint64_t bytes() const { return need_.bytes; }
+  // What it holds now: bytes() and the tiled layouts built from its symmetric matrix since
+  // (SymmetricSystemMatrix::TiledLayout; an upload for the tiled kernels builds one).
+  uint64_t held_bytes() const {
+    return bytes() + (symmetric_ ? symmetric_->tiled_layout_bytes() : 0);
+  }
+  // Lets go of those layouts (SymmetricSystemMatrix::ForgetTiledLayouts): held_bytes()
+  // falls back to bytes().
+  void ForgetTiledLayouts() const {
+    if (symmetric_) symmetric_->ForgetTiledLayouts();
+  }
   const MatrixBytes& counted() const { return need_; }
   // Exactly one is set, as format() says.
   const SymmetricSystemMatrix* symmetric() const { return symmetric_ ? &*symmetric_ : nullptr; }

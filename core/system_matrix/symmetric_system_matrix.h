@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "core/system_matrix/csr_system_matrix.h"
 #include "core/system_matrix/fan_scan.h"
 #include "core/system_matrix/square_symmetry.h"
+#include "core/system_matrix/tiled_layout_cache.h"
 
 namespace tomo::core::system_matrix {
 
@@ -99,6 +101,19 @@ class SymmetricSystemMatrix {
     return rows_.row_norm2[static_cast<size_t>(stored_row)];
   }
 
+  // The tiled layout of this matrix for tile_side (tiled_runs.h; the GPU's tiled kernels),
+  // built on the first call for that side and kept with the matrix and its copies: every
+  // later call, and every later upload of the matrix, shares it (tiled_layout_cache.h).
+  // Thread-safe; TiledRuns::Build's errors.
+  absl::StatusOr<std::shared_ptr<const TiledRuns>> TiledLayout(int tile_side) const {
+    return tiled_layouts_->Get(*this, tile_side);
+  }
+  // Bytes of the tiled layouts it keeps, on top of bytes().
+  uint64_t tiled_layout_bytes() const { return tiled_layouts_->bytes(); }
+  // Lets go of the kept layouts (for this matrix and its copies; holders of one keep it):
+  // memory over use, the next TiledLayout builds again.
+  void ForgetTiledLayouts() const { tiled_layouts_->Forget(); }
+
   // The arrays (stored row r = stored view * columns + column).
   const StoredRows& rows() const { return rows_; }
   const std::vector<int64_t>& row_value_begin() const { return rows_.row_value_begin; }
@@ -138,6 +153,8 @@ class SymmetricSystemMatrix {
   SymmetryReport symmetry_;
   StoredRows rows_;
   std::vector<int32_t> max_rows_per_pixel_;
+  // Derived from the rows, which never change after the build: copies share it.
+  std::shared_ptr<TiledLayoutCache> tiled_layouts_ = std::make_shared<TiledLayoutCache>();
 };
 
 // The weight of stored row `row` at pixel (qx, qy), 0 where the row does not meet it.

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
@@ -23,21 +25,50 @@ struct TileEntry {
 // Entries a lane looks ahead to find one in a free bank.
 constexpr size_t kScheduleWindow = 8;
 
-// One stored view's part of the layout, before the views are joined.
-struct ViewTiles {
-  std::vector<int64_t> orbit_warp_count;  // per orbit
-  std::vector<TiledWarp> warps;           // slot_base relative to the view's first slot
-  std::vector<uint32_t> lane_rays;
-  std::vector<uint16_t> lane_switch, local;
-  std::vector<float> weights;
-  int64_t entries = 0, ray_segments = 0, gather_wavefronts = 0, atomic_wavefronts = 0;
-  float column_bound = 0;
+// A ray's entries in a tile (from `begin` in the tile's list of entries, grouped by ray, rays
+// ascending), or a piece of them; a lane holds one or two pieces.
+struct Piece {
+  int32_t column;
+  int64_t begin, count;
 };
+struct Lane {
+  Piece first, second;  // second.count 0: none
+  int64_t count() const { return first.count + second.count; }
+};
+
+// Buffers one thread reuses from tile to tile: packing allocates only while they grow.
+struct PackScratch {
+  std::vector<Piece> rays, pieces;
+  std::vector<int64_t> piece_lengths;
+  std::vector<Lane> lanes;
+  // One warp's entries, lane after lane: lane l's not yet placed at [lane_next[l], lane_end[l]).
+  std::vector<TileEntry> lane_entries;
+  std::array<size_t, 32> lane_next{}, lane_end{};
+};
+
+// The layout's arrays, sized before they are filled, and where the next warp and slot go.
+struct LayoutCursor {
+  TiledWarp* warps;
+  uint32_t* lane_rays;
+  uint16_t* lane_switch;
+  float* weights;
+  uint16_t* local;
+  int64_t warp = 0, slot = 0;
+};
+
+// What packing counted, per stored view (summed after the views are built).
+struct PackCounts {
+  int64_t entries = 0, ray_segments = 0, gather_wavefronts = 0, atomic_wavefronts = 0;
+};
+
+int64_t WarpsFor(size_t rays) { return (static_cast<int64_t>(rays) + 31) / 32; }
 
 // The most distinct addresses (gather) and lanes (atomic add) in one of 32 banks.
 void CountWavefronts(const uint16_t* step, int64_t* gather, int64_t* atomic) {
   std::array<int, 32> lanes{};
-  std::array<std::array<int, 32>, 32> seen{};
+  // seen[bank][e] is read only for e < distinct[bank], after it is written: left
+  // uninitialized, as clearing 4 KB per step was a tenth of the layout's build.
+  std::array<std::array<int, 32>, 32> seen;
   std::array<int, 32> distinct{};
   for (int l = 0; l < 32; ++l) {
     const int bank = step[l] % 32;
@@ -54,22 +85,13 @@ void CountWavefronts(const uint16_t* step, int64_t* gather, int64_t* atomic) {
   *atomic += *std::max_element(lanes.begin(), lanes.end());
 }
 
-// The lanes of one tile: its rays' entries (grouped by ray, rays ascending) cut into
-// pieces of at most `length` entries and paired (the longest piece with the shortest that
-// fits beside it), appended to `out` (warps' map = `map`) when they fit 32 x warps lanes;
-// false when they do not.
-struct Piece {
-  int32_t column;
-  int64_t begin, count;
-};
-struct Lane {
-  Piece first, second;  // second.count 0: none
-  int64_t count() const { return first.count + second.count; }
-};
-
+// The rays' entries cut into pieces of at most `length` entries and paired (the longest
+// piece with the shortest that fits beside it) into scratch.lanes; false when they take
+// more than `lanes` lanes.
 bool PairPieces(const std::vector<Piece>& rays, int64_t length, int64_t lanes,
-                std::vector<Lane>* packed) {
-  std::vector<Piece> pieces;
+                PackScratch& scratch) {
+  std::vector<Piece>& pieces = scratch.pieces;
+  pieces.clear();
   for (const Piece& r : rays) {
     const int64_t parts = (r.count + length - 1) / length;
     for (int64_t j = 0; j < parts; ++j) {
@@ -79,120 +101,201 @@ bool PairPieces(const std::vector<Piece>& rays, int64_t length, int64_t lanes,
   }
   std::stable_sort(pieces.begin(), pieces.end(),
                    [](const Piece& p, const Piece& q) { return p.count > q.count; });
-  packed->clear();
+  std::vector<Lane>& packed = scratch.lanes;
+  packed.clear();
   size_t i = 0, j = pieces.size();
   while (i < j) {
     Lane lane{pieces[i++], Piece{0, 0, 0}};
     if (i < j && lane.first.count + pieces[j - 1].count <= length) lane.second = pieces[--j];
-    packed->push_back(lane);
-    if (static_cast<int64_t>(packed->size()) > lanes) return false;
+    packed.push_back(lane);
+    if (static_cast<int64_t>(packed.size()) > lanes) return false;
   }
   return true;
 }
 
-void PackTile(const std::vector<TileEntry>& entries, int map, const TileOrbit& orbit, int stride,
-              ViewTiles& out) {
+// How many lanes PairPieces(rays, length) takes, without forming them: its greedy pairing
+// depends only on the pieces' lengths, counted here by length (pieces.size() entries of
+// scratch.piece_lengths, indexed by length).
+int64_t LanesTaken(const std::vector<Piece>& rays, int64_t length, PackScratch& scratch) {
+  std::vector<int64_t>& count = scratch.piece_lengths;
+  count.assign(static_cast<size_t>(length) + 1, 0);
+  int64_t pieces = 0;
+  for (const Piece& r : rays) {
+    const int64_t parts = (r.count + length - 1) / length;
+    for (int64_t j = 0; j < parts; ++j) {
+      ++count[static_cast<size_t>(r.count * (j + 1) / parts - r.count * j / parts)];
+    }
+    pieces += parts;
+  }
+  // The longest piece left, with the shortest left when both fit in `length`.
+  int64_t lanes = 0, longest = length, shortest = 1;
+  while (pieces > 0) {
+    while (count[static_cast<size_t>(longest)] == 0) --longest;
+    --count[static_cast<size_t>(longest)];
+    --pieces;
+    ++lanes;
+    if (pieces == 0) break;
+    while (count[static_cast<size_t>(shortest)] == 0) ++shortest;
+    if (longest + shortest <= length) {
+      --count[static_cast<size_t>(shortest)];
+      --pieces;
+    }
+  }
+  return lanes;
+}
+
+// The lanes of one tile whose rays are `rays` (`total` entries), longest first, into
+// scratch.lanes: the pieces of the shortest lane length for which they fit the
+// 32 x WarpsFor(rays) lanes.
+void PackLanes(const std::vector<Piece>& rays, int64_t total, PackScratch& scratch) {
+  const int64_t lanes = 32 * WarpsFor(rays.size());
+  int64_t length = std::max<int64_t>(1, (total + lanes - 1) / lanes);
+  while (LanesTaken(rays, length, scratch) > lanes) ++length;
+  PairPieces(rays, length, lanes, scratch);
+  std::stable_sort(scratch.lanes.begin(), scratch.lanes.end(),
+                   [](const Lane& p, const Lane& q) { return p.count() > q.count(); });
+}
+
+// The slots of packed lanes (longest first): per warp, 32 times its longest lane.
+int64_t PackedSlots(const std::vector<Lane>& lanes) {
+  int64_t slots = 0;
+  for (size_t first = 0; first < lanes.size(); first += 32) slots += 32 * lanes[first].count();
+  return slots;
+}
+
+// A pixel of T0 in each of the 32 banks (-1: none; small tiles miss some): where pads go.
+std::array<int32_t, 32> BankPlaces(const TileOrbit& orbit, int stride) {
+  std::array<int32_t, 32> place;
+  place.fill(-1);
+  for (int32_t ly = orbit.size_y - 1; ly >= 0; --ly) {
+    for (int32_t lx = orbit.size_x - 1; lx >= 0; --lx)
+      place[static_cast<size_t>((ly * stride + lx) % 32)] = ly * stride + lx;
+  }
+  return place;
+}
+
+// One tile's warps (map = `map`), written at `out` and counted in `counts`: its entries
+// (grouped by ray, rays ascending) packed into lanes (PackLanes), 32 to a warp.
+void PackTile(const std::vector<TileEntry>& entries, int map,
+              const std::array<int32_t, 32>& bank_place, PackScratch& scratch, LayoutCursor& out,
+              PackCounts& counts) {
   if (entries.empty()) return;
-  std::vector<Piece> rays;
+  std::vector<Piece>& rays = scratch.rays;
+  rays.clear();
   for (size_t i = 0; i < entries.size(); ++i) {
     if (rays.empty() || rays.back().column != entries[i].column) {
       rays.push_back({entries[i].column, static_cast<int64_t>(i), 0});
     }
     ++rays.back().count;
   }
-  const int64_t warps = (static_cast<int64_t>(rays.size()) + 31) / 32;
-  const int64_t lanes = 32 * warps;
-  const int64_t total = static_cast<int64_t>(entries.size());
-  // The shortest lane length whose pieces, paired, fit the lanes.
-  std::vector<Lane> packed;
-  for (int64_t length = std::max<int64_t>(1, (total + lanes - 1) / lanes);; ++length) {
-    if (PairPieces(rays, length, lanes, &packed)) break;
-  }
-  std::stable_sort(packed.begin(), packed.end(),
-                   [](const Lane& p, const Lane& q) { return p.count() > q.count(); });
-  // A pixel of T0 in each of the 32 banks (-1: none; small tiles miss some).
-  std::array<int32_t, 32> bank_place;
-  bank_place.fill(-1);
-  for (int32_t ly = orbit.size_y - 1; ly >= 0; --ly) {
-    for (int32_t lx = orbit.size_x - 1; lx >= 0; --lx)
-      bank_place[static_cast<size_t>((ly * stride + lx) % 32)] = ly * stride + lx;
-  }
+  PackLanes(rays, static_cast<int64_t>(entries.size()), scratch);
+  const std::vector<Lane>& packed = scratch.lanes;
+  const int64_t warps = WarpsFor(rays.size());
   for (int64_t w = 0; w < warps; ++w) {
     const int64_t first = 32 * w;
     const int64_t steps = first < static_cast<int64_t>(packed.size())
                               ? packed[static_cast<size_t>(first)].count()
                               : 0;
-    TiledWarp warp;
-    warp.slot_base = static_cast<int64_t>(out.weights.size());
+    TiledWarp& warp = out.warps[out.warp];
+    warp.slot_base = out.slot;
     warp.steps = static_cast<int32_t>(steps);
     warp.map = map;
-    out.warps.push_back(warp);
-    out.weights.resize(out.weights.size() + static_cast<size_t>(32 * steps), 0.0f);
-    out.local.resize(out.local.size() + static_cast<size_t>(32 * steps), 0);
+    uint32_t* lane_rays = out.lane_rays + 32 * out.warp;
+    uint16_t* lane_switch = out.lane_switch + 32 * out.warp;
+    float* weights = out.weights + out.slot;
+    uint16_t* local = out.local + out.slot;
+    ++out.warp;
+    out.slot += 32 * steps;
     // Each lane's entries, placed step by step: at each step a lane takes, of its next
     // kScheduleWindow entries of the same ray, the one in the least used bank at this step
     // (the first of them on a tie), so that the 32 lanes of a step spread over the banks
     // (the order of a lane's entries does not change its sum). A lane that has run out (or
     // has no ray) pads with weight 0 at a pixel of T0 in the least used bank.
-    std::array<std::vector<TileEntry>, 32> remaining;
+    std::vector<TileEntry>& lane_entries = scratch.lane_entries;
+    lane_entries.clear();
     for (int l = 0; l < 32; ++l) {
       const int64_t p = first + l;
       const bool has = p < static_cast<int64_t>(packed.size());
       const Lane lane = has ? packed[static_cast<size_t>(p)] : Lane{};
-      out.lane_rays.push_back(
+      lane_rays[l] =
           has ? static_cast<uint32_t>(lane.first.column) |
                     (static_cast<uint32_t>(lane.second.count > 0 ? lane.second.column : kTiledNoRay)
                      << 16)
-              : (uint32_t{kTiledNoRay} | (uint32_t{kTiledNoRay} << 16)));
-      out.lane_switch.push_back(static_cast<uint16_t>(has ? lane.first.count : 0));
-      if (!has) continue;
-      out.ray_segments += lane.second.count > 0 ? 2 : 1;
-      std::vector<TileEntry>& list = remaining[static_cast<size_t>(l)];
-      list.assign(entries.begin() + lane.first.begin,
-                  entries.begin() + lane.first.begin + lane.first.count);
-      list.insert(list.end(), entries.begin() + lane.second.begin,
-                  entries.begin() + lane.second.begin + lane.second.count);
+              : (uint32_t{kTiledNoRay} | (uint32_t{kTiledNoRay} << 16));
+      lane_switch[l] = static_cast<uint16_t>(has ? lane.first.count : 0);
+      scratch.lane_next[static_cast<size_t>(l)] = lane_entries.size();
+      if (has) {
+        counts.ray_segments += lane.second.count > 0 ? 2 : 1;
+        lane_entries.insert(lane_entries.end(), entries.begin() + lane.first.begin,
+                            entries.begin() + lane.first.begin + lane.first.count);
+        lane_entries.insert(lane_entries.end(), entries.begin() + lane.second.begin,
+                            entries.begin() + lane.second.begin + lane.second.count);
+      }
+      scratch.lane_end[static_cast<size_t>(l)] = lane_entries.size();
     }
     for (int64_t s = 0; s < steps; ++s) {
       std::array<int, 32> used{};
       std::array<char, 32> placed{};
-      const size_t step = static_cast<size_t>(warp.slot_base + 32 * s);
+      float* step_weights = weights + 32 * s;
+      uint16_t* step_local = local + 32 * s;
       for (int l = 0; l < 32; ++l) {
-        std::vector<TileEntry>& lane = remaining[static_cast<size_t>(l)];
-        if (lane.empty()) continue;
+        size_t& next = scratch.lane_next[static_cast<size_t>(l)];
+        const size_t left = scratch.lane_end[static_cast<size_t>(l)] - next;
+        if (left == 0) continue;
+        TileEntry* lane = lane_entries.data() + next;
         size_t pick = 0;
-        for (size_t j = 1; j < std::min<size_t>(lane.size(), kScheduleWindow); ++j) {
+        for (size_t j = 1; j < std::min(left, kScheduleWindow); ++j) {
           if (lane[j].column != lane[0].column) break;
           if (used[lane[j].local % 32] < used[lane[pick].local % 32]) pick = j;
         }
-        out.weights[step + static_cast<size_t>(l)] = lane[pick].weight;
-        out.local[step + static_cast<size_t>(l)] = lane[pick].local;
+        step_weights[l] = lane[pick].weight;
+        step_local[l] = lane[pick].local;
         ++used[lane[pick].local % 32];
-        lane.erase(lane.begin() + static_cast<int64_t>(pick));
+        // Take the pick out keeping the others' order: the entries before it move up one
+        // place (fewer than kScheduleWindow), and the lane starts one entry later.
+        std::move_backward(lane, lane + pick, lane + pick + 1);
+        ++next;
         placed[static_cast<size_t>(l)] = 1;
       }
+      // Pads, lane by lane, at the least used bank that holds a pixel of T0 (the lowest such
+      // bank on a tie): one sweep up the banks per level of use, not a search per pad. A
+      // bank skipped at a level is above it, and one taken goes up to the next: once the
+      // sweep passes the last bank, none is left at this level.
+      int level = std::numeric_limits<int>::max();
+      for (int b = 0; b < 32; ++b) {
+        if (bank_place[static_cast<size_t>(b)] >= 0)
+          level = std::min(level, used[static_cast<size_t>(b)]);
+      }
+      int bank = -1;
       for (int l = 0; l < 32; ++l) {
         if (placed[static_cast<size_t>(l)]) continue;
-        int bank = 0;  // the least used bank that holds a pixel of T0
-        for (int b = 0; b < 32; ++b) {
-          if (bank_place[static_cast<size_t>(b)] >= 0 &&
-              (bank_place[static_cast<size_t>(bank)] < 0 ||
-               used[static_cast<size_t>(b)] < used[static_cast<size_t>(bank)])) {
-            bank = b;
+        do {
+          if (++bank == 32) {
+            bank = 0;
+            ++level;
           }
-        }
-        out.local[step + static_cast<size_t>(l)] =
-            static_cast<uint16_t>(bank_place[static_cast<size_t>(bank)]);
+        } while (bank_place[static_cast<size_t>(bank)] < 0 ||
+                 used[static_cast<size_t>(bank)] != level);
+        step_weights[l] = 0.0f;
+        step_local[l] = static_cast<uint16_t>(bank_place[static_cast<size_t>(bank)]);
         ++used[static_cast<size_t>(bank)];
       }
-      CountWavefronts(&out.local[step], &out.gather_wavefronts, &out.atomic_wavefronts);
+      CountWavefronts(step_local, &counts.gather_wavefronts, &counts.atomic_wavefronts);
     }
   }
-  out.entries += total;
+  counts.entries += static_cast<int64_t>(entries.size());
+}
+
+// Calls f(column, ix, iy, weight) for every entry of stored view v, column by column.
+template <typename F>
+void ForEachViewEntry(const StoredRows& s, int64_t v, int32_t columns, F&& f) {
+  for (int32_t c = 0; c < columns; ++c) {
+    ForEachRowEntry(s, static_cast<size_t>(v * columns + c),
+                    [&](int32_t ix, int32_t iy, float w) { f(c, ix, iy, w); });
+  }
 }
 
 }  // namespace
-
 
 int TiledRuns::TileSideFor(int64_t n) { return n <= 1024 ? 16 : 32; }
 
@@ -270,78 +373,110 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
   const int64_t views = a.num_blocks();
   const int64_t orbits = t.orbits_per_view();
   const StoredRows& s = a.rows();
-  std::vector<ViewTiles> built(static_cast<size_t>(views));
+  const auto tile_at = [&](int32_t ix, int32_t iy) {
+    return static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m +
+           tile_of[static_cast<size_t>(ix)];
+  };
+  // The tiles of each orbit laid out, in this order: M_h(T0) for the h of `distinct`.
+  std::vector<std::vector<std::pair<int, size_t>>> orbit_tiles(static_cast<size_t>(orbits));
+  std::vector<std::array<int32_t, 32>> bank_places(static_cast<size_t>(orbits));
+  for (int64_t o = 0; o < orbits; ++o) {
+    const TileOrbit& orbit = t.orbits_[static_cast<size_t>(o)];
+    for (int h = 0; h < 8; ++h) {
+      if (orbit.distinct & (1 << h))
+        orbit_tiles[static_cast<size_t>(o)].push_back(
+            {h, tile_at(orbit.corner_x[h], orbit.corner_y[h])});
+    }
+    bank_places[static_cast<size_t>(o)] = BankPlaces(orbit, stride);
+  }
+  // Two passes over the stored views, each on all threads, so that the layout is written once,
+  // in place, into arrays sized once. The first packs each tile's rays (their entry counts
+  // suffice) to count the view's warps and slots, and sums the view's columns; the second,
+  // knowing where each view starts, buckets the entries again and packs them into place.
+  std::vector<int64_t> orbit_warps(static_cast<size_t>(views * orbits), 0);
+  std::vector<int64_t> view_slots(static_cast<size_t>(views), 0);
+  t.column_bound_.assign(static_cast<size_t>(views), 0.0f);
   ParallelFor(
       views,
       [&](int64_t v0, int64_t v1) {
-        std::vector<std::vector<TileEntry>> tiles(static_cast<size_t>(m) * m);
+        std::vector<std::vector<Piece>> tile_rays(static_cast<size_t>(m) * m);
         std::vector<float> column_sum(static_cast<size_t>(n) * n);
+        PackScratch scratch;
         for (int64_t v = v0; v < v1; ++v) {
-          for (auto& tile : tiles) tile.clear();
+          for (auto& rays : tile_rays) rays.clear();
           std::fill(column_sum.begin(), column_sum.end(), 0.0f);
-          for (int32_t c = 0; c < t.columns_; ++c) {
-            const size_t r = static_cast<size_t>(v * t.columns_ + c);
-            ForEachRowEntry(s, r, [&](int32_t ix, int32_t iy, float w) {
-              const size_t tile = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m +
-                                  tile_of[static_cast<size_t>(ix)];
-              const int g = map_of[tile];
-              const TileOrbit& orbit = t.orbits_[static_cast<size_t>(orbit_of[tile])];
-              int32_t x0, y0;  // the stored pixel mapped back into T0
-              MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0,
-                       &y0);
-              const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
-              tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0), w});
-              column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
-            });
-          }
-          ViewTiles& out = built[static_cast<size_t>(v)];
-          out.column_bound = *std::max_element(column_sum.begin(), column_sum.end());
-          for (int64_t o = 0; o < orbits; ++o) {
-            const TileOrbit& orbit = t.orbits_[static_cast<size_t>(o)];
-            const size_t before = out.warps.size();
-            for (int h = 0; h < 8; ++h) {
-              if (!(orbit.distinct & (1 << h))) continue;
-              const size_t tile =
-                  static_cast<size_t>(tile_of[static_cast<size_t>(orbit.corner_y[h])]) * m +
-                  tile_of[static_cast<size_t>(orbit.corner_x[h])];
-              PackTile(tiles[tile], h, orbit, stride, out);
+          ForEachViewEntry(s, v, t.columns_, [&](int32_t c, int32_t ix, int32_t iy, float w) {
+            std::vector<Piece>& rays = tile_rays[tile_at(ix, iy)];
+            if (rays.empty() || rays.back().column != c) {
+              rays.push_back({c, rays.empty() ? 0 : rays.back().begin + rays.back().count, 0});
             }
-            out.orbit_warp_count.push_back(static_cast<int64_t>(out.warps.size() - before));
+            ++rays.back().count;
+            column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
+          });
+          t.column_bound_[static_cast<size_t>(v)] =
+              *std::max_element(column_sum.begin(), column_sum.end());
+          for (int64_t o = 0; o < orbits; ++o) {
+            for (const auto& [h, tile] : orbit_tiles[static_cast<size_t>(o)]) {
+              const std::vector<Piece>& rays = tile_rays[tile];
+              if (rays.empty()) continue;
+              PackLanes(rays, rays.back().begin + rays.back().count, scratch);
+              orbit_warps[static_cast<size_t>(v * orbits + o)] += WarpsFor(rays.size());
+              view_slots[static_cast<size_t>(v)] += PackedSlots(scratch.lanes);
+            }
           }
         }
       },
       threads);
-  // Join the views.
-  int64_t slots = 0, warps = 0;
-  for (const ViewTiles& v : built) {
-    slots += static_cast<int64_t>(v.weights.size());
-    warps += static_cast<int64_t>(v.warps.size());
-  }
-  t.weights_.reserve(static_cast<size_t>(slots));
-  t.local_.reserve(static_cast<size_t>(slots));
-  t.warps_.reserve(static_cast<size_t>(warps));
-  t.lane_rays_.reserve(static_cast<size_t>(32 * warps));
-  t.lane_switch_.reserve(static_cast<size_t>(32 * warps));
-  t.orbit_warp_begin_.push_back(0);
-  for (ViewTiles& v : built) {
-    const int64_t base = static_cast<int64_t>(t.weights_.size());
-    for (TiledWarp w : v.warps) {
-      w.slot_base += base;
-      t.warps_.push_back(w);
-    }
-    for (const int64_t count : v.orbit_warp_count) {
-      t.orbit_warp_begin_.push_back(t.orbit_warp_begin_.back() + count);
-    }
-    t.weights_.insert(t.weights_.end(), v.weights.begin(), v.weights.end());
-    t.local_.insert(t.local_.end(), v.local.begin(), v.local.end());
-    t.lane_rays_.insert(t.lane_rays_.end(), v.lane_rays.begin(), v.lane_rays.end());
-    t.lane_switch_.insert(t.lane_switch_.end(), v.lane_switch.begin(), v.lane_switch.end());
-    t.column_bound_.push_back(v.column_bound);
-    t.entries_ += v.entries;
-    t.ray_segments_ += v.ray_segments;
-    t.gather_wavefronts_ += v.gather_wavefronts;
-    t.atomic_wavefronts_ += v.atomic_wavefronts;
-    v = ViewTiles{};
+  t.orbit_warp_begin_.resize(orbit_warps.size() + 1);
+  t.orbit_warp_begin_[0] = 0;
+  std::partial_sum(orbit_warps.begin(), orbit_warps.end(), t.orbit_warp_begin_.begin() + 1);
+  std::vector<int64_t> view_slot_begin(static_cast<size_t>(views) + 1, 0);
+  std::partial_sum(view_slots.begin(), view_slots.end(), view_slot_begin.begin() + 1);
+  const size_t warps = static_cast<size_t>(t.orbit_warp_begin_.back());
+  const size_t slots = static_cast<size_t>(view_slot_begin.back());
+  t.warps_.resize(warps);
+  t.lane_rays_.resize(32 * warps);
+  t.lane_switch_.resize(32 * warps);
+  t.weights_.resize(slots);
+  t.local_.resize(slots);
+  std::vector<PackCounts> view_counts(static_cast<size_t>(views));
+  ParallelFor(
+      views,
+      [&](int64_t v0, int64_t v1) {
+        std::vector<std::vector<TileEntry>> tiles(static_cast<size_t>(m) * m);
+        PackScratch scratch;
+        for (int64_t v = v0; v < v1; ++v) {
+          for (auto& tile : tiles) tile.clear();
+          ForEachViewEntry(s, v, t.columns_, [&](int32_t c, int32_t ix, int32_t iy, float w) {
+            const size_t tile = tile_at(ix, iy);
+            const int g = map_of[tile];
+            const TileOrbit& orbit = t.orbits_[static_cast<size_t>(orbit_of[tile])];
+            int32_t x0, y0;  // the stored pixel mapped back into T0
+            MapPixel(kSquareMaps[static_cast<size_t>(InverseSquareMap(g))], n, ix, iy, &x0, &y0);
+            const int32_t lx0 = x0 - orbit.corner_x[0], ly0 = y0 - orbit.corner_y[0];
+            tiles[tile].push_back({c, static_cast<uint16_t>(ly0 * stride + lx0), w});
+          });
+          LayoutCursor out{t.warps_.data(),
+                           t.lane_rays_.data(),
+                           t.lane_switch_.data(),
+                           t.weights_.data(),
+                           t.local_.data(),
+                           t.orbit_warp_begin_[static_cast<size_t>(v * orbits)],
+                           view_slot_begin[static_cast<size_t>(v)]};
+          for (int64_t o = 0; o < orbits; ++o) {
+            for (const auto& [h, tile] : orbit_tiles[static_cast<size_t>(o)]) {
+              PackTile(tiles[tile], h, bank_places[static_cast<size_t>(o)], scratch, out,
+                       view_counts[static_cast<size_t>(v)]);
+            }
+          }
+        }
+      },
+      threads);
+  for (const PackCounts& counts : view_counts) {
+    t.entries_ += counts.entries;
+    t.ray_segments_ += counts.ray_segments;
+    t.gather_wavefronts_ += counts.gather_wavefronts;
+    t.atomic_wavefronts_ += counts.atomic_wavefronts;
   }
   t.row_norm_bytes_ = a.stored_rows() * 4;
   return t;

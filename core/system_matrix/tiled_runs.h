@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/default_init_vector.h"
 #include "core/system_matrix/symmetric_system_matrix.h"
 #include "core/system_matrix/tiled_slab.h"
 
@@ -78,8 +79,9 @@ class TiledRuns {
   // step at which it moves from the first to the second.
   const std::vector<uint32_t>& lane_rays() const { return lane_rays_; }
   const std::vector<uint16_t>& lane_switch() const { return lane_switch_; }
-  const std::vector<uint16_t>& local() const { return local_; }
-  const std::vector<float>& weights() const { return weights_; }
+  // Per slot (sized once, then written by the build's threads: see default_init_vector.h).
+  const DefaultInitVector<uint16_t>& local() const { return local_; }
+  const DefaultInitVector<float>& weights() const { return weights_; }
   // Per stored view: the largest sum of |weight| over its rays at one pixel (bounds what
   // one view adds to a pixel in the transpose: |sum| <= bound * max |z|).
   const std::vector<float>& column_bound() const { return column_bound_; }
@@ -109,8 +111,10 @@ class TiledRuns {
   std::vector<int64_t> orbit_warp_begin_;
   std::vector<TiledWarp> warps_;
   std::vector<uint32_t> lane_rays_;
-  std::vector<uint16_t> lane_switch_, local_;
-  std::vector<float> weights_, column_bound_;
+  std::vector<uint16_t> lane_switch_;
+  DefaultInitVector<uint16_t> local_;
+  DefaultInitVector<float> weights_;
+  std::vector<float> column_bound_;
   int64_t entries_ = 0, ray_segments_ = 0;
   int64_t gather_wavefronts_ = 0, atomic_wavefronts_ = 0;
   int64_t row_norm_bytes_ = 0;

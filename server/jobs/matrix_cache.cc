@@ -51,6 +51,7 @@ absl::StatusOr<MatrixCache::Found> MatrixCache::Get(const core::VectorGeometry& 
   std::string key = KeyOf(geometry, volume, format);
   {
     absl::MutexLock lock(&mutex_);
+    RecountAndDropOver(capacity_bytes_);
     if (auto found = index_.find(key); found != index_.end()) {
       recent_.splice(recent_.begin(), recent_, found->second);
       ++hits_;
@@ -67,21 +68,41 @@ absl::StatusOr<MatrixCache::Found> MatrixCache::Get(const core::VectorGeometry& 
 }
 
 void MatrixCache::Keep(std::string key, std::shared_ptr<const sm::StoredMatrix> matrix) {
-  const uint64_t bytes = matrix->bytes();
+  const uint64_t bytes = matrix->held_bytes();
   if (bytes > capacity_bytes_ || index_.count(key) > 0) return;
-  while (kept_bytes_ + bytes > capacity_bytes_ && !recent_.empty()) {
-    kept_bytes_ -= recent_.back().matrix->bytes();
-    index_.erase(recent_.back().key);
-    recent_.pop_back();
-  }
-  recent_.push_front(Entry{key, std::move(matrix)});
+  RecountAndDropOver(capacity_bytes_ - bytes);
+  recent_.push_front(Entry{key, std::move(matrix), bytes});
   index_.emplace(std::move(key), recent_.begin());
   kept_bytes_ += bytes;
 }
 
+void MatrixCache::RecountAndDropOver(uint64_t capacity) {
+  kept_bytes_ = 0;
+  for (Entry& entry : recent_) {
+    entry.bytes = entry.matrix->held_bytes();
+    kept_bytes_ += entry.bytes;
+  }
+  // Layouts first, least recently used first: a layout is rebuilt from its matrix faster
+  // than the matrix is.
+  for (auto entry = recent_.rbegin(); entry != recent_.rend() && kept_bytes_ > capacity; ++entry) {
+    if (entry->bytes == entry->matrix->bytes()) continue;
+    entry->matrix->ForgetTiledLayouts();
+    kept_bytes_ -= entry->bytes - entry->matrix->bytes();
+    entry->bytes = entry->matrix->bytes();
+  }
+  while (kept_bytes_ > capacity && !recent_.empty()) {
+    kept_bytes_ -= recent_.back().bytes;
+    index_.erase(recent_.back().key);
+    recent_.pop_back();
+  }
+}
+
 uint64_t MatrixCache::kept_bytes() const {
+  // As held now: with the layouts built since the last Get (dropped, if over, at the next).
   absl::MutexLock lock(&mutex_);
-  return kept_bytes_;
+  uint64_t bytes = 0;
+  for (const Entry& entry : recent_) bytes += entry.matrix->held_bytes();
+  return bytes;
 }
 int64_t MatrixCache::kept_matrices() const {
   absl::MutexLock lock(&mutex_);

@@ -4,7 +4,11 @@
 // views and detector, the volume's grid and the requested format. Least recently used
 // matrices are dropped when the bytes kept would exceed the capacity (tomod's
 // --matrix_cache_bytes; 0 keeps nothing); a matrix larger than the capacity is built and
-// used but not kept. Jobs running meanwhile keep the matrices they use alive (shared
+// used but not kept. A matrix's bytes are what it holds (StoredMatrix::held_bytes): the
+// tiled layout that a job's upload builds from a kept matrix stays with it for later jobs
+// and counts from then on. They are counted again at every Get, and while they exceed the
+// capacity the cache lets go of layouts (least recently used matrix first), then of whole
+// matrices. Jobs running meanwhile keep the matrices they use alive (shared
 // ownership). Thread-safe: builds happen outside the lock (two jobs of one new scan at
 // once may both build it; the second's copy is not kept).
 //
@@ -43,6 +47,7 @@ class MatrixCache final : public core::StoredMatrixSource {
   struct Entry {
     std::string key;
     std::shared_ptr<const core::system_matrix::StoredMatrix> matrix;
+    uint64_t bytes = 0;  // its held_bytes() when last counted
   };
   // The exact bytes of everything the matrix depends on (doubles as their bit patterns).
   static std::string KeyOf(const core::VectorGeometry& geometry,
@@ -50,6 +55,9 @@ class MatrixCache final : public core::StoredMatrixSource {
                            core::system_matrix::MatrixFormat format);
   void Keep(std::string key, std::shared_ptr<const core::system_matrix::StoredMatrix> matrix)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Counts every kept matrix's bytes again (layouts built since); while they exceed
+  // `capacity`, forgets layouts, then drops matrices, least recently used first.
+  void RecountAndDropOver(uint64_t capacity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const uint64_t capacity_bytes_;
   mutable absl::Mutex mutex_;

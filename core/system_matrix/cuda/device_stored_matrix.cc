@@ -26,8 +26,9 @@ using core::cuda::ScopedDevice;
 using core::cuda::Stream;
 using cuda::CheckViews;
 
-template <typename T>
-absl::StatusOr<DeviceBuffer<T>> Upload(const std::vector<T>& host, cudaStream_t stream) {
+template <typename T, typename Allocator>
+absl::StatusOr<DeviceBuffer<T>> Upload(const std::vector<T, Allocator>& host,
+                                       cudaStream_t stream) {
   TOMO_ASSIGN_OR_RETURN(DeviceBuffer<T> buffer, DeviceBuffer<T>::Allocate(host.size(), stream));
   if (!host.empty()) {
     TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.get(), host.data(), host.size() * sizeof(T),
@@ -247,9 +248,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
               static_cast<size_t>(columns), s));
     }
     if (m->UsesTiled()) {
-      TOMO_ASSIGN_OR_RETURN(const TiledRuns tiled,
-                            TiledRuns::Build(a, slab_steps > 0 ? slab_steps
-                                                               : TiledRuns::TileSideFor(n)));
+      // Built at the matrix's first upload for this side, shared by the later ones.
+      TOMO_ASSIGN_OR_RETURN(
+          const std::shared_ptr<const TiledRuns> layout,
+          a.TiledLayout(slab_steps > 0 ? slab_steps : TiledRuns::TileSideFor(n)));
+      const TiledRuns& tiled = *layout;
       TOMO_ASSIGN_OR_RETURN(m->tiled_local_, Upload(tiled.local(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_weights_, Upload(tiled.weights(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_lane_rays_, Upload(tiled.lane_rays(), s));

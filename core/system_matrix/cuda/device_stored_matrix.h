@@ -106,7 +106,8 @@ enum class SymmetricKernels {
   // add each instead of a float compare-and-store loop; scaled per thread block so that no
   // sum overflows; each add within 5e-10 of the block's bound). The fastest per sweep
   // measured (bench/NOTES.md part 3: 1.16x / 1.35x / 1.81x orbit at 512^2 / 1024^2 /
-  // 2048^2), not the default: its layout is built on the host at every upload.
+  // 2048^2), not the default: its layout is built on the host at the matrix's first upload
+  // (seconds; kept with the matrix for later uploads, SymmetricSystemMatrix::TiledLayout).
   kTiledFixed,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x

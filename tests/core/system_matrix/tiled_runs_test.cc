@@ -3,7 +3,7 @@
 // stored entry appears exactly once (its stored pixel recovered from the slot's place in
 // T0 and the warp's map), each view's column bound is its largest column sum, and the layout's
 // products on the CPU equal the expanded CSR matrix's for every view, on odd grids whose side is
-// not a multiple of the tile's.
+// not a multiple of the tile's; the layout is the same byte for byte whatever the threads.
 //
 // Tolerance: the products are float32 sums in another order (per lane and piece, then
 // added); they agree with CSR's float sums to 2e-5 of the largest value.
@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <tuple>
@@ -33,6 +34,13 @@ double MaxAbs(const std::vector<float>& v) {
   double m = 0;
   for (const float f : v) m = std::max(m, static_cast<double>(std::abs(f)));
   return m;
+}
+
+// Byte for byte: the arrays hold plain structs without padding, ints and floats.
+template <typename Array>
+bool SameBytes(const Array& x, const Array& y) {
+  return x.size() == y.size() &&
+         std::memcmp(x.data(), y.data(), x.size() * sizeof(typename Array::value_type)) == 0;
 }
 
 TEST(TiledRunsTest, PartitionIsSymmetricAndMapsSendTilesOntoTiles) {
@@ -226,6 +234,36 @@ TEST(TiledRunsTest, ProductsEqualTheCsrMatrixForEveryView) {
         ASSERT_NEAR(back[static_cast<size_t>(p)], back_csr[static_cast<size_t>(p)],
                     2e-5 * back_scale)
             << "pixel " << p % a.scan().nx() << ", " << p / a.scan().nx();
+      }
+    }
+  }
+}
+
+// The build splits the stored views among threads and writes each view's part in place; the
+// layout must not depend on how they were split (nor on the order the threads finish).
+TEST(TiledRunsTest, TheLayoutIsTheSameOnAnyNumberOfThreads) {
+  for (const FanCase& c : Cases()) {
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(ScanOf(c)).value();
+    for (const int side : {4, 7, 16}) {
+      const TiledRuns serial = TiledRuns::Build(a, side, /*threads=*/1).value();
+      for (const int threads : {2, 3, 7}) {
+        SCOPED_TRACE(c.name + ", side " + std::to_string(side) + ", " + std::to_string(threads) +
+                     " threads");
+        const TiledRuns t = TiledRuns::Build(a, side, threads).value();
+        EXPECT_TRUE(SameBytes(t.bounds(), serial.bounds()));
+        EXPECT_TRUE(SameBytes(t.orbits(), serial.orbits()));
+        EXPECT_TRUE(SameBytes(t.orbit_warp_begin(), serial.orbit_warp_begin()));
+        EXPECT_TRUE(SameBytes(t.warps(), serial.warps()));
+        EXPECT_TRUE(SameBytes(t.lane_rays(), serial.lane_rays()));
+        EXPECT_TRUE(SameBytes(t.lane_switch(), serial.lane_switch()));
+        EXPECT_TRUE(SameBytes(t.local(), serial.local()));
+        EXPECT_TRUE(SameBytes(t.weights(), serial.weights()));
+        EXPECT_TRUE(SameBytes(t.column_bound(), serial.column_bound()));
+        EXPECT_EQ(t.entries(), serial.entries());
+        EXPECT_EQ(t.ray_segments(), serial.ray_segments());
+        EXPECT_EQ(t.gather_wavefronts(), serial.gather_wavefronts());
+        EXPECT_EQ(t.atomic_wavefronts(), serial.atomic_wavefronts());
+        EXPECT_EQ(t.bytes(), serial.bytes());
       }
     }
   }

@@ -5,7 +5,9 @@
 #include "server/jobs/matrix_cache.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/algorithms/reconstruction.h"
@@ -14,6 +16,7 @@
 #include "core/operators/cpu/cpu_backend.h"
 #include "core/phantom/ellipse_phantom.h"
 #include "core/phantom/ellipsoid_phantom.h"
+#include "core/system_matrix/tiled_runs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -139,6 +142,46 @@ TEST(MatrixCacheTest, LeastRecentlyUsedGoFirstAndNothingIsKeptOverCapacity) {
   ASSERT_TRUE(RunArt(MakeFanJob(40, sm::MatrixFormat::kSymmetric), none).ok());
   EXPECT_EQ(none->hits(), 0);
   EXPECT_EQ(none->kept_matrices(), 0);
+}
+
+TEST(MatrixCacheTest, ATiledLayoutBuiltFromAKeptMatrixIsKeptAndCounted) {
+  const FanJob job = MakeFanJob(44, sm::MatrixFormat::kSymmetric);
+  const auto& geometry = std::get<core::VectorGeometry>(job.request.geometry);
+  const core::VolumeGeometry& volume = job.request.volume;
+  auto cache = std::make_shared<MatrixCache>(1ull << 30);
+  const MatrixCache::Found first =
+      cache->Get(geometry, volume, sm::MatrixFormat::kSymmetric, 0).value();
+  const uint64_t matrix_bytes = cache->kept_bytes();
+  EXPECT_EQ(matrix_bytes, first.matrix->bytes());
+
+  // What an upload for the tiled kernels does: the layout is built from the kept matrix...
+  const std::shared_ptr<const sm::TiledRuns> layout =
+      first.matrix->symmetric()->TiledLayout(16).value();
+  EXPECT_EQ(cache->kept_bytes(), matrix_bytes + layout->bytes());
+  // ...and the next job of the scan gets it with the matrix, not built again.
+  const MatrixCache::Found second =
+      cache->Get(geometry, volume, sm::MatrixFormat::kSymmetric, 0).value();
+  EXPECT_TRUE(second.reused);
+  EXPECT_EQ(second.matrix->symmetric()->TiledLayout(16).value(), layout);
+
+  // A cache with room for the matrix alone lets go of the layout at the next Get (kept
+  // matrices are counted as they are then) and keeps the matrix.
+  auto tight = std::make_shared<MatrixCache>(matrix_bytes + layout->bytes() / 2);
+  const MatrixCache::Found kept =
+      tight->Get(geometry, volume, sm::MatrixFormat::kSymmetric, 0).value();
+  EXPECT_EQ(tight->kept_matrices(), 1);
+  const std::shared_ptr<const sm::TiledRuns> held =
+      kept.matrix->symmetric()->TiledLayout(16).value();
+  EXPECT_GT(tight->kept_bytes(), tight->capacity_bytes());  // until the next Get
+  const MatrixCache::Found again =
+      tight->Get(geometry, volume, sm::MatrixFormat::kSymmetric, 0).value();
+  EXPECT_TRUE(again.reused);
+  EXPECT_EQ(again.matrix, kept.matrix);
+  EXPECT_EQ(tight->kept_bytes(), matrix_bytes);
+  EXPECT_LE(tight->kept_bytes(), tight->capacity_bytes());
+  // The job that held the layout still has it; the next upload builds it again.
+  EXPECT_EQ(held->bytes(), layout->bytes());
+  EXPECT_NE(again.matrix->symmetric()->TiledLayout(16).value(), held);
 }
 
 TEST(MatrixCacheTest, AMatrixOverTheBudgetIsRefusedNamingItsBytes) {
