@@ -101,7 +101,12 @@ void* HostBlockPool::Take(size_t bytes) {
     }
   }
   void* start = std::aligned_alloc(kHugePage, rounded);
-  if (start == nullptr) throw std::bad_alloc();
+  if (start == nullptr) {
+    // The system is short: what the pool keeps goes back before the request fails.
+    Clear();
+    start = std::aligned_alloc(kHugePage, rounded);
+    if (start == nullptr) throw std::bad_alloc();
+  }
   // A hint: without transparent huge pages (or with them off) this fails and nothing
   // changes.
   madvise(start, rounded, MADV_HUGEPAGE);

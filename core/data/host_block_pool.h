@@ -42,8 +42,8 @@ class HostBlockPool {
   static HostBlockPool& Get();
 
   // A block of at least `bytes` (>= kLargeBlockBytes): a kept one of the same rounded size
-  // when there is one (an attached one first), else new memory. Throws std::bad_alloc when
-  // the system has none.
+  // when there is one (an attached one first), else new memory. When the system has none,
+  // frees every kept block and tries once more; then throws std::bad_alloc.
   void* Take(size_t bytes);
   // Gives back what Take returned for `bytes`: kept, or freed when past the bound.
   void GiveBack(void* start, size_t bytes) noexcept;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <random>
 #include <set>
@@ -145,6 +146,19 @@ TEST_F(HostBlockPoolTest, AttachRefusesAKeptBlockAnUnknownOneAndASecondAttachmen
   pool_.Clear();
   EXPECT_EQ(first_gone.load(), 1);
   EXPECT_EQ(stray_gone.load(), 2);
+}
+
+TEST_F(HostBlockPoolTest, ARequestTheSystemRefusesFreesTheKeptBlocksFirst) {
+  const size_t bytes = RandomLargeBytes();
+  void* block = pool_.Take(bytes);
+  std::atomic<int> gone{0};
+  ASSERT_TRUE(pool_.Attach(block, Flag(gone)));
+  pool_.GiveBack(block, bytes);
+  ASSERT_GT(pool_.kept_bytes(), 0u);
+  // Far more than any machine has (2^60 bytes): refused even after the pool gives back.
+  EXPECT_THROW(pool_.Take(size_t{1} << 60), std::bad_alloc);
+  EXPECT_EQ(pool_.kept_bytes(), 0u);
+  EXPECT_EQ(gone.load(), 1);
 }
 
 TEST_F(HostBlockPoolTest, LargeArraysReuseTheBlockOfAFreedOneOfTheirSize) {
