@@ -375,8 +375,9 @@ absl::Status DeviceFilterAndBackProject::FinishOnDevice(float* volume_values) {
   }
   const size_t volume_bytes = static_cast<size_t>(volume_values_) * sizeof(float);
   size_t touched = 0;
-  // Downloads go straight into a page-locked result: one the caller locked, or a reused
-  // large array's block, locked here (once per block) while the device computes.
+  // Straight into the result: without staging (a plain copy from pageable memory), or when
+  // the result lies in a reused large array's block, page-locked here (once per block)
+  // while the device computes. Otherwise through the staging buffers.
   bool straight = staging_ == nullptr || PageLockReusedBlock(volume_values, volume_bytes);
   if (!straight) {
     // While the device finishes the head (or only) sub-slab, this thread maps the result's

@@ -119,9 +119,9 @@ struct FilterAndBackProjectProfile {
   // Sub-slabs (1: none; else the head and the tail ones). With several, chunks_s ends when
   // the head is done and download_s holds the rest (the tail's back projections too).
   int sub_slabs = 1;
-  // The result was page-locked (by the caller, or a reused block locked at Finish:
-  // core::PageLockReusedBlock), so the volume came down straight into it, not through the
-  // staging buffers.
+  // The volume came down straight into the result, not through the staging buffers: the
+  // call had no staging, or the result lay in a reused block page-locked at Finish
+  // (cuda_page_locked_blocks.h).
   bool straight_download = false;
 };
 
