@@ -39,7 +39,10 @@
 //   and each change follows its warp's loads of the partials it depends on.
 #include <cooperative_groups.h>
 
+#include <algorithm>
+
 #include "core/statistical/cuda/icd_kernels.h"
+#include "core/statistical/cuda/icd_resident_pixels.cuh"
 #include "core/statistical/cuda/icd_step_footprints.cuh"
 #include "core/statistical/icd_update_math.h"
 
@@ -95,21 +98,31 @@ __device__ __forceinline__ bool Reached(unsigned value, unsigned epoch) {
 
 // One voxel of a thread's round. On the fast path (at most 2 rows and kCachedColumns
 // detector columns: the literature case's voxels span 1 or 2 rows) pixel k is (column offset
-// k >> shift, row offset k & shift) at base + offset * rows + row offset, as the CPU
+// k >> shift, row offset k & shift) at base + offset * stride + row offset, as the CPU
 // reference orders them (columns outer), walked in rounds of kFastPixels; other voxels are
-// walked after the rounds.
+// walked after the rounds. stride is the view's rows, or the column's resident rows.
 // Kept small: the registers also hold a round's loads for every slot.
 struct SlotVoxel {
   bool valid = false;
   int fast_count = 0;  // pixels on the fast path (0 when none or off it)
   int slow = -1;       // off the fast path: slot | iz << 2 (VoxelPixels recomputed then)
-  int slot = 0, base = 0, shift = 0;
+  int slot = 0, base = 0, shift = 0, stride = 0;
   float amplitude = 0, row_weight[2] = {0, 0};
 };
 
+// The frame of a slot's pixels: the view's arrays (layout nullptr), or the slot's column in
+// the resident arrays.
+__device__ __forceinline__ PixelFrame SlotFrame(const IcdDeviceProblem& p,
+                                                const ResidentLayout* layout, int slot) {
+  if (layout == nullptr) return ViewFrame(p);
+  const ResidentEntry& entry = layout->entry[layout->entry_of_slot[slot]];
+  return PixelFrame{entry.offset, entry.rows, entry.first_column, entry.first_row};
+}
+
 __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
                                                    const IcdStepTask& task, int size, int j,
-                                                   const StepFootprints& f) {
+                                                   const StepFootprints& f,
+                                                   const ResidentLayout* layout = nullptr) {
   SlotVoxel x;
   x.valid = j < size;
   if (!x.valid) return x;
@@ -122,8 +135,11 @@ __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
   }
   x.fast_count = pixels.count;
   if (pixels.count > 0) {
+    const PixelFrame frame = SlotFrame(p, layout, x.slot);
     x.shift = pixels.rows > 1 ? 1 : 0;
-    x.base = f.column[x.slot].first_column * p.rows + pixels.axial.first_row;
+    x.stride = frame.stride;
+    x.base = frame.base + (f.column[x.slot].first_column - frame.first_column) * frame.stride +
+             (pixels.axial.first_row - frame.first_row);
     x.amplitude = pixels.axial.amplitude;
     x.row_weight[0] = RowWeight(pixels.axial, pixels.axial.first_row);
     x.row_weight[1] = RowWeight(pixels.axial, pixels.axial.first_row + 1);
@@ -137,8 +153,11 @@ __device__ __forceinline__ VoxelPixels SlowPixels(const IcdDeviceProblem& p,
 }
 
 __device__ __forceinline__ bool FastPixel(const SlotVoxel& x, int k) { return k < x.fast_count; }
+// kResident: the stride is the voxel's (its frame may be resident); else the view's rows
+// (x.stride then unread, so the global-only kernels keep their registers).
+template <bool kResident>
 __device__ __forceinline__ int FastIndex(const IcdDeviceProblem& p, const SlotVoxel& x, int k) {
-  return x.base + (k >> x.shift) * p.rows + (k & x.shift);
+  return x.base + (k >> x.shift) * (kResident ? x.stride : p.rows) + (k & x.shift);
 }
 __device__ __forceinline__ float FastA(const StepFootprints& f, const SlotVoxel& x, int k) {
   return x.amplitude * f.weight[x.slot][k >> x.shift] *
@@ -159,28 +178,48 @@ __device__ __forceinline__ int MostFastPixels(const SlotVoxel (&x)[kSlots]) {
 
 // A voxel off the fast path (more than 2 rows), walked as version 3 walks every voxel: in
 // batches of kBatch whose loads go out together.
+template <bool kResident>
 __device__ void BackProjectSlowVoxel(const IcdDeviceProblem& p, const StepFootprints& f,
-                                     const SlotVoxel& x, const float* weights,
-                                     const float* residual, float& t1, float& t2) {
-  AddVoxelThetas(p, f, x.slow & 3, SlowPixels(p, f, x), weights, residual, t1, t2);
+                                     const SlotVoxel& x, const ResidentLayout* layout,
+                                     const float* weights, const float* residual, float& t1,
+                                     float& t2) {
+  AddVoxelThetas<kResident>(p, f, x.slow & 3, SlowPixels(p, f, x),
+                            SlotFrame(p, layout, x.slow & 3), weights, residual, t1, t2);
+}
+
+// The arrays a step's phases read and write in view v: the view's part of the global ones,
+// or (layout->valid) the resident ones in shared memory.
+struct StepPixels {
+  const float* weights;
+  float* residual;
+  const ResidentLayout* layout;  // nullptr: the global arrays
+};
+template <bool kResident>
+__device__ __forceinline__ StepPixels PixelsOfStep(const IcdDeviceProblem& p, int v,
+                                                   const ResidentLayout* layout,
+                                                   float* resident_pool, int capacity) {
+  if (kResident && layout != nullptr && layout->valid) {
+    return StepPixels{resident_pool, resident_pool + capacity, layout};
+  }
+  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
+  return StepPixels{p.weights + view_offset, p.residual + view_offset, nullptr};
 }
 
 // Phase A for one view (theta partials of every voxel of the step), kSlots voxels per
 // thread, the loads of a round of pixels for all of them together.
-template <int kThreads, int kSlots>
+template <int kThreads, int kSlots, bool kResident>
 __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                                   const IcdStepTask& task, int size, int v,
-                                  const StepFootprints& f) {
+                                  const StepFootprints& f, const StepPixels& at) {
   float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
-  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
-  const float* weights = p.weights + view_offset;
-  const float* residual = p.residual + view_offset;
+  const float* weights = at.weights;
+  const float* residual = at.residual;
   for (int round = 0; round < size; round += kSlots * kThreads) {
     SlotVoxel x[kSlots];
     float t1[kSlots], t2[kSlots];
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
-      x[u] = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
+      x[u] = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f, at.layout);
       t1[u] = 0;
       t2[u] = 0;
     }
@@ -194,8 +233,8 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
           w[u][k] = 0;
           e[u][k] = 0;
           if (FastPixel(x[u], first + k)) {
-            const int index = FastIndex(p, x[u], first + k);
-            w[u][k] = __ldg(weights + index);
+            const int index = FastIndex<kResident>(p, x[u], first + k);
+            w[u][k] = kResident ? weights[index] : __ldg(weights + index);
             e[u][k] = residual[index];
           }
         }
@@ -214,7 +253,9 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       if (!x[u].valid) continue;
-      if (x[u].slow >= 0) BackProjectSlowVoxel(p, f, x[u], weights, residual, t1[u], t2[u]);
+      if (x[u].slow >= 0) {
+        BackProjectSlowVoxel<kResident>(p, f, x[u], at.layout, weights, residual, t1[u], t2[u]);
+      }
       out[round + u * kThreads + threadIdx.x] = make_float2(t1[u], t2[u]);
     }
   }
@@ -234,11 +275,12 @@ __device__ __forceinline__ float WaitForChange(const IcdV4Sync& sync, int j, uns
 // Phase C for one view: e += a delta for every voxel of the step. The changes of both
 // slots are loaded (polled: their epoch) together with the first slot's e; the slots'
 // pixels then one slot after the other, kForwardBatch at a time.
-template <int kThreads, int kSlots>
+template <int kThreads, int kSlots, bool kResident>
 __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                               const IcdV4Sync& sync, unsigned epoch, bool sleep,
-                              const IcdStepTask& task, int size, int v, const StepFootprints& f) {
-  float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
+                              const IcdStepTask& task, int size, const StepFootprints& f,
+                              const StepPixels& at) {
+  float* residual = at.residual;
   for (int round = 0; round < size; round += kSlots * kThreads) {
     unsigned long long word[kSlots];
 #pragma unroll
@@ -249,30 +291,31 @@ __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScra
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       const int j = round + u * kThreads + threadIdx.x;
-      const SlotVoxel x = MakeSlotVoxel(p, task, size, j, f);
+      const SlotVoxel x = MakeSlotVoxel(p, task, size, j, f, at.layout);
       if (!x.valid) continue;
       float delta = 0;
       for (int first = 0; first == 0 || first < x.fast_count; first += kForwardBatch) {
         float e[kForwardBatch];
 #pragma unroll
         for (int k = 0; k < kForwardBatch; ++k) {
-          e[k] = FastPixel(x, first + k) ? residual[FastIndex(p, x, first + k)] : 0.0f;
+          e[k] = FastPixel(x, first + k) ? residual[FastIndex<kResident>(p, x, first + k)] : 0.0f;
         }
         if (first == 0) delta = WaitForChange(sync, j, epoch, word[u], sleep);
         if (delta == 0.0f) break;  // nothing to add
 #pragma unroll
         for (int k = 0; k < kForwardBatch; ++k) {
           if (FastPixel(x, first + k)) {
-            residual[FastIndex(p, x, first + k)] = e[k] + FastA(f, x, first + k) * delta;
+            residual[FastIndex<kResident>(p, x, first + k)] = e[k] + FastA(f, x, first + k) * delta;
           }
         }
       }
       if (x.slow < 0 || delta == 0.0f) continue;
       const VoxelPixels pixels = SlowPixels(p, f, x);
+      const PixelFrame frame = SlotFrame(p, at.layout, x.slow & 3);
       for (int n = 0; n < pixels.count; ++n) {
         int index;
         float a;
-        PixelOf(p, f, x.slow & 3, pixels, n, index, a);
+        PixelOf(p, f, x.slow & 3, pixels, n, frame, index, a);
         residual[index] = residual[index] + a * delta;
       }
     }
@@ -375,7 +418,7 @@ __device__ void PrefetchBackProjectionL1(const IcdDeviceProblem& p, const IcdSte
     for (int u = 0; u < kSlots; ++u) {
       const SlotVoxel x = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
       for (int k = 0; k < x.fast_count; k += 1 + x.shift) {
-        const int64_t at = view_offset + FastIndex(p, x, k);
+        const int64_t at = view_offset + FastIndex<false>(p, x, k);
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p.weights + at));
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p.residual + at));
       }
@@ -388,19 +431,44 @@ constexpr int MinBlocksPerSm() {
   return kThreads <= 128 ? 6 : 3;  // at least 768 threads per SM (391 views on 132 SMs)
 }
 
+// Before a step's back projection: when its layout is not the one held, the held one's
+// residual goes back to the view and the new one's pixels come in (all threads; barriers).
+__device__ void SwitchResident(const IcdDeviceProblem& p, const ResidentLayout& held,
+                               const ResidentLayout& next, int v, float* resident_pool,
+                               int capacity) {
+  if (next.reuse) return;
+  if (held.valid) CopyResident(p, held, v, resident_pool, resident_pool + capacity, false);
+  __syncthreads();  // written back before any thread loads (or reads) those pixels again
+  if (next.valid) {
+    CopyResident(p, next, v, resident_pool, resident_pool + capacity, true);
+    __syncthreads();
+  }
+}
+
 // Structure as PersistentSteps (icd_persistent_kernels.cu); step `step`'s epoch is
-// a.epoch_base + 1 + (step - a.first_step).
-template <int kThreads, int kSlots>
+// a.epoch_base + 1 + (step - a.first_step). kResident: with one view per block and
+// a.resident_floats > 0, each set's pixels in shared memory (icd_resident_pixels.cuh),
+// a.resident_floats per array of the dynamic shared memory.
+template <int kThreads, int kSlots, bool kResident>
 __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     PersistentStepsV4(IcdDeviceProblem p, IcdPersistentScratch s, IcdV4Sync sync, IcdV4Launch a) {
   __shared__ StepFootprints footprints[2];
   __shared__ IcdStepTask step_tasks[2];
+  __shared__ ResidentLayout layouts[kResident ? 2 : 1];
+  extern __shared__ float resident_pool[];
   constexpr int kTaskWords = sizeof(IcdStepTask) / sizeof(int);
   static_assert(kTaskWords <= 128, "a task is loaded by one thread per word");
   cg::grid_group grid = cg::this_grid();
   const bool one_view = gridDim.x >= p.num_views;  // block b owns view b only
   const bool flags = a.flags != 0;
+  const bool resident = kResident && one_view && a.resident_floats > 0;
+  const int capacity = a.resident_floats;
   auto epoch_of = [&](int step) { return a.epoch_base + 1u + static_cast<unsigned>(step - a.first_step); };
+  // The pixels of step buffer b (the global arrays unless resident and its layout fits).
+  auto pixels_of = [&](int b, int v) {
+    return PixelsOfStep<kResident>(p, v, resident ? &layouts[kResident ? b : 0] : nullptr,
+                                   resident_pool, capacity);
+  };
   int current = 0;
   if (threadIdx.x < kTaskWords) {
     reinterpret_cast<int*>(&step_tasks[current])[threadIdx.x] =
@@ -409,8 +477,17 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
   __syncthreads();
   for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
     LoadFootprints(p, step_tasks[current], v, footprints[current]);
-    BackProjectViewV4<kThreads, kSlots>(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
-                                footprints[current]);
+    if (resident) {
+      if (threadIdx.x == 0) {
+        PlanResident(p, step_tasks[current], footprints[current], NothingResident(), capacity,
+                     layouts[current]);
+      }
+      __syncthreads();
+      SwitchResident(p, NothingResident(), layouts[current], v, resident_pool, capacity);
+    }
+    BackProjectViewV4<kThreads, kSlots, kResident>(p, s, step_tasks[current],
+                                                   StepSize(step_tasks[current]), v,
+                                                   footprints[current], pixels_of(current, v));
   }
   Arrive(sync, flags, epoch_of(a.first_step), grid);
   // The next task's words: loaded a step ahead, stored when its buffer is free.
@@ -425,9 +502,18 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     const unsigned epoch = epoch_of(step);
     const bool more = step + 1 < a.last_step;
     const bool updates = blockIdx.x * (kThreads / 32) < size;  // has voxels to update
-    // The next step's task and footprints (one view per block): with flags first, while the
-    // updating blocks wait for the partials anyway and the others for the changes; with grid
-    // barriers after the update, which every block waits for.
+    // The next step's task, footprints and resident layout (one view per block): with flags
+    // first, while the updating blocks wait for the partials anyway and the others for the
+    // changes; with grid barriers after the update, which every block waits for. The layout
+    // (one thread's work) is planned by a block with voxels to update only after the update,
+    // off the step's path to the changes; the other threads read it only after the forward
+    // update's closing barrier.
+    auto plan_next = [&] {
+      if (more && resident && threadIdx.x == 0) {
+        PlanResident(p, next, footprints[current ^ 1], layouts[current], capacity,
+                     layouts[current ^ 1]);
+      }
+    };
     auto next_footprints = [&] {
       if (!more) return;
       if (threadIdx.x < kTaskWords) {
@@ -435,6 +521,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
       }
       __syncthreads();
       if (one_view) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
+      if (!updates || !flags) plan_next();  // with grid barriers this follows the update
       next_word = 0;
       if (step + 2 < a.last_step && threadIdx.x < kTaskWords) {
         next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 2) + threadIdx.x);
@@ -445,6 +532,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     if (updates) {
       if (flags) WaitForAllViews(sync, epoch, a.poll_sleep != 0);
       UpdateVoxelsV4(p, s, sync, epoch, task, size);
+      if (flags) plan_next();
     }
     if (!flags) next_footprints();
     if (more) {
@@ -454,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
         }
       }
       // The blocks that wait for the update ask L1 for the next back projection's pixels.
-      if (a.l1_prefetch && one_view && !updates) {
+      if (a.l1_prefetch && one_view && !updates && !resident) {
         PrefetchBackProjectionL1<kThreads, kSlots>(p, next, StepSize(next), blockIdx.x,
                                            footprints[current ^ 1]);
       }
@@ -462,39 +550,50 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     if (!flags) grid.sync();
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
       if (!one_view) LoadFootprints(p, task, v, footprints[current]);
-      ForwardViewV4<kThreads, kSlots>(p, s, sync, epoch, a.poll_sleep != 0, task, size, v,
-                                      footprints[current]);
+      ForwardViewV4<kThreads, kSlots, kResident>(p, s, sync, epoch, a.poll_sleep != 0, task, size,
+                                      footprints[current], pixels_of(current, v));
       if (more) {
         if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
-        BackProjectViewV4<kThreads, kSlots>(p, s, next, StepSize(next), v, footprints[current ^ 1]);
+        if (resident) {
+          SwitchResident(p, layouts[current], layouts[current ^ 1], v, resident_pool, capacity);
+        }
+        BackProjectViewV4<kThreads, kSlots, kResident>(p, s, next, StepSize(next), v,
+                                                       footprints[current ^ 1],
+                                                       pixels_of(current ^ 1, v));
       }
     }
     if (more) Arrive(sync, flags, epoch_of(step + 1), grid);
     current ^= 1;
   }
+  // The last step's residual back to the view (the next launch, and the cost, read it there).
+  if (resident && layouts[current ^ 1].valid) {
+    CopyResident(p, layouts[current ^ 1], blockIdx.x, resident_pool, resident_pool + capacity,
+                 false);
+  }
 }
 
-template <int kThreads, int kSlots>
+template <int kThreads, int kSlots, bool kResident>
 const void* KernelV4() {
-  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots>);
+  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots, kResident>);
 }
 
-const void* KernelV4For(int threads, int voxels_per_thread) {
+// Resident pixels are built for one voxel per thread only (two spilled without them).
+const void* KernelV4For(int threads, int voxels_per_thread, bool resident) {
   if (voxels_per_thread == 1) {
     switch (threads) {
-      case 128: return KernelV4<128, 1>();
-      case 256: return KernelV4<256, 1>();
-      case 288: return KernelV4<288, 1>();
-      case 320: return KernelV4<320, 1>();
+      case 128: return resident ? KernelV4<128, 1, true>() : KernelV4<128, 1, false>();
+      case 256: return resident ? KernelV4<256, 1, true>() : KernelV4<256, 1, false>();
+      case 288: return resident ? KernelV4<288, 1, true>() : KernelV4<288, 1, false>();
+      case 320: return resident ? nullptr : KernelV4<320, 1, false>();
       default: return nullptr;
     }
   }
-  if (voxels_per_thread == 2) {
+  if (voxels_per_thread == 2 && !resident) {
     switch (threads) {
-      case 128: return KernelV4<128, 2>();
-      case 256: return KernelV4<256, 2>();
-      case 288: return KernelV4<288, 2>();
-      case 320: return KernelV4<320, 2>();
+      case 128: return KernelV4<128, 2, false>();
+      case 256: return KernelV4<256, 2, false>();
+      case 288: return KernelV4<288, 2, false>();
+      case 320: return KernelV4<320, 2, false>();
       default: return nullptr;
     }
   }
@@ -512,26 +611,80 @@ int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread) {
 }
 
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
-                                      int* blocks) {
+                                      int resident_floats, int* blocks) {
   *blocks = 0;
-  const void* kernel = KernelV4For(threads, voxels_per_thread);
+  const void* kernel = KernelV4For(threads, voxels_per_thread, resident_floats > 0);
   if (kernel == nullptr) return cudaErrorInvalidValue;
-  return IcdCooperativeGridBlocks(kernel, threads, num_views, blocks);
+  const size_t dynamic_bytes = 2 * sizeof(float) * static_cast<size_t>(resident_floats);
+  if (dynamic_bytes > 0) {
+    const cudaError_t error = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_bytes));
+    if (error != cudaSuccess) return error;
+  }
+  return IcdCooperativeGridBlocks(kernel, threads, num_views, blocks, dynamic_bytes);
+}
+
+cudaError_t IcdPersistentV4ResidentFloats(int num_views, int threads, int voxels_per_thread,
+                                          int* floats) {
+  *floats = 0;
+  const void* kernel = KernelV4For(threads, voxels_per_thread, true);
+  if (kernel == nullptr) return cudaSuccess;  // not built for this shape: no residency
+  int device = 0, sms = 0, per_sm_bytes = 0, per_block_bytes = 0, reserved = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) {
+    error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  }
+  if (error == cudaSuccess) {
+    error = cudaDeviceGetAttribute(&per_sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                   device);
+  }
+  if (error == cudaSuccess) {
+    error = cudaDeviceGetAttribute(&per_block_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                   device);
+  }
+  if (error == cudaSuccess) {
+    error = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device);
+  }
+  cudaFuncAttributes attributes{};
+  if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kernel);
+  if (error != cudaSuccess) return error;
+  if (sms <= 0 || num_views <= 0) return cudaSuccess;
+  // Every view's block must stay resident: the SMs' shared memory split among the blocks
+  // one SM must hold, less each block's reserve and static part.
+  const int blocks_per_sm = (num_views + sms - 1) / sms;
+  const int64_t static_bytes = static_cast<int64_t>(attributes.sharedSizeBytes);
+  int64_t bytes = per_sm_bytes / blocks_per_sm - reserved - static_bytes;
+  bytes = std::min<int64_t>(bytes, per_block_bytes - static_bytes);
+  int candidate = static_cast<int>(std::max<int64_t>(0, bytes) / (2 * sizeof(float))) & ~31;
+  // The occupancy calculator has the last word (registers, rounding of the carve-out).
+  while (candidate >= kIcdMinResidentFloats) {
+    int blocks = 0;
+    error = IcdPersistentV4GridBlocks(num_views, threads, voxels_per_thread, candidate, &blocks);
+    if (error != cudaSuccess && error != cudaErrorNotSupported) return error;
+    if (error == cudaSuccess && blocks >= num_views) {
+      *floats = candidate;
+      return cudaSuccess;
+    }
+    candidate -= 1024;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,
                                        cudaStream_t stream) {
-  const void* kernel = KernelV4For(threads, launch.voxels_per_thread);
+  const void* kernel =
+      KernelV4For(threads, launch.voxels_per_thread, launch.resident_floats > 0);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   IcdDeviceProblem p = problem;
   IcdPersistentScratch s = scratch;
   IcdV4Sync y = sync;
   IcdV4Launch a = launch;
   void* args[] = {&p, &s, &y, &a};
-  const cudaError_t error =
-      cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, 0, stream);
+  const size_t dynamic_bytes = 2 * sizeof(float) * static_cast<size_t>(launch.resident_floats);
+  const cudaError_t error = cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args,
+                                                        dynamic_bytes, stream);
   if (error != cudaSuccess) return error;
   return cudaGetLastError();
 }

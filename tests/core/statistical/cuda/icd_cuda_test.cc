@@ -92,6 +92,7 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     bool v4_l1_prefetch = false;
     int v4_voxels_per_thread = 1;
     bool v4_poll_sleep = false;
+    int v4_resident_floats = -1;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -115,7 +116,15 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
        true, true, 256, true, 2},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
        "MVU, 3 columns per step, v4, flags polled with sleeps, 288 threads", true, true, 288,
-       false, 1, true}};
+       false, 1, true},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4 on the global arrays (no resident pixels)", true, true, 0,
+       false, 1, false, 0},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4 with grid barriers, at most 96 resident floats (larger "
+       "sets on the global arrays)", false, true, 0, false, 1, false, 96},
+      {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistentV4,
+       "SVU, v4, at most 64 resident floats", true, true, 0, false, 1, false, 64}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -137,12 +146,24 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       tuning.v4_l1_prefetch = mode.v4_l1_prefetch;
       tuning.v4_voxels_per_thread = mode.v4_voxels_per_thread;
       tuning.v4_poll_sleep = mode.v4_poll_sleep;
+      tuning.v4_resident_floats = mode.v4_resident_floats;
       tuning.steps_per_launch = 37;  // launches that end and start within iterations
       auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ(gpu->total_groups, cpu->total_groups);
       EXPECT_EQ(gpu->steps, cpu->steps);
+      // Resident pixels wherever they were asked for and built (one voxel per thread).
+      const bool resident = mode.kernel == IcdKernel::kPersistentV4 &&
+                            mode.v4_voxels_per_thread == 1 && mode.v4_resident_floats != 0;
+      if (resident) {
+        EXPECT_GT(gpu->resident_floats, 0);
+        if (mode.v4_resident_floats > 0) {
+          EXPECT_LE(gpu->resident_floats, mode.v4_resident_floats);
+        }
+      } else {
+        EXPECT_EQ(gpu->resident_floats, 0);
+      }
       EXPECT_NEAR(gpu->initial_cost / cpu->initial_cost, 1.0, kCostTolerance);
       for (size_t k = 0; k < cpu->iterations.size(); ++k) {
         std::printf("[ measure ] %s %s iteration %zu: cost CPU %.7e CUDA %.7e\n",
@@ -195,6 +216,7 @@ TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
     auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0, tuning, {});
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     EXPECT_GT(gpu->max_group_size, 2);
+    EXPECT_EQ(gpu->resident_floats, 0);  // needs a block per view
     for (size_t k = 0; k < cpu->iterations.size(); ++k) {
       std::printf("[ measure ] %s, %d blocks, iteration %zu: cost CPU %.7e CUDA %.7e\n",
                   kernel.name, blocks, k + 1, cpu->iterations[k].cost, gpu->iterations[k].cost);
