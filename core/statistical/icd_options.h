@@ -82,6 +82,8 @@ struct IcdResult {
   // memory (core/statistical/cuda/icd_resident_pixels.cuh); 0: the steps read the device's
   // global arrays.
   int64_t resident_floats = 0;
+  // CUDA (kPersistentV4): the forward update took the footprints the back projection kept.
+  bool forward_footprints_kept = false;
 };
 
 // Bytes a run holds at once. Device: the volume (z fastest), the residual and the weights

@@ -132,20 +132,25 @@ struct IcdV4Launch {
   int resident_floats = 0;    // > 0: each set's pixels (weights and residual) in shared
                               // memory, this many floats per array, when every block owns
                               // one view (icd_resident_pixels.cuh); 0: the global arrays
+  int forward_footprints = 0;  // 1: the forward update takes the voxels' footprints (a_ij
+                               // and pixel places) the back projection kept in shared memory
+                               // (one voxel per thread; 320 threads not built)
 };
 // Threads per block for steps of at most largest_step voxels: with one voxel per thread 128
 // (steps up to 128 voxels) or 256; with two 128, 256, 288 (up to 576) or 320. Any of 128,
 // 256, 288 and 320 may be asked for; others are refused (cudaErrorInvalidValue).
 int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread);
-// resident_floats as in IcdV4Launch (its kernel and dynamic shared memory).
+// resident_floats and forward_footprints as in IcdV4Launch (they choose the kernel and its
+// dynamic shared memory); cudaErrorInvalidValue for a combination not built.
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
-                                      int resident_floats, int* blocks);
+                                      int resident_floats, bool forward_footprints,
+                                      int* blocks);
 // The most resident floats per array that keep one block per view co-resident on the
 // current device (0: residency impossible or not built for this shape; multiples of 32,
 // at least kIcdMinResidentFloats otherwise).
 constexpr int kIcdMinResidentFloats = 1024;
 cudaError_t IcdPersistentV4ResidentFloats(int num_views, int threads, int voxels_per_thread,
-                                          int* floats);
+                                          bool forward_footprints, int* floats);
 cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,

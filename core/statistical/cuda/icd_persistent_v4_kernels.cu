@@ -115,8 +115,8 @@ struct SlotVoxel {
 __device__ __forceinline__ PixelFrame SlotFrame(const IcdDeviceProblem& p,
                                                 const ResidentLayout* layout, int slot) {
   if (layout == nullptr) return ViewFrame(p);
-  const ResidentEntry& entry = layout->entry[layout->entry_of_slot[slot]];
-  return PixelFrame{entry.offset, entry.rows, entry.first_column, entry.first_row};
+  return PixelFrame{layout->offset[slot], layout->rows[slot], layout->first_column[slot],
+                    layout->first_row[slot]};
 }
 
 __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
@@ -164,6 +164,21 @@ __device__ __forceinline__ float FastA(const StepFootprints& f, const SlotVoxel&
          ((k & x.shift) ? x.row_weight[1] : x.row_weight[0]);
 }
 
+// The forward update's footprints, kept from the back projection (IcdV4Launch::
+// forward_cache): per voxel j of the step below kVoxels whose pixels all fit one round
+// (at most kFastPixels), its pixels' a_ij and where they lie, so that the forward update a
+// step later does not recompute the voxel's axial footprint, row weights and a_ij. Voxel j
+// is back projected and updated by the same thread, so no barrier guards it.
+template <int kVoxels>
+struct ForwardFootprints {
+  float a[kFastPixels][kVoxels];
+  int base[kVoxels];
+  int shape[kVoxels];  // fast_count | shift << 4 | stride << 5; -1: not kept (recompute)
+};
+__device__ __forceinline__ int PackShape(const SlotVoxel& x) {
+  return x.fast_count | x.shift << 4 | x.stride << 5;
+}
+
 // The most pixels of the thread's fast-path voxels (they are walked in rounds of
 // kFastPixels, the loads of a round for all slots together).
 template <int kSlots>
@@ -207,10 +222,14 @@ __device__ __forceinline__ StepPixels PixelsOfStep(const IcdDeviceProblem& p, in
 
 // Phase A for one view (theta partials of every voxel of the step), kSlots voxels per
 // thread, the loads of a round of pixels for all of them together.
-template <int kThreads, int kSlots, bool kResident>
+// kCacheVoxels > 0 and keep: the voxels' footprints also go into *keep (one voxel per
+// thread; a block owning several views passes nullptr: each view has its own footprints).
+template <int kThreads, int kSlots, bool kResident, int kCacheVoxels>
 __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                                   const IcdStepTask& task, int size, int v,
-                                  const StepFootprints& f, const StepPixels& at) {
+                                  const StepFootprints& f, const StepPixels& at,
+                                  ForwardFootprints<kCacheVoxels ? kCacheVoxels : 1>* keep) {
+  static_assert(kCacheVoxels == 0 || kSlots == 1, "kept footprints: one voxel per thread");
   float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
   const float* weights = at.weights;
   const float* residual = at.residual;
@@ -244,10 +263,22 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
 #pragma unroll
         for (int k = 0; k < kFastPixels; ++k) {
           const float a = FastPixel(x[u], first + k) ? FastA(f, x[u], first + k) : 0.0f;
+          if (kCacheVoxels > 0 && keep != nullptr && first == 0) {
+            const int j = round + threadIdx.x;
+            if (j < kCacheVoxels) keep->a[k][j] = a;
+          }
           const float wa = w[u][k] * a;
           t1[u] += wa * e[u][k];
           t2[u] += wa * a;
         }
+      }
+    }
+    if (kCacheVoxels > 0 && keep != nullptr) {
+      const int j = round + threadIdx.x;
+      if (x[0].valid && j < kCacheVoxels) {
+        const bool kept = x[0].slow < 0 && x[0].fast_count <= kFastPixels;
+        keep->shape[j] = kept ? PackShape(x[0]) : -1;
+        keep->base[j] = x[0].base;
       }
     }
 #pragma unroll
@@ -275,11 +306,15 @@ __device__ __forceinline__ float WaitForChange(const IcdV4Sync& sync, int j, uns
 // Phase C for one view: e += a delta for every voxel of the step. The changes of both
 // slots are loaded (polled: their epoch) together with the first slot's e; the slots'
 // pixels then one slot after the other, kForwardBatch at a time.
-template <int kThreads, int kSlots, bool kResident>
+//
+// kCacheVoxels > 0 and kept: voxels whose footprints the back projection kept take them from
+// *kept.
+template <int kThreads, int kSlots, bool kResident, int kCacheVoxels>
 __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                               const IcdV4Sync& sync, unsigned epoch, bool sleep,
                               const IcdStepTask& task, int size, const StepFootprints& f,
-                              const StepPixels& at) {
+                              const StepPixels& at,
+                              const ForwardFootprints<kCacheVoxels ? kCacheVoxels : 1>* kept) {
   float* residual = at.residual;
   for (int round = 0; round < size; round += kSlots * kThreads) {
     unsigned long long word[kSlots];
@@ -287,6 +322,29 @@ __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScra
     for (int u = 0; u < kSlots; ++u) {
       const int j = round + u * kThreads + threadIdx.x;
       word[u] = j < size ? LoadRelaxed64(sync.change + j) : 0;
+    }
+    if (kCacheVoxels > 0 && kept != nullptr) {
+      const int j = round + threadIdx.x;
+      const int shape = j < size && j < kCacheVoxels ? kept->shape[j] : -1;
+      if (shape >= 0) {
+        const int base = kept->base[j], count = shape & 15, shift = (shape >> 4) & 1;
+        const int stride = shape >> 5;
+        float e[kFastPixels];
+        int index[kFastPixels];
+#pragma unroll
+        for (int k = 0; k < kFastPixels; ++k) {
+          index[k] = base + (k >> shift) * stride + (k & shift);
+          e[k] = k < count ? residual[index[k]] : 0.0f;
+        }
+        const float delta = WaitForChange(sync, j, epoch, word[0], sleep);
+        if (delta != 0.0f) {
+#pragma unroll
+          for (int k = 0; k < kFastPixels; ++k) {
+            if (k < count) residual[index[k]] = e[k] + kept->a[k][j] * delta;
+          }
+        }
+        continue;
+      }
     }
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
@@ -431,16 +489,18 @@ constexpr int MinBlocksPerSm() {
   return kThreads <= 128 ? 6 : 3;  // at least 768 threads per SM (391 views on 132 SMs)
 }
 
-// Before a step's back projection: when its layout is not the one held, the held one's
-// residual goes back to the view and the new one's pixels come in (all threads; barriers).
-__device__ void SwitchResident(const IcdDeviceProblem& p, const ResidentLayout& held,
-                               const ResidentLayout& next, int v, float* resident_pool,
-                               int capacity) {
-  if (next.reuse) return;
+// Before a step's back projection (all threads; `planned` complete): unless the held
+// pixels serve the step, the held residual goes back to the view and the step's pixels come
+// in (or, when they do not fit, the step runs on the global arrays).
+__device__ void SwitchResident(const IcdDeviceProblem& p, const ResidentLayout& planned, int v,
+                               float* resident_pool, int capacity, ResidentLayout& held) {
+  if (HeldServes(held, planned)) return;
   if (held.valid) CopyResident(p, held, v, resident_pool, resident_pool + capacity, false);
-  __syncthreads();  // written back before any thread loads (or reads) those pixels again
-  if (next.valid) {
-    CopyResident(p, next, v, resident_pool, resident_pool + capacity, true);
+  __syncthreads();  // written back, and `held` read by all, before it changes
+  if (threadIdx.x < kIcdMaxGroupsPerStep) HoldPlanned(planned, capacity, threadIdx.x, held);
+  __syncthreads();
+  if (held.valid) {
+    CopyResident(p, held, v, resident_pool, resident_pool + capacity, true);
     __syncthreads();
   }
 }
@@ -448,13 +508,19 @@ __device__ void SwitchResident(const IcdDeviceProblem& p, const ResidentLayout& 
 // Structure as PersistentSteps (icd_persistent_kernels.cu); step `step`'s epoch is
 // a.epoch_base + 1 + (step - a.first_step). kResident: with one view per block and
 // a.resident_floats > 0, each set's pixels in shared memory (icd_resident_pixels.cuh),
-// a.resident_floats per array of the dynamic shared memory.
-template <int kThreads, int kSlots, bool kResident>
+// a.resident_floats per array of the dynamic shared memory. kKeep: the forward update takes
+// the footprints the back projection kept (ForwardFootprints, up to 2 kThreads voxels).
+template <int kThreads, int kSlots, bool kResident, bool kKeep>
 __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     PersistentStepsV4(IcdDeviceProblem p, IcdPersistentScratch s, IcdV4Sync sync, IcdV4Launch a) {
+  constexpr int kKept = kKeep ? 2 * kThreads : 0;
+  __shared__ ForwardFootprints<kKept ? kKept : 1> kept_footprints;
   __shared__ StepFootprints footprints[2];
   __shared__ IcdStepTask step_tasks[2];
-  __shared__ ResidentLayout layouts[kResident ? 2 : 1];
+  // kResident: the layout the shared arrays hold, and the one the next step needs.
+  __shared__ ResidentLayout resident_layouts[kResident ? 2 : 1];
+  ResidentLayout& held = resident_layouts[0];
+  ResidentLayout& planned = resident_layouts[kResident ? 1 : 0];
   extern __shared__ float resident_pool[];
   constexpr int kTaskWords = sizeof(IcdStepTask) / sizeof(int);
   static_assert(kTaskWords <= 128, "a task is loaded by one thread per word");
@@ -463,13 +529,20 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
   const bool flags = a.flags != 0;
   const bool resident = kResident && one_view && a.resident_floats > 0;
   const int capacity = a.resident_floats;
+  auto* kept = kKeep && one_view ? &kept_footprints : nullptr;
   auto epoch_of = [&](int step) { return a.epoch_base + 1u + static_cast<unsigned>(step - a.first_step); };
-  // The pixels of step buffer b (the global arrays unless resident and its layout fits).
-  auto pixels_of = [&](int b, int v) {
-    return PixelsOfStep<kResident>(p, v, resident ? &layouts[kResident ? b : 0] : nullptr,
-                                   resident_pool, capacity);
+  // The pixels a phase works on (the global arrays unless the held layout is valid).
+  auto pixels_of = [&](int v) {
+    return PixelsOfStep<kResident>(p, v, resident ? &held : nullptr, resident_pool, capacity);
+  };
+  // Threads 0 .. kIcdMaxGroupsPerStep - 1, once the step's footprints are in: its layout.
+  auto plan = [&](const IcdStepTask& task, const StepFootprints& f) {
+    if (resident && threadIdx.x < kIcdMaxGroupsPerStep) {
+      PlanResidentSlot(p, task, f, threadIdx.x, planned);
+    }
   };
   int current = 0;
+  if (resident && threadIdx.x == 0) held.valid = false;
   if (threadIdx.x < kTaskWords) {
     reinterpret_cast<int*>(&step_tasks[current])[threadIdx.x] =
         __ldg(reinterpret_cast<const int*>(s.tasks + a.first_step) + threadIdx.x);
@@ -478,16 +551,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
   for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
     LoadFootprints(p, step_tasks[current], v, footprints[current]);
     if (resident) {
-      if (threadIdx.x == 0) {
-        PlanResident(p, step_tasks[current], footprints[current], NothingResident(), capacity,
-                     layouts[current]);
-      }
+      plan(step_tasks[current], footprints[current]);
       __syncthreads();
-      SwitchResident(p, NothingResident(), layouts[current], v, resident_pool, capacity);
+      SwitchResident(p, planned, v, resident_pool, capacity, held);
     }
-    BackProjectViewV4<kThreads, kSlots, kResident>(p, s, step_tasks[current],
-                                                   StepSize(step_tasks[current]), v,
-                                                   footprints[current], pixels_of(current, v));
+    BackProjectViewV4<kThreads, kSlots, kResident, kKept>(p, s, step_tasks[current],
+                                                          StepSize(step_tasks[current]), v,
+                                                          footprints[current], pixels_of(v),
+                                                          kept);
   }
   Arrive(sync, flags, epoch_of(a.first_step), grid);
   // The next task's words: loaded a step ahead, stored when its buffer is free.
@@ -504,16 +575,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     const bool updates = blockIdx.x * (kThreads / 32) < size;  // has voxels to update
     // The next step's task, footprints and resident layout (one view per block): with flags
     // first, while the updating blocks wait for the partials anyway and the others for the
-    // changes; with grid barriers after the update, which every block waits for. The layout
-    // (one thread's work) is planned by a block with voxels to update only after the update,
-    // off the step's path to the changes; the other threads read it only after the forward
-    // update's closing barrier.
-    auto plan_next = [&] {
-      if (more && resident && threadIdx.x == 0) {
-        PlanResident(p, next, footprints[current ^ 1], layouts[current], capacity,
-                     layouts[current ^ 1]);
-      }
-    };
+    // changes; with grid barriers after the update, which every block waits for. The planned
+    // layout is read only after the forward update's closing barrier.
     auto next_footprints = [&] {
       if (!more) return;
       if (threadIdx.x < kTaskWords) {
@@ -521,7 +584,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
       }
       __syncthreads();
       if (one_view) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
-      if (!updates || !flags) plan_next();  // with grid barriers this follows the update
+      if (one_view) plan(next, footprints[current ^ 1]);
       next_word = 0;
       if (step + 2 < a.last_step && threadIdx.x < kTaskWords) {
         next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 2) + threadIdx.x);
@@ -532,7 +595,6 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     if (updates) {
       if (flags) WaitForAllViews(sync, epoch, a.poll_sleep != 0);
       UpdateVoxelsV4(p, s, sync, epoch, task, size);
-      if (flags) plan_next();
     }
     if (!flags) next_footprints();
     if (more) {
@@ -550,50 +612,55 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     if (!flags) grid.sync();
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
       if (!one_view) LoadFootprints(p, task, v, footprints[current]);
-      ForwardViewV4<kThreads, kSlots, kResident>(p, s, sync, epoch, a.poll_sleep != 0, task, size,
-                                      footprints[current], pixels_of(current, v));
+      ForwardViewV4<kThreads, kSlots, kResident, kKept>(p, s, sync, epoch, a.poll_sleep != 0,
+                                                        task, size, footprints[current],
+                                                        pixels_of(v), kept);
       if (more) {
         if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
-        if (resident) {
-          SwitchResident(p, layouts[current], layouts[current ^ 1], v, resident_pool, capacity);
-        }
-        BackProjectViewV4<kThreads, kSlots, kResident>(p, s, next, StepSize(next), v,
-                                                       footprints[current ^ 1],
-                                                       pixels_of(current ^ 1, v));
+        if (resident) SwitchResident(p, planned, v, resident_pool, capacity, held);
+        BackProjectViewV4<kThreads, kSlots, kResident, kKept>(p, s, next, StepSize(next), v,
+                                                              footprints[current ^ 1],
+                                                              pixels_of(v), kept);
       }
     }
     if (more) Arrive(sync, flags, epoch_of(step + 1), grid);
     current ^= 1;
   }
   // The last step's residual back to the view (the next launch, and the cost, read it there).
-  if (resident && layouts[current ^ 1].valid) {
-    CopyResident(p, layouts[current ^ 1], blockIdx.x, resident_pool, resident_pool + capacity,
-                 false);
+  if (resident && held.valid) {
+    CopyResident(p, held, blockIdx.x, resident_pool, resident_pool + capacity, false);
   }
 }
 
-template <int kThreads, int kSlots, bool kResident>
+template <int kThreads, int kSlots, bool kResident, bool kKeep>
 const void* KernelV4() {
-  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots, kResident>);
+  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots, kResident, kKeep>);
 }
 
-// Resident pixels are built for one voxel per thread only (two spilled without them).
-const void* KernelV4For(int threads, int voxels_per_thread, bool resident) {
+template <int kThreads>
+const void* KernelV4OneVoxel(bool resident, bool keep) {
+  if (resident) return keep ? KernelV4<kThreads, 1, true, true>() : KernelV4<kThreads, 1, true, false>();
+  return keep ? KernelV4<kThreads, 1, false, true>() : KernelV4<kThreads, 1, false, false>();
+}
+
+// Resident pixels and kept footprints are built for one voxel per thread only (two spilled
+// without them), and not for 320 threads.
+const void* KernelV4For(int threads, int voxels_per_thread, bool resident, bool keep) {
   if (voxels_per_thread == 1) {
     switch (threads) {
-      case 128: return resident ? KernelV4<128, 1, true>() : KernelV4<128, 1, false>();
-      case 256: return resident ? KernelV4<256, 1, true>() : KernelV4<256, 1, false>();
-      case 288: return resident ? KernelV4<288, 1, true>() : KernelV4<288, 1, false>();
-      case 320: return resident ? nullptr : KernelV4<320, 1, false>();
+      case 128: return KernelV4OneVoxel<128>(resident, keep);
+      case 256: return KernelV4OneVoxel<256>(resident, keep);
+      case 288: return KernelV4OneVoxel<288>(resident, keep);
+      case 320: return resident || keep ? nullptr : KernelV4<320, 1, false, false>();
       default: return nullptr;
     }
   }
-  if (voxels_per_thread == 2 && !resident) {
+  if (voxels_per_thread == 2 && !resident && !keep) {
     switch (threads) {
-      case 128: return KernelV4<128, 2, false>();
-      case 256: return KernelV4<256, 2, false>();
-      case 288: return KernelV4<288, 2, false>();
-      case 320: return KernelV4<320, 2, false>();
+      case 128: return KernelV4<128, 2, false, false>();
+      case 256: return KernelV4<256, 2, false, false>();
+      case 288: return KernelV4<288, 2, false, false>();
+      case 320: return KernelV4<320, 2, false, false>();
       default: return nullptr;
     }
   }
@@ -611,9 +678,11 @@ int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread) {
 }
 
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
-                                      int resident_floats, int* blocks) {
+                                      int resident_floats, bool forward_footprints,
+                                      int* blocks) {
   *blocks = 0;
-  const void* kernel = KernelV4For(threads, voxels_per_thread, resident_floats > 0);
+  const void* kernel =
+      KernelV4For(threads, voxels_per_thread, resident_floats > 0, forward_footprints);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   const size_t dynamic_bytes = 2 * sizeof(float) * static_cast<size_t>(resident_floats);
   if (dynamic_bytes > 0) {
@@ -625,9 +694,9 @@ cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per
 }
 
 cudaError_t IcdPersistentV4ResidentFloats(int num_views, int threads, int voxels_per_thread,
-                                          int* floats) {
+                                          bool forward_footprints, int* floats) {
   *floats = 0;
-  const void* kernel = KernelV4For(threads, voxels_per_thread, true);
+  const void* kernel = KernelV4For(threads, voxels_per_thread, true, forward_footprints);
   if (kernel == nullptr) return cudaSuccess;  // not built for this shape: no residency
   int device = 0, sms = 0, per_sm_bytes = 0, per_block_bytes = 0, reserved = 0;
   cudaError_t error = cudaGetDevice(&device);
@@ -659,7 +728,8 @@ cudaError_t IcdPersistentV4ResidentFloats(int num_views, int threads, int voxels
   // The occupancy calculator has the last word (registers, rounding of the carve-out).
   while (candidate >= kIcdMinResidentFloats) {
     int blocks = 0;
-    error = IcdPersistentV4GridBlocks(num_views, threads, voxels_per_thread, candidate, &blocks);
+    error = IcdPersistentV4GridBlocks(num_views, threads, voxels_per_thread, candidate,
+                                      forward_footprints, &blocks);
     if (error != cudaSuccess && error != cudaErrorNotSupported) return error;
     if (error == cudaSuccess && blocks >= num_views) {
       *floats = candidate;
@@ -674,8 +744,8 @@ cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,
                                        cudaStream_t stream) {
-  const void* kernel =
-      KernelV4For(threads, launch.voxels_per_thread, launch.resident_floats > 0);
+  const void* kernel = KernelV4For(threads, launch.voxels_per_thread,
+                                   launch.resident_floats > 0, launch.forward_footprints != 0);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   IcdDeviceProblem p = problem;
   IcdPersistentScratch s = scratch;

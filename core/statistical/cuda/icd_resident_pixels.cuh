@@ -12,43 +12,29 @@
 // (tens of cycles) instead of L2 (hundreds), and a set moves its pixels through L2 twice
 // instead of 3 G times.
 //
-// Layout: one entry per column of the set, its detector columns [first_column, +columns)
-// in this view by the rows [first_row, +rows) that any slice of the column projects to,
-// rows fastest (as the residual), at `offset` in the two shared arrays. A step is covered
-// when every column of it has an entry; otherwise the block writes the old entries back and
-// loads new ones for the step's columns. A set that does not fit (`floats` over the
-// capacity) runs on the global arrays, as without residency.
+// Layout: one entry per column slot of the step, its detector columns [first_column,
+// +columns) in this view by the rows [first_row, +rows) that any slice of the column
+// projects to, rows fastest (as the residual), at `offset` in the two shared arrays. The
+// held pixels serve a step when each of its slots holds the same column as when they were
+// loaded (a set keeps its columns in their slots); otherwise the block writes the held
+// residual back and loads the step's. A set that does not fit the capacity runs on the
+// global arrays, as without residency. Planning is spread over one thread per slot: a
+// single thread planning a whole step was measured on the step's path.
 #pragma once
 
 #include "core/statistical/cuda/icd_step_footprints.cuh"
 
 namespace tomo::core::statistical::cuda::icd_device {
 
-// Plain structs (no member initialisers): they live in __shared__ arrays.
-struct ResidentEntry {
-  int column;
-  int first_column, columns, first_row, rows, offset;
-};
-
-// The resident layout for one step (a double buffer, as the tasks and footprints).
+// A plain struct (no member initialisers): it lives in __shared__ memory. Entry g belongs to
+// the step's column slot g; column -1: an empty slot.
 struct ResidentLayout {
-  ResidentEntry entry[kIcdMaxGroupsPerStep];
-  int entry_of_slot[kIcdMaxGroupsPerStep];
-  int count;
-  int floats;
-  bool valid;  // the step runs on the shared arrays
-  bool reuse;  // the shared arrays already hold this layout (the step before's)
+  int column[kIcdMaxGroupsPerStep];
+  int first_column[kIcdMaxGroupsPerStep], columns[kIcdMaxGroupsPerStep];
+  int first_row[kIcdMaxGroupsPerStep], rows[kIcdMaxGroupsPerStep];
+  int offset[kIcdMaxGroupsPerStep];  // held layouts only
+  bool valid;                        // held: the shared arrays hold these pixels
 };
-
-// What a block holds before its first step: nothing.
-__device__ __forceinline__ ResidentLayout NothingResident() {
-  ResidentLayout none;
-  none.count = 0;
-  none.floats = 0;
-  none.valid = false;
-  none.reuse = false;
-  return none;
-}
 
 // Rows any slice of the column projects to in this view: the axial footprint is affine in
 // z (one rows_per_mm per column), so slices 0 and nz - 1 bound it; float rounding is
@@ -62,47 +48,57 @@ __device__ __forceinline__ void ColumnRows(const IcdDeviceProblem& p, const SfCo
   last_row = max(bottom.last_row, top.last_row);
 }
 
-// One thread (the caller's thread 0) fills `next` for the step `task` with footprints f,
-// from `current` (the layout held now: reused when it covers the step).
-__device__ inline void PlanResident(const IcdDeviceProblem& p, const IcdStepTask& task,
-                                    const StepFootprints& f, const ResidentLayout& current,
-                                    int capacity, ResidentLayout& next) {
-  bool covered = current.valid;
-  int entry_of_slot[kIcdMaxGroupsPerStep];
+// Thread g < kIcdMaxGroupsPerStep, once the step's footprints f are in shared memory:
+// slot g's entry of the layout the step needs.
+__device__ __forceinline__ void PlanResidentSlot(const IcdDeviceProblem& p, const IcdStepTask& task,
+                                                 const StepFootprints& f, int g,
+                                                 ResidentLayout& planned) {
+  planned.column[g] = task.groups[g].size > 0 ? task.groups[g].column : -1;
+  planned.first_column[g] = 0;
+  planned.columns[g] = 0;
+  planned.first_row[g] = 0;
+  planned.rows[g] = 0;
+  const SfColumnT<float>& col = f.column[g];
+  if (task.groups[g].size <= 0 || col.first_column > col.last_column) return;
+  int first_row, last_row;
+  ColumnRows(p, col, first_row, last_row);
+  planned.first_column[g] = col.first_column;
+  planned.columns[g] = col.last_column - col.first_column + 1;
+  planned.first_row[g] = first_row;
+  planned.rows[g] = max(0, last_row - first_row + 1);
+}
+
+// Any thread, once the planned layout is complete: whether the held pixels serve the step.
+__device__ __forceinline__ bool HeldServes(const ResidentLayout& held,
+                                           const ResidentLayout& planned) {
+  if (!held.valid) return false;
+  bool same = true;
+#pragma unroll
   for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) {
-    entry_of_slot[g] = -1;
-    if (task.groups[g].size <= 0) continue;
-    for (int e = 0; e < current.count; ++e) {
-      if (current.entry[e].column == task.groups[g].column) entry_of_slot[g] = e;
-    }
-    covered &= entry_of_slot[g] >= 0;
+    same &= planned.column[g] < 0 || planned.column[g] == held.column[g];
   }
-  if (covered) {
-    next = current;
-    next.reuse = true;
-    for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) next.entry_of_slot[g] = entry_of_slot[g];
-    return;
+  return same;
+}
+
+// Thread g < kIcdMaxGroupsPerStep: slot g of the planned layout becomes held (its offset;
+// thread 0 also whether the whole fits the capacity). A barrier must follow before it is
+// read.
+__device__ __forceinline__ void HoldPlanned(const ResidentLayout& planned, int capacity, int g,
+                                            ResidentLayout& held) {
+  int offset = 0, total = 0;
+#pragma unroll
+  for (int h = 0; h < kIcdMaxGroupsPerStep; ++h) {
+    const int floats = planned.columns[h] * planned.rows[h];
+    if (h < g) offset += floats;
+    total += floats;
   }
-  next.count = 0;
-  next.floats = 0;
-  next.reuse = false;
-  for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) {
-    next.entry_of_slot[g] = -1;
-    if (task.groups[g].size <= 0) continue;
-    const SfColumnT<float>& col = f.column[g];
-    ResidentEntry entry{task.groups[g].column, 0, 0, 0, 0, next.floats};
-    if (col.first_column <= col.last_column) {
-      int last_row;
-      ColumnRows(p, col, entry.first_row, last_row);
-      entry.first_column = col.first_column;
-      entry.columns = col.last_column - col.first_column + 1;
-      entry.rows = max(0, last_row - entry.first_row + 1);
-    }
-    next.entry_of_slot[g] = next.count;
-    next.entry[next.count++] = entry;
-    next.floats += entry.columns * entry.rows;
-  }
-  next.valid = next.floats <= capacity;
+  held.column[g] = planned.column[g];
+  held.first_column[g] = planned.first_column[g];
+  held.columns[g] = planned.columns[g];
+  held.first_row[g] = planned.first_row[g];
+  held.rows[g] = planned.rows[g];
+  held.offset[g] = offset;
+  if (g == 0) held.valid = total <= capacity;
 }
 
 // Asynchronous 4-byte copy global -> shared (cp.async: no register holds the value, so a
@@ -125,21 +121,22 @@ __device__ inline void CopyResident(const IcdDeviceProblem& p, const ResidentLay
                                     bool load) {
   const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  int task = 0;  // the (entry, detector column) pairs, in order
-  for (int e = 0; e < layout.count; ++e) {
-    const ResidentEntry& entry = layout.entry[e];
-    for (int c = 0; c < entry.columns; ++c, ++task) {
+  int task = 0;  // the (slot, detector column) pairs, in order
+  for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) {
+    const int rows = layout.rows[g];
+    for (int c = 0; c < layout.columns[g]; ++c, ++task) {
       if (task % warps != warp) continue;
       const int64_t from = view_offset +
-                           static_cast<int64_t>(entry.first_column + c) * p.rows + entry.first_row;
-      const int to = entry.offset + c * entry.rows;
+                           static_cast<int64_t>(layout.first_column[g] + c) * p.rows +
+                           layout.first_row[g];
+      const int to = layout.offset[g] + c * rows;
       if (load) {
-        for (int r = lane; r < entry.rows; r += 32) {
+        for (int r = lane; r < rows; r += 32) {
           CopyToShared(shared_weights + to + r, p.weights + from + r);
           CopyToShared(shared_residual + to + r, p.residual + from + r);
         }
       } else {
-        for (int r = lane; r < entry.rows; r += 32) p.residual[from + r] = shared_residual[to + r];
+        for (int r = lane; r < rows; r += 32) p.residual[from + r] = shared_residual[to + r];
       }
     }
   }
