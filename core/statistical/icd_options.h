@@ -78,12 +78,6 @@ struct IcdResult {
   // Wall time from the call to the first iteration: checks, layouts, groups, schedule and
   // (CUDA) upload and the start's projection.
   double setup_seconds = 0;
-  // CUDA (IcdKernel::kPersistentV4): floats per array of a set's pixels held in shared
-  // memory (core/statistical/cuda/icd_resident_pixels.cuh); 0: the steps read the device's
-  // global arrays.
-  int64_t resident_floats = 0;
-  // CUDA (kPersistentV4): the forward update took the footprints the back projection kept.
-  bool forward_footprints_kept = false;
 };
 
 // Bytes a run holds at once. Device: the volume (z fastest), the residual and the weights

@@ -242,42 +242,14 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   DeviceBuffer<unsigned long long> d_v4_change;
   DeviceBuffer<unsigned> d_v4_view_done;
   unsigned v4_epoch = 0;  // the last step's epoch (IcdV4Launch)
-  int resident_floats = 0;  // IcdV4Launch::resident_floats
-  // IcdV4Launch::forward_footprints (built for one voxel per thread, not for 320 threads).
-  bool keep_footprints = v4 && tuning.v4_forward_footprints &&
-                         tuning.v4_voxels_per_thread == 1 && persistent_threads != 320;
   if (persistent) {
-    // Residency needs a block per view, each with its share of the SM's shared memory.
-    const bool one_view_per_block =
-        tuning.persistent_blocks <= 0 || tuning.persistent_blocks >= problem.num_views;
-    if (v4 && tuning.v4_resident_floats != 0 && one_view_per_block) {
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::IcdPersistentV4ResidentFloats(
-          problem.num_views, persistent_threads, tuning.v4_voxels_per_thread, keep_footprints,
-          &resident_floats));
-      if (tuning.v4_resident_floats > 0) {
-        resident_floats = std::min(resident_floats, tuning.v4_resident_floats & ~31);
-      }
-    }
     TOMO_CUDA_RETURN_IF_ERROR(
         v4 ? cuda::IcdPersistentV4GridBlocks(problem.num_views, persistent_threads,
-                                             tuning.v4_voxels_per_thread, resident_floats,
-                                             keep_footprints, &persistent_blocks)
+                                             tuning.v4_voxels_per_thread, &persistent_blocks)
            : cuda::IcdPersistentGridBlocks(problem.num_views, persistent_threads,
                                            &persistent_blocks));
     if (tuning.persistent_blocks > 0) {
       persistent_blocks = std::min(persistent_blocks, tuning.persistent_blocks);
-    }
-    if (persistent_blocks < problem.num_views && (resident_floats > 0 || keep_footprints)) {
-      // Not one block per view after all: the global arrays and footprints computed where
-      // used (a block owning several views keeps neither).
-      resident_floats = 0;
-      keep_footprints = false;
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::IcdPersistentV4GridBlocks(
-          problem.num_views, persistent_threads, tuning.v4_voxels_per_thread, 0, keep_footprints,
-          &persistent_blocks));
-      if (tuning.persistent_blocks > 0) {
-        persistent_blocks = std::min(persistent_blocks, tuning.persistent_blocks);
-      }
     }
     const size_t slots = static_cast<size_t>(std::max<int64_t>(1, schedule.max_step_voxels()));
     TOMO_ASSIGN_OR_RETURN(d_theta_partial,
@@ -324,8 +296,6 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   result.paired_columns = schedule.paired_columns();
   result.max_group_size = groups.max_group_size();
   result.mean_group_size = groups.mean_group_size();
-  result.resident_floats = resident_floats;
-  result.forward_footprints_kept = keep_footprints;
   TOMO_ASSIGN_OR_RETURN(const CostParts initial, DeviceCost(problem, d_cost.get(), s));
   result.initial_cost = initial.data + initial.prior;
   result.setup_seconds =
@@ -369,8 +339,6 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
         launch.l1_prefetch = tuning.v4_l1_prefetch ? 1 : 0;
         launch.voxels_per_thread = tuning.v4_voxels_per_thread;
         launch.poll_sleep = tuning.v4_poll_sleep ? 1 : 0;
-        launch.resident_floats = resident_floats;
-        launch.forward_footprints = keep_footprints ? 1 : 0;
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentV4Steps(
             problem, persistent_scratch, v4_sync, launch, persistent_threads, persistent_blocks,
             s));

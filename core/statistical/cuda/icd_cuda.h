@@ -63,16 +63,6 @@ struct IcdCudaTuning {
   bool v4_poll_sleep = false;  // flags: sleep between polls (false: spin; measured faster)
   int v4_voxels_per_thread = 1;
   int v4_threads = 0;
-  // kPersistentV4 with one voxel per thread: each set's pixels in shared memory
-  // (icd_resident_pixels.cuh) when every view's block fits on the device: -1 as many floats
-  // per array as fit, 0 never, > 0 at most that many (a set needing more runs on the global
-  // arrays). IcdResult::resident_floats says what a run used. Off by default: measured
-  // slower so far (bench/NOTES.md).
-  int v4_resident_floats = 0;
-  // kPersistentV4 with one voxel per thread (not 320 threads): the forward update takes the
-  // voxels' footprints the back projection kept in shared memory instead of recomputing
-  // them. IcdResult::forward_footprints_kept says whether a run did.
-  bool v4_forward_footprints = false;
   // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.
   int groups_per_graph = 256;
   // Launches (kPersistent, kPersistentV4) or graphs queued at most.

@@ -96,11 +96,10 @@ struct IcdPersistentScratch {
   int slots = 0;                    // >= the voxels of the largest step
 };
 // Blocks of a cooperative grid of `kernel` (either persistent kernel) with `threads` per
-// block and dynamic_shared_bytes of dynamic shared memory on the current device:
-// min(num_views, co-resident blocks); 0 with cudaErrorNotSupported when the device has no
-// cooperative launch.
+// block on the current device: min(num_views, co-resident blocks); 0 with
+// cudaErrorNotSupported when the device has no cooperative launch.
 cudaError_t IcdCooperativeGridBlocks(const void* kernel, int threads, int num_views,
-                                     int* blocks, size_t dynamic_shared_bytes = 0);
+                                     int* blocks);
 // Threads per block for steps of at most largest_step voxels: 128, or 256 above 128.
 int IcdPersistentThreads(int64_t largest_step);
 // Blocks of the persistent grid on the current device: min(num_views, co-resident blocks);
@@ -129,28 +128,13 @@ struct IcdV4Launch {
   int voxels_per_thread = 1;  // 1 (128 or 256 threads) or 2 (128, 256, 288 or 320 threads):
                               // the voxels whose pixels' loads a thread issues together
   int poll_sleep = 0;         // 1: a failed poll of a flag sleeps a few tens of ns (0: spins)
-  int resident_floats = 0;    // > 0: each set's pixels (weights and residual) in shared
-                              // memory, this many floats per array, when every block owns
-                              // one view (icd_resident_pixels.cuh); 0: the global arrays
-  int forward_footprints = 0;  // 1: the forward update takes the voxels' footprints (a_ij
-                               // and pixel places) the back projection kept in shared memory
-                               // (one voxel per thread; 320 threads not built)
 };
 // Threads per block for steps of at most largest_step voxels: with one voxel per thread 128
 // (steps up to 128 voxels) or 256; with two 128, 256, 288 (up to 576) or 320. Any of 128,
 // 256, 288 and 320 may be asked for; others are refused (cudaErrorInvalidValue).
 int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread);
-// resident_floats and forward_footprints as in IcdV4Launch (they choose the kernel and its
-// dynamic shared memory); cudaErrorInvalidValue for a combination not built.
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
-                                      int resident_floats, bool forward_footprints,
                                       int* blocks);
-// The most resident floats per array that keep one block per view co-resident on the
-// current device (0: residency impossible or not built for this shape; multiples of 32,
-// at least kIcdMinResidentFloats otherwise).
-constexpr int kIcdMinResidentFloats = 1024;
-cudaError_t IcdPersistentV4ResidentFloats(int num_views, int threads, int voxels_per_thread,
-                                          bool forward_footprints, int* floats);
 cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,

@@ -36,7 +36,7 @@ __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentSc
     StepVoxel(task, j, slot, iz);
     const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
     float t1 = 0, t2 = 0;
-    AddVoxelThetas(p, f, slot, x, ViewFrame(p), weights, residual, t1, t2);
+    AddVoxelThetas(p, f, slot, x, weights, residual, t1, t2);
     out[j] = make_float2(t1, t2);
   }
   __syncthreads();  // f may be rewritten next
@@ -165,7 +165,7 @@ const void* PersistentStepsFor(int threads) {
 int IcdPersistentThreads(int64_t largest_step) { return largest_step > 128 ? 256 : 128; }
 
 cudaError_t IcdCooperativeGridBlocks(const void* kernel, int threads, int num_views,
-                                     int* blocks, size_t dynamic_shared_bytes) {
+                                     int* blocks) {
   *blocks = 0;
   int device = 0;
   cudaError_t error = cudaGetDevice(&device);
@@ -176,8 +176,7 @@ cudaError_t IcdCooperativeGridBlocks(const void* kernel, int threads, int num_vi
   if (cooperative == 0) return cudaErrorNotSupported;
   error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (error != cudaSuccess) return error;
-  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
-                                                        dynamic_shared_bytes);
+  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
   if (error != cudaSuccess) return error;
   const int resident = per_sm * sms;
   *blocks = resident < num_views ? resident : num_views;

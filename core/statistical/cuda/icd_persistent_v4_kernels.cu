@@ -39,10 +39,7 @@
 //   and each change follows its warp's loads of the partials it depends on.
 #include <cooperative_groups.h>
 
-#include <algorithm>
-
 #include "core/statistical/cuda/icd_kernels.h"
-#include "core/statistical/cuda/icd_resident_pixels.cuh"
 #include "core/statistical/cuda/icd_step_footprints.cuh"
 #include "core/statistical/icd_update_math.h"
 
@@ -98,31 +95,21 @@ __device__ __forceinline__ bool Reached(unsigned value, unsigned epoch) {
 
 // One voxel of a thread's round. On the fast path (at most 2 rows and kCachedColumns
 // detector columns: the literature case's voxels span 1 or 2 rows) pixel k is (column offset
-// k >> shift, row offset k & shift) at base + offset * stride + row offset, as the CPU
+// k >> shift, row offset k & shift) at base + offset * rows + row offset, as the CPU
 // reference orders them (columns outer), walked in rounds of kFastPixels; other voxels are
-// walked after the rounds. stride is the view's rows, or the column's resident rows.
+// walked after the rounds.
 // Kept small: the registers also hold a round's loads for every slot.
 struct SlotVoxel {
   bool valid = false;
   int fast_count = 0;  // pixels on the fast path (0 when none or off it)
   int slow = -1;       // off the fast path: slot | iz << 2 (VoxelPixels recomputed then)
-  int slot = 0, base = 0, shift = 0, stride = 0;
+  int slot = 0, base = 0, shift = 0;
   float amplitude = 0, row_weight[2] = {0, 0};
 };
 
-// The frame of a slot's pixels: the view's arrays (layout nullptr), or the slot's column in
-// the resident arrays.
-__device__ __forceinline__ PixelFrame SlotFrame(const IcdDeviceProblem& p,
-                                                const ResidentLayout* layout, int slot) {
-  if (layout == nullptr) return ViewFrame(p);
-  return PixelFrame{layout->offset[slot], layout->rows[slot], layout->first_column[slot],
-                    layout->first_row[slot]};
-}
-
 __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
                                                    const IcdStepTask& task, int size, int j,
-                                                   const StepFootprints& f,
-                                                   const ResidentLayout* layout = nullptr) {
+                                                   const StepFootprints& f) {
   SlotVoxel x;
   x.valid = j < size;
   if (!x.valid) return x;
@@ -135,11 +122,8 @@ __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
   }
   x.fast_count = pixels.count;
   if (pixels.count > 0) {
-    const PixelFrame frame = SlotFrame(p, layout, x.slot);
     x.shift = pixels.rows > 1 ? 1 : 0;
-    x.stride = frame.stride;
-    x.base = frame.base + (f.column[x.slot].first_column - frame.first_column) * frame.stride +
-             (pixels.axial.first_row - frame.first_row);
+    x.base = f.column[x.slot].first_column * p.rows + pixels.axial.first_row;
     x.amplitude = pixels.axial.amplitude;
     x.row_weight[0] = RowWeight(pixels.axial, pixels.axial.first_row);
     x.row_weight[1] = RowWeight(pixels.axial, pixels.axial.first_row + 1);
@@ -153,30 +137,12 @@ __device__ __forceinline__ VoxelPixels SlowPixels(const IcdDeviceProblem& p,
 }
 
 __device__ __forceinline__ bool FastPixel(const SlotVoxel& x, int k) { return k < x.fast_count; }
-// kResident: the stride is the voxel's (its frame may be resident); else the view's rows
-// (x.stride then unread, so the global-only kernels keep their registers).
-template <bool kResident>
 __device__ __forceinline__ int FastIndex(const IcdDeviceProblem& p, const SlotVoxel& x, int k) {
-  return x.base + (k >> x.shift) * (kResident ? x.stride : p.rows) + (k & x.shift);
+  return x.base + (k >> x.shift) * p.rows + (k & x.shift);
 }
 __device__ __forceinline__ float FastA(const StepFootprints& f, const SlotVoxel& x, int k) {
   return x.amplitude * f.weight[x.slot][k >> x.shift] *
          ((k & x.shift) ? x.row_weight[1] : x.row_weight[0]);
-}
-
-// The forward update's footprints, kept from the back projection (IcdV4Launch::
-// forward_cache): per voxel j of the step below kVoxels whose pixels all fit one round
-// (at most kFastPixels), its pixels' a_ij and where they lie, so that the forward update a
-// step later does not recompute the voxel's axial footprint, row weights and a_ij. Voxel j
-// is back projected and updated by the same thread, so no barrier guards it.
-template <int kVoxels>
-struct ForwardFootprints {
-  float a[kFastPixels][kVoxels];
-  int base[kVoxels];
-  int shape[kVoxels];  // fast_count | shift << 4 | stride << 5; -1: not kept (recompute)
-};
-__device__ __forceinline__ int PackShape(const SlotVoxel& x) {
-  return x.fast_count | x.shift << 4 | x.stride << 5;
 }
 
 // The most pixels of the thread's fast-path voxels (they are walked in rounds of
@@ -193,52 +159,28 @@ __device__ __forceinline__ int MostFastPixels(const SlotVoxel (&x)[kSlots]) {
 
 // A voxel off the fast path (more than 2 rows), walked as version 3 walks every voxel: in
 // batches of kBatch whose loads go out together.
-template <bool kResident>
 __device__ void BackProjectSlowVoxel(const IcdDeviceProblem& p, const StepFootprints& f,
-                                     const SlotVoxel& x, const ResidentLayout* layout,
-                                     const float* weights, const float* residual, float& t1,
-                                     float& t2) {
-  AddVoxelThetas<kResident>(p, f, x.slow & 3, SlowPixels(p, f, x),
-                            SlotFrame(p, layout, x.slow & 3), weights, residual, t1, t2);
-}
-
-// The arrays a step's phases read and write in view v: the view's part of the global ones,
-// or (layout->valid) the resident ones in shared memory.
-struct StepPixels {
-  const float* weights;
-  float* residual;
-  const ResidentLayout* layout;  // nullptr: the global arrays
-};
-template <bool kResident>
-__device__ __forceinline__ StepPixels PixelsOfStep(const IcdDeviceProblem& p, int v,
-                                                   const ResidentLayout* layout,
-                                                   float* resident_pool, int capacity) {
-  if (kResident && layout != nullptr && layout->valid) {
-    return StepPixels{resident_pool, resident_pool + capacity, layout};
-  }
-  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
-  return StepPixels{p.weights + view_offset, p.residual + view_offset, nullptr};
+                                     const SlotVoxel& x, const float* weights,
+                                     const float* residual, float& t1, float& t2) {
+  AddVoxelThetas(p, f, x.slow & 3, SlowPixels(p, f, x), weights, residual, t1, t2);
 }
 
 // Phase A for one view (theta partials of every voxel of the step), kSlots voxels per
 // thread, the loads of a round of pixels for all of them together.
-// kCacheVoxels > 0 and keep: the voxels' footprints also go into *keep (one voxel per
-// thread; a block owning several views passes nullptr: each view has its own footprints).
-template <int kThreads, int kSlots, bool kResident, int kCacheVoxels>
+template <int kThreads, int kSlots>
 __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                                   const IcdStepTask& task, int size, int v,
-                                  const StepFootprints& f, const StepPixels& at,
-                                  ForwardFootprints<kCacheVoxels ? kCacheVoxels : 1>* keep) {
-  static_assert(kCacheVoxels == 0 || kSlots == 1, "kept footprints: one voxel per thread");
+                                  const StepFootprints& f) {
   float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
-  const float* weights = at.weights;
-  const float* residual = at.residual;
+  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
+  const float* weights = p.weights + view_offset;
+  const float* residual = p.residual + view_offset;
   for (int round = 0; round < size; round += kSlots * kThreads) {
     SlotVoxel x[kSlots];
     float t1[kSlots], t2[kSlots];
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
-      x[u] = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f, at.layout);
+      x[u] = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
       t1[u] = 0;
       t2[u] = 0;
     }
@@ -252,8 +194,8 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
           w[u][k] = 0;
           e[u][k] = 0;
           if (FastPixel(x[u], first + k)) {
-            const int index = FastIndex<kResident>(p, x[u], first + k);
-            w[u][k] = kResident ? weights[index] : __ldg(weights + index);
+            const int index = FastIndex(p, x[u], first + k);
+            w[u][k] = __ldg(weights + index);
             e[u][k] = residual[index];
           }
         }
@@ -263,30 +205,16 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
 #pragma unroll
         for (int k = 0; k < kFastPixels; ++k) {
           const float a = FastPixel(x[u], first + k) ? FastA(f, x[u], first + k) : 0.0f;
-          if (kCacheVoxels > 0 && keep != nullptr && first == 0) {
-            const int j = round + threadIdx.x;
-            if (j < kCacheVoxels) keep->a[k][j] = a;
-          }
           const float wa = w[u][k] * a;
           t1[u] += wa * e[u][k];
           t2[u] += wa * a;
         }
       }
     }
-    if (kCacheVoxels > 0 && keep != nullptr) {
-      const int j = round + threadIdx.x;
-      if (x[0].valid && j < kCacheVoxels) {
-        const bool kept = x[0].slow < 0 && x[0].fast_count <= kFastPixels;
-        keep->shape[j] = kept ? PackShape(x[0]) : -1;
-        keep->base[j] = x[0].base;
-      }
-    }
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       if (!x[u].valid) continue;
-      if (x[u].slow >= 0) {
-        BackProjectSlowVoxel<kResident>(p, f, x[u], at.layout, weights, residual, t1[u], t2[u]);
-      }
+      if (x[u].slow >= 0) BackProjectSlowVoxel(p, f, x[u], weights, residual, t1[u], t2[u]);
       out[round + u * kThreads + threadIdx.x] = make_float2(t1[u], t2[u]);
     }
   }
@@ -306,16 +234,11 @@ __device__ __forceinline__ float WaitForChange(const IcdV4Sync& sync, int j, uns
 // Phase C for one view: e += a delta for every voxel of the step. The changes of both
 // slots are loaded (polled: their epoch) together with the first slot's e; the slots'
 // pixels then one slot after the other, kForwardBatch at a time.
-//
-// kCacheVoxels > 0 and kept: voxels whose footprints the back projection kept take them from
-// *kept.
-template <int kThreads, int kSlots, bool kResident, int kCacheVoxels>
+template <int kThreads, int kSlots>
 __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                               const IcdV4Sync& sync, unsigned epoch, bool sleep,
-                              const IcdStepTask& task, int size, const StepFootprints& f,
-                              const StepPixels& at,
-                              const ForwardFootprints<kCacheVoxels ? kCacheVoxels : 1>* kept) {
-  float* residual = at.residual;
+                              const IcdStepTask& task, int size, int v, const StepFootprints& f) {
+  float* residual = p.residual + static_cast<int64_t>(v) * p.columns * p.rows;
   for (int round = 0; round < size; round += kSlots * kThreads) {
     unsigned long long word[kSlots];
 #pragma unroll
@@ -323,57 +246,33 @@ __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScra
       const int j = round + u * kThreads + threadIdx.x;
       word[u] = j < size ? LoadRelaxed64(sync.change + j) : 0;
     }
-    if (kCacheVoxels > 0 && kept != nullptr) {
-      const int j = round + threadIdx.x;
-      const int shape = j < size && j < kCacheVoxels ? kept->shape[j] : -1;
-      if (shape >= 0) {
-        const int base = kept->base[j], count = shape & 15, shift = (shape >> 4) & 1;
-        const int stride = shape >> 5;
-        float e[kFastPixels];
-        int index[kFastPixels];
-#pragma unroll
-        for (int k = 0; k < kFastPixels; ++k) {
-          index[k] = base + (k >> shift) * stride + (k & shift);
-          e[k] = k < count ? residual[index[k]] : 0.0f;
-        }
-        const float delta = WaitForChange(sync, j, epoch, word[0], sleep);
-        if (delta != 0.0f) {
-#pragma unroll
-          for (int k = 0; k < kFastPixels; ++k) {
-            if (k < count) residual[index[k]] = e[k] + kept->a[k][j] * delta;
-          }
-        }
-        continue;
-      }
-    }
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       const int j = round + u * kThreads + threadIdx.x;
-      const SlotVoxel x = MakeSlotVoxel(p, task, size, j, f, at.layout);
+      const SlotVoxel x = MakeSlotVoxel(p, task, size, j, f);
       if (!x.valid) continue;
       float delta = 0;
       for (int first = 0; first == 0 || first < x.fast_count; first += kForwardBatch) {
         float e[kForwardBatch];
 #pragma unroll
         for (int k = 0; k < kForwardBatch; ++k) {
-          e[k] = FastPixel(x, first + k) ? residual[FastIndex<kResident>(p, x, first + k)] : 0.0f;
+          e[k] = FastPixel(x, first + k) ? residual[FastIndex(p, x, first + k)] : 0.0f;
         }
         if (first == 0) delta = WaitForChange(sync, j, epoch, word[u], sleep);
         if (delta == 0.0f) break;  // nothing to add
 #pragma unroll
         for (int k = 0; k < kForwardBatch; ++k) {
           if (FastPixel(x, first + k)) {
-            residual[FastIndex<kResident>(p, x, first + k)] = e[k] + FastA(f, x, first + k) * delta;
+            residual[FastIndex(p, x, first + k)] = e[k] + FastA(f, x, first + k) * delta;
           }
         }
       }
       if (x.slow < 0 || delta == 0.0f) continue;
       const VoxelPixels pixels = SlowPixels(p, f, x);
-      const PixelFrame frame = SlotFrame(p, at.layout, x.slow & 3);
       for (int n = 0; n < pixels.count; ++n) {
         int index;
         float a;
-        PixelOf(p, f, x.slow & 3, pixels, n, frame, index, a);
+        PixelOf(p, f, x.slow & 3, pixels, n, index, a);
         residual[index] = residual[index] + a * delta;
       }
     }
@@ -476,7 +375,7 @@ __device__ void PrefetchBackProjectionL1(const IcdDeviceProblem& p, const IcdSte
     for (int u = 0; u < kSlots; ++u) {
       const SlotVoxel x = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
       for (int k = 0; k < x.fast_count; k += 1 + x.shift) {
-        const int64_t at = view_offset + FastIndex<false>(p, x, k);
+        const int64_t at = view_offset + FastIndex(p, x, k);
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p.weights + at));
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p.residual + at));
       }
@@ -489,60 +388,20 @@ constexpr int MinBlocksPerSm() {
   return kThreads <= 128 ? 6 : 3;  // at least 768 threads per SM (391 views on 132 SMs)
 }
 
-// Before a step's back projection (all threads; `planned` complete): unless the held
-// pixels serve the step, the held residual goes back to the view and the step's pixels come
-// in (or, when they do not fit, the step runs on the global arrays).
-__device__ void SwitchResident(const IcdDeviceProblem& p, const ResidentLayout& planned, int v,
-                               float* resident_pool, int capacity, ResidentLayout& held) {
-  if (HeldServes(held, planned)) return;
-  if (held.valid) CopyResident(p, held, v, resident_pool, resident_pool + capacity, false);
-  __syncthreads();  // written back, and `held` read by all, before it changes
-  if (threadIdx.x < kIcdMaxGroupsPerStep) HoldPlanned(planned, capacity, threadIdx.x, held);
-  __syncthreads();
-  if (held.valid) {
-    CopyResident(p, held, v, resident_pool, resident_pool + capacity, true);
-    __syncthreads();
-  }
-}
-
 // Structure as PersistentSteps (icd_persistent_kernels.cu); step `step`'s epoch is
-// a.epoch_base + 1 + (step - a.first_step). kResident: with one view per block and
-// a.resident_floats > 0, each set's pixels in shared memory (icd_resident_pixels.cuh),
-// a.resident_floats per array of the dynamic shared memory. kKeep: the forward update takes
-// the footprints the back projection kept (ForwardFootprints, up to 2 kThreads voxels).
-template <int kThreads, int kSlots, bool kResident, bool kKeep>
+// a.epoch_base + 1 + (step - a.first_step).
+template <int kThreads, int kSlots>
 __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     PersistentStepsV4(IcdDeviceProblem p, IcdPersistentScratch s, IcdV4Sync sync, IcdV4Launch a) {
-  constexpr int kKept = kKeep ? 2 * kThreads : 0;
-  __shared__ ForwardFootprints<kKept ? kKept : 1> kept_footprints;
   __shared__ StepFootprints footprints[2];
   __shared__ IcdStepTask step_tasks[2];
-  // kResident: the layout the shared arrays hold, and the one the next step needs.
-  __shared__ ResidentLayout resident_layouts[kResident ? 2 : 1];
-  ResidentLayout& held = resident_layouts[0];
-  ResidentLayout& planned = resident_layouts[kResident ? 1 : 0];
-  extern __shared__ float resident_pool[];
   constexpr int kTaskWords = sizeof(IcdStepTask) / sizeof(int);
   static_assert(kTaskWords <= 128, "a task is loaded by one thread per word");
   cg::grid_group grid = cg::this_grid();
   const bool one_view = gridDim.x >= p.num_views;  // block b owns view b only
   const bool flags = a.flags != 0;
-  const bool resident = kResident && one_view && a.resident_floats > 0;
-  const int capacity = a.resident_floats;
-  auto* kept = kKeep && one_view ? &kept_footprints : nullptr;
   auto epoch_of = [&](int step) { return a.epoch_base + 1u + static_cast<unsigned>(step - a.first_step); };
-  // The pixels a phase works on (the global arrays unless the held layout is valid).
-  auto pixels_of = [&](int v) {
-    return PixelsOfStep<kResident>(p, v, resident ? &held : nullptr, resident_pool, capacity);
-  };
-  // Threads 0 .. kIcdMaxGroupsPerStep - 1, once the step's footprints are in: its layout.
-  auto plan = [&](const IcdStepTask& task, const StepFootprints& f) {
-    if (resident && threadIdx.x < kIcdMaxGroupsPerStep) {
-      PlanResidentSlot(p, task, f, threadIdx.x, planned);
-    }
-  };
   int current = 0;
-  if (resident && threadIdx.x == 0) held.valid = false;
   if (threadIdx.x < kTaskWords) {
     reinterpret_cast<int*>(&step_tasks[current])[threadIdx.x] =
         __ldg(reinterpret_cast<const int*>(s.tasks + a.first_step) + threadIdx.x);
@@ -550,15 +409,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
   __syncthreads();
   for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
     LoadFootprints(p, step_tasks[current], v, footprints[current]);
-    if (resident) {
-      plan(step_tasks[current], footprints[current]);
-      __syncthreads();
-      SwitchResident(p, planned, v, resident_pool, capacity, held);
-    }
-    BackProjectViewV4<kThreads, kSlots, kResident, kKept>(p, s, step_tasks[current],
-                                                          StepSize(step_tasks[current]), v,
-                                                          footprints[current], pixels_of(v),
-                                                          kept);
+    BackProjectViewV4<kThreads, kSlots>(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
+                                footprints[current]);
   }
   Arrive(sync, flags, epoch_of(a.first_step), grid);
   // The next task's words: loaded a step ahead, stored when its buffer is free.
@@ -573,10 +425,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     const unsigned epoch = epoch_of(step);
     const bool more = step + 1 < a.last_step;
     const bool updates = blockIdx.x * (kThreads / 32) < size;  // has voxels to update
-    // The next step's task, footprints and resident layout (one view per block): with flags
-    // first, while the updating blocks wait for the partials anyway and the others for the
-    // changes; with grid barriers after the update, which every block waits for. The planned
-    // layout is read only after the forward update's closing barrier.
+    // The next step's task and footprints (one view per block): with flags first, while the
+    // updating blocks wait for the partials anyway and the others for the changes; with grid
+    // barriers after the update, which every block waits for.
     auto next_footprints = [&] {
       if (!more) return;
       if (threadIdx.x < kTaskWords) {
@@ -584,7 +435,6 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
       }
       __syncthreads();
       if (one_view) LoadFootprints(p, next, blockIdx.x, footprints[current ^ 1]);
-      if (one_view) plan(next, footprints[current ^ 1]);
       next_word = 0;
       if (step + 2 < a.last_step && threadIdx.x < kTaskWords) {
         next_word = __ldg(reinterpret_cast<const int*>(s.tasks + step + 2) + threadIdx.x);
@@ -604,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
         }
       }
       // The blocks that wait for the update ask L1 for the next back projection's pixels.
-      if (a.l1_prefetch && one_view && !updates && !resident) {
+      if (a.l1_prefetch && one_view && !updates) {
         PrefetchBackProjectionL1<kThreads, kSlots>(p, next, StepSize(next), blockIdx.x,
                                            footprints[current ^ 1]);
       }
@@ -612,55 +462,39 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     if (!flags) grid.sync();
     for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
       if (!one_view) LoadFootprints(p, task, v, footprints[current]);
-      ForwardViewV4<kThreads, kSlots, kResident, kKept>(p, s, sync, epoch, a.poll_sleep != 0,
-                                                        task, size, footprints[current],
-                                                        pixels_of(v), kept);
+      ForwardViewV4<kThreads, kSlots>(p, s, sync, epoch, a.poll_sleep != 0, task, size, v,
+                                      footprints[current]);
       if (more) {
         if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
-        if (resident) SwitchResident(p, planned, v, resident_pool, capacity, held);
-        BackProjectViewV4<kThreads, kSlots, kResident, kKept>(p, s, next, StepSize(next), v,
-                                                              footprints[current ^ 1],
-                                                              pixels_of(v), kept);
+        BackProjectViewV4<kThreads, kSlots>(p, s, next, StepSize(next), v, footprints[current ^ 1]);
       }
     }
     if (more) Arrive(sync, flags, epoch_of(step + 1), grid);
     current ^= 1;
   }
-  // The last step's residual back to the view (the next launch, and the cost, read it there).
-  if (resident && held.valid) {
-    CopyResident(p, held, blockIdx.x, resident_pool, resident_pool + capacity, false);
-  }
 }
 
-template <int kThreads, int kSlots, bool kResident, bool kKeep>
+template <int kThreads, int kSlots>
 const void* KernelV4() {
-  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots, kResident, kKeep>);
+  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots>);
 }
 
-template <int kThreads>
-const void* KernelV4OneVoxel(bool resident, bool keep) {
-  if (resident) return keep ? KernelV4<kThreads, 1, true, true>() : KernelV4<kThreads, 1, true, false>();
-  return keep ? KernelV4<kThreads, 1, false, true>() : KernelV4<kThreads, 1, false, false>();
-}
-
-// Resident pixels and kept footprints are built for one voxel per thread only (two spilled
-// without them), and not for 320 threads.
-const void* KernelV4For(int threads, int voxels_per_thread, bool resident, bool keep) {
+const void* KernelV4For(int threads, int voxels_per_thread) {
   if (voxels_per_thread == 1) {
     switch (threads) {
-      case 128: return KernelV4OneVoxel<128>(resident, keep);
-      case 256: return KernelV4OneVoxel<256>(resident, keep);
-      case 288: return KernelV4OneVoxel<288>(resident, keep);
-      case 320: return resident || keep ? nullptr : KernelV4<320, 1, false, false>();
+      case 128: return KernelV4<128, 1>();
+      case 256: return KernelV4<256, 1>();
+      case 288: return KernelV4<288, 1>();
+      case 320: return KernelV4<320, 1>();
       default: return nullptr;
     }
   }
-  if (voxels_per_thread == 2 && !resident && !keep) {
+  if (voxels_per_thread == 2) {
     switch (threads) {
-      case 128: return KernelV4<128, 2, false, false>();
-      case 256: return KernelV4<256, 2, false, false>();
-      case 288: return KernelV4<288, 2, false, false>();
-      case 320: return KernelV4<320, 2, false, false>();
+      case 128: return KernelV4<128, 2>();
+      case 256: return KernelV4<256, 2>();
+      case 288: return KernelV4<288, 2>();
+      case 320: return KernelV4<320, 2>();
       default: return nullptr;
     }
   }
@@ -678,83 +512,26 @@ int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread) {
 }
 
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
-                                      int resident_floats, bool forward_footprints,
                                       int* blocks) {
   *blocks = 0;
-  const void* kernel =
-      KernelV4For(threads, voxels_per_thread, resident_floats > 0, forward_footprints);
+  const void* kernel = KernelV4For(threads, voxels_per_thread);
   if (kernel == nullptr) return cudaErrorInvalidValue;
-  const size_t dynamic_bytes = 2 * sizeof(float) * static_cast<size_t>(resident_floats);
-  if (dynamic_bytes > 0) {
-    const cudaError_t error = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_bytes));
-    if (error != cudaSuccess) return error;
-  }
-  return IcdCooperativeGridBlocks(kernel, threads, num_views, blocks, dynamic_bytes);
-}
-
-cudaError_t IcdPersistentV4ResidentFloats(int num_views, int threads, int voxels_per_thread,
-                                          bool forward_footprints, int* floats) {
-  *floats = 0;
-  const void* kernel = KernelV4For(threads, voxels_per_thread, true, forward_footprints);
-  if (kernel == nullptr) return cudaSuccess;  // not built for this shape: no residency
-  int device = 0, sms = 0, per_sm_bytes = 0, per_block_bytes = 0, reserved = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error == cudaSuccess) {
-    error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
-  if (error == cudaSuccess) {
-    error = cudaDeviceGetAttribute(&per_sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
-                                   device);
-  }
-  if (error == cudaSuccess) {
-    error = cudaDeviceGetAttribute(&per_block_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                   device);
-  }
-  if (error == cudaSuccess) {
-    error = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device);
-  }
-  cudaFuncAttributes attributes{};
-  if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kernel);
-  if (error != cudaSuccess) return error;
-  if (sms <= 0 || num_views <= 0) return cudaSuccess;
-  // Every view's block must stay resident: the SMs' shared memory split among the blocks
-  // one SM must hold, less each block's reserve and static part.
-  const int blocks_per_sm = (num_views + sms - 1) / sms;
-  const int64_t static_bytes = static_cast<int64_t>(attributes.sharedSizeBytes);
-  int64_t bytes = per_sm_bytes / blocks_per_sm - reserved - static_bytes;
-  bytes = std::min<int64_t>(bytes, per_block_bytes - static_bytes);
-  int candidate = static_cast<int>(std::max<int64_t>(0, bytes) / (2 * sizeof(float))) & ~31;
-  // The occupancy calculator has the last word (registers, rounding of the carve-out).
-  while (candidate >= kIcdMinResidentFloats) {
-    int blocks = 0;
-    error = IcdPersistentV4GridBlocks(num_views, threads, voxels_per_thread, candidate,
-                                      forward_footprints, &blocks);
-    if (error != cudaSuccess && error != cudaErrorNotSupported) return error;
-    if (error == cudaSuccess && blocks >= num_views) {
-      *floats = candidate;
-      return cudaSuccess;
-    }
-    candidate -= 1024;
-  }
-  return cudaSuccess;
+  return IcdCooperativeGridBlocks(kernel, threads, num_views, blocks);
 }
 
 cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,
                                        cudaStream_t stream) {
-  const void* kernel = KernelV4For(threads, launch.voxels_per_thread,
-                                   launch.resident_floats > 0, launch.forward_footprints != 0);
+  const void* kernel = KernelV4For(threads, launch.voxels_per_thread);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   IcdDeviceProblem p = problem;
   IcdPersistentScratch s = scratch;
   IcdV4Sync y = sync;
   IcdV4Launch a = launch;
   void* args[] = {&p, &s, &y, &a};
-  const size_t dynamic_bytes = 2 * sizeof(float) * static_cast<size_t>(launch.resident_floats);
-  const cudaError_t error = cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args,
-                                                        dynamic_bytes, stream);
+  const cudaError_t error =
+      cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(threads), args, 0, stream);
   if (error != cudaSuccess) return error;
   return cudaGetLastError();
 }

@@ -93,21 +93,10 @@ __device__ __forceinline__ VoxelPixels MakeVoxelPixels(const IcdDeviceProblem& p
   return out;
 }
 
-// Where pixel (detector column c, row r) of one view lies in an array holding part of it:
-// at base + (c - first_column) * stride + (r - first_row). The view's part of the residual
-// and weights is ViewFrame(p); a set's pixels in shared memory have one frame per column
-// (icd_resident_pixels.cuh).
-struct PixelFrame {
-  int base = 0, stride = 0, first_column = 0, first_row = 0;
-};
-__device__ __forceinline__ PixelFrame ViewFrame(const IcdDeviceProblem& p) {
-  return PixelFrame{0, p.rows, 0, 0};
-}
-
-// Pixel n's index in `frame` and its a_ij.
+// Pixel n's index into view v's part of the residual/weights and its a_ij.
 __device__ __forceinline__ void PixelOf(const IcdDeviceProblem& p, const StepFootprints& f,
-                                        int slot, const VoxelPixels& x, int n,
-                                        const PixelFrame& frame, int& index, float& a) {
+                                        int slot, const VoxelPixels& x, int n, int& index,
+                                        float& a) {
   const SfColumnT<float>& col = f.column[slot];
   const int offset = n / x.rows;
   const int r = x.axial.first_row + (n - offset * x.rows);
@@ -115,25 +104,15 @@ __device__ __forceinline__ void PixelOf(const IcdDeviceProblem& p, const StepFoo
   const float column_weight =
       offset < kCachedColumns ? f.weight[slot][offset] : ColumnWeight(col, c);
   a = x.axial.amplitude * column_weight * RowWeight(x.axial, r);
-  index = frame.base + (c - frame.first_column) * frame.stride + (r - frame.first_row);
-}
-
-// Pixel n's index into view v's part of the residual/weights and its a_ij.
-__device__ __forceinline__ void PixelOf(const IcdDeviceProblem& p, const StepFootprints& f,
-                                        int slot, const VoxelPixels& x, int n, int& index,
-                                        float& a) {
-  PixelOf(p, f, slot, x, n, ViewFrame(p), index, a);
+  index = c * p.rows + r;
 }
 
 // Adds a voxel's data terms over its pixels in one view, pixels in batches of kBatch whose
 // loads (weight and residual) all go out before any is used: t1 += sum w a e, t2 += sum w a^2.
-// The weights are read through the read-only cache unless kGeneric (they may be in shared
-// memory then).
-template <bool kGeneric = false>
 __device__ __forceinline__ void AddVoxelThetas(const IcdDeviceProblem& p, const StepFootprints& f,
                                                int slot, const VoxelPixels& pixels,
-                                               const PixelFrame& frame, const float* weights,
-                                               const float* residual, float& t1, float& t2) {
+                                               const float* weights, const float* residual,
+                                               float& t1, float& t2) {
   for (int first = 0; first < pixels.count; first += kBatch) {
     float a[kBatch], w[kBatch], e[kBatch];
 #pragma unroll
@@ -143,8 +122,8 @@ __device__ __forceinline__ void AddVoxelThetas(const IcdDeviceProblem& p, const 
       e[k] = 0;
       if (first + k < pixels.count) {
         int index;
-        PixelOf(p, f, slot, pixels, first + k, frame, index, a[k]);
-        w[k] = kGeneric ? weights[index] : __ldg(weights + index);
+        PixelOf(p, f, slot, pixels, first + k, index, a[k]);
+        w[k] = __ldg(weights + index);
         e[k] = residual[index];
       }
     }

@@ -92,8 +92,6 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     bool v4_l1_prefetch = false;
     int v4_voxels_per_thread = 1;
     bool v4_poll_sleep = false;
-    int v4_resident_floats = 0;
-    bool v4_forward_footprints = false;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -103,10 +101,8 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kLaunchPerStep,
        "MVU, 3 columns per step, launch per step"},
       {GroupingMode::kSingleVoxel, 1, IcdKernel::kLaunchPerStep, "SVU, launch per step"},
-      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistentV4, "MVU, v4, resident pixels", true,
-       true, 0, false, 1, false, -1},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, resident pixels", true, true, 0, false, 1, false, -1},
+      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistentV4, "MVU, v4"},
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4, "MVU, 3 columns per step, v4"},
       {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistentV4, "SVU, v4"},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
        "MVU, 3 columns per step, v4 with grid barriers, no prefetch", false, false},
@@ -118,27 +114,8 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
        "MVU, 3 columns per step, v4 with the L1 prefetch, 2 voxels per thread, 256 threads",
        true, true, 256, true, 2},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, flags polled with sleeps, 288 threads, resident pixels",
-       true, true, 288, false, 1, true, -1},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4 on the global arrays (no resident pixels)", true, true, 0,
-       false, 1, false, 0},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4 with grid barriers, at most 96 resident floats (larger "
-       "sets on the global arrays)", false, true, 0, false, 1, false, 96},
-      {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistentV4,
-       "SVU, v4, at most 64 resident floats", true, true, 0, false, 1, false, 64},
-      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistentV4, "MVU, v4, kept footprints", true,
-       true, 0, false, 1, false, 0, true},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4 with grid barriers, kept footprints, 288 threads", false,
-       true, 288, false, 1, false, 0, true},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, resident pixels and kept footprints", true, true, 0, false,
-       1, false, -1, true},
-      {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistentV4,
-       "SVU, v4, at most 96 resident floats and kept footprints", true, true, 0, false, 1, false,
-       96, true}};
+       "MVU, 3 columns per step, v4, flags polled with sleeps, 288 threads", true, true, 288,
+       false, 1, true}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -160,27 +137,12 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       tuning.v4_l1_prefetch = mode.v4_l1_prefetch;
       tuning.v4_voxels_per_thread = mode.v4_voxels_per_thread;
       tuning.v4_poll_sleep = mode.v4_poll_sleep;
-      tuning.v4_resident_floats = mode.v4_resident_floats;
-      tuning.v4_forward_footprints = mode.v4_forward_footprints;
       tuning.steps_per_launch = 37;  // launches that end and start within iterations
       auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ(gpu->total_groups, cpu->total_groups);
       EXPECT_EQ(gpu->steps, cpu->steps);
-      // Resident pixels wherever they were asked for and built (one voxel per thread).
-      const bool resident = mode.kernel == IcdKernel::kPersistentV4 &&
-                            mode.v4_voxels_per_thread == 1 && mode.v4_resident_floats != 0;
-      if (resident) {
-        EXPECT_GT(gpu->resident_floats, 0);
-        if (mode.v4_resident_floats > 0) {
-          EXPECT_LE(gpu->resident_floats, mode.v4_resident_floats);
-        }
-      } else {
-        EXPECT_EQ(gpu->resident_floats, 0);
-      }
-      EXPECT_EQ(gpu->forward_footprints_kept,
-                mode.kernel == IcdKernel::kPersistentV4 && mode.v4_forward_footprints);
       EXPECT_NEAR(gpu->initial_cost / cpu->initial_cost, 1.0, kCostTolerance);
       for (size_t k = 0; k < cpu->iterations.size(); ++k) {
         std::printf("[ measure ] %s %s iteration %zu: cost CPU %.7e CUDA %.7e\n",
@@ -215,14 +177,12 @@ TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
     bool v4_flags;
     int v4_voxels_per_thread;
     const char* name;
-    bool v4_forward_footprints = false;
   };
   for (const Kernel& kernel :
        {Kernel{IcdKernel::kPersistent, false, 1, "persistent"},
         Kernel{IcdKernel::kPersistentV4, true, 1, "v4, flags"},
         Kernel{IcdKernel::kPersistentV4, false, 1, "v4, grid barriers"},
-        Kernel{IcdKernel::kPersistentV4, true, 2, "v4, flags, 2 voxels per thread"},
-        Kernel{IcdKernel::kPersistentV4, true, 1, "v4, flags, kept footprints asked for", true}})
+        Kernel{IcdKernel::kPersistentV4, true, 2, "v4, flags, 2 voxels per thread"}})
   for (int blocks : {1, 5}) {
     SCOPED_TRACE(kernel.name);
     SCOPED_TRACE(blocks);
@@ -230,14 +190,11 @@ TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
     tuning.kernel = kernel.kernel;
     tuning.v4_flags = kernel.v4_flags;
     tuning.v4_voxels_per_thread = kernel.v4_voxels_per_thread;
-    tuning.v4_forward_footprints = kernel.v4_forward_footprints;
     tuning.persistent_blocks = blocks;
     tuning.steps_per_launch = 100;
     auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0, tuning, {});
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     EXPECT_GT(gpu->max_group_size, 2);
-    EXPECT_EQ(gpu->resident_floats, 0);  // needs a block per view
-    EXPECT_FALSE(gpu->forward_footprints_kept);  // likewise
     for (size_t k = 0; k < cpu->iterations.size(); ++k) {
       std::printf("[ measure ] %s, %d blocks, iteration %zu: cost CPU %.7e CUDA %.7e\n",
                   kernel.name, blocks, k + 1, cpu->iterations[k].cost, gpu->iterations[k].cost);
