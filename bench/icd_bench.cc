@@ -219,7 +219,6 @@ struct KernelChoice {
   IcdKernel kernel = IcdKernel::kPersistent;
   bool v4_flags = true, v4_prefetch = true, v4_l1_prefetch = false, v4_poll_sleep = false;
   int v4_voxels_per_thread = 1, v4_threads = 0;
-  bool v4_early_partials = false;
   void ApplyTo(IcdCudaTuning& tuning) const {
     tuning.kernel = kernel;
     tuning.v4_flags = v4_flags;
@@ -228,15 +227,13 @@ struct KernelChoice {
     tuning.v4_voxels_per_thread = v4_voxels_per_thread;
     tuning.v4_poll_sleep = v4_poll_sleep;
     tuning.v4_threads = v4_threads;
-    tuning.v4_early_partials = v4_early_partials;
   }
 };
 
 // persistent, launch-per-step, or v4 with '+'-joined switches: grid (grid barriers instead
 // of flags), noprefetch, l1 (L1 prefetch), sleep / spin (flags polled with short sleeps, or
 // spinning: the default), v1 / v2 (voxels per thread; 1 the default), t128 / t256 / t288 /
-// t320 (threads per block), early / noearly (early partials where a step continues its
-// set), e.g. v4+grid+v2+t256. Plain v4 is IcdCudaTuning's default.
+// t320 (threads per block), e.g. v4+grid+v2+t256. Plain v4 is IcdCudaTuning's default.
 absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   KernelChoice choice;
   if (name == "persistent") return choice;
@@ -263,8 +260,6 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
         choice.v4_voxels_per_thread = part == "v1" ? 1 : 2;
       } else if (part == "t128" || part == "t256" || part == "t288" || part == "t320") {
         choice.v4_threads = std::stoi(part.substr(1));
-      } else if (part == "early" || part == "noearly") {
-        choice.v4_early_partials = part == "early";
       } else {
         known = false;
       }
@@ -273,7 +268,7 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--kernel: '", name, "' is not one of persistent, launch-per-step, v4[+grid][+noprefetch]"
-      "[+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320][+early|+noearly]"));
+      "[+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320]"));
 }
 
 // One MVU run (one column per step) with a kernel.
@@ -533,11 +528,11 @@ int Main(int argc, char** argv) {
       row.mvu_prior.push_back(r.prior_term);
     }
     std::printf("  MVU (%s, %d columns per step): setup %.1f s, first iteration %.3f s (%lld "
-                "steps, %.2f us per step), cost %.6e, early partials %d\n",
+                "steps, %.2f us per step), cost %.6e\n",
                 kernel_names[0].c_str(), mvu_columns_per_step, mvu->setup_seconds,
                 row.mvu_seconds.front(), static_cast<long long>(mvu->steps),
                 1e6 * row.mvu_seconds.front() / static_cast<double>(std::max<int64_t>(1, mvu->steps)),
-                row.mvu_cost.front(), mvu->early_partials ? 1 : 0);
+                row.mvu_cost.front());
     for (size_t k = 1; k < kernels.size(); ++k) {
       IcdCudaTuning other = tuning;
       kernels[k].ApplyTo(other);
@@ -557,11 +552,11 @@ int Main(int argc, char** argv) {
         run.cost.push_back(r.cost);
       }
       std::printf("  MVU (%s): setup %.1f s, %.3f s/iteration (%.2f us per step), last cost "
-                  "%.6e (%s: %.6e), early partials %d\n",
+                  "%.6e (%s: %.6e)\n",
                   run.kernel.c_str(), run.setup_seconds, Mean(run.seconds),
                   1e6 * Mean(run.seconds) / static_cast<double>(std::max<int64_t>(1, result->steps)),
                   run.cost.back(),
-                  kernel_names[0].c_str(), row.mvu_cost.back(), result->early_partials ? 1 : 0);
+                  kernel_names[0].c_str(), row.mvu_cost.back());
       row.other_kernels.push_back(std::move(run));
     }
 

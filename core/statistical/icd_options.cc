@@ -23,12 +23,10 @@ uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_di
   const uint64_t pixels = static_cast<uint64_t>(projection_dims.count());
   const uint64_t columns = static_cast<uint64_t>(volume.size().x * volume.size().y);
   const uint64_t views = static_cast<uint64_t>(projection_dims.d0);
-  // Bound on a step's voxels: four whole columns. Their theta partials (two floats per
-  // view) twice: the persistent kernel keeps two steps' (by parity).
+  // Bound on a step's voxels: four whole columns.
   const uint64_t group = 4 * static_cast<uint64_t>(volume.size().z);
-  return 4 * voxels + 2 * 4 * pixels + 64 * views + 2 * 4 * columns +
-         2 * 2 * 4 * group * views + 2 * 4 * 4 * group +
-         kIcdStepTaskBytes * static_cast<uint64_t>(steps_per_iteration) + 4096;
+  return 4 * voxels + 2 * 4 * pixels + 64 * views + 2 * 4 * columns + 2 * 4 * group * views +
+         4 * 4 * group + kIcdStepTaskBytes * static_cast<uint64_t>(steps_per_iteration) + 4096;
 }
 
 uint64_t IcdHostBytes(const VolumeGeometry& volume, const Dims3& projection_dims,

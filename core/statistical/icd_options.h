@@ -78,13 +78,11 @@ struct IcdResult {
   // Wall time from the call to the first iteration: checks, layouts, groups, schedule and
   // (CUDA) upload and the start's projection.
   double setup_seconds = 0;
-  // CUDA (IcdKernel::kPersistentV4): the early partials were on (IcdCudaTuning).
-  bool early_partials = false;
 };
 
 // Bytes a run holds at once. Device: the volume (z fastest), the residual and the weights
-// (view, column, row), the per-view parameters, the step scratch (theta partial sums of two
-// steps of the largest size, all views) and the task list, kIcdStepTaskBytes per step: steps_per_iteration
+// (view, column, row), the per-view parameters, the step scratch (theta partial sums of the
+// largest step, all views) and the task list, kIcdStepTaskBytes per step: steps_per_iteration
 // is at most ZVoxelGroups::Find(projector, grouping).total_groups() (the single-voxel update:
 // one per voxel, which makes its task list 16 times the volume). Host, beyond the caller's
 // arrays: the z-fastest volume and the transposed residual and weights.

@@ -242,39 +242,30 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   DeviceBuffer<unsigned long long> d_v4_change;
   DeviceBuffer<unsigned> d_v4_view_done;
   unsigned v4_epoch = 0;  // the last step's epoch (IcdV4Launch)
-  // IcdV4Launch::early_partials: built for one voxel per thread and up to 288 threads; needs
-  // flags and a block per view.
-  bool early_partials = v4 && tuning.v4_early_partials && tuning.v4_flags &&
-                        tuning.v4_voxels_per_thread == 1 && persistent_threads <= 288;
   if (persistent) {
     TOMO_CUDA_RETURN_IF_ERROR(
         v4 ? cuda::IcdPersistentV4GridBlocks(problem.num_views, persistent_threads,
-                                             tuning.v4_voxels_per_thread, early_partials,
-                                             &persistent_blocks)
+                                             tuning.v4_voxels_per_thread, &persistent_blocks)
            : cuda::IcdPersistentGridBlocks(problem.num_views, persistent_threads,
                                            &persistent_blocks));
     if (tuning.persistent_blocks > 0) {
       persistent_blocks = std::min(persistent_blocks, tuning.persistent_blocks);
     }
-    early_partials = early_partials && persistent_blocks >= problem.num_views;
     const size_t slots = static_cast<size_t>(std::max<int64_t>(1, schedule.max_step_voxels()));
-    // Version 4 keeps two sets of partials and changes (by the step's parity).
-    const size_t sets = v4 ? 2 : 1;
     TOMO_ASSIGN_OR_RETURN(d_theta_partial,
                           DeviceBuffer<float2>::Allocate(
-                              sets * slots * static_cast<size_t>(problem.num_views), s));
+                              slots * static_cast<size_t>(problem.num_views), s));
     TOMO_ASSIGN_OR_RETURN(d_persistent_delta, DeviceBuffer<float>::Allocate(slots, s));
     persistent_scratch.theta_partial = d_theta_partial.get();
     persistent_scratch.delta = d_persistent_delta.get();
     persistent_scratch.tasks = d_tasks.get();
     persistent_scratch.slots = static_cast<int>(slots);
     if (v4) {
-      TOMO_ASSIGN_OR_RETURN(d_v4_change,
-                            DeviceBuffer<unsigned long long>::Allocate(sets * slots, s));
+      TOMO_ASSIGN_OR_RETURN(d_v4_change, DeviceBuffer<unsigned long long>::Allocate(slots, s));
       TOMO_ASSIGN_OR_RETURN(d_v4_view_done, DeviceBuffer<unsigned>::Allocate(
                                                 static_cast<size_t>(persistent_blocks), s));
       TOMO_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(d_v4_change.get(), 0, sets * slots * sizeof(unsigned long long), s));
+          cudaMemsetAsync(d_v4_change.get(), 0, slots * sizeof(unsigned long long), s));
       TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
           d_v4_view_done.get(), 0, static_cast<size_t>(persistent_blocks) * sizeof(unsigned), s));
       v4_sync.change = d_v4_change.get();
@@ -305,7 +296,6 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
   result.paired_columns = schedule.paired_columns();
   result.max_group_size = groups.max_group_size();
   result.mean_group_size = groups.mean_group_size();
-  result.early_partials = early_partials;
   TOMO_ASSIGN_OR_RETURN(const CostParts initial, DeviceCost(problem, d_cost.get(), s));
   result.initial_cost = initial.data + initial.prior;
   result.setup_seconds =
@@ -349,7 +339,6 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
         launch.l1_prefetch = tuning.v4_l1_prefetch ? 1 : 0;
         launch.voxels_per_thread = tuning.v4_voxels_per_thread;
         launch.poll_sleep = tuning.v4_poll_sleep ? 1 : 0;
-        launch.early_partials = early_partials ? 1 : 0;
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchIcdPersistentV4Steps(
             problem, persistent_scratch, v4_sync, launch, persistent_threads, persistent_blocks,
             s));

@@ -63,11 +63,6 @@ struct IcdCudaTuning {
   bool v4_poll_sleep = false;  // flags: sleep between polls (false: spin; measured faster)
   int v4_voxels_per_thread = 1;
   int v4_threads = 0;
-  // kPersistentV4 with flags, one voxel per thread and a block per view (else ignored): a
-  // step that continues its set has its back projection done while the step before is
-  // updated, corrected for that step's changes when they arrive (IcdV4Launch::
-  // early_partials). IcdResult::early_partials says whether a run used it.
-  bool v4_early_partials = false;
   // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.
   int groups_per_graph = 256;
   // Launches (kPersistent, kPersistentV4) or graphs queued at most.

@@ -110,13 +110,11 @@ cudaError_t LaunchIcdPersistentSteps(const IcdDeviceProblem& problem,
                                      int first_step, int last_step, cudaStream_t stream);
 
 // Version 4 of the persistent path (icd_persistent_v4_kernels.cu; bench/NOTES.md "### v4"):
-// the same phases, each thread's voxels in one round of loads, and the grid barriers
-// optionally replaced by flags. Its scratch holds two sets of theta partials
-// (theta_partial: [2][num_views][slots], by the step epoch's parity). Its own state (zeroed
-// once at allocation, kept across launches and iterations):
+// the same phases and scratch, each thread's voxels in one round of loads, and the grid
+// barriers optionally replaced by flags. Its own state (zeroed once at allocation, kept
+// across launches and iterations):
 struct IcdV4Sync {
-  unsigned long long* change = nullptr;  // [2][slots] by the epoch's parity: (epoch << 32) |
-                                         // bits of the voxel's change
+  unsigned long long* change = nullptr;  // [slots]: (epoch << 32) | bits of the voxel's change
   unsigned* view_done = nullptr;         // [blocks]: epoch of the block's last back projection
 };
 struct IcdV4Launch {
@@ -130,19 +128,13 @@ struct IcdV4Launch {
   int voxels_per_thread = 1;  // 1 (128 or 256 threads) or 2 (128, 256, 288 or 320 threads):
                               // the voxels whose pixels' loads a thread issues together
   int poll_sleep = 0;         // 1: a failed poll of a flag sleeps a few tens of ns (0: spins)
-  int early_partials = 0;     // 1 (with flags, one voxel per thread, 128, 256 or 288 threads,
-                              // a block per view): a step that continues its set has its
-                              // partials back projected while the step before is updated
-                              // (icd_persistent_v4_kernels.cu, "Early partials")
 };
 // Threads per block for steps of at most largest_step voxels: with one voxel per thread 128
 // (steps up to 128 voxels) or 256; with two 128, 256, 288 (up to 576) or 320. Any of 128,
 // 256, 288 and 320 may be asked for; others are refused (cudaErrorInvalidValue).
 int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread);
-// early_partials as in IcdV4Launch (it chooses the kernel); cudaErrorInvalidValue for a
-// combination not built.
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
-                                      bool early_partials, int* blocks);
+                                      int* blocks);
 cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,

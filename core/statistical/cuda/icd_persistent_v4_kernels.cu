@@ -383,165 +383,16 @@ __device__ void PrefetchBackProjectionL1(const IcdDeviceProblem& p, const IcdSte
   }
 }
 
-// Step `epoch`'s theta partials and changes. With early partials (below) two buffers of
-// each, by the epoch's parity: a block that writes its early partials of the next step has
-// waited for only some of this step's changes, so other blocks may still be reading this
-// step's partials, and it still reads this step's changes (its forward update) after the
-// next step's may be written. Without, the first buffers (fewer registers: measured).
-template <bool kTwoSets>
-__device__ __forceinline__ IcdPersistentScratch PartialsOf(const IcdDeviceProblem& p,
-                                                           const IcdPersistentScratch& s,
-                                                           unsigned epoch) {
-  IcdPersistentScratch out = s;
-  if (kTwoSets) out.theta_partial += static_cast<int64_t>(epoch & 1u) * p.num_views * s.slots;
-  return out;
-}
-template <bool kTwoSets>
-__device__ __forceinline__ IcdV4Sync ChangesOf(const IcdPersistentScratch& s,
-                                               const IcdV4Sync& sync, unsigned epoch) {
-  IcdV4Sync out = sync;
-  if (kTwoSets) out.change += static_cast<int64_t>(epoch & 1u) * s.slots;
-  return out;
-}
-
-// Early partials (IcdV4Launch::early_partials). Within a set, step s + 1 updates the
-// slices one above those of step s in the same columns, whose pixels step s's changes move.
-// theta1 of a voxel j of step s + 1 is sum w a_j (e + sum_i a_i delta_i) over the voxels i
-// of step s, and only the voxels one slice below and stride - 1 slices above j in its own
-// column share pixels with it (slices a stride apart share none, and the set's other
-// columns none in any view). So each block computes, while step s is being updated,
-// sum w a_j e with the residual before step s's changes, sum w a_j^2, and the two sums
-// w a_j a_i; once those two voxels' changes arrive, theta1 is three terms away, and the
-// block announces step s + 1's partials before it applies step s's changes to the residual.
-// The back projection thus leaves the chain of dependent phases wherever a step continues
-// its set (two steps in three at 512 slices); the first step of a set and any block with a
-// voxel off the fast path take the ordinary way.
-constexpr int kNoVoxel = 0xffff;
-struct EarlyVoxel {
-  float t1;            // sum w a_j e, e before step s's changes
-  float below, above;  // sum w a_j a_i with the voxel of step s one slice below, stride - 1 above
-  unsigned at;         // their places in step s: below | above << 16 (kNoVoxel: none)
-};
-
-// Whether `next` continues `now`'s set: each of its column slots holds the column of the
-// same slot of `now`, with the same stride, one slice above.
-__device__ __forceinline__ bool ContinuesSet(const IcdStepTask& now, const IcdStepTask& next) {
-  bool continues = true;
-#pragma unroll
-  for (int g = 0; g < kIcdMaxGroupsPerStep; ++g) {
-    const IcdGroupTask& a = now.groups[g];
-    const IcdGroupTask& b = next.groups[g];
-    if (b.size <= 0) continue;
-    continues &= a.size > 0 && a.column == b.column && a.stride == b.stride &&
-                 (b.first_slice - a.first_slice - 1 + a.stride) % a.stride == 0;
-  }
-  return continues;
-}
-
-// Phase A of `next` for view v before `now`'s changes (one voxel per thread and round):
-// writes theta2 into the partials (out, view v's row), keeps the rest in early[]. Returns,
-// to every thread, whether every voxel of the step was on the fast path in one round (else
-// the block takes the ordinary way; nothing written here is used).
-template <int kThreads>
-__device__ bool EarlyBackProjectView(const IcdDeviceProblem& p, const IcdStepTask& now,
-                                     const IcdStepTask& next, int size, int v,
-                                     const StepFootprints& f, float2* out, EarlyVoxel* early) {
-  const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
-  const float* weights = p.weights + view_offset;
-  const float* residual = p.residual + view_offset;
-  bool fine = true;
-  for (int j = threadIdx.x; j < size; j += kThreads) {
-    const SlotVoxel x = MakeSlotVoxel(p, next, size, j, f);
-    if (x.slow >= 0 || x.fast_count > kFastPixels) {
-      fine = false;
-      continue;
-    }
-    int slot, iz;
-    StepVoxel(next, j, slot, iz);
-    const IcdGroupTask& group = now.groups[slot];
-    int offset = 0;
-#pragma unroll
-    for (int h = 0; h < kIcdMaxGroupsPerStep; ++h) offset += h < slot ? now.groups[h].size : 0;
-    const int first_row = x.base - f.column[slot].first_column * p.rows;
-    float amplitude[2] = {0, 0}, row_weight[2][2] = {{0, 0}, {0, 0}};
-    unsigned at[2] = {kNoVoxel, kNoVoxel};
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      const int zi = iz - 1 + n * next.groups[slot].stride;
-      const int d = zi - group.first_slice;
-      if (zi < 0 || zi >= p.nz || d < 0 || d % group.stride != 0 || d / group.stride >= group.size) {
-        continue;
-      }
-      at[n] = static_cast<unsigned>(offset + d / group.stride);
-      if (x.fast_count == 0) continue;
-      const SfAxialT<float> axial =
-          MakeAxial<float>(f.column[slot], p.z0 + zi * p.voxel_z, p.voxel_z, p.rows);
-      amplitude[n] = axial.amplitude;
-      row_weight[n][0] = RowWeight(axial, first_row);
-      row_weight[n][1] = RowWeight(axial, first_row + 1);
-    }
-    float w[kFastPixels], e[kFastPixels];
-#pragma unroll
-    for (int k = 0; k < kFastPixels; ++k) {
-      w[k] = 0;
-      e[k] = 0;
-      if (FastPixel(x, k)) {
-        const int index = FastIndex(p, x, k);
-        w[k] = __ldg(weights + index);
-        e[k] = residual[index];
-      }
-    }
-    float t1 = 0, t2 = 0, below = 0, above = 0;
-#pragma unroll
-    for (int k = 0; k < kFastPixels; ++k) {
-      if (!FastPixel(x, k)) continue;
-      const float column_weight = f.weight[x.slot][k >> x.shift];
-      const float a = FastA(f, x, k);
-      const float wa = w[k] * a;
-      t1 += wa * e[k];
-      t2 += wa * a;
-      const float wac = wa * column_weight;
-      below += wac * row_weight[0][k & x.shift];
-      above += wac * row_weight[1][k & x.shift];
-    }
-    out[j].y = t2;
-    early[j] = EarlyVoxel{t1, below * amplitude[0], above * amplitude[1], at[0] | at[1] << 16};
-  }
-  return __syncthreads_and(fine) != 0;
-}
-
-// Completes the early partials of `next` (theta1) as the changes of `now` they need arrive
-// (sync: `now`'s changes; epoch: `now`'s).
-template <int kThreads>
-__device__ void FinishEarlyPartials(const IcdV4Sync& sync, unsigned epoch, bool sleep, int size,
-                                    const EarlyVoxel* early, float2* out) {
-  for (int j = threadIdx.x; j < size; j += kThreads) {
-    const EarlyVoxel voxel = early[j];
-    const int below = static_cast<int>(voxel.at & 0xffffu);
-    const int above = static_cast<int>(voxel.at >> 16);
-    const unsigned long long word_below = below != kNoVoxel ? LoadRelaxed64(sync.change + below) : 0;
-    const unsigned long long word_above = above != kNoVoxel ? LoadRelaxed64(sync.change + above) : 0;
-    const float delta_below =
-        below != kNoVoxel ? WaitForChange(sync, below, epoch, word_below, sleep) : 0.0f;
-    const float delta_above =
-        above != kNoVoxel ? WaitForChange(sync, above, epoch, word_above, sleep) : 0.0f;
-    out[j].x = voxel.t1 + voxel.below * delta_below + voxel.above * delta_above;
-  }
-}
-
 template <int kThreads>
 constexpr int MinBlocksPerSm() {
   return kThreads <= 128 ? 6 : 3;  // at least 768 threads per SM (391 views on 132 SMs)
 }
 
 // Structure as PersistentSteps (icd_persistent_kernels.cu); step `step`'s epoch is
-// a.epoch_base + 1 + (step - a.first_step). kEarly: with flags, one view per block and
-// a.early_partials, the early partials above wherever a step continues its set.
-template <int kThreads, int kSlots, bool kEarly>
+// a.epoch_base + 1 + (step - a.first_step).
+template <int kThreads, int kSlots>
 __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
     PersistentStepsV4(IcdDeviceProblem p, IcdPersistentScratch s, IcdV4Sync sync, IcdV4Launch a) {
-  static_assert(!kEarly || kSlots == 1, "early partials: one voxel per thread");
-  __shared__ EarlyVoxel early_voxels[kEarly ? 2 * kThreads : 1];
   __shared__ StepFootprints footprints[2];
   __shared__ IcdStepTask step_tasks[2];
   constexpr int kTaskWords = sizeof(IcdStepTask) / sizeof(int);
@@ -558,9 +409,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
   __syncthreads();
   for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
     LoadFootprints(p, step_tasks[current], v, footprints[current]);
-    BackProjectViewV4<kThreads, kSlots>(p, PartialsOf<kEarly>(p, s, epoch_of(a.first_step)),
-                                        step_tasks[current], StepSize(step_tasks[current]), v,
-                                        footprints[current]);
+    BackProjectViewV4<kThreads, kSlots>(p, s, step_tasks[current], StepSize(step_tasks[current]), v,
+                                footprints[current]);
   }
   Arrive(sync, flags, epoch_of(a.first_step), grid);
   // The next task's words: loaded a step ahead, stored when its buffer is free.
@@ -591,28 +441,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
       }
     };
     if (flags) next_footprints();
-    // Early partials of the next step: by the blocks without voxels to update while they
-    // wait, by the others after their update (which the whole step waits for).
-    const bool early = kEarly && a.early_partials && flags && one_view && more &&
-                       StepSize(next) <= 2 * kThreads && size < kNoVoxel &&
-                       ContinuesSet(task, next);
-    bool early_done = false;
-    // The next step's partials of this block's view.
-    auto early_out = [&] {
-      return PartialsOf<kEarly>(p, s, epoch + 1).theta_partial + static_cast<int64_t>(blockIdx.x) * s.slots;
-    };
-    auto early_back_projection = [&] {
-      early_done = EarlyBackProjectView<kThreads>(p, task, next, StepSize(next), blockIdx.x,
-                                                  footprints[current ^ 1], early_out(),
-                                                  early_voxels);
-    };
-    if (early && !updates) early_back_projection();
     // B: only the blocks with voxels to update wait for every view's partials.
     if (updates) {
       if (flags) WaitForAllViews(sync, epoch, a.poll_sleep != 0);
-      UpdateVoxelsV4(p, PartialsOf<kEarly>(p, s, epoch), ChangesOf<kEarly>(s, sync, epoch), epoch, task, size);
+      UpdateVoxelsV4(p, s, sync, epoch, task, size);
     }
-    if (early && updates) early_back_projection();
     if (!flags) next_footprints();
     if (more) {
       if (a.prefetch && step + 2 < a.last_step) {
@@ -627,52 +460,41 @@ __global__ void __launch_bounds__(kThreads, MinBlocksPerSm<kThreads>())
       }
     }
     if (!flags) grid.sync();
-    if (early_done) {
-      // The next step's partials go out first; this step's changes reach the residual after.
-      FinishEarlyPartials<kThreads>(ChangesOf<kEarly>(s, sync, epoch), epoch, a.poll_sleep != 0,
-                                    StepSize(next), early_voxels, early_out());
-      Arrive(sync, flags, epoch_of(step + 1), grid);
-      ForwardViewV4<kThreads, kSlots>(p, s, ChangesOf<kEarly>(s, sync, epoch), epoch, a.poll_sleep != 0,
-                                      task, size, blockIdx.x, footprints[current]);
-    } else {
-      for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
-        if (!one_view) LoadFootprints(p, task, v, footprints[current]);
-        ForwardViewV4<kThreads, kSlots>(p, s, ChangesOf<kEarly>(s, sync, epoch), epoch,
-                                        a.poll_sleep != 0, task, size, v, footprints[current]);
-        if (more) {
-          if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
-          BackProjectViewV4<kThreads, kSlots>(p, PartialsOf<kEarly>(p, s, epoch + 1), next,
-                                              StepSize(next), v, footprints[current ^ 1]);
-        }
+    for (int v = blockIdx.x; v < p.num_views; v += gridDim.x) {
+      if (!one_view) LoadFootprints(p, task, v, footprints[current]);
+      ForwardViewV4<kThreads, kSlots>(p, s, sync, epoch, a.poll_sleep != 0, task, size, v,
+                                      footprints[current]);
+      if (more) {
+        if (!one_view) LoadFootprints(p, next, v, footprints[current ^ 1]);
+        BackProjectViewV4<kThreads, kSlots>(p, s, next, StepSize(next), v, footprints[current ^ 1]);
       }
-      if (more) Arrive(sync, flags, epoch_of(step + 1), grid);
     }
+    if (more) Arrive(sync, flags, epoch_of(step + 1), grid);
     current ^= 1;
   }
 }
 
-template <int kThreads, int kSlots, bool kEarly>
+template <int kThreads, int kSlots>
 const void* KernelV4() {
-  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots, kEarly>);
+  return reinterpret_cast<const void*>(PersistentStepsV4<kThreads, kSlots>);
 }
 
-// Early partials are built for one voxel per thread and 128, 256 or 288 threads.
-const void* KernelV4For(int threads, int voxels_per_thread, bool early) {
+const void* KernelV4For(int threads, int voxels_per_thread) {
   if (voxels_per_thread == 1) {
     switch (threads) {
-      case 128: return early ? KernelV4<128, 1, true>() : KernelV4<128, 1, false>();
-      case 256: return early ? KernelV4<256, 1, true>() : KernelV4<256, 1, false>();
-      case 288: return early ? KernelV4<288, 1, true>() : KernelV4<288, 1, false>();
-      case 320: return early ? nullptr : KernelV4<320, 1, false>();
+      case 128: return KernelV4<128, 1>();
+      case 256: return KernelV4<256, 1>();
+      case 288: return KernelV4<288, 1>();
+      case 320: return KernelV4<320, 1>();
       default: return nullptr;
     }
   }
-  if (voxels_per_thread == 2 && !early) {
+  if (voxels_per_thread == 2) {
     switch (threads) {
-      case 128: return KernelV4<128, 2, false>();
-      case 256: return KernelV4<256, 2, false>();
-      case 288: return KernelV4<288, 2, false>();
-      case 320: return KernelV4<320, 2, false>();
+      case 128: return KernelV4<128, 2>();
+      case 256: return KernelV4<256, 2>();
+      case 288: return KernelV4<288, 2>();
+      case 320: return KernelV4<320, 2>();
       default: return nullptr;
     }
   }
@@ -690,9 +512,9 @@ int IcdPersistentV4Threads(int64_t largest_step, int voxels_per_thread) {
 }
 
 cudaError_t IcdPersistentV4GridBlocks(int num_views, int threads, int voxels_per_thread,
-                                      bool early_partials, int* blocks) {
+                                      int* blocks) {
   *blocks = 0;
-  const void* kernel = KernelV4For(threads, voxels_per_thread, early_partials);
+  const void* kernel = KernelV4For(threads, voxels_per_thread);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   return IcdCooperativeGridBlocks(kernel, threads, num_views, blocks);
 }
@@ -701,8 +523,7 @@ cudaError_t LaunchIcdPersistentV4Steps(const IcdDeviceProblem& problem,
                                        const IcdPersistentScratch& scratch, const IcdV4Sync& sync,
                                        const IcdV4Launch& launch, int threads, int blocks,
                                        cudaStream_t stream) {
-  const void* kernel =
-      KernelV4For(threads, launch.voxels_per_thread, launch.early_partials != 0);
+  const void* kernel = KernelV4For(threads, launch.voxels_per_thread);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   IcdDeviceProblem p = problem;
   IcdPersistentScratch s = scratch;

@@ -92,7 +92,6 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     bool v4_l1_prefetch = false;
     int v4_voxels_per_thread = 1;
     bool v4_poll_sleep = false;
-    bool v4_early_partials = false;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -116,19 +115,7 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
        true, true, 256, true, 2},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
        "MVU, 3 columns per step, v4, flags polled with sleeps, 288 threads", true, true, 288,
-       false, 1, true},
-      {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistentV4, "MVU, v4, early partials", true,
-       true, 0, false, 1, false, true},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, early partials", true, true, 0, false, 1, false, true},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4, early partials, 288 threads, sleeping polls", true, true,
-       288, false, 1, true, true},
-      {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistentV4, "SVU, v4, early partials", true,
-       true, 0, false, 1, false, true},
-      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
-       "MVU, 3 columns per step, v4 with grid barriers (early partials asked for: not used)",
-       false, true, 0, false, 1, false, true}};
+       false, 1, true}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -150,14 +137,12 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       tuning.v4_l1_prefetch = mode.v4_l1_prefetch;
       tuning.v4_voxels_per_thread = mode.v4_voxels_per_thread;
       tuning.v4_poll_sleep = mode.v4_poll_sleep;
-      tuning.v4_early_partials = mode.v4_early_partials;
       tuning.steps_per_launch = 37;  // launches that end and start within iterations
       auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ(gpu->total_groups, cpu->total_groups);
       EXPECT_EQ(gpu->steps, cpu->steps);
-      EXPECT_EQ(gpu->early_partials, mode.v4_early_partials && mode.v4_flags);
       EXPECT_NEAR(gpu->initial_cost / cpu->initial_cost, 1.0, kCostTolerance);
       for (size_t k = 0; k < cpu->iterations.size(); ++k) {
         std::printf("[ measure ] %s %s iteration %zu: cost CPU %.7e CUDA %.7e\n",
