@@ -73,6 +73,24 @@ absl::StatusOr<core::StoredArtOptions> ValidateStoredMatrixArt(
     }
   }
   options.art.views_per_block = given.views_per_block();
+  switch (given.kernels()) {
+    case pb::ART_KERNELS_UNSPECIFIED:
+    case pb::ART_KERNELS_ORBIT:
+      options.kernels = core::StoredArtKernels::kOrbit;
+      break;
+    case pb::ART_KERNELS_TILED:
+      if (options.format == sm::MatrixFormat::kCsr) {
+        return Invalid("kernels", "ART_KERNELS_TILED needs the symmetric format "
+                                  "(matrix_format MATRIX_FORMAT_AUTOMATIC or _SYMMETRIC); CSR "
+                                  "has kernels of its own");
+      }
+      options.kernels = core::StoredArtKernels::kTiled;
+      break;
+    default:
+      return Invalid("kernels", absl::StrCat(static_cast<int>(given.kernels()),
+                                             " is out of range [0, 2] (ART_KERNELS_ORBIT, "
+                                             "_TILED; 0 means ORBIT)"));
+  }
   return options;
 }
 

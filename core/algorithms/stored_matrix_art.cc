@@ -38,14 +38,19 @@ int CudaDeviceOf(const Backend& backend) {
 }
 
 absl::StatusOr<sm::ArtResult> RunOnDevice(const sm::StoredMatrix& matrix, const Array3D& projections,
-                                          const sm::ArtOptions& options, Backend& backend,
+                                          const sm::ArtOptions& options,
+                                          StoredArtKernels kernels, Backend& backend,
                                           const RunContext& context) {
   const int device = CudaDeviceOf(backend);
 #if TOMO_HAVE_CUDA
   if (device >= 0) {
     std::unique_ptr<sm::DeviceStoredMatrix> on_device;
     if (matrix.symmetric() != nullptr) {
-      TOMO_ASSIGN_OR_RETURN(on_device, sm::UploadSymmetricMatrix(*matrix.symmetric(), device));
+      const sm::SymmetricKernels symmetric_kernels = kernels == StoredArtKernels::kTiled
+                                                         ? sm::SymmetricKernels::kTiledFixed
+                                                         : sm::kDefaultSymmetricKernels;
+      TOMO_ASSIGN_OR_RETURN(on_device, sm::UploadSymmetricMatrix(*matrix.symmetric(), device,
+                                                                 symmetric_kernels));
     } else {
       TOMO_ASSIGN_OR_RETURN(on_device,
                             sm::UploadCsrMatrix(*matrix.csr(), options.views_per_block, device));
@@ -54,6 +59,7 @@ absl::StatusOr<sm::ArtResult> RunOnDevice(const sm::StoredMatrix& matrix, const 
   }
 #else
   (void)device;
+  (void)kernels;
 #endif
   return sm::RunStoredArt(matrix, projections, options, context);
 }
@@ -88,15 +94,20 @@ class StoredMatrixArt final : public Algorithm {
     TOMO_RETURN_IF_ERROR(sm::CheckMatrixFitsBudget(matrix.counted(), context.memory_budget_bytes));
     TOMO_RETURN_IF_ERROR(sm::ValidateArtOptions(
         options->art, matrix.format() == sm::MatrixFormat::kSymmetric, geometry->num_views()));
+    // The kernels matter only for the symmetric format on a CUDA device.
+    const bool device_kernels = matrix.symmetric() != nullptr && CudaDeviceOf(backend) >= 0;
     ProgressUpdate chosen;
     chosen.stage = absl::StrFormat(
-        "art: %s format (%s), %d bytes (CSR: %d), %s", sm::MatrixFormatName(matrix.format()),
+        "art: %s format (%s), %d bytes (CSR: %d), %s%s", sm::MatrixFormatName(matrix.format()),
         matrix.symmetry(), matrix.bytes(), matrix.counted().csr_bytes,
         found.reused ? std::string("reused from an earlier job")
-                     : absl::StrFormat("built in %.3f s", seconds));
+                     : absl::StrFormat("built in %.3f s", seconds),
+        !device_kernels ? ""
+        : options->kernels == StoredArtKernels::kTiled ? ", tiled kernels"
+                                                        : ", orbit kernels");
     context.Report(chosen);
-    TOMO_ASSIGN_OR_RETURN(sm::ArtResult result,
-                          RunOnDevice(matrix, projections, options->art, backend, context));
+    TOMO_ASSIGN_OR_RETURN(sm::ArtResult result, RunOnDevice(matrix, projections, options->art,
+                                                            options->kernels, backend, context));
     return std::move(result.image);
   }
 

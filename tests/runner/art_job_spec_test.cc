@@ -47,6 +47,7 @@ TEST(ArtJobSpecTest, DefaultsAndOptions) {
   EXPECT_TRUE(art.art.nonnegative);
   EXPECT_EQ(art.art.views_per_block, 0);
   EXPECT_EQ(art.format, sm::MatrixFormat::kAutomatic);
+  EXPECT_EQ(art.kernels, core::StoredArtKernels::kOrbit);
   EXPECT_EQ(core::AlgorithmName(job->request.algorithm), "art");
 
   pb::JobSpec spec = ArtSpec();
@@ -64,6 +65,23 @@ TEST(ArtJobSpecTest, DefaultsAndOptions) {
   EXPECT_EQ(csr.art.stop_relative_residual, 0.02);
   EXPECT_EQ(csr.art.views_per_block, 9);
   EXPECT_EQ(csr.format, sm::MatrixFormat::kCsr);
+  EXPECT_EQ(csr.kernels, core::StoredArtKernels::kOrbit);
+
+  // The tiled kernels, with the symmetric format asked for or chosen automatically.
+  for (pb::MatrixFormat format : {pb::MATRIX_FORMAT_SYMMETRIC, pb::MATRIX_FORMAT_UNSPECIFIED}) {
+    spec = ArtSpec();
+    spec.mutable_algorithm()->mutable_art()->set_matrix_format(format);
+    spec.mutable_algorithm()->mutable_art()->set_kernels(pb::ART_KERNELS_TILED);
+    job = ValidateJobSpec(spec, {});
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(std::get<core::StoredArtOptions>(job->request.algorithm).kernels,
+              core::StoredArtKernels::kTiled);
+  }
+  spec.mutable_algorithm()->mutable_art()->set_kernels(pb::ART_KERNELS_ORBIT);
+  job = ValidateJobSpec(spec, {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(std::get<core::StoredArtOptions>(job->request.algorithm).kernels,
+            core::StoredArtKernels::kOrbit);
 }
 
 TEST(ArtJobSpecTest, RefusalsNameTheField) {
@@ -89,6 +107,13 @@ TEST(ArtJobSpecTest, RefusalsNameTheField) {
       {"algorithm.art.views_per_block: 73 is out of range [0, 72]", [](pb::JobSpec& s) {
          s.mutable_algorithm()->mutable_art()->set_matrix_format(pb::MATRIX_FORMAT_CSR);
          s.mutable_algorithm()->mutable_art()->set_views_per_block(73);
+       }},
+      {"algorithm.art.kernels: ART_KERNELS_TILED needs the symmetric format", [](pb::JobSpec& s) {
+         s.mutable_algorithm()->mutable_art()->set_matrix_format(pb::MATRIX_FORMAT_CSR);
+         s.mutable_algorithm()->mutable_art()->set_kernels(pb::ART_KERNELS_TILED);
+       }},
+      {"algorithm.art.kernels: 7 is out of range [0, 2]", [](pb::JobSpec& s) {
+         s.mutable_algorithm()->mutable_art()->set_kernels(static_cast<pb::ArtKernels>(7));
        }},
       {"algorithm.art.matrix_format: 9 is out of range", [](pb::JobSpec& s) {
          s.mutable_algorithm()->mutable_art()->set_matrix_format(

@@ -3,6 +3,7 @@
 // a RadonGeometry (plane-integral projector), "art" (the device stored matrix) and "icd"
 // (the CUDA runner). Label gpu: skips without a CUDA device.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/algorithms/reconstruction.h"
@@ -12,6 +13,7 @@
 #include "core/phantom/ellipsoid_phantom.h"
 #include "core/phantom/ellipsoid_radon.h"
 #include "core/statistical/qggmrf_prior.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
 
@@ -36,12 +38,17 @@ double MaxAbs(const Array3D& a) {
 class CudaRegistryAlgorithmsTest : public CudaVsCpuTest {
  protected:
   // Runs the request on both backends; expects the CUDA image within `tolerance` (RMSE of
-  // the difference over the CPU image's maximum) of the CPU one; returns both RMSEs
-  // against the truth.
+  // the difference over the CPU image's maximum) of the CPU one; prints both RMSEs against
+  // the truth. cuda_stages (if given) receives the CUDA run's progress stages.
   void Compare(const ReconstructionRequest& request, const Array3D& projections,
-               const Array3D& truth, double tolerance) {
+               const Array3D& truth, double tolerance,
+               std::vector<std::string>* cuda_stages = nullptr) {
     const AlgorithmRegistry registry = AlgorithmRegistry::WithBuiltins();
-    auto gpu = registry.Run(request, projections, *cuda_, {});
+    RunContext context;
+    context.on_progress = [&](const ProgressUpdate& update) {
+      if (cuda_stages != nullptr) cuda_stages->push_back(update.stage);
+    };
+    auto gpu = registry.Run(request, projections, *cuda_, context);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     auto cpu = registry.Run(request, projections, cpu_, {});
     ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -89,6 +96,17 @@ TEST_F(CudaRegistryAlgorithmsTest, ArtOnTheDeviceStoredMatrix) {
     art.format = format;
     Compare({geometry, volume, art}, projections, truth, 1e-3);
   }
+  // The tiled kernels (the JobSpec's ART_KERNELS_TILED) on the symmetric format: the same
+  // image as the CPU's, and the job's first event says they ran.
+  StoredArtOptions tiled;
+  tiled.art.iterations = 5;
+  tiled.format = system_matrix::MatrixFormat::kSymmetric;
+  tiled.kernels = StoredArtKernels::kTiled;
+  std::vector<std::string> stages;
+  Compare({geometry, volume, tiled}, projections, truth, 1e-3, &stages);
+  ASSERT_FALSE(stages.empty());
+  EXPECT_THAT(stages.front(), ::testing::HasSubstr("symmetric format"));
+  EXPECT_THAT(stages.front(), ::testing::HasSubstr(", tiled kernels"));
 }
 
 TEST_F(CudaRegistryAlgorithmsTest, IcdOnTheCudaRunner) {
