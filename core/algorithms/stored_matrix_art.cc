@@ -1,6 +1,7 @@
 #include "core/algorithms/stored_matrix_art.h"
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "core/base/status_macros.h"
 #include "core/data/dims_check.h"
+#include "core/system_matrix/tiled_runs.h"
 #if TOMO_HAVE_CUDA
 #include "core/system_matrix/cuda/device_stored_matrix.h"
 #endif
@@ -64,6 +66,19 @@ absl::StatusOr<sm::ArtResult> RunOnDevice(const sm::StoredMatrix& matrix, const 
   return sm::RunStoredArt(matrix, projections, options, context);
 }
 
+// The tiled kernels hold their own layout on the device, not the runs that the budget was
+// checked with: the layout is built here (the upload finds it kept with the matrix, as
+// later jobs of the same scan do) and checked too.
+absl::Status CheckTiledLayoutFits(const sm::SymmetricSystemMatrix& matrix, uint64_t budget_bytes) {
+  TOMO_ASSIGN_OR_RETURN(const std::shared_ptr<const sm::TiledRuns> layout,
+                        matrix.TiledLayout(sm::TiledRuns::TileSideFor(matrix.scan().nx())));
+  if (budget_bytes == 0 || layout->bytes() <= budget_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "algorithm.art.kernels: ART_KERNELS_TILED needs ", layout->bytes(),
+      " bytes of device memory for its layout, more than the budget of ", budget_bytes,
+      " bytes (ART_KERNELS_ORBIT needs ", matrix.bytes(), ")"));
+}
+
 class StoredMatrixArt final : public Algorithm {
  public:
   explicit StoredMatrixArt(std::shared_ptr<StoredMatrixSource> source)
@@ -96,6 +111,9 @@ class StoredMatrixArt final : public Algorithm {
         options->art, matrix.format() == sm::MatrixFormat::kSymmetric, geometry->num_views()));
     // The kernels matter only for the symmetric format on a CUDA device.
     const bool device_kernels = matrix.symmetric() != nullptr && CudaDeviceOf(backend) >= 0;
+    if (device_kernels && options->kernels == StoredArtKernels::kTiled) {
+      TOMO_RETURN_IF_ERROR(CheckTiledLayoutFits(*matrix.symmetric(), context.memory_budget_bytes));
+    }
     ProgressUpdate chosen;
     chosen.stage = absl::StrFormat(
         "art: %s format (%s), %d bytes (CSR: %d), %s%s", sm::MatrixFormatName(matrix.format()),

@@ -13,6 +13,8 @@
 #include "core/phantom/ellipsoid_phantom.h"
 #include "core/phantom/ellipsoid_radon.h"
 #include "core/statistical/qggmrf_prior.h"
+#include "core/system_matrix/stored_matrix.h"
+#include "core/system_matrix/tiled_runs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/operators/cuda/cuda_vs_cpu_fixture.h"
@@ -107,6 +109,29 @@ TEST_F(CudaRegistryAlgorithmsTest, ArtOnTheDeviceStoredMatrix) {
   ASSERT_FALSE(stages.empty());
   EXPECT_THAT(stages.front(), ::testing::HasSubstr("symmetric format"));
   EXPECT_THAT(stages.front(), ::testing::HasSubstr(", tiled kernels"));
+
+  // A budget that holds the matrix but not the tiled layout: the tiled kernels are refused
+  // before the upload, naming the field; the orbit kernels run under the same budget.
+  const system_matrix::StoredMatrix matrix =
+      system_matrix::BuildStoredMatrix(geometry, volume, tiled.format, 0).value();
+  const uint64_t layout_bytes =
+      matrix.symmetric()
+          ->TiledLayout(system_matrix::TiledRuns::TileSideFor(matrix.symmetric()->scan().nx()))
+          .value()
+          ->bytes();
+  const uint64_t budget = layout_bytes - 1;
+  ASSERT_LE(matrix.counted().bytes, budget) << "the case needs a layout larger than its matrix";
+  RunContext tight;
+  tight.memory_budget_bytes = budget;
+  const AlgorithmRegistry registry = AlgorithmRegistry::WithBuiltins();
+  auto refused = registry.Run({geometry, volume, tiled}, projections, *cuda_, tight);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("algorithm.art.kernels: ART_KERNELS_TILED needs"));
+  StoredArtOptions orbit = tiled;
+  orbit.kernels = StoredArtKernels::kOrbit;
+  EXPECT_TRUE(registry.Run({geometry, volume, orbit}, projections, *cuda_, tight).ok());
 }
 
 TEST_F(CudaRegistryAlgorithmsTest, IcdOnTheCudaRunner) {
