@@ -2,6 +2,7 @@
 // --algorithm art` writes the exact fan-beam line integrals of the Shepp-Logan phantom and
 // an `art` JobSpec; `tomo local` and a real tomod reconstruct them within a stated RMSE of
 // the rasterised phantom, and a bad option is refused naming its field.
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -91,20 +92,62 @@ TEST_F(ArtEndToEndTest, ABadOptionIsRefusedNamingItsField) {
       MakePhantom("fan", 32, 48, {"--geometry", "fan-2d", "--algorithm", "art"});
   auto spec = client::ReadJobSpecFile(phantom + "/job.json");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  spec->mutable_algorithm()->mutable_art()->set_relaxation(2.5);
-  const std::string spec_path = dir() + "/bad.json";
-  ASSERT_TRUE(client::WriteJobSpecFile(spec_path, *spec).ok());
-  for (bool daemon : {false, true}) {
-    SCOPED_TRACE(daemon ? "tomod" : "tomo local");
-    ProcessResult r =
-        daemon ? Tomo({"submit", "--spec", spec_path, "--data", phantom + "/sinogram.raw"})
-               : TomoRaw({"local", "--spec", spec_path, "--data", phantom + "/sinogram.raw",
-                          "--out", dir() + "/bad"});
-    EXPECT_EQ(r.exit_code, kExitInvalid) << r.Describe();
-    EXPECT_TRUE(OneErrorLine(r));
-    EXPECT_THAT(r.err, HasSubstr("algorithm.art.relaxation: 2.5 is out of range (0, 2)"))
-        << r.Describe();
+  struct Bad {
+    std::string name, expected;
+    std::function<void(v1::StoredMatrixArtOptions&)> change;
+  };
+  const std::vector<Bad> bads = {
+      {"relaxation", "algorithm.art.relaxation: 2.5 is out of range (0, 2)",
+       [](v1::StoredMatrixArtOptions& art) { art.set_relaxation(2.5); }},
+      {"kernels", "algorithm.art.kernels: ART_KERNELS_TILED needs the symmetric format",
+       [](v1::StoredMatrixArtOptions& art) {
+         art.set_matrix_format(v1::MATRIX_FORMAT_CSR);
+         art.set_kernels(v1::ART_KERNELS_TILED);
+       }}};
+  for (const Bad& bad : bads) {
+    SCOPED_TRACE(bad.name);
+    v1::JobSpec changed = *spec;
+    bad.change(*changed.mutable_algorithm()->mutable_art());
+    const std::string spec_path = dir() + "/bad_" + bad.name + ".json";
+    ASSERT_TRUE(client::WriteJobSpecFile(spec_path, changed).ok());
+    for (bool daemon : {false, true}) {
+      SCOPED_TRACE(daemon ? "tomod" : "tomo local");
+      ProcessResult r =
+          daemon ? Tomo({"submit", "--spec", spec_path, "--data", phantom + "/sinogram.raw"})
+                 : TomoRaw({"local", "--spec", spec_path, "--data", phantom + "/sinogram.raw",
+                            "--out", dir() + "/bad"});
+      EXPECT_EQ(r.exit_code, kExitInvalid) << r.Describe();
+      EXPECT_TRUE(OneErrorLine(r));
+      EXPECT_THAT(r.err, HasSubstr(bad.expected)) << r.Describe();
+    }
   }
+}
+
+// ART_KERNELS_TILED travels from the JobSpec file through tomod to the run: accepted, and
+// the same volume as the default's to float rounding (on a CPU worker, whose products the
+// kernels do not change, byte for byte). The tiled kernels themselves are tested against
+// the CPU on a GPU (cuda_registry_algorithms_test).
+TEST_F(ArtEndToEndTest, TheTiledKernelsOptionRunsThroughTheDaemon) {
+  const std::string phantom =
+      MakePhantom("fan", 32, 48, {"--geometry", "fan-2d", "--algorithm", "art"});
+  auto spec = client::ReadJobSpecFile(phantom + "/job.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_algorithm()->mutable_art()->set_kernels(v1::ART_KERNELS_TILED);
+  const std::string spec_path = dir() + "/tiled.json";
+  ASSERT_TRUE(client::WriteJobSpecFile(spec_path, *spec).ok());
+  auto read_back = client::ReadJobSpecFile(spec_path);
+  ASSERT_TRUE(read_back.ok()) << read_back.status();
+  EXPECT_EQ(read_back->algorithm().art().kernels(), v1::ART_KERNELS_TILED);
+  for (const auto& [name, path] : std::map<std::string, std::string>{
+           {"default", phantom + "/job.json"}, {"tiled", spec_path}}) {
+    ProcessResult r = Tomo({"submit", "--spec", path, "--data", phantom + "/sinogram.raw",
+                            "--wait", "--out", dir() + "/" + name});
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.Describe();
+  }
+  ProcessResult compared = TomoRaw({"compare", "--reference", dir() + "/default/volume.raw",
+                                    "--image", dir() + "/tiled/volume.raw"});
+  ASSERT_EQ(compared.exit_code, 0) << compared.Describe();
+  EXPECT_LT(ParseRmse(compared.out), 1e-5) << compared.out;  // the phantom's values are ~1
 }
 
 }  // namespace
