@@ -20,9 +20,6 @@ namespace tomo::testing {
 namespace {
 
 namespace v1 = ::tomoserve::v1;
-using ::testing::HasSubstr;
-
-constexpr int kExitInvalid = 5;
 
 // 64 x 64 pixels of 0.5 mm, 96 views over 360 degrees (the symmetric format applies), 10
 // sweeps: measured RMSE 0.0433 on the CPU (FBP of the same data: 0.0452); bound 15% above.
@@ -110,16 +107,7 @@ TEST_F(ArtEndToEndTest, ABadOptionIsRefusedNamingItsField) {
     bad.change(*changed.mutable_algorithm()->mutable_art());
     const std::string spec_path = dir() + "/bad_" + bad.name + ".json";
     ASSERT_TRUE(client::WriteJobSpecFile(spec_path, changed).ok());
-    for (bool daemon : {false, true}) {
-      SCOPED_TRACE(daemon ? "tomod" : "tomo local");
-      ProcessResult r =
-          daemon ? Tomo({"submit", "--spec", spec_path, "--data", phantom + "/sinogram.raw"})
-                 : TomoRaw({"local", "--spec", spec_path, "--data", phantom + "/sinogram.raw",
-                            "--out", dir() + "/bad"});
-      EXPECT_EQ(r.exit_code, kExitInvalid) << r.Describe();
-      EXPECT_TRUE(OneErrorLine(r));
-      EXPECT_THAT(r.err, HasSubstr(bad.expected)) << r.Describe();
-    }
+    ExpectRefusedLocallyAndByTheDaemon(spec_path, phantom + "/sinogram.raw", bad.expected);
   }
 }
 

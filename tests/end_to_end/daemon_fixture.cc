@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "gmock/gmock.h"
 
 namespace tomo::testing {
 
@@ -183,6 +184,21 @@ std::string DaemonTest::MakePhantom(const std::string& name, int size, int views
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_EQ(r.OutLines().size(), 3u) << r.Describe();
   return out;
+}
+
+void DaemonTest::ExpectRefusedLocallyAndByTheDaemon(const std::string& spec_path,
+                                                    const std::string& data,
+                                                    const std::string& expected) {
+  constexpr int kExitInvalid = 5;
+  for (bool daemon : {false, true}) {
+    SCOPED_TRACE(daemon ? "tomod" : "tomo local");
+    ProcessResult r = daemon ? Tomo({"submit", "--spec", spec_path, "--data", data})
+                             : TomoRaw({"local", "--spec", spec_path, "--data", data, "--out",
+                                        dir() + "/refused"});
+    EXPECT_EQ(r.exit_code, kExitInvalid) << r.Describe();
+    EXPECT_TRUE(OneErrorLine(r));
+    EXPECT_THAT(r.err, ::testing::HasSubstr(expected)) << r.Describe();
+  }
 }
 
 ::testing::AssertionResult OneErrorLine(const ProcessResult& result) {

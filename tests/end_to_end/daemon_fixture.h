@@ -73,6 +73,11 @@ class DaemonTest : public ::testing::Test {
   ProcessResult TomoRaw(const std::vector<std::string>& args, absl::Duration timeout = kTomoTimeout,
                         const std::vector<std::string>& env = {});
 
+  // A bad spec: `tomo local` and `tomo submit` with it and the data both exit with tomo's
+  // invalid-argument code (5) and one error line containing `expected`.
+  void ExpectRefusedLocallyAndByTheDaemon(const std::string& spec_path, const std::string& data,
+                                          const std::string& expected);
+
   // Makes a phantom case in dir()/name with `tomo phantom`; returns its directory.
   std::string MakePhantom(const std::string& name, int size, int views,
                           const std::vector<std::string>& extra = {});

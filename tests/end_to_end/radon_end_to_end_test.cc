@@ -20,7 +20,6 @@ namespace fs = std::filesystem;
 namespace v1 = ::tomoserve::v1;
 using ::testing::HasSubstr;
 
-constexpr int kExitInvalid = 5;
 
 // A 24^3 grid of 0.7 mm voxels. Measured on the CPU backend: Radon FBP from 500 uniform
 // directions RMSE 0.0584 (120 directions: 0.0777); CGLS, 15 iterations from 120 directions,
@@ -111,17 +110,8 @@ TEST_F(RadonEndToEndTest, ABadDirectionIsRefusedNamingItsField) {
   }
   const std::string spec_path = dir() + "/bad.json";
   ASSERT_TRUE(client::WriteJobSpecFile(spec_path, *spec).ok());
-  for (bool daemon : {false, true}) {
-    SCOPED_TRACE(daemon ? "tomod" : "tomo local");
-    ProcessResult r =
-        daemon ? Tomo({"submit", "--spec", spec_path, "--data", phantom + "/sinogram.raw"})
-               : TomoRaw({"local", "--spec", spec_path, "--data", phantom + "/sinogram.raw",
-                          "--out", dir() + "/bad"});
-    EXPECT_EQ(r.exit_code, kExitInvalid) << r.Describe();
-    EXPECT_TRUE(OneErrorLine(r));
-    EXPECT_THAT(r.err, HasSubstr("geometry.radon_3d.directions[1].theta_rad: 3.5"))
-        << r.Describe();
-  }
+  ExpectRefusedLocallyAndByTheDaemon(spec_path, phantom + "/sinogram.raw",
+                                     "geometry.radon_3d.directions[1].theta_rad: 3.5");
 }
 
 }  // namespace
