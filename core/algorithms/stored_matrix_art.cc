@@ -70,8 +70,7 @@ absl::StatusOr<sm::ArtResult> RunOnDevice(const sm::StoredMatrix& matrix, const 
 // checked with: the layout is built here (the upload finds it kept with the matrix, as
 // later jobs of the same scan do) and checked too.
 absl::Status CheckTiledLayoutFits(const sm::SymmetricSystemMatrix& matrix, uint64_t budget_bytes) {
-  TOMO_ASSIGN_OR_RETURN(const std::shared_ptr<const sm::TiledRuns> layout,
-                        matrix.TiledLayout(sm::TiledRuns::TileSideFor(matrix.scan().nx())));
+  TOMO_ASSIGN_OR_RETURN(const std::shared_ptr<const sm::TiledRuns> layout, matrix.TiledLayout());
   if (budget_bytes == 0 || layout->bytes() <= budget_bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       "algorithm.art.kernels: ART_KERNELS_TILED needs ", layout->bytes(),

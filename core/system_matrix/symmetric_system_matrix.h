@@ -101,11 +101,11 @@ class SymmetricSystemMatrix {
     return rows_.row_norm2[static_cast<size_t>(stored_row)];
   }
 
-  // The tiled layout of this matrix for tile_side (tiled_runs.h; the GPU's tiled kernels),
-  // built on the first call for that side and kept with the matrix and its copies: every
-  // later call, and every later upload of the matrix, shares it (tiled_layout_cache.h).
-  // Thread-safe; TiledRuns::Build's errors.
-  absl::StatusOr<std::shared_ptr<const TiledRuns>> TiledLayout(int tile_side) const {
+  // The tiled layout of this matrix for tile_side (tiled_runs.h; the GPU's tiled kernels;
+  // <= 0: TiledRuns::TileSideFor its grid), built on the first call for that side and kept
+  // with the matrix and its copies: every later call, and every later upload of the matrix,
+  // shares it (tiled_layout_cache.h). Thread-safe; TiledRuns::Build's errors.
+  absl::StatusOr<std::shared_ptr<const TiledRuns>> TiledLayout(int tile_side = 0) const {
     return tiled_layouts_->Get(*this, tile_side);
   }
   // Bytes of the tiled layouts it keeps, on top of bytes().

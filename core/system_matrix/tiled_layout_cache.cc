@@ -9,6 +9,8 @@ namespace tomo::core::system_matrix {
 
 absl::StatusOr<std::shared_ptr<const TiledRuns>> TiledLayoutCache::Get(
     const SymmetricSystemMatrix& matrix, int tile_side) {
+  // The default side is resolved before keying, so that it and its explicit value share.
+  if (tile_side <= 0) tile_side = TiledRuns::TileSideFor(matrix.scan().nx());
   std::shared_ptr<Side> side;
   {
     absl::MutexLock lock(&mutex_);

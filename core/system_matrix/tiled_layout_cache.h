@@ -29,8 +29,9 @@ class TiledRuns;
 
 class TiledLayoutCache {
  public:
-  // The layout of `matrix` (the matrix that owns this cache) for tile_side: built by
-  // TiledRuns::Build on the first call for that side, the same object afterwards.
+  // The layout of `matrix` (the matrix that owns this cache) for tile_side (<= 0:
+  // TiledRuns::TileSideFor its grid): built by TiledRuns::Build on the first call for that
+  // side, the same object afterwards.
   absl::StatusOr<std::shared_ptr<const TiledRuns>> Get(const SymmetricSystemMatrix& matrix,
                                                        int tile_side);
   // Bytes of the layouts it holds (TiledRuns::bytes()); 0 before the first is built.

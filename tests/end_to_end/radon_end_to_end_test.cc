@@ -20,7 +20,6 @@ namespace fs = std::filesystem;
 namespace v1 = ::tomoserve::v1;
 using ::testing::HasSubstr;
 
-
 // A 24^3 grid of 0.7 mm voxels. Measured on the CPU backend: Radon FBP from 500 uniform
 // directions RMSE 0.0584 (120 directions: 0.0777); CGLS, 15 iterations from 120 directions,
 // 0.0697. The phantom's own RMS (a zero volume's RMSE) is about 0.4. Bounds 15% above.

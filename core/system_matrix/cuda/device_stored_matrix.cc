@@ -251,7 +251,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       // Built at the matrix's first upload for this side, shared by the later ones.
       TOMO_ASSIGN_OR_RETURN(
           const std::shared_ptr<const TiledRuns> layout,
-          a.TiledLayout(slab_steps > 0 ? slab_steps : TiledRuns::TileSideFor(n)));
+          a.TiledLayout(slab_steps));
       const TiledRuns& tiled = *layout;
       TOMO_ASSIGN_OR_RETURN(m->tiled_local_, Upload(tiled.local(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_weights_, Upload(tiled.weights(), s));

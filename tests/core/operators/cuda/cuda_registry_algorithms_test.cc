@@ -114,11 +114,7 @@ TEST_F(CudaRegistryAlgorithmsTest, ArtOnTheDeviceStoredMatrix) {
   // before the upload, naming the field; the orbit kernels run under the same budget.
   const system_matrix::StoredMatrix matrix =
       system_matrix::BuildStoredMatrix(geometry, volume, tiled.format, 0).value();
-  const uint64_t layout_bytes =
-      matrix.symmetric()
-          ->TiledLayout(system_matrix::TiledRuns::TileSideFor(matrix.symmetric()->scan().nx()))
-          .value()
-          ->bytes();
+  const uint64_t layout_bytes = matrix.symmetric()->TiledLayout().value()->bytes();
   const uint64_t budget = layout_bytes - 1;
   ASSERT_LE(matrix.counted().bytes, budget) << "the case needs a layout larger than its matrix";
   RunContext tight;
