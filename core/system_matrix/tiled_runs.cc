@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/parallel_for.h"
+#include "core/base/status_macros.h"
 #include "core/system_matrix/square_symmetry.h"
 
 namespace tomo::core::system_matrix {
@@ -479,6 +480,7 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
     t.atomic_wavefronts_ += counts.atomic_wavefronts;
   }
   t.row_norm_bytes_ = a.stored_rows() * 4;
+  TOMO_ASSIGN_OR_RETURN(t.tasks_, TiledTasks::Build(t.orbit_warp_begin_, t.warps_, orbits));
   return t;
 }
 
@@ -486,7 +488,7 @@ uint64_t TiledRuns::bytes() const {
   return static_cast<uint64_t>(weights_.size()) * 4 + local_.size() * 2 + lane_rays_.size() * 4 +
          lane_switch_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
          orbit_warp_begin_.size() * 8 + orbits_.size() * sizeof(TileOrbit) +
-         column_bound_.size() * 4 + static_cast<uint64_t>(row_norm_bytes_);
+         column_bound_.size() * 4 + static_cast<uint64_t>(row_norm_bytes_) + tasks_.bytes();
 }
 
 void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, const float* x,

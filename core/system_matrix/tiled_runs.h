@@ -4,13 +4,13 @@
 //
 // The grid is cut into tiles of at most tile_side pixels a side by a partition symmetric
 // about the centre (tiled_slab.h), so that the eight square maps send tiles onto tiles; the
-// tiles fall into orbits. One thread block of either product takes one orbit of tiles: it
-// reads the entries of the orbit's (up to) eight tiles of the stored view once and, for
-// every view k of the block, uses each entry at M_k of its pixel, which lies in a tile of
-// the same orbit. So the forward loads x over the orbit's tiles into shared memory once,
-// and the transpose adds into the orbit's tiles in shared memory and writes them once: each
-// pixel has one owner, no global atomics (the forward adds its ray sums with global
-// atomics: 8 per lane).
+// tiles fall into orbits. The products work orbit by orbit: the entries of the orbit's (up
+// to) eight tiles of the stored view are read once and, for every view k of the block,
+// each entry is used at M_k of its pixel, which lies in a tile of the same orbit. So the
+// forward loads x over the orbit's tiles into shared memory (each of its thread blocks, which
+// take the orbit's tasks: tiled_tasks.h), and the transpose adds into the orbit's tiles in
+// shared memory and writes them once: each pixel has one owner, no global atomics (the
+// forward adds its ray sums with global atomics: 8 per lane and task).
 //
 // Within (stored view, tile) the rays that meet the tile become lanes, ceil(rays / 32)
 // warps of them: a ray's entries in the tile, in the order of the stored runs, cut into
@@ -30,7 +30,8 @@
 //
 // Bytes: 6 per slot (padding included), 6 per lane (its rays and switch), 16 per warp, 8
 // per (stored view, orbit), 4 per stored view (its column bound), 4 per stored row (the row
-// norms).
+// norms), and the tasks' (tiled_tasks.h: 8 per task, 16 per forward thread block, 8 per
+// (stored view, orbit)).
 //
 //   TOMO_ASSIGN_OR_RETURN(TiledRuns t, TiledRuns::Build(matrix, TiledRuns::TileSideFor(n)));
 //   t.ForwardBlock(matrix, b, x, y);  // the layout's products on the CPU (the reference)
@@ -43,6 +44,7 @@
 #include "core/base/default_init_vector.h"
 #include "core/system_matrix/symmetric_system_matrix.h"
 #include "core/system_matrix/tiled_slab.h"
+#include "core/system_matrix/tiled_tasks.h"
 
 namespace tomo::core::system_matrix {
 
@@ -85,6 +87,8 @@ class TiledRuns {
   // Per stored view: the largest sum of |weight| over its rays at one pixel (bounds what
   // one view adds to a pixel in the transpose: |sum| <= bound * max |z|).
   const std::vector<float>& column_bound() const { return column_bound_; }
+  // The warps cut into the GPU kernels' tasks (tiled_tasks.h).
+  const TiledTasks& tasks() const { return tasks_; }
 
   int64_t entries() const { return entries_; }  // stored entries placed (= the matrix's)
   int64_t slots() const { return static_cast<int64_t>(weights_.size()); }
@@ -115,6 +119,7 @@ class TiledRuns {
   DefaultInitVector<uint16_t> local_;
   DefaultInitVector<float> weights_;
   std::vector<float> column_bound_;
+  TiledTasks tasks_;
   int64_t entries_ = 0, ray_segments_ = 0;
   int64_t gather_wavefronts_ = 0, atomic_wavefronts_ = 0;
   int64_t row_norm_bytes_ = 0;

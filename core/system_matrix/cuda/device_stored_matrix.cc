@@ -261,11 +261,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_warp_begin_, Upload(tiled.orbit_warp_begin(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbits_, Upload(tiled.orbits(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_column_bound_, Upload(tiled.column_bound(), s));
-      int64_t most_warps = 1;  // of one orbit of one stored view
-      for (size_t o = 0; o + 1 < tiled.orbit_warp_begin().size(); ++o) {
-        most_warps = std::max(most_warps,
-                              tiled.orbit_warp_begin()[o + 1] - tiled.orbit_warp_begin()[o]);
-      }
+      const TiledTasks& tasks = tiled.tasks();
+      TOMO_ASSIGN_OR_RETURN(m->tiled_tasks_, Upload(tasks.tasks(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_task_begin_, Upload(tasks.orbit_task_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_forward_blocks_, Upload(tasks.forward_blocks(), s));
+      m->tiled_forward_block_begin_ = tasks.forward_block_begin();
       for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
         const int64_t orbits = tiled.orbits_per_view();
         const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * orbits)];
@@ -281,9 +281,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       m->tiled_ = {m->tiled_local_.get(), m->tiled_weights_.get(), m->tiled_lane_rays_.get(),
                    m->tiled_lane_switch_.get(), m->tiled_warps_.get(),
                    m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
-                   m->row_norm2_.get(), m->tiled_column_bound_.get(), n, columns,
+                   m->row_norm2_.get(), m->tiled_column_bound_.get(), m->tiled_tasks_.get(),
+                   m->tiled_orbit_task_begin_.get(), m->tiled_forward_blocks_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
-                   tiled.stride(), cuda::TiledThreadsFor(most_warps)};
+                   tiled.stride(), cuda::TiledBackThreadsFor(tasks.most_tasks_per_orbit())};
       cuda::ComposeTable compose;
       for (int a_map = 0; a_map < 8; ++a_map) {
         for (int b_map = 0; b_map < 8; ++b_map) {
@@ -291,10 +292,14 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         }
       }
       TOMO_CUDA_RETURN_IF_ERROR(cuda::PrepareTiledKernels(m->tiled_, m->maps_, compose));
-      // Two buffers of ray sums: block b's forward adds into one while its transpose reads
-      // it and clears the other for block b + 1.
-      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(
-          2 * 8 * static_cast<size_t>(columns), s));
+      // The forward's sums by map (kept zero between blocks by the combine), the
+      // transpose's z by map, and a largest |z| per ART block (the last: the products').
+      const size_t map_floats = static_cast<size_t>(cuda::TiledMapBufferFloats(columns));
+      TOMO_ASSIGN_OR_RETURN(m->partials_, DeviceBuffer<float>::Allocate(map_floats, s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->partials_.get(), 0, m->partials_.size_bytes(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_z_maps_, DeviceBuffer<float>::Allocate(map_floats, s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_largest_z_, DeviceBuffer<int32_t>::Allocate(
+          static_cast<size_t>(a.num_blocks()) + 1, s));
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     const size_t groups = static_cast<size_t>((columns + 31) / 32);
@@ -317,7 +322,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            tiled_lane_rays_.size_bytes() + tiled_lane_switch_.size_bytes() +
            tiled_warps_.size_bytes() +
            tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes() +
-           tiled_column_bound_.size_bytes();
+           tiled_column_bound_.size_bytes() + tiled_tasks_.size_bytes() +
+           tiled_orbit_task_begin_.size_bytes() + tiled_forward_blocks_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -421,33 +427,43 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            kernels_ == SymmetricKernels::kTiledFixed;
   }
 
-  // One ART sweep on the tiled layout: per block two launches, the forward adding into one
-  // of the two ray-sum buffers (cleared at the sweep's start, then by the previous block's
-  // transpose), the transpose forming the residual and z from it.
+  // One ART sweep on the tiled layout: per block the forward (into the sums by map), the
+  // combine (the residual, z by map and the block's largest |z|, the sums cleared) and the
+  // transpose.
   absl::Status EnqueueTiledSweep(const std::vector<cuda::OrbitBlock>& blocks, ArtBuffers& run,
                                  bool clamp) {
     const cudaStream_t s = stream_.get();
-    TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
-    const size_t half = 8 * static_cast<size_t>(a_.scan().columns());
+    TOMO_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(tiled_largest_z_.get(), 0, tiled_largest_z_.size_bytes(), s));
     const bool overlap = kernels_ != SymmetricKernels::kTiled;
     const bool fixed_point = kernels_ == SymmetricKernels::kTiledFixed;
     for (size_t b = 0; b < blocks.size(); ++b) {
-      float* sums = partials_.get() + (b % 2) * half;
-      float* next = partials_.get() + ((b + 1) % 2) * half;
+      const cuda::OrbitBlock& block = blocks[b];
       // The first forward follows the memset: no overlap there.
-      TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchTiledForward(tiled_, blocks[b], run.x.get(), sums, overlap && b > 0, s));
-      cuda::TiledRayValues rays;
-      rays.sums = sums;
-      rays.projections = run.b.get();
-      rays.residual = run.residual.get();
-      rays.clear = next;
+      TOMO_RETURN_IF_ERROR(EnqueueTiledForward(block, run.x.get(), overlap && b > 0));
+      cuda::TiledCombine combine;
+      combine.sums = partials_.get();
+      combine.projections = run.b.get();
+      combine.residual = run.residual.get();
+      combine.z_maps = tiled_z_maps_.get();
+      combine.largest_z_bits = tiled_largest_z_.get() + b;
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledCombine(tiled_, block, combine, overlap, s));
       const int next_view = overlap && tiled_view_bytes_ <= kTiledPrefetchBytes
                                 ? blocks[(b + 1) % blocks.size()].stored_view
                                 : -1;
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(tiled_, blocks[b], rays, next_view,
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(tiled_, block, tiled_z_maps_.get(),
+                                                      tiled_largest_z_.get() + b, next_view,
                                                       run.x.get(), clamp, overlap, fixed_point, s));
     }
+    return absl::OkStatus();
+  }
+  // The tiled forward of one block into the sums by map (partials_).
+  absl::Status EnqueueTiledForward(const cuda::OrbitBlock& block, const float* x, bool overlap) {
+    const size_t v = static_cast<size_t>(block.stored_view);
+    const int64_t first = tiled_forward_block_begin_[v];
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledForward(
+        tiled_, first, tiled_forward_block_begin_[v + 1] - first, x, partials_.get(), overlap,
+        stream_.get()));
     return absl::OkStatus();
   }
   bool UsesSegmented() const { return kernels_ == SymmetricKernels::kSegmented; }
@@ -466,14 +482,15 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                               const float* x_transposed, const float* projections,
                               float* residual, float* out) {
     const cudaStream_t s = stream_.get();
-    if (UsesTiled()) {  // ray sums by atomics into zeros, then copied to their views' places
-      TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(partials_.get(), 0, partials_.size_bytes(), s));
-      TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchTiledForward(tiled_, block, x, partials_.get(), /*overlap=*/false, s));
+    if (UsesTiled()) {  // sums by map (zero: the combine clears them), then their views' sums
       if (projections != nullptr) {  // not used: ART on this layout is EnqueueTiledSweep
-        return absl::InternalError("tiled forward: the residual is formed by the transpose");
+        return absl::InternalError("tiled forward: the residual is formed by the combine");
       }
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledCombine(tiled_, block, partials_.get(), out, s));
+      TOMO_RETURN_IF_ERROR(EnqueueTiledForward(block, x, /*overlap=*/false));
+      cuda::TiledCombine combine;
+      combine.sums = partials_.get();
+      combine.out = out;
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledCombine(tiled_, block, combine, false, s));
       return absl::OkStatus();
     }
     if (UsesInterleaved() || UsesDense() || UsesSegmented()) {  // combine fused into the forward
@@ -539,11 +556,17 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       case SymmetricKernels::kTiled:
       case SymmetricKernels::kTiledOverlap:
       case SymmetricKernels::kTiledFixed: {
-        cuda::TiledRayValues rays;
-        rays.z_full = z;
+        int32_t* largest = tiled_largest_z_.get() + (tiled_largest_z_.size() - 1);
+        TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(largest, 0, sizeof(int32_t), stream_.get()));
+        cuda::TiledCombine combine;
+        combine.z_full = z;
+        combine.z_maps = tiled_z_maps_.get();
+        combine.largest_z_bits = largest;
+        TOMO_CUDA_RETURN_IF_ERROR(
+            cuda::LaunchTiledCombine(tiled_, block, combine, false, stream_.get()));
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(
-            tiled_, block, rays, /*next_stored_view=*/-1, x, clamp, /*overlap=*/false,
-            kernels_ == SymmetricKernels::kTiledFixed, stream_.get()));
+            tiled_, block, tiled_z_maps_.get(), largest, /*next_stored_view=*/-1, x, clamp,
+            /*overlap=*/false, kernels_ == SymmetricKernels::kTiledFixed, stream_.get()));
         break;
       }
       case SymmetricKernels::kDense: {
@@ -602,6 +625,12 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<TiledWarp> tiled_warps_;
   DeviceBuffer<int64_t> tiled_orbit_warp_begin_;
   DeviceBuffer<TileOrbit> tiled_orbits_;
+  DeviceBuffer<TiledTask> tiled_tasks_;
+  DeviceBuffer<int64_t> tiled_orbit_task_begin_;
+  DeviceBuffer<TiledForwardBlock> tiled_forward_blocks_;
+  std::vector<int64_t> tiled_forward_block_begin_;  // per stored view + 1
+  DeviceBuffer<float> tiled_z_maps_;
+  DeviceBuffer<int32_t> tiled_largest_z_;
   cuda::TiledDeviceArrays tiled_{};
   uint64_t tiled_view_bytes_ = 0;  // the slots of the largest stored view
   // Up to this, the transpose prefetches the next block's slots into L2 (kTiledOverlap):

@@ -193,7 +193,7 @@ cudaError_t LaunchSegmentedBackOrbit(const SegmentedDeviceArrays& d,
                                      const float* z_full, float* x, float* x_transposed,
                                      bool clamp, cudaStream_t stream);
 
-// The tiled layout (tiled_runs.h) on the device.
+// The tiled layout (tiled_runs.h) and its tasks (tiled_tasks.h) on the device.
 struct TiledDeviceArrays {
   const uint16_t* local;   // per slot: place in the orbit's T0, ly0 * stride + lx0
   const float* weights;    // per slot
@@ -204,57 +204,69 @@ struct TiledDeviceArrays {
   const TileOrbit* orbits;
   const float* row_norm2;
   const float* column_bound;  // per stored view (TiledRuns::column_bound)
+  const TiledTask* tasks;
+  const int64_t* orbit_task_begin;  // stored views x orbits + 1
+  const TiledForwardBlock* forward_blocks;
   int32_t n, columns, orbits_per_view, tile_side, stride;
-  // Threads per thread block: 32 per warp of the orbit with the most (TiledThreadsFor).
-  int32_t threads;
+  // Threads per thread block of the transpose (TiledBackThreadsFor).
+  int32_t back_threads;
 };
 // h[a][b]: the index in kSquareMaps of M_a M_b.
 struct ComposeTable {
   int8_t h[8][8];
 };
-// Where the tiled transpose takes z_k(c) from: z_full (at view[k] * columns + the view's
-// column), or, for ART, from the forward's ray sums (sums[8 c + k]):
-// r = projections - sums, residual = r, z = step_scale r / ||a||^2 (0 for norm^2 <= 1e-20),
-// as LaunchSymmetricCombine; then `clear` (8 x columns floats: the next forward's ray
-// sums) is set to 0 at the block's views.
-struct TiledRayValues {
-  const float* z_full = nullptr;
-  const float* sums = nullptr;
-  const float* projections = nullptr;
-  float* residual = nullptr;
-  float* clear = nullptr;
-};
-// Threads per thread block of the tiled kernels for a layout whose orbits have at most
-// `most_warps` warps (one warp each, up to 512 threads; more warps are taken in turn).
-int TiledThreadsFor(int64_t most_warps);
+// Floats of a per-map buffer (the forward's sums, the transpose's z): 8 maps x columns x 8
+// planes, the 8 planes of (map g, ray c) at (g * columns + c) * 8. Plane p of map g is view
+// k of a block for p = M_k M_g.
+inline int64_t TiledMapBufferFloats(int32_t columns) { return int64_t{64} * columns; }
+// Threads per thread block of the transpose for a layout whose (stored view, orbit) pairs
+// have at most `most_tasks` tasks (a warp each, up to 1024 threads; more are taken in turn).
+int TiledBackThreadsFor(int64_t most_tasks);
 // Once per device before the tiled kernels' launches: the maps (SquareMaps()) and their
 // products (h[a][b] = ComposeSquareMaps(a, b)) into the kernels' constant memory, and their
 // dynamic shared memory allowed up to 8 planes of the layout's tiles (above 48 KB for tile
 // sides above 38).
 cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
                                 const ComposeTable& compose);
-// sums[8 c + k] += (A x) at view k of the block, stored column c (tiled_products.cu; 8 x
-// columns floats, 16-byte aligned, holding 0 or a previous part, 0 at k >= block.count;
-// float atomics: the order of the adds varies).
+// The forward of one block: the thread blocks [first_forward_block, + forward_blocks) of
+// its stored view (TiledTasks::forward_block_begin) add x's products, by map and plane,
+// into sums (a per-map buffer; float atomics: the order of the adds varies).
 // overlap: launched with programmatic dependent launch (sm_90): its thread blocks may start
-// while the previous kernel in the stream runs (they prefetch their matrix slots into L2,
-// then wait for it before reading anything it writes); the kernel in turn lets the next one
-// start once it has passed that wait.
-cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block,
-                               const float* x, float* sums, bool overlap, cudaStream_t stream);
-// out[view[k] * columns + the view's column] = sums[8 c + k] (the subset products' combine).
+// while the previous kernel in the stream runs, and wait for it before reading anything it
+// writes; each kernel here in turn lets the next one start once it has passed that wait.
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, int64_t first_forward_block,
+                               int64_t forward_blocks, const float* x, float* sums, bool overlap,
+                               cudaStream_t stream);
+// What the combine between the forward and the transpose reads and writes (all device
+// pointers; full vectors are views x columns, at the block's views):
+// - sums set: A x of each view and ray, summed over the maps, then sums cleared; with out,
+//   A x into out; with projections, r = projections - A x into residual and
+//   z = step_scale r / ||a||^2 (0 for norm^2 <= 1e-20), as LaunchSymmetricCombine.
+// - sums nullptr: z read from z_full.
+// - z_maps set: z by map and plane for LaunchTiledBack (a per-map buffer), and the largest
+//   |z| into *largest_z_bits (the bits of a float >= 0, by atomicMax: 0 before the block).
+struct TiledCombine {
+  float* sums = nullptr;
+  float* out = nullptr;
+  const float* projections = nullptr;
+  float* residual = nullptr;
+  const float* z_full = nullptr;
+  float* z_maps = nullptr;
+  int32_t* largest_z_bits = nullptr;
+};
 cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
-                               const float* sums, float* out, cudaStream_t stream);
-// x += A_b^T z (then max(x, 0) when clamp), one thread block per orbit of tiles, each pixel
-// written by one thread block. next_stored_view >= 0: the slots of that stored view (the
-// next forward's) are prefetched into L2 meanwhile. overlap as LaunchTiledForward's.
-// fixed_point: the shared accumulators are int32 (integer adds instead of float
-// compare-and-store loops; scaled per thread block by a power of two from the column bound
-// and the largest |z|, each add within 5e-10 of that bound; the sum no longer depends on the
-// order of the adds).
+                               const TiledCombine& combine, bool overlap, cudaStream_t stream);
+// x += A_b^T z (then max(x, 0) when clamp) from z_maps (LaunchTiledCombine's), one thread
+// block per orbit of tiles, each pixel written by one thread block. next_stored_view >= 0:
+// the slots of that stored view (the next forward's) are prefetched into L2 meanwhile.
+// overlap as LaunchTiledForward's. fixed_point: the shared accumulators are int32 (integer
+// adds instead of float compare-and-store loops; scaled by a power of two from the column
+// bound and the block's largest |z|, each add within 5e-10 of that bound; the sum no longer
+// depends on the order of the adds).
 cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
-                            const TiledRayValues& rays, int next_stored_view, float* x,
-                            bool clamp, bool overlap, bool fixed_point, cudaStream_t stream);
+                            const float* z_maps, const int32_t* largest_z_bits,
+                            int next_stored_view, float* x, bool clamp, bool overlap,
+                            bool fixed_point, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

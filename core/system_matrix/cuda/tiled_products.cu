@@ -1,23 +1,28 @@
-// The products of one orbit block on the tiled layout (tiled_runs.h): one thread block per
-// orbit of tiles, x and the accumulators in shared memory, the matrix streamed in coalesced
-// lines.
+// The products of one orbit block on the tiled layout (tiled_runs.h), in tasks of at most
+// kTiledTaskSteps steps of one warp (tiled_tasks.h), x and the accumulators in shared
+// memory, the matrix streamed in coalesced lines. Three kernels per block:
 //
-// TiledForwardKernel: loads x over the orbit's (up to) eight tiles into eight planes of
-// shared memory, each in the representative tile T0's frame (plane h holds x at M_h(p0) in
-// p0's place), once; then warp by warp over the orbit's stored warps (a warp of tile
-// M_g(T0) of the stored view): per step a lane reads its slot (weight, place in T0), and
-// for every view k of the block adds w xs[M_k M_g plane][place]: 8 shared-memory loads and
-// 8 FMAs per stored entry, no dependent global load. Each lane adds its 8 sums into the
-// block's ray sums (sums[8 c + k], two 4-float global atomicAdds) for each of its (one or
-// two) rays.
+// TiledForwardKernel: a thread block takes up to kTiledForwardTasks tasks of one orbit of
+// tiles, one per warp. It loads x over the orbit's (up to) eight tiles into eight planes
+// of shared memory, each in the representative tile T0's frame (plane p holds x at
+// M_p(p0) in p0's place); then each lane reads its task's slots (weight, place in T0) in one
+// batch and, for every plane p, adds w xs[p][place]: 8 shared-memory loads and FMAs per
+// stored entry, at offsets fixed at compile time for the common tile sides. The sums stay
+// in plane order: a lane of a warp of tile M_g(T0) adds them, for each of its (one or two)
+// rays c, into sums[(g * columns + c) * 8 + p] (two 4-float global atomicAdds). Plane p of
+// a warp of map g is view k of the block for p = M_k M_g (kTiledCompose).
 //
-// TiledBackKernel: the same walk with 8 planes of accumulators: per step and view k a
-// shared-memory atomicAdd of w z_k(c) at the same place of plane M_k M_g (float, or int32
-// fixed point: kFixed below); then each
-// distinct tile of the orbit is written once by this thread block (x = x + the planes
-// whose tile it is, clamped when asked): one owner per pixel, no global atomics. z_k(c) is
-// read from z_full or formed from the forward's ray sums (ART: the residual and the scaled
-// residual, as LaunchSymmetricCombine), which saves the combine launch.
+// TiledCombineKernel: per ray c and view k, the sum over the maps g of the plane that
+// is view k (products: A x into its place; ART: the residual, and z = step_scale r / ||a||^2),
+// the sums cleared for the next block; z, for the transpose, written the same way round:
+// z_maps[(g * columns + c) * 8 + p] = z_k for p = M_k M_g (0 for planes that are no view of
+// the block); the largest |z| of the block by an integer atomicMax (fixed point, below).
+//
+// TiledBackKernel: one thread block per orbit of tiles (it owns the orbit's pixels), its
+// warps taking the orbit's tasks in turn: a lane reads z in plane order for its rays (two
+// 4-float loads each) and its task's slots, and adds w z_p at place of plane p (int32 fixed
+// point, or float); then each distinct tile of the orbit is written once (x = x + the planes
+// whose tile it is, clamped when asked): one owner per pixel, no global atomics.
 #include <algorithm>
 
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
@@ -25,11 +30,9 @@
 namespace tomo::core::system_matrix::cuda {
 namespace {
 
-// Threads per block: d.threads (enough warps for the most warps of one orbit, at most
-// kTiledMaxThreads); a warp takes the orbit's warps w, w + warps, ...
-constexpr int kTiledMaxThreads = 512;
-// Steps whose slots a lane loads before using them: that many loads in flight per warp.
-constexpr int kTiledBatch = 8;
+constexpr int kForwardThreads = 32 * kTiledForwardTasks;
+constexpr int kTiledMaxBackThreads = 1024;
+constexpr int kCombineThreads = 256;
 
 // The square maps and their products, indexed by values known only at run time: in constant
 // memory (as kernel arguments indexed so they would be copied to the stack).
@@ -51,25 +54,26 @@ __device__ __forceinline__ void LetNextKernelStart() {
 #endif
 }
 
-// The lane's slots [base, base + kTiledBatch) (place in the tile, weight), all loads issued
-// before any is used; slots past `steps` read as weight 0 at place 0.
-__device__ __forceinline__ void LoadSlotBatch(const uint16_t* __restrict__ local,
-                                              const float* __restrict__ weight, int base,
-                                              int steps, int (&place)[kTiledBatch],
-                                              float (&wt)[kTiledBatch]) {
+// The task's slots (place in the tile, weight), all loads issued before any is used; slots
+// at or past `steps` (counted from the task's first) read as weight 0 at place 0.
+__device__ __forceinline__ void LoadTaskSlots(const uint16_t* __restrict__ local,
+                                              const float* __restrict__ weight, int steps,
+                                              int (&place)[kTiledTaskSteps],
+                                              float (&wt)[kTiledTaskSteps]) {
 #pragma unroll
-  for (int j = 0; j < kTiledBatch; ++j) {
-    const bool in = base + j < steps;
-    place[j] = in ? __ldg(local + 32 * (base + j)) : 0;
-    wt[j] = in ? __ldg(weight + 32 * (base + j)) : 0.0f;
+  for (int j = 0; j < kTiledTaskSteps; ++j) {
+    const bool in = j < steps;
+    place[j] = in ? __ldg(local + 32 * j) : 0;
+    wt[j] = in ? __ldg(weight + 32 * j) : 0.0f;
   }
 }
 
-// Brings the slots of stored view `view`'s orbit blockIdx.x (contiguous: its warps follow
-// each other) from device memory into L2 with two bulk prefetches, one thread's work.
-__device__ __forceinline__ void PrefetchOrbitSlots(const TiledDeviceArrays& d, int64_t view) {
+// Brings the slots of stored view `view`'s orbit `orbit` (contiguous: its warps follow each
+// other) from device memory into L2 with two bulk prefetches, one thread's work.
+__device__ __forceinline__ void PrefetchOrbitSlots(const TiledDeviceArrays& d, int64_t view,
+                                                   int orbit) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int64_t at = view * d.orbits_per_view + blockIdx.x;
+  const int64_t at = view * d.orbits_per_view + orbit;
   const int64_t first = d.orbit_warp_begin[at], end = d.orbit_warp_begin[at + 1];
   if (first == end) return;
   const TiledWarp last = d.warps[end - 1];
@@ -100,17 +104,31 @@ size_t TiledSharedBytes(const TiledDeviceArrays& d) {
   return sizeof(float) * 8 * static_cast<size_t>(d.tile_side) * static_cast<size_t>(d.stride);
 }
 
-__global__ void __launch_bounds__(kTiledMaxThreads, 1)
-    TiledForwardKernel(TiledDeviceArrays d, OrbitBlock block, const float* __restrict__ x,
-                       float* __restrict__ sums) {
+// Floats per plane: kPlane when the layout's tile side is one the kernels are compiled for
+// (the shared-memory offsets of the 8 planes are then constants in the instructions), else
+// the layout's.
+template <int kPlane>
+__device__ __forceinline__ int PlaneFloats(const TiledDeviceArrays& d) {
+  return kPlane > 0 ? kPlane : d.tile_side * d.stride;
+}
+
+// The float4 pair of (map g, ray c) in a per-map buffer (sums or z_maps).
+__device__ __forceinline__ int64_t MapRayIndex(const TiledDeviceArrays& d, int g, uint32_t c) {
+  return (static_cast<int64_t>(g) * d.columns + c) * 8;
+}
+
+template <int kPlane>
+__global__ void __launch_bounds__(kForwardThreads, 4)
+    TiledForwardKernel(TiledDeviceArrays d, int64_t first_forward_block,
+                       const float* __restrict__ x, float* __restrict__ sums) {
   extern __shared__ float xs[];
-  const int plane = d.tile_side * d.stride;
-  // The matrix does not depend on the previous kernel: on its way while that one ends.
-  if (threadIdx.x == 0) PrefetchOrbitSlots(d, block.stored_view);
+  const int plane = PlaneFloats<kPlane>(d);
+  const TiledForwardBlock fb = d.forward_blocks[first_forward_block + blockIdx.x];
+  const TileOrbit& orbit = d.orbits[fb.orbit];
+  const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
+  // x is the previous kernel's (the transpose of the previous block).
   WaitForPreviousKernel();
   LetNextKernelStart();
-  const TileOrbit& orbit = d.orbits[blockIdx.x];
-  const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
   // Pixel r of each of the orbit's tiles (in the tile's own rows, which are sx0 or sy0 long)
   // into its place in T0's frame; the 8 tiles' loads of one thread in flight together.
   for (int r = threadIdx.x; r < area; r += blockDim.x) {
@@ -127,168 +145,163 @@ __global__ void __launch_bounds__(kTiledMaxThreads, 1)
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
-  const int64_t end = d.orbit_warp_begin[at + 1];
-  for (int64_t w = d.orbit_warp_begin[at] + warp; w < end; w += blockDim.x / 32) {
-    const TiledWarp header = d.warps[w];
-    int h_plane[8];
+  if (warp >= fb.tasks) return;
+  const TiledTask task = d.tasks[fb.first_task + warp];
+  const TiledWarp header = d.warps[task.warp];
+  const int64_t lane_at = static_cast<int64_t>(task.warp) * 32 + lane;
+  const uint32_t rays = d.lane_rays[lane_at];
+  const int change = d.lane_switch[lane_at];
+  const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
+  int place[kTiledTaskSteps];
+  float wt[kTiledTaskSteps];
+  LoadTaskSlots(d.local + slot, d.weights + slot, header.steps - task.first_step, place, wt);
+  // Sums of the lane's first ray (steps before `change`) and of its second, plane by plane:
+  // no branch and no store in the loop.
+  float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      h_plane[k] = k < block.count ? plane * kTiledCompose.h[block.map_index[k]][header.map] : 0;
+  for (int j = 0; j < kTiledTaskSteps; ++j) {
+    const float w1 = task.first_step + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const float xv = xs[p * plane + place[j]];
+      first[p] = fmaf(w1, xv, first[p]);
+      second[p] = fmaf(w2, xv, second[p]);
     }
-    const uint32_t rays = d.lane_rays[w * 32 + lane];
-    const int change = d.lane_switch[w * 32 + lane];
-    // Sums of the lane's first ray (steps before `change`) and of its second: no branch and
-    // no store in the loop, so that a batch's loads are all in flight at once.
-    float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
-    const float* __restrict__ weight = d.weights + header.slot_base + lane;
-    for (int base = 0; base < header.steps; base += kTiledBatch) {
-      int place[kTiledBatch];
-      float wt[kTiledBatch];
-      LoadSlotBatch(local, weight, base, header.steps, place, wt);
-#pragma unroll
-      for (int j = 0; j < kTiledBatch; ++j) {
-        const float w1 = base + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          if (k < block.count) {
-            const float xv = xs[h_plane[k] + place[j]];
-            first[k] = fmaf(w1, xv, first[k]);
-            second[k] = fmaf(w2, xv, second[k]);
-          }
-        }
-      }
-    }
-    // A ray's 8 sums are contiguous: two 4-float atomic adds per (lane, ray).
-    const auto add = [&](uint32_t c, const float* v) {
-      if (c == kTiledNoRay) return;
-      float4* to = reinterpret_cast<float4*>(sums + 8 * c);
-      atomicAdd(to, make_float4(v[0], v[1], v[2], v[3]));
-      if (block.count > 4) atomicAdd(to + 1, make_float4(v[4], v[5], v[6], v[7]));
-    };
-    add(rays & 0xffffu, first);
-    if (change < header.steps) add(rays >> 16, second);
   }
+  const auto add = [&](uint32_t c, const float* v) {
+    if (c == kTiledNoRay) return;
+    float4* to = reinterpret_cast<float4*>(sums + MapRayIndex(d, header.map, c));
+    atomicAdd(to, make_float4(v[0], v[1], v[2], v[3]));
+    atomicAdd(to + 1, make_float4(v[4], v[5], v[6], v[7]));
+  };
+  if (task.first_step < change) add(rays & 0xffffu, first);
+  if (task.first_step + kTiledTaskSteps > change && change < header.steps) add(rays >> 16, second);
 }
 
-// z_k of ray c for the block's views (0 for kTiledNoRay), from z_full or from the ray sums.
-__device__ __forceinline__ void RayValues(const TiledDeviceArrays& d, const OrbitBlock& block,
-                                          const TiledRayValues& in, int c, float values[8]) {
+// One thread per (ray c, view slot k), the 8 slots of a ray in one group of 8 lanes.
+__global__ void __launch_bounds__(kCombineThreads)
+    TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block, TiledCombine in) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int c = i / 8, k = i % 8;
+  const bool on = c < d.columns;  // whole groups of 8: 8 divides 32
+  WaitForPreviousKernel();
+  LetNextKernelStart();
+  const bool has_view = on && k < block.count;
+  const int map = has_view ? block.map_index[k] : 0;
+  int64_t place = 0;
+  if (has_view) {
+    place = static_cast<int64_t>(block.view[k]) * d.columns +
+            (block.reversed[k] ? d.columns - 1 - c : c);
+  }
+  float z = 0.0f;
+  if (in.sums != nullptr) {
+    float total = 0.0f;
+    if (has_view) {
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    values[k] = 0.0f;
-    if (k < block.count && c != kTiledNoRay) {
-      const int64_t place = static_cast<int64_t>(block.view[k]) * d.columns +
-                            (block.reversed[k] ? d.columns - 1 - c : c);
-      if (in.sums == nullptr) {
-        values[k] = __ldg(in.z_full + place);
-      } else {
-        const float r = in.projections[place] - in.sums[8 * c + k];
-        const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
-        values[k] = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
-      }
+      for (int g = 0; g < 8; ++g) total += in.sums[MapRayIndex(d, g, c) + kTiledCompose.h[map][g]];
     }
+    __syncwarp();  // the ray's 8 threads have read its sums
+    if (on) {  // thread k clears map k's 8 sums of the ray
+      float4* clear = reinterpret_cast<float4*>(in.sums + MapRayIndex(d, k, c));
+      clear[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      clear[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    if (has_view && in.out != nullptr) in.out[place] = total;
+    if (has_view && in.projections != nullptr) {
+      const float r = in.projections[place] - total;
+      in.residual[place] = r;
+      const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
+      z = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
+    }
+  } else if (has_view) {
+    z = __ldg(in.z_full + place);
+  }
+  if (in.z_maps == nullptr) return;
+  if (on) {  // planes that are no view of the block stay 0
+    float4* zero = reinterpret_cast<float4*>(in.z_maps + MapRayIndex(d, k, c));
+    zero[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    zero[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  __syncwarp();
+  if (has_view) {
+#pragma unroll
+    for (int g = 0; g < 8; ++g) in.z_maps[MapRayIndex(d, g, c) + kTiledCompose.h[map][g]] = z;
+  }
+  float largest = fabsf(z);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+  }
+  if (threadIdx.x % 32 == 0 && in.largest_z_bits != nullptr) {
+    atomicMax(in.largest_z_bits, __float_as_int(largest));
   }
 }
 
 // kFixed: the accumulators are int32 in units of 1 / scale (shared-memory integer adds are
 // one instruction; float adds are a load and compare-and-store loop). scale is a power of
-// two with count * column_bound * max |z| * scale <= 2^30 (max over this thread block's
-// rays), which bounds every accumulator and the sum of a tile's planes: no overflow, and
-// each add is off by at most 1 / (2 scale), about 5e-10 of that bound.
-template <bool kFixed>
-__global__ void __launch_bounds__(kTiledMaxThreads, 1)
-    TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, TiledRayValues rays_in,
-                    int next_stored_view, float* __restrict__ x, int clamp) {
+// two with count * column_bound * max |z| * scale <= 2^30 (max over the block's rays), which
+// bounds every accumulator and the sum of a tile's planes: no overflow, and each add is off
+// by at most 1 / (2 scale), about 5e-10 of that bound.
+template <bool kFixed, int kPlane>
+__global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
+    TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, const float* __restrict__ z_maps,
+                    const int32_t* __restrict__ largest_z_bits, int next_stored_view,
+                    float* __restrict__ x, int clamp) {
   extern __shared__ float acc[];
   int* const acc_fixed = reinterpret_cast<int*>(acc);
-  __shared__ int largest_z_bits;  // max |z| of the block's rays, as the bits of a float >= 0
-  const int plane = d.tile_side * d.stride;
+  const int plane = PlaneFloats<kPlane>(d);
   // The next block's matrix comes into L2 while this transpose reads this one's from there.
-  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view);
+  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view, blockIdx.x);
   for (int i = threadIdx.x; i < 8 * plane; i += blockDim.x) acc[i] = 0.0f;
-  if (threadIdx.x == 0) largest_z_bits = 0;
   WaitForPreviousKernel();
   LetNextKernelStart();
-  const int columns = d.columns;
-  if (rays_in.sums != nullptr) {  // ART: the residual, and the next forward's ray sums cleared
-    const int count = block.count * columns;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-      const int k = i / columns, c = i - k * columns;
-      const int64_t at =
-          static_cast<int64_t>(block.view[k]) * columns + (block.reversed[k] ? columns - 1 - c : c);
-      rays_in.residual[at] = rays_in.projections[at] - rays_in.sums[8 * c + k];
-      rays_in.clear[8 * c + k] = 0.0f;
-    }
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
-  const int64_t begin = d.orbit_warp_begin[at], end = d.orbit_warp_begin[at + 1];
   float scale = 1.0f;
   if (kFixed) {
-    __syncthreads();  // largest_z_bits set
-    float largest = 0.0f;
-    for (int64_t w = begin + warp; w < end; w += blockDim.x / 32) {
-      const uint32_t rays = d.lane_rays[w * 32 + lane];
-      float z[8];
-      RayValues(d, block, rays_in, static_cast<int>(rays & 0xffffu), z);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) largest = fmaxf(largest, fabsf(z[k]));
-      RayValues(d, block, rays_in, static_cast<int>(rays >> 16), z);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) largest = fmaxf(largest, fabsf(z[k]));
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
-    }
-    if (lane == 0) atomicMax(&largest_z_bits, __float_as_int(largest));
-    __syncthreads();
     const float bound = static_cast<float>(block.count) * d.column_bound[block.stored_view] *
-                        __int_as_float(largest_z_bits);
+                        __int_as_float(*largest_z_bits);
     if (bound > 0.0f) {
       int exponent;
       frexpf(bound, &exponent);  // bound < 2^exponent
       scale = ldexpf(1.0f, min(30 - exponent, 100));
     }
-  } else {
-    __syncthreads();
   }
-  for (int64_t w = begin + warp; w < end; w += blockDim.x / 32) {
-    const TiledWarp header = d.warps[w];
-    const uint32_t rays = d.lane_rays[w * 32 + lane];
-    const int change = d.lane_switch[w * 32 + lane];
-    float z[8], z_second[8];
-    RayValues(d, block, rays_in, static_cast<int>(rays & 0xffffu), z);
-    RayValues(d, block, rays_in, static_cast<int>(rays >> 16), z_second);
-    int h_plane[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      h_plane[k] = k < block.count ? plane * kTiledCompose.h[block.map_index[k]][header.map] : 0;
-      if (kFixed) {
-        z[k] *= scale;
-        z_second[k] *= scale;
+  __syncthreads();  // the accumulators cleared
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
+  const int64_t end = d.orbit_task_begin[at + 1];
+  for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += blockDim.x / 32) {
+    const TiledTask task = d.tasks[t];
+    const TiledWarp header = d.warps[task.warp];
+    const int64_t lane_at = static_cast<int64_t>(task.warp) * 32 + lane;
+    const uint32_t rays = d.lane_rays[lane_at];
+    const int change = d.lane_switch[lane_at];
+    const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
+    int place[kTiledTaskSteps];
+    float wt[kTiledTaskSteps];
+    LoadTaskSlots(d.local + slot, d.weights + slot, header.steps - task.first_step, place, wt);
+    // z of the lane's rays in this warp's plane order (0 for no ray).
+    float z1[8], z2[8];
+    const auto load_z = [&](uint32_t c, float* z) {
+      float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+      if (c != kTiledNoRay) {
+        const float4* from = reinterpret_cast<const float4*>(z_maps + MapRayIndex(d, header.map, c));
+        a = __ldg(from);
+        b = __ldg(from + 1);
       }
-    }
-    const uint16_t* __restrict__ local = d.local + header.slot_base + lane;
-    const float* __restrict__ weight = d.weights + header.slot_base + lane;
-    for (int base = 0; base < header.steps; base += kTiledBatch) {
-      int place[kTiledBatch];
-      float wt[kTiledBatch];
-      LoadSlotBatch(local, weight, base, header.steps, place, wt);
+      z[0] = a.x * scale, z[1] = a.y * scale, z[2] = a.z * scale, z[3] = a.w * scale;
+      z[4] = b.x * scale, z[5] = b.y * scale, z[6] = b.z * scale, z[7] = b.w * scale;
+    };
+    load_z(rays & 0xffffu, z1);
+    load_z(rays >> 16, z2);
 #pragma unroll
-      for (int j = 0; j < kTiledBatch; ++j) {
-        const bool on_first = base + j < change;
+    for (int j = 0; j < kTiledTaskSteps; ++j) {
+      const bool on_first = task.first_step + j < change;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          if (k < block.count) {
-            const float value = wt[j] * (on_first ? z[k] : z_second[k]);
-            if (kFixed) {
-              atomicAdd(acc_fixed + h_plane[k] + place[j], __float2int_rn(value));
-            } else {
-              atomicAdd(acc + h_plane[k] + place[j], value);
-            }
-          }
+      for (int p = 0; p < 8; ++p) {
+        const float value = wt[j] * (on_first ? z1[p] : z2[p]);
+        if (kFixed) {
+          atomicAdd(acc_fixed + p * plane + place[j], __float2int_rn(value));
+        } else {
+          atomicAdd(acc + p * plane + place[j], value);
         }
       }
     }
@@ -326,55 +339,20 @@ __global__ void __launch_bounds__(kTiledMaxThreads, 1)
   }
 }
 
-__global__ void TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block,
-                                   const float* __restrict__ sums, float* __restrict__ out) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= block.count * d.columns) return;
-  const int k = i / d.columns, c = i - k * d.columns;
-  out[static_cast<int64_t>(block.view[k]) * d.columns +
-      (block.reversed[k] ? d.columns - 1 - c : c)] = sums[8 * c + k];
-}
-
-}  // namespace
-
-int TiledThreadsFor(int64_t most_warps) {
-  return static_cast<int>(std::clamp<int64_t>(32 * most_warps, 64, kTiledMaxThreads));
-}
-
-cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
-                               const float* sums, float* out, cudaStream_t stream) {
-  const int threads = block.count * d.columns;
-  TiledCombineKernel<<<(threads + 255) / 256, 256, 0, stream>>>(d, block, sums, out);
-  return cudaGetLastError();
-}
-
-cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
-                                const ComposeTable& compose) {
-  cudaError_t e = cudaMemcpyToSymbol(kTiledMaps, &maps, sizeof(maps));
-  if (e != cudaSuccess) return e;
-  e = cudaMemcpyToSymbol(kTiledCompose, &compose, sizeof(compose));
-  if (e != cudaSuccess) return e;
-  const int bytes = static_cast<int>(TiledSharedBytes(d));
-  e = cudaFuncSetAttribute(TiledForwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(TiledBackKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           bytes);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(TiledBackKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              bytes);
-}
-
-namespace {
+// The tile sides the kernels are compiled for (TiledRuns::TileSideFor's choices), as floats
+// per plane (side x (side + 1)); any other side runs the kPlane = 0 instances.
+constexpr int kPlane16 = 16 * 17;
+constexpr int kPlane32 = 32 * 33;
 
 // A launch whose thread blocks may start before the previous kernel in the stream ends
 // (when `overlap`; the kernels wait for it before they read what it wrote).
 template <typename... Params, typename... Args>
-cudaError_t LaunchTiled(void (*kernel)(Params...), const TiledDeviceArrays& d, bool overlap,
-                        cudaStream_t stream, Args... args) {
+cudaError_t LaunchOverlapped(void (*kernel)(Params...), dim3 grid, dim3 threads, size_t shared,
+                             bool overlap, cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(d.orbits_per_view));
-  config.blockDim = dim3(static_cast<unsigned>(d.threads));
-  config.dynamicSmemBytes = TiledSharedBytes(d);
+  config.gridDim = grid;
+  config.blockDim = threads;
+  config.dynamicSmemBytes = shared;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -385,20 +363,108 @@ cudaError_t LaunchTiled(void (*kernel)(Params...), const TiledDeviceArrays& d, b
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+template <int kPlane>
+cudaError_t SetSharedBytes(const TiledDeviceArrays& d) {
+  const int bytes = static_cast<int>(TiledSharedBytes(d));
+  cudaError_t e = cudaFuncSetAttribute(TiledForwardKernel<kPlane>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e != cudaSuccess) return e;
+  e = cudaFuncSetAttribute(TiledBackKernel<false, kPlane>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(TiledBackKernel<true, kPlane>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <int kPlane>
+cudaError_t LaunchForwardFor(const TiledDeviceArrays& d, int64_t first_forward_block,
+                             int64_t forward_blocks, const float* x, float* sums, bool overlap,
+                             cudaStream_t stream) {
+  return LaunchOverlapped(TiledForwardKernel<kPlane>, dim3(static_cast<unsigned>(forward_blocks)),
+                          dim3(kForwardThreads), TiledSharedBytes(d), overlap, stream, d,
+                          first_forward_block, x, sums);
+}
+
+template <int kPlane>
+cudaError_t LaunchBackFor(const TiledDeviceArrays& d, const OrbitBlock& block, const float* z_maps,
+                          const int32_t* largest_z_bits, int next_stored_view, float* x,
+                          bool clamp, bool overlap, bool fixed_point, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(d.orbits_per_view)), threads(d.back_threads);
+  const size_t shared = TiledSharedBytes(d);
+  return fixed_point
+             ? LaunchOverlapped(TiledBackKernel<true, kPlane>, grid, threads, shared, overlap,
+                                stream, d, block, z_maps, largest_z_bits, next_stored_view, x,
+                                clamp ? 1 : 0)
+             : LaunchOverlapped(TiledBackKernel<false, kPlane>, grid, threads, shared, overlap,
+                                stream, d, block, z_maps, largest_z_bits, next_stored_view, x,
+                                clamp ? 1 : 0);
+}
+
+int CompiledPlane(const TiledDeviceArrays& d) {
+  const int plane = d.tile_side * d.stride;
+  return plane == kPlane16 || plane == kPlane32 ? plane : 0;
+}
+
 }  // namespace
 
-cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, const OrbitBlock& block, const float* x,
-                               float* sums, bool overlap, cudaStream_t stream) {
-  return LaunchTiled(TiledForwardKernel, d, overlap, stream, d, block, x, sums);
+int TiledBackThreadsFor(int64_t most_tasks) {
+  return static_cast<int>(std::clamp<int64_t>(32 * most_tasks, 64, kTiledMaxBackThreads));
+}
+
+cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
+                                const ComposeTable& compose) {
+  cudaError_t e = cudaMemcpyToSymbol(kTiledMaps, &maps, sizeof(maps));
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpyToSymbol(kTiledCompose, &compose, sizeof(compose));
+  if (e != cudaSuccess) return e;
+  switch (CompiledPlane(d)) {
+    case kPlane16:
+      return SetSharedBytes<kPlane16>(d);
+    case kPlane32:
+      return SetSharedBytes<kPlane32>(d);
+    default:
+      return SetSharedBytes<0>(d);
+  }
+}
+
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, int64_t first_forward_block,
+                               int64_t forward_blocks, const float* x, float* sums, bool overlap,
+                               cudaStream_t stream) {
+  if (forward_blocks <= 0) return cudaSuccess;
+  switch (CompiledPlane(d)) {
+    case kPlane16:
+      return LaunchForwardFor<kPlane16>(d, first_forward_block, forward_blocks, x, sums, overlap,
+                                        stream);
+    case kPlane32:
+      return LaunchForwardFor<kPlane32>(d, first_forward_block, forward_blocks, x, sums, overlap,
+                                        stream);
+    default:
+      return LaunchForwardFor<0>(d, first_forward_block, forward_blocks, x, sums, overlap, stream);
+  }
+}
+
+cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
+                               const TiledCombine& combine, bool overlap, cudaStream_t stream) {
+  const int threads = 8 * d.columns;
+  return LaunchOverlapped(TiledCombineKernel, dim3((threads + kCombineThreads - 1) / kCombineThreads),
+                          dim3(kCombineThreads), 0, overlap, stream, d, block, combine);
 }
 
 cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
-                            const TiledRayValues& rays, int next_stored_view, float* x, bool clamp,
-                            bool overlap, bool fixed_point, cudaStream_t stream) {
-  return fixed_point ? LaunchTiled(TiledBackKernel<true>, d, overlap, stream, d, block, rays,
-                                   next_stored_view, x, clamp ? 1 : 0)
-                     : LaunchTiled(TiledBackKernel<false>, d, overlap, stream, d, block, rays,
-                                   next_stored_view, x, clamp ? 1 : 0);
+                            const float* z_maps, const int32_t* largest_z_bits,
+                            int next_stored_view, float* x, bool clamp, bool overlap,
+                            bool fixed_point, cudaStream_t stream) {
+  switch (CompiledPlane(d)) {
+    case kPlane16:
+      return LaunchBackFor<kPlane16>(d, block, z_maps, largest_z_bits, next_stored_view, x, clamp,
+                                     overlap, fixed_point, stream);
+    case kPlane32:
+      return LaunchBackFor<kPlane32>(d, block, z_maps, largest_z_bits, next_stored_view, x, clamp,
+                                     overlap, fixed_point, stream);
+    default:
+      return LaunchBackFor<0>(d, block, z_maps, largest_z_bits, next_stored_view, x, clamp,
+                              overlap, fixed_point, stream);
+  }
 }
 
 }  // namespace tomo::core::system_matrix::cuda
