@@ -284,7 +284,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                    m->row_norm2_.get(), m->tiled_column_bound_.get(), m->tiled_tasks_.get(),
                    m->tiled_orbit_task_begin_.get(), m->tiled_forward_blocks_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
-                   tiled.stride(), cuda::TiledBackThreadsFor(tasks.most_tasks_per_orbit())};
+                   tiled.stride()};
       cuda::ComposeTable compose;
       for (int a_map = 0; a_map < 8; ++a_map) {
         for (int b_map = 0; b_map < 8; ++b_map) {
@@ -292,6 +292,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         }
       }
       TOMO_CUDA_RETURN_IF_ERROR(cuda::PrepareTiledKernels(m->tiled_, m->maps_, compose));
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::ChooseTiledBackThreads(m->tiled_, tasks.most_tasks_per_orbit()));
       // The forward's sums by map (kept zero between blocks by the combine), the
       // transpose's z by map, and a largest |z| per ART block (the last: the products').
       const size_t map_floats = static_cast<size_t>(cuda::TiledMapBufferFloats(columns));

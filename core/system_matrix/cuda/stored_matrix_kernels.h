@@ -208,8 +208,8 @@ struct TiledDeviceArrays {
   const int64_t* orbit_task_begin;  // stored views x orbits + 1
   const TiledForwardBlock* forward_blocks;
   int32_t n, columns, orbits_per_view, tile_side, stride;
-  // Threads per thread block of the transpose (TiledBackThreadsFor).
-  int32_t back_threads;
+  // Threads per thread block of the transpose (ChooseTiledBackThreads).
+  int32_t back_threads = 64;
 };
 // h[a][b]: the index in kSquareMaps of M_a M_b.
 struct ComposeTable {
@@ -219,15 +219,16 @@ struct ComposeTable {
 // planes, the 8 planes of (map g, ray c) at (g * columns + c) * 8. Plane p of map g is view
 // k of a block for p = M_k M_g.
 inline int64_t TiledMapBufferFloats(int32_t columns) { return int64_t{64} * columns; }
-// Threads per thread block of the transpose for a layout whose (stored view, orbit) pairs
-// have at most `most_tasks` tasks (a warp each, up to 1024 threads; more are taken in turn).
-int TiledBackThreadsFor(int64_t most_tasks);
 // Once per device before the tiled kernels' launches: the maps (SquareMaps()) and their
 // products (h[a][b] = ComposeSquareMaps(a, b)) into the kernels' constant memory, and their
 // dynamic shared memory allowed up to 8 planes of the layout's tiles (above 48 KB for tile
 // sides above 38).
 cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
                                 const ComposeTable& compose);
+// On the device that will run them: d.back_threads by TiledBackThreads (tiled_back_threads.h)
+// for this device's multiprocessors and a layout whose (stored view, orbit) pairs have at
+// most `most_tasks` tasks.
+cudaError_t ChooseTiledBackThreads(TiledDeviceArrays& d, int64_t most_tasks);
 // The forward of one block: the thread blocks [first_forward_block, + forward_blocks) of
 // its stored view (TiledTasks::forward_block_begin) add x's products, by map and plane,
 // into sums (a per-map buffer; float atomics: the order of the adds varies).

@@ -26,6 +26,7 @@
 #include <algorithm>
 
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
+#include "core/system_matrix/cuda/tiled_back_threads.h"
 
 namespace tomo::core::system_matrix::cuda {
 namespace {
@@ -193,6 +194,13 @@ __global__ void __launch_bounds__(kCombineThreads)
     place = static_cast<int64_t>(block.view[k]) * d.columns +
             (block.reversed[k] ? d.columns - 1 - c : c);
   }
+  // The loads that do not depend on the sums, issued with them (the combine is a chain of
+  // round trips on the block's critical path).
+  float projection = 0.0f, norm2 = 0.0f;
+  if (has_view && in.sums != nullptr && in.projections != nullptr) {
+    projection = in.projections[place];
+    norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
+  }
   float z = 0.0f;
   if (in.sums != nullptr) {
     float total = 0.0f;
@@ -208,9 +216,8 @@ __global__ void __launch_bounds__(kCombineThreads)
     }
     if (has_view && in.out != nullptr) in.out[place] = total;
     if (has_view && in.projections != nullptr) {
-      const float r = in.projections[place] - total;
+      const float r = projection - total;
       in.residual[place] = r;
-      const float norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
       z = norm2 > 1e-20f ? block.step_scale * r / norm2 : 0.0f;
     }
   } else if (has_view) {
@@ -248,9 +255,10 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
                     float* __restrict__ x, int clamp) {
   extern __shared__ float acc[];
   int* const acc_fixed = reinterpret_cast<int*>(acc);
+  const int orbit_index = blockIdx.x;
   const int plane = PlaneFloats<kPlane>(d);
   // The next block's matrix comes into L2 while this transpose reads this one's from there.
-  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view, blockIdx.x);
+  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view, orbit_index);
   for (int i = threadIdx.x; i < 8 * plane; i += blockDim.x) acc[i] = 0.0f;
   WaitForPreviousKernel();
   LetNextKernelStart();
@@ -265,10 +273,10 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
     }
   }
   __syncthreads();  // the accumulators cleared
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + orbit_index;
   const int64_t end = d.orbit_task_begin[at + 1];
-  for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += blockDim.x / 32) {
+  for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += warps) {
     const TiledTask task = d.tasks[t];
     const TiledWarp header = d.warps[task.warp];
     const int64_t lane_at = static_cast<int64_t>(task.warp) * 32 + lane;
@@ -307,35 +315,35 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
     }
   }
   __syncthreads();
-  const TileOrbit& orbit = d.orbits[blockIdx.x];
+  // Each (tile, pixel) of the orbit once, a tile's pixels on consecutive threads (x read and
+  // written in rows), all the block's threads busy.
+  const TileOrbit& orbit = d.orbits[orbit_index];
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
-  for (int r = threadIdx.x; r < area; r += blockDim.x) {
+  for (int item = threadIdx.x; item < 8 * area; item += blockDim.x) {
+    const int h = item / area, r = item - h * area;
+    if (!((orbit.distinct >> h) & 1)) continue;
     const TilePixel pixel(r, sx0, sy0);
+    const int lx = pixel.x(h), ly = pixel.y(h);
+    float total = 0.0f;
+    int total_fixed = 0;
 #pragma unroll
-    for (int h = 0; h < 8; ++h) {
-      if (!((orbit.distinct >> h) & 1)) continue;
-      const int lx = pixel.x(h), ly = pixel.y(h);
-      float total = 0.0f;
-      int total_fixed = 0;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) {
-          continue;
-        }
-        int lx0, ly0;
-        TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
-                                  kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
-        if (kFixed) {
-          total_fixed += acc_fixed[e * plane + ly0 * d.stride + lx0];
-        } else {
-          total += acc[e * plane + ly0 * d.stride + lx0];
-        }
+    for (int e = 0; e < 8; ++e) {
+      if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) {
+        continue;
       }
-      if (kFixed) total = static_cast<float>(total_fixed) / scale;
-      float* p = x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
-      const float updated = *p + total;
-      *p = clamp ? fmaxf(updated, 0.0f) : updated;
+      int lx0, ly0;
+      TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
+                                kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
+      if (kFixed) {
+        total_fixed += acc_fixed[e * plane + ly0 * d.stride + lx0];
+      } else {
+        total += acc[e * plane + ly0 * d.stride + lx0];
+      }
     }
+    if (kFixed) total = static_cast<float>(total_fixed) / scale;
+    float* p = x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
+    const float updated = *p + total;
+    *p = clamp ? fmaxf(updated, 0.0f) : updated;
   }
 }
 
@@ -344,6 +352,8 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
 constexpr int kPlane16 = 16 * 17;
 constexpr int kPlane32 = 32 * 33;
 
+// A launch whose thread blocks may start before the previous kernel in the stream ends
+// (when `overlap`; the kernels wait for it before they read what it wrote).
 // A launch whose thread blocks may start before the previous kernel in the stream ends
 // (when `overlap`; the kernels wait for it before they read what it wrote).
 template <typename... Params, typename... Args>
@@ -407,8 +417,18 @@ int CompiledPlane(const TiledDeviceArrays& d) {
 
 }  // namespace
 
-int TiledBackThreadsFor(int64_t most_tasks) {
-  return static_cast<int>(std::clamp<int64_t>(32 * most_tasks, 64, kTiledMaxBackThreads));
+cudaError_t ChooseTiledBackThreads(TiledDeviceArrays& d, int64_t most_tasks) {
+  int device = 0, multiprocessors = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) {
+    e = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+  }
+  if (e != cudaSuccess) return e;
+  // The kernels hold at most 64 registers (__launch_bounds__(1024, 1)): 1024 threads per
+  // multiprocessor.
+  d.back_threads = TiledBackThreads(d.orbits_per_view, most_tasks, multiprocessors,
+                                    kTiledMaxBackThreads);
+  return cudaSuccess;
 }
 
 cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable& maps,
