@@ -30,8 +30,7 @@
 //
 // Bytes: 6 per slot (padding included), 6 per lane (its rays and switch), 16 per warp, 8
 // per (stored view, orbit), 4 per stored view (its column bound), 4 per stored row (the row
-// norms), and the tasks' (tiled_tasks.h: 8 per task, 16 per forward thread block, 8 per
-// (stored view, orbit)).
+// norms), and the tasks' (tiled_tasks.h: 4 per task, 8 per (stored view, orbit)).
 //
 //   TOMO_ASSIGN_OR_RETURN(TiledRuns t, TiledRuns::Build(matrix, TiledRuns::TileSideFor(n)));
 //   t.ForwardBlock(matrix, b, x, y);  // the layout's products on the CPU (the reference)

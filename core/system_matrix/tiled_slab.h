@@ -33,23 +33,18 @@ struct TiledWarp {
 
 inline constexpr uint16_t kTiledNoRay = 0xffff;
 
-// The GPU kernels' unit of work (tiled_tasks.h): steps [first_step, first_step +
-// kTiledTaskSteps) of warp `warp` (an index into the layout's warps), fewer at its end.
+// The GPU kernels' unit of work (tiled_tasks.h): steps [chunk * kTiledTaskSteps, +
+// kTiledTaskSteps) of the warp orbit_warp_begin[(stored view, orbit)] + warp_offset, fewer at
+// its end. 4 bytes: the task tables stay under 1% of the layout.
 inline constexpr int kTiledTaskSteps = 8;
 struct TiledTask {
-  int32_t warp = 0;
-  int32_t first_step = 0;
+  uint16_t warp_offset = 0;
+  uint16_t chunk = 0;
 };
 
-// A thread block of the forward product: up to kTiledForwardTasks consecutive tasks, all of
-// one orbit of tiles (whose x it loads into shared memory), one per warp.
+// Tasks per thread block of the forward product: consecutive tasks of one orbit of tiles
+// (whose x the block loads into shared memory), one per warp.
 inline constexpr int kTiledForwardTasks = 8;
-struct TiledForwardBlock {
-  int32_t orbit = 0;
-  int32_t first_task = 0;
-  int32_t tasks = 0;
-  int32_t unused = 0;
-};
 
 // One orbit of tiles: the corner (pixel indices) of M_h(T0) for each h, T0's side lengths
 // (M_h(T0) has them swapped when M_h swaps the axes), and distinct: bit h set when M_h(T0)

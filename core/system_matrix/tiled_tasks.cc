@@ -10,11 +10,7 @@ namespace tomo::core::system_matrix {
 absl::StatusOr<TiledTasks> TiledTasks::Build(const std::vector<int64_t>& orbit_warp_begin,
                                              const std::vector<TiledWarp>& warps,
                                              int64_t orbits_per_view) {
-  constexpr int64_t kLargest = std::numeric_limits<int32_t>::max();
-  if (static_cast<int64_t>(warps.size()) > kLargest) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tiled layout: ", warps.size(), " warps, more than ", kLargest));
-  }
+  constexpr int64_t kMostOf16Bits = std::numeric_limits<uint16_t>::max();
   if (orbits_per_view <= 0 || orbit_warp_begin.empty() ||
       (orbit_warp_begin.size() - 1) % static_cast<size_t>(orbits_per_view) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("tiled layout: ", orbit_warp_begin.size(),
@@ -24,30 +20,34 @@ absl::StatusOr<TiledTasks> TiledTasks::Build(const std::vector<int64_t>& orbit_w
   TiledTasks t;
   const int64_t groups = static_cast<int64_t>(orbit_warp_begin.size()) - 1;
   t.orbit_task_begin_.reserve(orbit_warp_begin.size());
-  t.forward_block_begin_.push_back(0);
+  int64_t view_parts = 0;
   for (int64_t at = 0; at < groups; ++at) {
     const int64_t begin = static_cast<int64_t>(t.tasks_.size());
     t.orbit_task_begin_.push_back(begin);
-    for (int64_t w = orbit_warp_begin[static_cast<size_t>(at)];
-         w < orbit_warp_begin[static_cast<size_t>(at) + 1]; ++w) {
-      for (int32_t s = 0; s < warps[static_cast<size_t>(w)].steps; s += kTiledTaskSteps) {
-        t.tasks_.push_back({static_cast<int32_t>(w), s});
+    const int64_t first_warp = orbit_warp_begin[static_cast<size_t>(at)];
+    const int64_t end_warp = orbit_warp_begin[static_cast<size_t>(at) + 1];
+    if (end_warp - first_warp > kMostOf16Bits + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tiled layout: ", end_warp - first_warp, " warps in one orbit, more than ",
+          kMostOf16Bits + 1));
+    }
+    for (int64_t w = first_warp; w < end_warp; ++w) {
+      const int64_t steps = warps[static_cast<size_t>(w)].steps;
+      if ((steps + kTiledTaskSteps - 1) / kTiledTaskSteps > kMostOf16Bits + 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tiled layout: a warp of ", steps, " steps"));
+      }
+      for (int64_t s = 0; s < steps; s += kTiledTaskSteps) {
+        t.tasks_.push_back({static_cast<uint16_t>(w - first_warp),
+                            static_cast<uint16_t>(s / kTiledTaskSteps)});
       }
     }
-    const int64_t end = static_cast<int64_t>(t.tasks_.size());
-    if (end > kLargest) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tiled layout: more than ", kLargest, " tasks"));
-    }
-    t.most_tasks_per_orbit_ = std::max(t.most_tasks_per_orbit_, end - begin);
-    const int32_t orbit = static_cast<int32_t>(at % orbits_per_view);
-    for (int64_t first = begin; first < end; first += kTiledForwardTasks) {
-      t.forward_blocks_.push_back({orbit, static_cast<int32_t>(first),
-                                   static_cast<int32_t>(std::min<int64_t>(kTiledForwardTasks, end - first)),
-                                   0});
-    }
+    const int64_t count = static_cast<int64_t>(t.tasks_.size()) - begin;
+    t.most_tasks_per_orbit_ = std::max(t.most_tasks_per_orbit_, count);
+    view_parts = std::max(view_parts, (count + kTiledForwardTasks - 1) / kTiledForwardTasks);
     if ((at + 1) % orbits_per_view == 0) {
-      t.forward_block_begin_.push_back(static_cast<int64_t>(t.forward_blocks_.size()));
+      t.forward_parts_.push_back(static_cast<int32_t>(view_parts));
+      view_parts = 0;
     }
   }
   t.orbit_task_begin_.push_back(static_cast<int64_t>(t.tasks_.size()));
@@ -55,8 +55,7 @@ absl::StatusOr<TiledTasks> TiledTasks::Build(const std::vector<int64_t>& orbit_w
 }
 
 uint64_t TiledTasks::bytes() const {
-  return tasks_.size() * sizeof(TiledTask) + orbit_task_begin_.size() * sizeof(int64_t) +
-         forward_blocks_.size() * sizeof(TiledForwardBlock);
+  return tasks_.size() * sizeof(TiledTask) + orbit_task_begin_.size() * sizeof(int64_t);
 }
 
 }  // namespace tomo::core::system_matrix

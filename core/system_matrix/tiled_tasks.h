@@ -7,9 +7,10 @@
 // lie together (orbit_task_begin), in the order of the orbit's warps: the transpose, whose
 // thread block owns the orbit's pixels, takes them all, a warp per task in turn. The
 // forward has no owner to respect (its ray sums are added atomically), so its thread
-// blocks take kTiledForwardTasks consecutive tasks of one orbit each (forward_blocks, per
-// stored view from forward_block_begin): several thread blocks per orbit, each loading the
-// orbit's x into shared memory.
+// blocks take kTiledForwardTasks consecutive tasks of one orbit each: block (part, orbit)
+// of a view's launch takes tasks [part * kTiledForwardTasks, + kTiledForwardTasks) of the
+// orbit, forward_parts(view) parts per orbit (those past an orbit's tasks have none). Each
+// loads the orbit's x into shared memory.
 //
 //   TOMO_ASSIGN_OR_RETURN(TiledTasks t, TiledTasks::Build(layout.orbit_warp_begin(),
 //                                                         layout.warps(), orbits_per_view));
@@ -26,7 +27,8 @@ namespace tomo::core::system_matrix {
 class TiledTasks {
  public:
   // orbit_warp_begin: the layout's (stored views x orbits + 1 offsets into warps).
-  // INVALID_ARGUMENT when a warp or task index would not fit 31 bits.
+  // INVALID_ARGUMENT when an orbit has 65536 warps or more, a warp 65536 tasks or more, or
+  // the offsets are not whole views.
   static absl::StatusOr<TiledTasks> Build(const std::vector<int64_t>& orbit_warp_begin,
                                           const std::vector<TiledWarp>& warps,
                                           int64_t orbits_per_view);
@@ -34,19 +36,18 @@ class TiledTasks {
   const std::vector<TiledTask>& tasks() const { return tasks_; }
   // Tasks of (stored view v, orbit o): [orbit_task_begin[v * orbits + o], ... [+ 1]).
   const std::vector<int64_t>& orbit_task_begin() const { return orbit_task_begin_; }
-  const std::vector<TiledForwardBlock>& forward_blocks() const { return forward_blocks_; }
-  // Forward thread blocks of stored view v: [forward_block_begin[v], ... [v + 1]).
-  const std::vector<int64_t>& forward_block_begin() const { return forward_block_begin_; }
+  // Forward thread blocks per orbit in stored view v's launch: the most tasks of one of its
+  // orbits over kTiledForwardTasks, rounded up.
+  int32_t forward_parts(int64_t view) const { return forward_parts_[static_cast<size_t>(view)]; }
   // The most tasks of one (stored view, orbit): what sizes the transpose's thread blocks.
   int64_t most_tasks_per_orbit() const { return most_tasks_per_orbit_; }
-  // Device bytes of tasks(), orbit_task_begin() and forward_blocks().
+  // Device bytes of tasks() and orbit_task_begin().
   uint64_t bytes() const;
 
  private:
   std::vector<TiledTask> tasks_;
   std::vector<int64_t> orbit_task_begin_;
-  std::vector<TiledForwardBlock> forward_blocks_;
-  std::vector<int64_t> forward_block_begin_;
+  std::vector<int32_t> forward_parts_;  // per stored view
   int64_t most_tasks_per_orbit_ = 0;
 };
 

@@ -264,8 +264,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       const TiledTasks& tasks = tiled.tasks();
       TOMO_ASSIGN_OR_RETURN(m->tiled_tasks_, Upload(tasks.tasks(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_task_begin_, Upload(tasks.orbit_task_begin(), s));
-      TOMO_ASSIGN_OR_RETURN(m->tiled_forward_blocks_, Upload(tasks.forward_blocks(), s));
-      m->tiled_forward_block_begin_ = tasks.forward_block_begin();
+      for (int64_t v = 0; v < a.num_blocks(); ++v) {
+        m->tiled_forward_parts_.push_back(tasks.forward_parts(v));
+      }
       for (int64_t v = 0; v < a.num_blocks(); ++v) {  // the largest stored view's slots
         const int64_t orbits = tiled.orbits_per_view();
         const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * orbits)];
@@ -282,7 +283,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                    m->tiled_lane_switch_.get(), m->tiled_warps_.get(),
                    m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
                    m->row_norm2_.get(), m->tiled_column_bound_.get(), m->tiled_tasks_.get(),
-                   m->tiled_orbit_task_begin_.get(), m->tiled_forward_blocks_.get(), n, columns,
+                   m->tiled_orbit_task_begin_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
                    tiled.stride()};
       cuda::ComposeTable compose;
@@ -324,7 +325,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            tiled_warps_.size_bytes() +
            tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes() +
            tiled_column_bound_.size_bytes() + tiled_tasks_.size_bytes() +
-           tiled_orbit_task_begin_.size_bytes() + tiled_forward_blocks_.size_bytes();
+           tiled_orbit_task_begin_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -461,9 +462,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   // The tiled forward of one block into the sums by map (partials_).
   absl::Status EnqueueTiledForward(const cuda::OrbitBlock& block, const float* x, bool overlap) {
     const size_t v = static_cast<size_t>(block.stored_view);
-    const int64_t first = tiled_forward_block_begin_[v];
     TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledForward(
-        tiled_, first, tiled_forward_block_begin_[v + 1] - first, x, partials_.get(), overlap,
+        tiled_, block.stored_view, tiled_forward_parts_[v], x, partials_.get(), overlap,
         stream_.get()));
     return absl::OkStatus();
   }
@@ -628,8 +628,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<TileOrbit> tiled_orbits_;
   DeviceBuffer<TiledTask> tiled_tasks_;
   DeviceBuffer<int64_t> tiled_orbit_task_begin_;
-  DeviceBuffer<TiledForwardBlock> tiled_forward_blocks_;
-  std::vector<int64_t> tiled_forward_block_begin_;  // per stored view + 1
+  std::vector<int32_t> tiled_forward_parts_;  // per stored view (TiledTasks::forward_parts)
   DeviceBuffer<float> tiled_z_maps_;
   DeviceBuffer<int32_t> tiled_largest_z_;
   cuda::TiledDeviceArrays tiled_{};

@@ -206,7 +206,6 @@ struct TiledDeviceArrays {
   const float* column_bound;  // per stored view (TiledRuns::column_bound)
   const TiledTask* tasks;
   const int64_t* orbit_task_begin;  // stored views x orbits + 1
-  const TiledForwardBlock* forward_blocks;
   int32_t n, columns, orbits_per_view, tile_side, stride;
   // Threads per thread block of the transpose (ChooseTiledBackThreads).
   int32_t back_threads = 64;
@@ -229,14 +228,14 @@ cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable
 // for this device's multiprocessors and a layout whose (stored view, orbit) pairs have at
 // most `most_tasks` tasks.
 cudaError_t ChooseTiledBackThreads(TiledDeviceArrays& d, int64_t most_tasks);
-// The forward of one block: the thread blocks [first_forward_block, + forward_blocks) of
-// its stored view (TiledTasks::forward_block_begin) add x's products, by map and plane,
-// into sums (a per-map buffer; float atomics: the order of the adds varies).
+// The forward of one block of stored view `stored_view`: forward_parts thread blocks per
+// orbit (TiledTasks::forward_parts) add x's products, by map and plane, into sums (a per-map
+// buffer; float atomics: the order of the adds varies).
 // overlap: launched with programmatic dependent launch (sm_90): its thread blocks may start
 // while the previous kernel in the stream runs, and wait for it before reading anything it
 // writes; each kernel here in turn lets the next one start once it has passed that wait.
-cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, int64_t first_forward_block,
-                               int64_t forward_blocks, const float* x, float* sums, bool overlap,
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, int32_t stored_view,
+                               int32_t forward_parts, const float* x, float* sums, bool overlap,
                                cudaStream_t stream);
 // What the combine between the forward and the transpose reads and writes (all device
 // pointers; full vectors are views x columns, at the block's views):

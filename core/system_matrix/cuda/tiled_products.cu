@@ -2,8 +2,8 @@
 // kTiledTaskSteps steps of one warp (tiled_tasks.h), x and the accumulators in shared
 // memory, the matrix streamed in coalesced lines. Three kernels per block:
 //
-// TiledForwardKernel: a thread block takes up to kTiledForwardTasks tasks of one orbit of
-// tiles, one per warp. It loads x over the orbit's (up to) eight tiles into eight planes
+// TiledForwardKernel: a thread block takes up to kTiledForwardTasks consecutive tasks of
+// one orbit of tiles, one per warp (block (part, orbit) of the launch). It loads x over the orbit's (up to) eight tiles into eight planes
 // of shared memory, each in the representative tile T0's frame (plane p holds x at
 // M_p(p0) in p0's place); then each lane reads its task's slots (weight, place in T0) in one
 // batch and, for every plane p, adds w xs[p][place]: 8 shared-memory loads and FMAs per
@@ -118,14 +118,33 @@ __device__ __forceinline__ int64_t MapRayIndex(const TiledDeviceArrays& d, int g
   return (static_cast<int64_t>(g) * d.columns + c) * 8;
 }
 
+// Task t of the orbit whose first warp is first_warp: its warp and first step.
+struct WarpTask {
+  int64_t warp;
+  int first_step;
+};
+__device__ __forceinline__ WarpTask TaskAt(const TiledDeviceArrays& d, int64_t t,
+                                           int64_t first_warp) {
+  const TiledTask task = d.tasks[t];
+  return {first_warp + task.warp_offset, kTiledTaskSteps * static_cast<int>(task.chunk)};
+}
+
 template <int kPlane>
 __global__ void __launch_bounds__(kForwardThreads, 4)
-    TiledForwardKernel(TiledDeviceArrays d, int64_t first_forward_block,
-                       const float* __restrict__ x, float* __restrict__ sums) {
+    TiledForwardKernel(TiledDeviceArrays d, int32_t stored_view, const float* __restrict__ x,
+                       float* __restrict__ sums) {
   extern __shared__ float xs[];
   const int plane = PlaneFloats<kPlane>(d);
-  const TiledForwardBlock fb = d.forward_blocks[first_forward_block + blockIdx.x];
-  const TileOrbit& orbit = d.orbits[fb.orbit];
+  // Block (part, orbit): the orbit's tasks [part * kTiledForwardTasks, + kTiledForwardTasks).
+  const int64_t at = static_cast<int64_t>(stored_view) * d.orbits_per_view + blockIdx.y;
+  const int64_t first_task = d.orbit_task_begin[at] + int64_t{blockIdx.x} * kTiledForwardTasks;
+  const int64_t tasks = min(d.orbit_task_begin[at + 1] - first_task, int64_t{kTiledForwardTasks});
+  if (tasks <= 0) {  // past the orbit's tasks: let the next kernel start, and leave
+    LetNextKernelStart();
+    return;
+  }
+  const int64_t first_warp = d.orbit_warp_begin[at];
+  const TileOrbit& orbit = d.orbits[blockIdx.y];
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
   // x is the previous kernel's (the transpose of the previous block).
   WaitForPreviousKernel();
@@ -146,10 +165,10 @@ __global__ void __launch_bounds__(kForwardThreads, 4)
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp >= fb.tasks) return;
-  const TiledTask task = d.tasks[fb.first_task + warp];
+  if (warp >= tasks) return;
+  const WarpTask task = TaskAt(d, first_task + warp, first_warp);
   const TiledWarp header = d.warps[task.warp];
-  const int64_t lane_at = static_cast<int64_t>(task.warp) * 32 + lane;
+  const int64_t lane_at = task.warp * 32 + lane;
   const uint32_t rays = d.lane_rays[lane_at];
   const int change = d.lane_switch[lane_at];
   const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
@@ -276,10 +295,11 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + orbit_index;
   const int64_t end = d.orbit_task_begin[at + 1];
+  const int64_t first_warp = d.orbit_warp_begin[at];
   for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += warps) {
-    const TiledTask task = d.tasks[t];
+    const WarpTask task = TaskAt(d, t, first_warp);
     const TiledWarp header = d.warps[task.warp];
-    const int64_t lane_at = static_cast<int64_t>(task.warp) * 32 + lane;
+    const int64_t lane_at = task.warp * 32 + lane;
     const uint32_t rays = d.lane_rays[lane_at];
     const int change = d.lane_switch[lane_at];
     const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
@@ -387,12 +407,12 @@ cudaError_t SetSharedBytes(const TiledDeviceArrays& d) {
 }
 
 template <int kPlane>
-cudaError_t LaunchForwardFor(const TiledDeviceArrays& d, int64_t first_forward_block,
-                             int64_t forward_blocks, const float* x, float* sums, bool overlap,
-                             cudaStream_t stream) {
-  return LaunchOverlapped(TiledForwardKernel<kPlane>, dim3(static_cast<unsigned>(forward_blocks)),
+cudaError_t LaunchForwardFor(const TiledDeviceArrays& d, int32_t stored_view, int32_t parts,
+                             const float* x, float* sums, bool overlap, cudaStream_t stream) {
+  return LaunchOverlapped(TiledForwardKernel<kPlane>,
+                          dim3(static_cast<unsigned>(parts), static_cast<unsigned>(d.orbits_per_view)),
                           dim3(kForwardThreads), TiledSharedBytes(d), overlap, stream, d,
-                          first_forward_block, x, sums);
+                          stored_view, x, sums);
 }
 
 template <int kPlane>
@@ -447,19 +467,17 @@ cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable
   }
 }
 
-cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, int64_t first_forward_block,
-                               int64_t forward_blocks, const float* x, float* sums, bool overlap,
+cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, int32_t stored_view,
+                               int32_t forward_parts, const float* x, float* sums, bool overlap,
                                cudaStream_t stream) {
-  if (forward_blocks <= 0) return cudaSuccess;
+  if (forward_parts <= 0) return cudaSuccess;
   switch (CompiledPlane(d)) {
     case kPlane16:
-      return LaunchForwardFor<kPlane16>(d, first_forward_block, forward_blocks, x, sums, overlap,
-                                        stream);
+      return LaunchForwardFor<kPlane16>(d, stored_view, forward_parts, x, sums, overlap, stream);
     case kPlane32:
-      return LaunchForwardFor<kPlane32>(d, first_forward_block, forward_blocks, x, sums, overlap,
-                                        stream);
+      return LaunchForwardFor<kPlane32>(d, stored_view, forward_parts, x, sums, overlap, stream);
     default:
-      return LaunchForwardFor<0>(d, first_forward_block, forward_blocks, x, sums, overlap, stream);
+      return LaunchForwardFor<0>(d, stored_view, forward_parts, x, sums, overlap, stream);
   }
 }
 

@@ -1,9 +1,9 @@
 // The tiled layout's tasks (tiled_tasks.h), checked against the layout's warps on the
 // symmetric fan cases and an odd grid, for several tile sides: every step of every warp lies
 // in exactly one task, a task holds at most kTiledTaskSteps steps and starts on a multiple
-// of them, the tasks of (stored view, orbit) are that pair's warps', and the forward's
-// thread blocks cover each pair's tasks in order with at most kTiledForwardTasks each, all
-// of one orbit; malformed offsets are refused.
+// of them, the tasks of (stored view, orbit) are that pair's warps', and each view's forward
+// has parts enough for its orbit with the most tasks and no more; malformed offsets are
+// refused.
 #include "core/system_matrix/tiled_tasks.h"
 
 #include <gtest/gtest.h>
@@ -37,44 +37,34 @@ void ExpectTasksCoverTheLayout(const TiledRuns& layout) {
     most = std::max(most, end - begin);
     for (int64_t i = begin; i < end; ++i) {
       const TiledTask& task = t.tasks()[static_cast<size_t>(i)];
-      ASSERT_GE(task.warp, warp_begin[static_cast<size_t>(at)]) << "task " << i;
-      ASSERT_LT(task.warp, warp_begin[static_cast<size_t>(at) + 1]) << "task " << i;
-      const TiledWarp& warp = warps[static_cast<size_t>(task.warp)];
-      EXPECT_EQ(task.first_step % kTiledTaskSteps, 0);
-      ASSERT_LT(task.first_step, warp.steps);
-      EXPECT_EQ(covered[static_cast<size_t>(task.warp)], task.first_step)
-          << "the tasks of warp " << task.warp << " are not in step order or overlap";
-      covered[static_cast<size_t>(task.warp)] =
-          std::min<int64_t>(warp.steps, task.first_step + kTiledTaskSteps);
+      const int64_t w = warp_begin[static_cast<size_t>(at)] + task.warp_offset;
+      const int64_t first_step = int64_t{task.chunk} * kTiledTaskSteps;
+      ASSERT_LT(w, warp_begin[static_cast<size_t>(at) + 1]) << "task " << i;
+      const TiledWarp& warp = warps[static_cast<size_t>(w)];
+      ASSERT_LT(first_step, warp.steps);
+      EXPECT_EQ(covered[static_cast<size_t>(w)], first_step)
+          << "the tasks of warp " << w << " are not in step order or overlap";
+      covered[static_cast<size_t>(w)] =
+          std::min<int64_t>(warp.steps, first_step + kTiledTaskSteps);
     }
   }
   for (size_t w = 0; w < warps.size(); ++w) {
     EXPECT_EQ(covered[w], warps[w].steps) << "warp " << w;
   }
   EXPECT_EQ(t.most_tasks_per_orbit(), most);
-  // The forward's thread blocks, view by view.
+  // The forward's parts, view by view: enough for the orbit with the most tasks.
   const int64_t views = pairs / orbits;
-  ASSERT_EQ(static_cast<int64_t>(t.forward_block_begin().size()), views + 1);
-  ASSERT_EQ(t.forward_block_begin().back(), static_cast<int64_t>(t.forward_blocks().size()));
   for (int64_t v = 0; v < views; ++v) {
-    int64_t next_task = t.orbit_task_begin()[static_cast<size_t>(v * orbits)];
-    for (int64_t b = t.forward_block_begin()[static_cast<size_t>(v)];
-         b < t.forward_block_begin()[static_cast<size_t>(v) + 1]; ++b) {
-      const TiledForwardBlock& block = t.forward_blocks()[static_cast<size_t>(b)];
-      ASSERT_GE(block.orbit, 0);
-      ASSERT_LT(block.orbit, orbits);
-      const int64_t at = v * orbits + block.orbit;
-      EXPECT_EQ(block.first_task, next_task) << "view " << v << ", block " << b;
-      EXPECT_GE(block.tasks, 1);
-      EXPECT_LE(block.tasks, kTiledForwardTasks);
-      EXPECT_GE(block.first_task, t.orbit_task_begin()[static_cast<size_t>(at)]);
-      EXPECT_LE(block.first_task + block.tasks, t.orbit_task_begin()[static_cast<size_t>(at) + 1]);
-      next_task = block.first_task + block.tasks;
+    int64_t most = 0;
+    for (int64_t o = 0; o < orbits; ++o) {
+      const size_t at = static_cast<size_t>(v * orbits + o);
+      most = std::max(most, t.orbit_task_begin()[at + 1] - t.orbit_task_begin()[at]);
     }
-    EXPECT_EQ(next_task, t.orbit_task_begin()[static_cast<size_t>((v + 1) * orbits)])
-        << "view " << v << ": the forward's blocks leave tasks out";
+    EXPECT_GE(int64_t{t.forward_parts(v)} * kTiledForwardTasks, most) << "view " << v;
+    EXPECT_LT(int64_t{t.forward_parts(v) - 1} * kTiledForwardTasks, std::max<int64_t>(most, 1))
+        << "view " << v;
   }
-  EXPECT_GT(t.bytes(), t.tasks().size() * sizeof(TiledTask));
+  EXPECT_EQ(t.bytes(), 4 * t.tasks().size() + 8 * t.orbit_task_begin().size());
 }
 
 TEST(TiledTasksTest, TasksCoverEveryStepOfEveryWarpOnce) {
@@ -100,6 +90,22 @@ TEST(TiledTasksTest, MalformedOffsetsAreRefused) {
   ASSERT_FALSE(uneven.ok());
   EXPECT_NE(uneven.status().message().find("3 orbits per view"), std::string::npos)
       << uneven.status();
+}
+
+TEST(TiledTasksTest, WhatSixteenBitsCannotHoldIsRefused) {
+  // 65536 warps in one orbit fit the task's warp offset; 65537 do not.
+  const std::vector<TiledWarp> many(65537);
+  EXPECT_TRUE(TiledTasks::Build({0, 65536}, many, 1).ok());
+  const absl::StatusOr<TiledTasks> too_many = TiledTasks::Build({0, 65537}, many, 1);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("65537 warps in one orbit"), std::string::npos)
+      << too_many.status();
+  // A warp of 65536 tasks fits the chunk index; one more step does not.
+  std::vector<TiledWarp> longest(1);
+  longest[0].steps = 65536 * kTiledTaskSteps;
+  EXPECT_TRUE(TiledTasks::Build({0, 1}, longest, 1).ok());
+  longest[0].steps += 1;
+  EXPECT_FALSE(TiledTasks::Build({0, 1}, longest, 1).ok());
 }
 
 }  // namespace
