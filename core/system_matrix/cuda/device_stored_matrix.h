@@ -91,23 +91,26 @@ enum class SymmetricKernels {
   // orbit transpose on the same arrays; ART keeps the image's transposed copy. Only this
   // layout is on the device.
   kSegmented,
-  // Both products on the tiled layout (tiled_runs.h, cuda/tiled_products.cu): one thread
-  // block per orbit of pixel tiles, x (forward) and the accumulators (transpose) in shared
-  // memory, the matrix streamed in coalesced lines; the forward adds its ray sums with
-  // global atomics, the transpose forms z from them and writes each tile once (no global
-  // atomics). An ART block is two launches. slab_steps > 0 is the tile side (0: its
-  // default, TiledRuns::TileSideFor). Only this layout is on the device.
+  // Both products on the tiled layout (tiled_runs.h, tiled_tasks.h,
+  // cuda/tiled_products.cu): orbit of pixel tiles by orbit, x (forward) and the accumulators
+  // (transpose) in shared memory, the matrix streamed in coalesced lines, in tasks of at
+  // most 8 steps; the forward adds its ray sums with global atomics, a combine kernel forms
+  // z, the transpose (one thread block per orbit) writes each tile once (no global atomics).
+  // An ART block is three launches. slab_steps > 0 is the tile side (0: its default,
+  // TiledRuns::TileSideFor). Only this layout is on the device.
   kTiled,
   // kTiled with each ART launch allowed to start while the previous one ends (programmatic
-  // dependent launch): its thread blocks prefetch their matrix slots, then wait; the
-  // transpose also prefetches the next block's slots into L2 (views of at most 16 MB).
+  // dependent launch): its thread blocks read what does not depend on the previous kernel,
+  // then wait; the transpose prefetches the next block's slots into L2 (views of at most
+  // 16 MB).
   kTiledOverlap,
   // kTiledOverlap with the transpose's shared accumulators in int32 fixed point (one integer
   // add each instead of a float compare-and-store loop; scaled per thread block so that no
   // sum overflows; each add within 5e-10 of the block's bound). The fastest per sweep
-  // measured (bench/NOTES.md part 3: 1.16x / 1.35x / 1.81x orbit at 512^2 / 1024^2 /
-  // 2048^2), not the default: its layout is built on the host at the matrix's first upload
-  // (seconds; kept with the matrix for later uploads, SymmetricSystemMatrix::TiledLayout).
+  // measured (bench/NOTES.md, "ART's tiled kernels in tasks": 2.1x / 2.1x / 2.4x cuSPARSE at
+  // 512^2 / 1024^2 / 2048^2 on an H200), not the default: its layout is built on the host at
+  // the matrix's first upload (seconds; kept with the matrix for later uploads,
+  // SymmetricSystemMatrix::TiledLayout).
   kTiledFixed,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x

@@ -3,17 +3,18 @@
 // memory, the matrix streamed in coalesced lines. Three kernels per block:
 //
 // TiledForwardKernel: a thread block takes up to kTiledForwardTasks consecutive tasks of
-// one orbit of tiles, one per warp (block (part, orbit) of the launch). It loads x over the orbit's (up to) eight tiles into eight planes
-// of shared memory, each in the representative tile T0's frame (plane p holds x at
-// M_p(p0) in p0's place); then each lane reads its task's slots (weight, place in T0) in one
-// batch and, for every plane p, adds w xs[p][place]: 8 shared-memory loads and FMAs per
-// stored entry, at offsets fixed at compile time for the common tile sides. The sums stay
-// in plane order: a lane of a warp of tile M_g(T0) adds them, for each of its (one or two)
-// rays c, into sums[(g * columns + c) * 8 + p] (two 4-float global atomicAdds). Plane p of
-// a warp of map g is view k of the block for p = M_k M_g (kTiledCompose).
+// one orbit of tiles, one per warp (block (part, orbit) of the launch). It loads x over the
+// orbit's (up to) eight tiles into eight planes of shared memory, each in the
+// representative tile T0's frame (plane p holds x at M_p(p0) in p0's place); then each lane
+// reads its task's slots (weight, place in T0) in one batch and, for every plane p, adds
+// w xs[p][place]: 8 shared-memory loads and FMAs per stored entry, at offsets fixed at
+// compile time for the common tile sides. The sums stay in plane order: a lane of a warp of
+// tile M_g(T0) adds them, for each of its (one or two) rays c, into
+// sums[(g * columns + c) * 8 + p] (two 4-float global atomicAdds). Plane p of a warp of map
+// g is view k of the block for p = M_k M_g (kTiledCompose).
 //
-// TiledCombineKernel: per ray c and view k, the sum over the maps g of the plane that
-// is view k (products: A x into its place; ART: the residual, and z = step_scale r / ||a||^2),
+// TiledCombineKernel: per ray c and view k, the sum over the maps g of the plane that is
+// view k (products: A x into its place; ART: the residual, and z = step_scale r / ||a||^2),
 // the sums cleared for the next block; z, for the transpose, written the same way round:
 // z_maps[(g * columns + c) * 8 + p] = z_k for p = M_k M_g (0 for planes that are no view of
 // the block); the largest |z| of the block by an integer atomicMax (fixed point, below).
