@@ -119,15 +119,27 @@ __device__ __forceinline__ int64_t MapRayIndex(const TiledDeviceArrays& d, int g
   return (static_cast<int64_t>(g) * d.columns + c) * 8;
 }
 
-// Task t of the orbit whose first warp is first_warp: its warp and first step.
-struct WarpTask {
-  int64_t warp;
-  int first_step;
+// What a lane takes of task t (of the orbit whose first warp is first_warp): its warp's map
+// and steps, the task's first step, the lane's rays and switch step, and its slots.
+struct LaneTask {
+  int map, steps, first_step;
+  uint32_t rays;  // first | second << 16
+  int change;     // the step at which the lane moves to its second ray
+  int place[kTiledTaskSteps];
+  float wt[kTiledTaskSteps];
 };
-__device__ __forceinline__ WarpTask TaskAt(const TiledDeviceArrays& d, int64_t t,
-                                           int64_t first_warp) {
+__device__ __forceinline__ void LoadLaneTask(const TiledDeviceArrays& d, int64_t t,
+                                             int64_t first_warp, int lane, LaneTask& out) {
   const TiledTask task = d.tasks[t];
-  return {first_warp + task.warp_offset, kTiledTaskSteps * static_cast<int>(task.chunk)};
+  const int64_t warp = first_warp + task.warp_offset;
+  const TiledWarp header = d.warps[warp];
+  out.map = header.map;
+  out.steps = header.steps;
+  out.first_step = kTiledTaskSteps * static_cast<int>(task.chunk);
+  out.rays = d.lane_rays[warp * 32 + lane];
+  out.change = d.lane_switch[warp * 32 + lane];
+  const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(out.first_step) + lane;
+  LoadTaskSlots(d.local + slot, d.weights + slot, out.steps - out.first_step, out.place, out.wt);
 }
 
 template <int kPlane>
@@ -167,36 +179,31 @@ __global__ void __launch_bounds__(kForwardThreads, 4)
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= tasks) return;
-  const WarpTask task = TaskAt(d, first_task + warp, first_warp);
-  const TiledWarp header = d.warps[task.warp];
-  const int64_t lane_at = task.warp * 32 + lane;
-  const uint32_t rays = d.lane_rays[lane_at];
-  const int change = d.lane_switch[lane_at];
-  const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
-  int place[kTiledTaskSteps];
-  float wt[kTiledTaskSteps];
-  LoadTaskSlots(d.local + slot, d.weights + slot, header.steps - task.first_step, place, wt);
+  LaneTask task;
+  LoadLaneTask(d, first_task + warp, first_warp, lane, task);
   // Sums of the lane's first ray (steps before `change`) and of its second, plane by plane:
   // no branch and no store in the loop.
   float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
   for (int j = 0; j < kTiledTaskSteps; ++j) {
-    const float w1 = task.first_step + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
+    const float w1 = task.first_step + j < task.change ? task.wt[j] : 0.0f, w2 = task.wt[j] - w1;
 #pragma unroll
     for (int p = 0; p < 8; ++p) {
-      const float xv = xs[p * plane + place[j]];
+      const float xv = xs[p * plane + task.place[j]];
       first[p] = fmaf(w1, xv, first[p]);
       second[p] = fmaf(w2, xv, second[p]);
     }
   }
   const auto add = [&](uint32_t c, const float* v) {
     if (c == kTiledNoRay) return;
-    float4* to = reinterpret_cast<float4*>(sums + MapRayIndex(d, header.map, c));
+    float4* to = reinterpret_cast<float4*>(sums + MapRayIndex(d, task.map, c));
     atomicAdd(to, make_float4(v[0], v[1], v[2], v[3]));
     atomicAdd(to + 1, make_float4(v[4], v[5], v[6], v[7]));
   };
-  if (task.first_step < change) add(rays & 0xffffu, first);
-  if (task.first_step + kTiledTaskSteps > change && change < header.steps) add(rays >> 16, second);
+  if (task.first_step < task.change) add(task.rays & 0xffffu, first);
+  if (task.first_step + kTiledTaskSteps > task.change && task.change < task.steps) {
+    add(task.rays >> 16, second);
+  }
 }
 
 // One thread per (ray c, view slot k), the 8 slots of a ray in one group of 8 lanes.
@@ -298,39 +305,33 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
   const int64_t end = d.orbit_task_begin[at + 1];
   const int64_t first_warp = d.orbit_warp_begin[at];
   for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += warps) {
-    const WarpTask task = TaskAt(d, t, first_warp);
-    const TiledWarp header = d.warps[task.warp];
-    const int64_t lane_at = task.warp * 32 + lane;
-    const uint32_t rays = d.lane_rays[lane_at];
-    const int change = d.lane_switch[lane_at];
-    const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
-    int place[kTiledTaskSteps];
-    float wt[kTiledTaskSteps];
-    LoadTaskSlots(d.local + slot, d.weights + slot, header.steps - task.first_step, place, wt);
+    LaneTask task;
+    LoadLaneTask(d, t, first_warp, lane, task);
     // z of the lane's rays in this warp's plane order (0 for no ray).
     float z1[8], z2[8];
     const auto load_z = [&](uint32_t c, float* z) {
       float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
       if (c != kTiledNoRay) {
-        const float4* from = reinterpret_cast<const float4*>(z_maps + MapRayIndex(d, header.map, c));
+        const float4* from =
+            reinterpret_cast<const float4*>(z_maps + MapRayIndex(d, task.map, c));
         a = __ldg(from);
         b = __ldg(from + 1);
       }
       z[0] = a.x * scale, z[1] = a.y * scale, z[2] = a.z * scale, z[3] = a.w * scale;
       z[4] = b.x * scale, z[5] = b.y * scale, z[6] = b.z * scale, z[7] = b.w * scale;
     };
-    load_z(rays & 0xffffu, z1);
-    load_z(rays >> 16, z2);
+    load_z(task.rays & 0xffffu, z1);
+    load_z(task.rays >> 16, z2);
 #pragma unroll
     for (int j = 0; j < kTiledTaskSteps; ++j) {
-      const bool on_first = task.first_step + j < change;
+      const bool on_first = task.first_step + j < task.change;
 #pragma unroll
       for (int p = 0; p < 8; ++p) {
-        const float value = wt[j] * (on_first ? z1[p] : z2[p]);
+        const float value = task.wt[j] * (on_first ? z1[p] : z2[p]);
         if (kFixed) {
-          atomicAdd(acc_fixed + p * plane + place[j], __float2int_rn(value));
+          atomicAdd(acc_fixed + p * plane + task.place[j], __float2int_rn(value));
         } else {
-          atomicAdd(acc + p * plane + place[j], value);
+          atomicAdd(acc + p * plane + task.place[j], value);
         }
       }
     }
