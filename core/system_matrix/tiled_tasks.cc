@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 
@@ -51,11 +52,23 @@ absl::StatusOr<TiledTasks> TiledTasks::Build(const std::vector<int64_t>& orbit_w
     }
   }
   t.orbit_task_begin_.push_back(static_cast<int64_t>(t.tasks_.size()));
+  const auto tasks_of = [&](int64_t at) {
+    return t.orbit_task_begin_[static_cast<size_t>(at) + 1] - t.orbit_task_begin_[static_cast<size_t>(at)];
+  };
+  t.transpose_order_.resize(static_cast<size_t>(groups));
+  for (int64_t first = 0; first < groups; first += orbits_per_view) {
+    const auto begin = t.transpose_order_.begin() + first;
+    std::iota(begin, begin + orbits_per_view, 0);
+    std::stable_sort(begin, begin + orbits_per_view, [&](int32_t a, int32_t b) {
+      return tasks_of(first + a) > tasks_of(first + b);
+    });
+  }
   return t;
 }
 
 uint64_t TiledTasks::bytes() const {
-  return tasks_.size() * sizeof(TiledTask) + orbit_task_begin_.size() * sizeof(int64_t);
+  return tasks_.size() * sizeof(TiledTask) + orbit_task_begin_.size() * sizeof(int64_t) +
+         transpose_order_.size() * sizeof(int32_t);
 }
 
 }  // namespace tomo::core::system_matrix

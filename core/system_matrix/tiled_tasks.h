@@ -39,15 +39,21 @@ class TiledTasks {
   // Forward thread blocks per orbit in stored view v's launch: the most tasks of one of its
   // orbits over kTiledForwardTasks, rounded up.
   int32_t forward_parts(int64_t view) const { return forward_parts_[static_cast<size_t>(view)]; }
+  // Per stored view, its orbits by decreasing tasks (ties: by index): the transpose's block
+  // b of view v takes orbit transpose_order[v * orbits + b]. Blocks start in about that
+  // order, so when the orbits outnumber what the device holds at once, the largest run
+  // first and the last to start are the smallest (longest processing time first).
+  const std::vector<int32_t>& transpose_order() const { return transpose_order_; }
   // The most tasks of one (stored view, orbit): what sizes the transpose's thread blocks.
   int64_t most_tasks_per_orbit() const { return most_tasks_per_orbit_; }
-  // Device bytes of tasks() and orbit_task_begin().
+  // Device bytes of tasks(), orbit_task_begin() and transpose_order().
   uint64_t bytes() const;
 
  private:
   std::vector<TiledTask> tasks_;
   std::vector<int64_t> orbit_task_begin_;
   std::vector<int32_t> forward_parts_;  // per stored view
+  std::vector<int32_t> transpose_order_;
   int64_t most_tasks_per_orbit_ = 0;
 };
 

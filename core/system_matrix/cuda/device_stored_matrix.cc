@@ -264,6 +264,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       const TiledTasks& tasks = tiled.tasks();
       TOMO_ASSIGN_OR_RETURN(m->tiled_tasks_, Upload(tasks.tasks(), s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_orbit_task_begin_, Upload(tasks.orbit_task_begin(), s));
+      TOMO_ASSIGN_OR_RETURN(m->tiled_transpose_order_, Upload(tasks.transpose_order(), s));
       for (int64_t v = 0; v < a.num_blocks(); ++v) {
         m->tiled_forward_parts_.push_back(tasks.forward_parts(v));
       }
@@ -283,7 +284,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
                    m->tiled_lane_switch_.get(), m->tiled_warps_.get(),
                    m->tiled_orbit_warp_begin_.get(), m->tiled_orbits_.get(),
                    m->row_norm2_.get(), m->tiled_column_bound_.get(), m->tiled_tasks_.get(),
-                   m->tiled_orbit_task_begin_.get(), n, columns,
+                   m->tiled_orbit_task_begin_.get(), m->tiled_transpose_order_.get(), n, columns,
                    static_cast<int32_t>(tiled.orbits_per_view()), tiled.tile_side(),
                    tiled.stride()};
       cuda::ComposeTable compose;
@@ -325,7 +326,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            tiled_warps_.size_bytes() +
            tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes() +
            tiled_column_bound_.size_bytes() + tiled_tasks_.size_bytes() +
-           tiled_orbit_task_begin_.size_bytes();
+           tiled_orbit_task_begin_.size_bytes() + tiled_transpose_order_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -628,6 +629,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<TileOrbit> tiled_orbits_;
   DeviceBuffer<TiledTask> tiled_tasks_;
   DeviceBuffer<int64_t> tiled_orbit_task_begin_;
+  DeviceBuffer<int32_t> tiled_transpose_order_;
   std::vector<int32_t> tiled_forward_parts_;  // per stored view (TiledTasks::forward_parts)
   DeviceBuffer<float> tiled_z_maps_;
   DeviceBuffer<int32_t> tiled_largest_z_;

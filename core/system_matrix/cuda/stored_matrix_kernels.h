@@ -206,6 +206,7 @@ struct TiledDeviceArrays {
   const float* column_bound;  // per stored view (TiledRuns::column_bound)
   const TiledTask* tasks;
   const int64_t* orbit_task_begin;  // stored views x orbits + 1
+  const int32_t* transpose_order;   // stored views x orbits (TiledTasks::transpose_order)
   int32_t n, columns, orbits_per_view, tile_side, stride;
   // Threads per thread block of the transpose (ChooseTiledBackThreads).
   int32_t back_threads = 64;

@@ -19,8 +19,8 @@
 // z_maps[(g * columns + c) * 8 + p] = z_k for p = M_k M_g (0 for planes that are no view of
 // the block); the largest |z| of the block by an integer atomicMax (fixed point, below).
 //
-// TiledBackKernel: one thread block per orbit of tiles (it owns the orbit's pixels), its
-// warps taking the orbit's tasks in turn: a lane reads z in plane order for its rays (two
+// TiledBackKernel: one thread block per orbit of tiles (it owns the orbit's pixels; the
+// largest orbits first), its warps taking the orbit's tasks in turn: a lane reads z in plane order for its rays (two
 // 4-float loads each) and its task's slots, and adds w z_p at place of plane p (int32 fixed
 // point, or float); then each distinct tile of the orbit is written once (x = x + the planes
 // whose tile it is, clamped when asked): one owner per pixel, no global atomics.
@@ -282,7 +282,9 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
                     float* __restrict__ x, int clamp) {
   extern __shared__ float acc[];
   int* const acc_fixed = reinterpret_cast<int*>(acc);
-  const int orbit_index = blockIdx.x;
+  // The largest orbits first (TiledTasks::transpose_order).
+  const int orbit_index =
+      d.transpose_order[static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x];
   const int plane = PlaneFloats<kPlane>(d);
   // The next block's matrix comes into L2 while this transpose reads this one's from there.
   if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view, orbit_index);

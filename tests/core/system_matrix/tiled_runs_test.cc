@@ -134,7 +134,8 @@ TEST(TiledRunsTest, EveryStoredEntryOnceAndPaddingCounted) {
                                static_cast<int64_t>(sizeof(TileOrbit)) * t.orbits_per_view() +
                                4 * a.num_blocks() + 4 * a.stored_rows() +
                                4 * static_cast<int64_t>(t.tasks().tasks().size()) +
-                               8 * static_cast<int64_t>(t.tasks().orbit_task_begin().size())));
+                               8 * static_cast<int64_t>(t.tasks().orbit_task_begin().size()) +
+                               4 * static_cast<int64_t>(t.tasks().transpose_order().size())));
       std::map<std::tuple<int64_t, int64_t, int32_t>, float> found;
       int64_t lanes_without_ray_weighted = 0;
       for (int64_t v = 0; v < a.num_blocks(); ++v) {

@@ -2,13 +2,14 @@
 // symmetric fan cases and an odd grid, for several tile sides: every step of every warp lies
 // in exactly one task, a task holds at most kTiledTaskSteps steps and starts on a multiple
 // of them, the tasks of (stored view, orbit) are that pair's warps', and each view's forward
-// has parts enough for its orbit with the most tasks and no more; malformed offsets are
-// refused.
+// has parts enough for its orbit with the most tasks and no more, the transpose takes each
+// view's orbits once, largest first; malformed offsets are refused.
 #include "core/system_matrix/tiled_tasks.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,25 @@ void ExpectTasksCoverTheLayout(const TiledRuns& layout) {
     EXPECT_LT(int64_t{t.forward_parts(v) - 1} * kTiledForwardTasks, std::max<int64_t>(most, 1))
         << "view " << v;
   }
-  EXPECT_EQ(t.bytes(), 4 * t.tasks().size() + 8 * t.orbit_task_begin().size());
+  // The transpose's order: each view's orbits once, by decreasing tasks.
+  ASSERT_EQ(static_cast<int64_t>(t.transpose_order().size()), pairs);
+  for (int64_t v = 0; v < views; ++v) {
+    std::vector<bool> seen(static_cast<size_t>(orbits), false);
+    int64_t previous = std::numeric_limits<int64_t>::max();
+    for (int64_t b = 0; b < orbits; ++b) {
+      const int32_t o = t.transpose_order()[static_cast<size_t>(v * orbits + b)];
+      ASSERT_GE(o, 0);
+      ASSERT_LT(o, orbits);
+      EXPECT_FALSE(seen[static_cast<size_t>(o)]) << "view " << v << ", orbit " << o << " twice";
+      seen[static_cast<size_t>(o)] = true;
+      const size_t at = static_cast<size_t>(v * orbits + o);
+      const int64_t tasks = t.orbit_task_begin()[at + 1] - t.orbit_task_begin()[at];
+      EXPECT_LE(tasks, previous) << "view " << v << ", block " << b;
+      previous = tasks;
+    }
+  }
+  EXPECT_EQ(t.bytes(), 4 * t.tasks().size() + 8 * t.orbit_task_begin().size() +
+                           4 * t.transpose_order().size());
 }
 
 TEST(TiledTasksTest, TasksCoverEveryStepOfEveryWarpOnce) {
