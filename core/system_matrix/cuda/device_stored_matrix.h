@@ -107,7 +107,7 @@ enum class SymmetricKernels {
   // kTiledOverlap with the transpose's shared accumulators in int32 fixed point (one integer
   // add each instead of a float compare-and-store loop; scaled per thread block so that no
   // sum overflows; each add within 5e-10 of the block's bound). The fastest per sweep
-  // measured (bench/NOTES.md, "ART's tiled kernels in tasks": 2.1x / 2.1x / 2.4x cuSPARSE at
+  // measured (bench/NOTES.md, "ART's tiled kernels in tasks": 2.4x / 2.2x / 2.5x cuSPARSE at
   // 512^2 / 1024^2 / 2048^2 on an H200), not the default: its layout is built on the host at
   // the matrix's first upload (seconds; kept with the matrix for later uploads,
   // SymmetricSystemMatrix::TiledLayout).
