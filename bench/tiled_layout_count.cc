@@ -5,7 +5,9 @@
 // blocks per launch, bytes against CSR, and per ART block (one stored view) the work the
 // two kernels do: entries, slots, shared-memory accesses, global atomics, matrix bytes; and
 // the seconds the host takes to build the layout (all threads) and to hand it out again
-// (the matrix keeps it: SymmetricSystemMatrix::TiledLayout).
+// (the matrix keeps it: SymmetricSystemMatrix::TiledLayout); and the kernels' tasks
+// (tiled_tasks.h): the forward's thread blocks and atomics, the transpose's threads and
+// waves.
 //
 //   build/bin/tiled-layout-count --sizes 512,1024 --tile-sides 8,16,32
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "core/system_matrix/matrix_memory.h"
 #include "core/system_matrix/stored_matrix.h"
 #include "core/system_matrix/symmetric_system_matrix.h"
+#include "core/system_matrix/cuda/tiled_back_threads.h"
 #include "core/system_matrix/tiled_runs.h"
 
 namespace {
@@ -77,14 +80,14 @@ int Count(int64_t n, const std::vector<int>& sides) {
       most_warps = std::max(most_warps, t.orbit_warp_begin()[o + 1] - t.orbit_warp_begin()[o]);
     }
     std::printf(
-        "  side %d (%ld tiles a side, %ld orbits = thread blocks per launch): slots %.1f M, "
+        "  side %d (%ld tiles a side, %ld orbits = the transpose's thread blocks): slots %.1f M, "
         "padding %.1f %%, %.3f GB = %.2fx under CSR\n"
-        "    per stored view: %.0f warps (%.1f per block, at most %ld), %.1f steps per warp, "
+        "    per stored view: %.0f warps (%.1f per orbit, at most %ld), %.1f steps per warp, "
         "(lane, ray) "
         "segments %.0f (%.2f per lane)\n"
         "    wavefronts per step: gather %.2f, atomic add %.2f\n"
         "    per ART block: entries %.2f M, slots %.2f M, matrix bytes %.2f MB; forward: shared "
-        "loads %.1f M, global atomics %.0f k; transpose: shared atomics %.1f M\n",
+        "loads %.1f M; transpose: shared atomics %.1f M\n",
         side, static_cast<long>(t.tiles_per_axis()), static_cast<long>(t.orbits_per_view()),
         slots / 1e6, 100.0 * (slots - t.entries()) / slots, t.bytes() / 1e9,
         static_cast<double>(need.csr_bytes) / t.bytes(), warps / views,
@@ -92,7 +95,47 @@ int Count(int64_t n, const std::vector<int>& sides) {
         segments / views, segments / (32 * warps), t.gather_wavefronts() / steps,
         t.atomic_wavefronts() / steps, t.entries() / views / 1e6, slots / views / 1e6,
         (slots * 6 + 32 * warps * 6 + warps * 16) / views / 1e6, 8 * slots / views / 1e6,
-        8 * segments / views / 1e3, 8 * slots / views / 1e6);
+        8 * slots / views / 1e6);
+    // The kernels' tasks (tiled_tasks.h): the forward's launched and working thread blocks,
+    // its 4-float global atomics (two per lane and ray present in a task), and the
+    // transpose's threads and waves on 132 multiprocessors of 1024 threads (an H100's).
+    const TiledTasks& tasks = t.tasks();
+    int64_t launched = 0, working = 0, float4_atomics = 0;
+    for (int64_t v = 0; v < a.num_blocks(); ++v) {
+      launched += int64_t{tasks.forward_parts(v)} * t.orbits_per_view();
+      for (int64_t o = 0; o < t.orbits_per_view(); ++o) {
+        const size_t at = static_cast<size_t>(v * t.orbits_per_view() + o);
+        const int64_t count = tasks.orbit_task_begin()[at + 1] - tasks.orbit_task_begin()[at];
+        working += (count + kTiledForwardTasks - 1) / kTiledForwardTasks;
+        for (int64_t i = tasks.orbit_task_begin()[at]; i < tasks.orbit_task_begin()[at + 1]; ++i) {
+          const TiledTask& task = tasks.tasks()[static_cast<size_t>(i)];
+          const int64_t w = t.orbit_warp_begin()[at] + task.warp_offset;
+          const int64_t first_step = int64_t{task.chunk} * kTiledTaskSteps;
+          const int64_t warp_steps = t.warps()[static_cast<size_t>(w)].steps;
+          for (int l = 0; l < 32; ++l) {
+            const uint32_t rays = t.lane_rays()[static_cast<size_t>(32 * w + l)];
+            const int64_t change = t.lane_switch()[static_cast<size_t>(32 * w + l)];
+            if ((rays & 0xffffu) != kTiledNoRay && first_step < change) float4_atomics += 2;
+            if ((rays >> 16) != kTiledNoRay && first_step + kTiledTaskSteps > change &&
+                change < warp_steps) {
+              float4_atomics += 2;
+            }
+          }
+        }
+      }
+    }
+    const int back_threads =
+        cuda::TiledBackThreads(t.orbits_per_view(), tasks.most_tasks_per_orbit(), 132, 1024);
+    const int64_t blocks_per_sm = std::max<int64_t>(1, 1024 / back_threads);
+    std::printf(
+        "    tasks: %.0f per stored view (%.2f steps each), %ld at most per orbit; forward: "
+        "%.0f thread blocks launched per ART block, %.0f with tasks, 4-float global atomics "
+        "%.0f k; transpose: %d threads per block, %.2f waves on 132 multiprocessors\n",
+        static_cast<double>(tasks.tasks().size()) / views,
+        steps / static_cast<double>(tasks.tasks().size()),
+        static_cast<long>(tasks.most_tasks_per_orbit()), launched / views, working / views,
+        float4_atomics / views / 1e3, back_threads,
+        static_cast<double>(t.orbits_per_view()) / (132.0 * blocks_per_sm));
     std::fflush(stdout);
   }
   return 0;
