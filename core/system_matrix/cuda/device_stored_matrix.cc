@@ -11,6 +11,7 @@
 #include "core/operators/cuda/cuda_resources.h"
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/symmetric_launch_params.h"
+#include "core/system_matrix/cuda/tiled_sweep_owners.h"
 #include "core/system_matrix/dense_slabs.h"
 #include "core/system_matrix/interleaved_runs.h"
 #include "core/system_matrix/segmented_runs.h"
@@ -303,6 +304,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_z_maps_, DeviceBuffer<float>::Allocate(map_floats, s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_largest_z_, DeviceBuffer<int32_t>::Allocate(
           static_cast<size_t>(a.num_blocks()) + 1, s));
+      if (kernels == SymmetricKernels::kTiledSweep) TOMO_RETURN_IF_ERROR(m->PrepareSweep(tasks, s));
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     const size_t groups = static_cast<size_t>((columns + 31) / 32);
@@ -326,7 +328,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
            tiled_warps_.size_bytes() +
            tiled_orbit_warp_begin_.size_bytes() + tiled_orbits_.size_bytes() +
            tiled_column_bound_.size_bytes() + tiled_tasks_.size_bytes() +
-           tiled_orbit_task_begin_.size_bytes() + tiled_transpose_order_.size_bytes();
+           tiled_orbit_task_begin_.size_bytes() + tiled_transpose_order_.size_bytes() +
+           sweep_owner_begin_.size_bytes() + sweep_owned_orbits_.size_bytes();
   }
 
   absl::Status Forward(const float* x, float* y) override {
@@ -382,6 +385,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   }
 
   cudaStream_t stream() const override { return stream_.get(); }
+  bool one_launch_sweeps() const override { return sweep_thread_blocks_ > 0; }
 
   absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                    const RunContext& context) override {
@@ -401,6 +405,12 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       const SymmetricViewBlocks view_blocks(a_);
       const double bound = static_cast<double>(std::max<int64_t>(1, view_blocks.MaxRowsPerPixel(b)));
       blocks.push_back(cuda::OrbitOf(a_, b, static_cast<float>(options.relaxation / bound)));
+    }
+    if (sweep_thread_blocks_ > 0) {  // the sweep kernel reads the blocks from the device
+      TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sweep_blocks_.get(), blocks.data(),
+                                                blocks.size() * sizeof(cuda::OrbitBlock),
+                                                cudaMemcpyHostToDevice, s));
+      TOMO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     }
     ArtResult result;
     result.image = Array3D({1, a_.scan().ny(), a_.scan().nx()});
@@ -427,7 +437,30 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   bool UsesInterleaved() const { return kernels_ == SymmetricKernels::kBlocked; }
   bool UsesTiled() const {
     return kernels_ == SymmetricKernels::kTiled || kernels_ == SymmetricKernels::kTiledOverlap ||
-           kernels_ == SymmetricKernels::kTiledFixed;
+           kernels_ == SymmetricKernels::kTiledFixed || kernels_ == SymmetricKernels::kTiledSweep;
+  }
+  // The transpose's accumulators in int32 fixed point.
+  bool TiledFixedPoint() const {
+    return kernels_ == SymmetricKernels::kTiledFixed || kernels_ == SymmetricKernels::kTiledSweep;
+  }
+
+  // kTiledSweep: the owners of the orbits for this device's thread blocks, when the sweep
+  // kernel can run here (sweep_thread_blocks_ stays 0 otherwise: per-block launches).
+  absl::Status PrepareSweep(const TiledTasks& tasks, cudaStream_t s) {
+    int thread_blocks = 0, fits = 0;
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::TiledSweepThreadBlocks(tiled_, 0, &thread_blocks));
+    if (thread_blocks == 0) return absl::OkStatus();
+    const cuda::TiledSweepOwners owners =
+        cuda::AssignTiledSweepOwners(tasks.orbit_task_begin(), tiled_.orbits_per_view, thread_blocks);
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::TiledSweepThreadBlocks(tiled_, owners.most_orbits, &fits));
+    if (fits == 0) return absl::OkStatus();
+    TOMO_ASSIGN_OR_RETURN(sweep_owner_begin_, Upload(owners.begin, s));
+    TOMO_ASSIGN_OR_RETURN(sweep_owned_orbits_, Upload(owners.orbits, s));
+    TOMO_ASSIGN_OR_RETURN(sweep_blocks_, DeviceBuffer<cuda::OrbitBlock>::Allocate(
+        static_cast<size_t>(a_.num_blocks()), s));
+    sweep_thread_blocks_ = thread_blocks;
+    sweep_most_orbits_ = owners.most_orbits;
+    return absl::OkStatus();
   }
 
   // One ART sweep on the tiled layout: per block the forward (into the sums by map), the
@@ -438,8 +471,26 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     const cudaStream_t s = stream_.get();
     TOMO_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(tiled_largest_z_.get(), 0, tiled_largest_z_.size_bytes(), s));
+    if (sweep_thread_blocks_ > 0) {  // one launch; sweep_blocks_ holds `blocks` (RunArt)
+      cuda::TiledSweep sweep;
+      sweep.blocks = sweep_blocks_.get();
+      sweep.block_count = static_cast<int32_t>(blocks.size());
+      sweep.projections = run.b.get();
+      sweep.residual = run.residual.get();
+      sweep.sums = partials_.get();
+      sweep.z_maps = tiled_z_maps_.get();
+      sweep.largest_z_bits = tiled_largest_z_.get();
+      sweep.x = run.x.get();
+      sweep.clamp = clamp ? 1 : 0;
+      sweep.prefetch = tiled_view_bytes_ <= kTiledPrefetchBytes ? 1 : 0;
+      sweep.owner_begin = sweep_owner_begin_.get();
+      sweep.owned_orbits = sweep_owned_orbits_.get();
+      TOMO_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchTiledSweep(tiled_, sweep, sweep_thread_blocks_, sweep_most_orbits_, s));
+      return absl::OkStatus();
+    }
     const bool overlap = kernels_ != SymmetricKernels::kTiled;
-    const bool fixed_point = kernels_ == SymmetricKernels::kTiledFixed;
+    const bool fixed_point = TiledFixedPoint();
     for (size_t b = 0; b < blocks.size(); ++b) {
       const cuda::OrbitBlock& block = blocks[b];
       // The first forward follows the memset: no overlap there.
@@ -557,7 +608,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         break;
       case SymmetricKernels::kTiled:
       case SymmetricKernels::kTiledOverlap:
-      case SymmetricKernels::kTiledFixed: {
+      case SymmetricKernels::kTiledFixed:
+      case SymmetricKernels::kTiledSweep: {
         int32_t* largest = tiled_largest_z_.get() + (tiled_largest_z_.size() - 1);
         TOMO_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(largest, 0, sizeof(int32_t), stream_.get()));
         cuda::TiledCombine combine;
@@ -568,7 +620,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
             cuda::LaunchTiledCombine(tiled_, block, combine, false, stream_.get()));
         TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledBack(
             tiled_, block, tiled_z_maps_.get(), largest, /*next_stored_view=*/-1, x, clamp,
-            /*overlap=*/false, kernels_ == SymmetricKernels::kTiledFixed, stream_.get()));
+            /*overlap=*/false, TiledFixedPoint(), stream_.get()));
         break;
       }
       case SymmetricKernels::kDense: {
@@ -635,6 +687,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<int32_t> tiled_largest_z_;
   cuda::TiledDeviceArrays tiled_{};
   uint64_t tiled_view_bytes_ = 0;  // the slots of the largest stored view
+  // kTiledSweep (PrepareSweep): the sweep kernel's thread blocks (0: per-block launches),
+  // their orbits, and the sweep's blocks (written by RunArt).
+  int sweep_thread_blocks_ = 0, sweep_most_orbits_ = 0;
+  DeviceBuffer<int32_t> sweep_owner_begin_, sweep_owned_orbits_;
+  DeviceBuffer<cuda::OrbitBlock> sweep_blocks_;
   // Up to this, the transpose prefetches the next block's slots into L2 (kTiledOverlap):
   // the current block's stay there too (50 MB on an H100).
   static constexpr uint64_t kTiledPrefetchBytes = uint64_t{16} << 20;
@@ -810,6 +867,8 @@ const char* SymmetricKernelsName(SymmetricKernels kernels) {
       return "tiled-overlap";
     case SymmetricKernels::kTiledFixed:
       return "tiled-fixed";
+    case SymmetricKernels::kTiledSweep:
+      return "tiled-sweep";
   }
   return "?";
 }
@@ -818,7 +877,7 @@ std::vector<SymmetricKernels> AllSymmetricKernels() {
   return {SymmetricKernels::kGather, SymmetricKernels::kOrbit, SymmetricKernels::kDense,
           SymmetricKernels::kDenseOrbit, SymmetricKernels::kBlocked, SymmetricKernels::kSegmented,
           SymmetricKernels::kTiled, SymmetricKernels::kTiledOverlap,
-          SymmetricKernels::kTiledFixed};
+          SymmetricKernels::kTiledFixed, SymmetricKernels::kTiledSweep};
 }
 
 absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) {

@@ -55,6 +55,9 @@ class DeviceStoredMatrix {
   virtual absl::Status BackViewsAddOnDevice(const std::vector<int64_t>& views, const float* z,
                                             float* x) = 0;
   virtual cudaStream_t stream() const = 0;
+  // Whether RunArt runs each sweep as one launch (SymmetricKernels::kTiledSweep where the
+  // device allows it).
+  virtual bool one_launch_sweeps() const { return false; }
   // projections: (views, 1, columns).
   virtual absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                            const RunContext& context) = 0;
@@ -112,6 +115,14 @@ enum class SymmetricKernels {
   // the matrix's first upload (seconds; kept with the matrix for later uploads,
   // SymmetricSystemMatrix::TiledLayout).
   kTiledFixed,
+  // kTiledFixed's kernels as one cooperative launch per ART sweep (cuda/tiled_products.cu,
+  // TiledSweepKernel): a thread block per multiprocessor owns orbits of tiles for the whole
+  // sweep (cuda/tiled_sweep_owners.h) and runs their forward and transpose; the blocks meet
+  // at two grid-wide barriers per ART block (after the forward, after the combine) instead
+  // of three launches. Where the device cannot keep the thread blocks resident (no
+  // cooperative launch, or their orbits' planes exceed its shared memory) ART takes
+  // kTiledFixed's launches: one_launch_sweeps() says which. The products are kTiledFixed's.
+  kTiledSweep,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x
 // cuSPARSE at 512^2 / 1024^2 / 2048^2), no atomics, the runs format alone on the device.

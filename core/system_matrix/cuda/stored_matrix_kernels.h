@@ -269,6 +269,38 @@ cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
                             int next_stored_view, float* x, bool clamp, bool overlap,
                             bool fixed_point, cudaStream_t stream);
 
+// ART sweeps in one cooperative launch (TiledSweepKernel): its thread blocks, all resident,
+// each own orbits of tiles for the whole sweep (tiled_sweep_owners.h) and, per ART block,
+// run the forward of their orbits (x in shared memory, sums by map as LaunchTiledForward's),
+// meet at a grid-wide barrier, share the combine (as LaunchTiledCombine's with projections
+// and z_maps), meet again, and run the transpose of their orbits in fixed point (as
+// LaunchTiledBack's with fixed_point), whose write-back the same thread block reads at its
+// next forward: two barriers per block and no launch. All pointers on the device.
+struct TiledSweep {
+  const OrbitBlock* blocks = nullptr;  // the sweep's blocks, in order
+  int32_t block_count = 0;
+  const float* projections = nullptr;
+  float* residual = nullptr;
+  float* sums = nullptr;       // a per-map buffer, zero before the sweep (left zero)
+  float* z_maps = nullptr;     // a per-map buffer
+  int32_t* largest_z_bits = nullptr;  // one per block, zero before the sweep
+  float* x = nullptr;
+  int32_t clamp = 0;
+  int32_t prefetch = 0;        // bring the next block's slots into L2 during the transpose
+  const int32_t* owner_begin = nullptr;  // TiledSweepOwners::begin
+  const int32_t* owned_orbits = nullptr; // TiledSweepOwners::orbits
+};
+// The thread blocks of a sweep launch on the current device for a layout with d's tiles
+// whose thread blocks own at most `most_orbits` orbits each, once owners are dealt to them:
+// call with most_orbits = 0 for the device's count (as many as can be resident, at most
+// d.orbits_per_view), deal, then call again with the most dealt to check that their shared
+// memory fits (and allow it). 0 when the sweep cannot run here (no cooperative launch, or
+// the shared memory of its orbits' planes exceeds the device's): ART then takes the
+// per-block launches.
+cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int most_orbits, int* thread_blocks);
+cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep, int thread_blocks,
+                             int most_orbits, cudaStream_t stream);
+
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {
   const int64_t* row_offsets;

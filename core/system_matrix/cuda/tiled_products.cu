@@ -24,7 +24,10 @@
 // 4-float loads each) and its task's slots, and adds w z_p at place of plane p (int32 fixed
 // point, or float); then each distinct tile of the orbit is written once (x = x + the planes
 // whose tile it is, clamped when asked): one owner per pixel, no global atomics.
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <type_traits>
 
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/tiled_back_threads.h"
@@ -35,6 +38,8 @@ namespace {
 constexpr int kForwardThreads = 32 * kTiledForwardTasks;
 constexpr int kTiledMaxBackThreads = 1024;
 constexpr int kCombineThreads = 256;
+// The one-launch sweep: a thread block of 1024 threads per multiprocessor (64 registers).
+constexpr int kSweepThreads = 1024;
 
 // The square maps and their products, indexed by values known only at run time: in constant
 // memory (as kernel arguments indexed so they would be copied to the stack).
@@ -142,29 +147,18 @@ __device__ __forceinline__ void LoadLaneTask(const TiledDeviceArrays& d, int64_t
   LoadTaskSlots(d.local + slot, d.weights + slot, out.steps - out.first_step, out.place, out.wt);
 }
 
+// x over the orbit's (up to) eight tiles into its eight planes of xs, each in T0's frame:
+// pixel r of each tile (in the tile's own rows, which are sx0 or sy0 long) into its place
+// there; the 8 tiles' loads of one thread in flight together. Threads [thread, + threads)
+// of the caller's block share the work. Plain loads: in the sweep, x is written by this
+// kernel.
 template <int kPlane>
-__global__ void __launch_bounds__(kForwardThreads, 4)
-    TiledForwardKernel(TiledDeviceArrays d, int32_t stored_view, const float* __restrict__ x,
-                       float* __restrict__ sums) {
-  extern __shared__ float xs[];
+__device__ __forceinline__ void LoadOrbitPlanes(const TiledDeviceArrays& d, const TileOrbit& orbit,
+                                                const float* x, float* xs, int thread,
+                                                int threads) {
   const int plane = PlaneFloats<kPlane>(d);
-  // Block (part, orbit): the orbit's tasks [part * kTiledForwardTasks, + kTiledForwardTasks).
-  const int64_t at = static_cast<int64_t>(stored_view) * d.orbits_per_view + blockIdx.y;
-  const int64_t first_task = d.orbit_task_begin[at] + int64_t{blockIdx.x} * kTiledForwardTasks;
-  const int64_t tasks = min(d.orbit_task_begin[at + 1] - first_task, int64_t{kTiledForwardTasks});
-  if (tasks <= 0) {  // past the orbit's tasks: let the next kernel start, and leave
-    LetNextKernelStart();
-    return;
-  }
-  const int64_t first_warp = d.orbit_warp_begin[at];
-  const TileOrbit& orbit = d.orbits[blockIdx.y];
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
-  // x is the previous kernel's (the transpose of the previous block).
-  WaitForPreviousKernel();
-  LetNextKernelStart();
-  // Pixel r of each of the orbit's tiles (in the tile's own rows, which are sx0 or sy0 long)
-  // into its place in T0's frame; the 8 tiles' loads of one thread in flight together.
-  for (int r = threadIdx.x; r < area; r += blockDim.x) {
+  for (int r = thread; r < area; r += threads) {
     const TilePixel pixel(r, sx0, sy0);
 #pragma unroll
     for (int h = 0; h < 8; ++h) {
@@ -173,16 +167,18 @@ __global__ void __launch_bounds__(kForwardThreads, 4)
       TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2],
                                 kTiledMaps.m[h][3], sx0, sy0, lx, ly, &lx0, &ly0);
       xs[h * plane + ly0 * d.stride + lx0] =
-          __ldg(x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx);
+          x[static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx];
     }
   }
-  __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp >= tasks) return;
-  LaneTask task;
-  LoadLaneTask(d, first_task + warp, first_warp, lane, task);
-  // Sums of the lane's first ray (steps before `change`) and of its second, plane by plane:
-  // no branch and no store in the loop.
+}
+
+// One lane's share of a task's forward: the sums of its first ray (steps before `change`)
+// and of its second, plane by plane (no branch and no store in the loop), added into sums
+// by map (two 4-float global atomics per ray).
+template <int kPlane>
+__device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const float* xs,
+                                            const LaneTask& task, float* sums) {
+  const int plane = PlaneFloats<kPlane>(d);
   float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
   for (int j = 0; j < kTiledTaskSteps; ++j) {
@@ -206,14 +202,39 @@ __global__ void __launch_bounds__(kForwardThreads, 4)
   }
 }
 
-// One thread per (ray c, view slot k), the 8 slots of a ray in one group of 8 lanes.
-__global__ void __launch_bounds__(kCombineThreads)
-    TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block, TiledCombine in) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  const int c = i / 8, k = i % 8;
-  const bool on = c < d.columns;  // whole groups of 8: 8 divides 32
+template <int kPlane>
+__global__ void __launch_bounds__(kForwardThreads, 4)
+    TiledForwardKernel(TiledDeviceArrays d, int32_t stored_view, const float* __restrict__ x,
+                       float* __restrict__ sums) {
+  extern __shared__ float xs[];
+  // Block (part, orbit): the orbit's tasks [part * kTiledForwardTasks, + kTiledForwardTasks).
+  const int64_t at = static_cast<int64_t>(stored_view) * d.orbits_per_view + blockIdx.y;
+  const int64_t first_task = d.orbit_task_begin[at] + int64_t{blockIdx.x} * kTiledForwardTasks;
+  const int64_t tasks = min(d.orbit_task_begin[at + 1] - first_task, int64_t{kTiledForwardTasks});
+  if (tasks <= 0) {  // past the orbit's tasks: let the next kernel start, and leave
+    LetNextKernelStart();
+    return;
+  }
+  const int64_t first_warp = d.orbit_warp_begin[at];
+  // x is the previous kernel's (the transpose of the previous block).
   WaitForPreviousKernel();
   LetNextKernelStart();
+  LoadOrbitPlanes<kPlane>(d, d.orbits[blockIdx.y], x, xs, threadIdx.x, blockDim.x);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp >= tasks) return;
+  LaneTask task;
+  LoadLaneTask(d, first_task + warp, first_warp, lane, task);
+  ForwardTask<kPlane>(d, xs, task, sums);
+}
+
+// Thread i = 8 c + k takes (ray c, view slot k), the 8 slots of a ray in one group of 8
+// lanes; every lane of the warp calls it (warp shuffles), those past the rays too. Plain
+// loads of the sums: in the sweep they are written by this kernel.
+__device__ __forceinline__ void CombineRay(const TiledDeviceArrays& d, const OrbitBlock& block,
+                                           const TiledCombine& in, int64_t i) {
+  const int c = static_cast<int>(i / 8), k = static_cast<int>(i % 8);
+  const bool on = c < d.columns;  // whole groups of 8: 8 divides 32
   const bool has_view = on && k < block.count;
   const int map = has_view ? block.map_index[k] : 0;
   int64_t place = 0;
@@ -270,80 +291,75 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
+__global__ void __launch_bounds__(kCombineThreads)
+    TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block, TiledCombine in) {
+  WaitForPreviousKernel();
+  LetNextKernelStart();
+  CombineRay(d, block, in, int64_t{blockIdx.x} * blockDim.x + threadIdx.x);
+}
+
 // kFixed: the accumulators are int32 in units of 1 / scale (shared-memory integer adds are
 // one instruction; float adds are a load and compare-and-store loop). scale is a power of
 // two with count * column_bound * max |z| * scale <= 2^30 (max over the block's rays), which
 // bounds every accumulator and the sum of a tile's planes: no overflow, and each add is off
 // by at most 1 / (2 scale), about 5e-10 of that bound.
+__device__ __forceinline__ float FixedPointScale(const TiledDeviceArrays& d, const OrbitBlock& block,
+                                                 float largest_z) {
+  const float bound =
+      static_cast<float>(block.count) * d.column_bound[block.stored_view] * largest_z;
+  if (!(bound > 0.0f)) return 1.0f;
+  int exponent;
+  frexpf(bound, &exponent);  // bound < 2^exponent
+  return ldexpf(1.0f, min(30 - exponent, 100));
+}
+
+// One lane's share of a task's transpose: z of its rays in its warp's plane order (two
+// 4-float loads each, 0 for no ray; plain loads: in the sweep z is written by this kernel),
+// w z_p added at place of plane p of acc (int32 fixed point when kFixed).
 template <bool kFixed, int kPlane>
-__global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
-    TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, const float* __restrict__ z_maps,
-                    const int32_t* __restrict__ largest_z_bits, int next_stored_view,
-                    float* __restrict__ x, int clamp) {
-  extern __shared__ float acc[];
-  int* const acc_fixed = reinterpret_cast<int*>(acc);
-  // The largest orbits first (TiledTasks::transpose_order).
-  const int orbit_index =
-      d.transpose_order[static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x];
+__device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
+                                         const LaneTask& task, const float* z_maps, float scale) {
   const int plane = PlaneFloats<kPlane>(d);
-  // The next block's matrix comes into L2 while this transpose reads this one's from there.
-  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view, orbit_index);
-  for (int i = threadIdx.x; i < 8 * plane; i += blockDim.x) acc[i] = 0.0f;
-  WaitForPreviousKernel();
-  LetNextKernelStart();
-  float scale = 1.0f;
-  if (kFixed) {
-    const float bound = static_cast<float>(block.count) * d.column_bound[block.stored_view] *
-                        __int_as_float(*largest_z_bits);
-    if (bound > 0.0f) {
-      int exponent;
-      frexpf(bound, &exponent);  // bound < 2^exponent
-      scale = ldexpf(1.0f, min(30 - exponent, 100));
+  int* const acc_fixed = reinterpret_cast<int*>(acc);
+  float z1[8], z2[8];
+  const auto load_z = [&](uint32_t c, float* z) {
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+    if (c != kTiledNoRay) {
+      const float4* from = reinterpret_cast<const float4*>(z_maps + MapRayIndex(d, task.map, c));
+      a = from[0];
+      b = from[1];
     }
-  }
-  __syncthreads();  // the accumulators cleared
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + orbit_index;
-  const int64_t end = d.orbit_task_begin[at + 1];
-  const int64_t first_warp = d.orbit_warp_begin[at];
-  for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += warps) {
-    LaneTask task;
-    LoadLaneTask(d, t, first_warp, lane, task);
-    // z of the lane's rays in this warp's plane order (0 for no ray).
-    float z1[8], z2[8];
-    const auto load_z = [&](uint32_t c, float* z) {
-      float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
-      if (c != kTiledNoRay) {
-        const float4* from =
-            reinterpret_cast<const float4*>(z_maps + MapRayIndex(d, task.map, c));
-        a = __ldg(from);
-        b = __ldg(from + 1);
-      }
-      z[0] = a.x * scale, z[1] = a.y * scale, z[2] = a.z * scale, z[3] = a.w * scale;
-      z[4] = b.x * scale, z[5] = b.y * scale, z[6] = b.z * scale, z[7] = b.w * scale;
-    };
-    load_z(task.rays & 0xffffu, z1);
-    load_z(task.rays >> 16, z2);
+    z[0] = a.x * scale, z[1] = a.y * scale, z[2] = a.z * scale, z[3] = a.w * scale;
+    z[4] = b.x * scale, z[5] = b.y * scale, z[6] = b.z * scale, z[7] = b.w * scale;
+  };
+  load_z(task.rays & 0xffffu, z1);
+  load_z(task.rays >> 16, z2);
 #pragma unroll
-    for (int j = 0; j < kTiledTaskSteps; ++j) {
-      const bool on_first = task.first_step + j < task.change;
+  for (int j = 0; j < kTiledTaskSteps; ++j) {
+    const bool on_first = task.first_step + j < task.change;
 #pragma unroll
-      for (int p = 0; p < 8; ++p) {
-        const float value = task.wt[j] * (on_first ? z1[p] : z2[p]);
-        if (kFixed) {
-          atomicAdd(acc_fixed + p * plane + task.place[j], __float2int_rn(value));
-        } else {
-          atomicAdd(acc + p * plane + task.place[j], value);
-        }
+    for (int p = 0; p < 8; ++p) {
+      const float value = task.wt[j] * (on_first ? z1[p] : z2[p]);
+      if (kFixed) {
+        atomicAdd(acc_fixed + p * plane + task.place[j], __float2int_rn(value));
+      } else {
+        atomicAdd(acc + p * plane + task.place[j], value);
       }
     }
   }
-  __syncthreads();
-  // Each (tile, pixel) of the orbit once, a tile's pixels on consecutive threads (x read and
-  // written in rows), all the block's threads busy.
-  const TileOrbit& orbit = d.orbits[orbit_index];
+}
+
+// Each (tile, pixel) of the orbit once, a tile's pixels on consecutive threads (x read and
+// written in rows): x += the accumulator planes whose tile it is (over scale when kFixed),
+// clamped at 0 when asked. Threads [thread, + threads) of the caller's block share the work.
+template <bool kFixed, int kPlane>
+__device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const TileOrbit& orbit,
+                                               const float* acc, float scale, float* x,
+                                               int clamp, int thread, int threads) {
+  const int plane = PlaneFloats<kPlane>(d);
+  const int* const acc_fixed = reinterpret_cast<const int*>(acc);
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
-  for (int item = threadIdx.x; item < 8 * area; item += blockDim.x) {
+  for (int item = thread; item < 8 * area; item += threads) {
     const int h = item / area, r = item - h * area;
     if (!((orbit.distinct >> h) & 1)) continue;
     const TilePixel pixel(r, sx0, sy0);
@@ -371,13 +387,149 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
   }
 }
 
+template <bool kFixed, int kPlane>
+__global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
+    TiledBackKernel(TiledDeviceArrays d, OrbitBlock block, const float* __restrict__ z_maps,
+                    const int32_t* __restrict__ largest_z_bits, int next_stored_view,
+                    float* __restrict__ x, int clamp) {
+  extern __shared__ float acc[];
+  // The largest orbits first (TiledTasks::transpose_order).
+  const int orbit_index =
+      d.transpose_order[static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x];
+  const int plane = PlaneFloats<kPlane>(d);
+  // The next block's matrix comes into L2 while this transpose reads this one's from there.
+  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view, orbit_index);
+  for (int i = threadIdx.x; i < 8 * plane; i += blockDim.x) acc[i] = 0.0f;
+  WaitForPreviousKernel();
+  LetNextKernelStart();
+  const float scale = kFixed ? FixedPointScale(d, block, __int_as_float(*largest_z_bits)) : 1.0f;
+  __syncthreads();  // the accumulators cleared
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + orbit_index;
+  const int64_t end = d.orbit_task_begin[at + 1];
+  const int64_t first_warp = d.orbit_warp_begin[at];
+  for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += warps) {
+    LaneTask task;
+    LoadLaneTask(d, t, first_warp, lane, task);
+    BackTask<kFixed, kPlane>(d, acc, task, z_maps, scale);
+  }
+  __syncthreads();
+  WriteBackOrbit<kFixed, kPlane>(d, d.orbits[orbit_index], acc, scale, x, clamp, threadIdx.x,
+                                 blockDim.x);
+}
+
+// The tasks of stored view `view` in the `count` orbits of `owned`, dealt to the thread
+// block's warps in turn as one list, orbit after orbit: body(i, first warp of owned[i]'s
+// (view, orbit), task).
+template <typename Body>
+__device__ __forceinline__ void ForOwnedTasks(const TiledDeviceArrays& d, const int32_t* owned,
+                                              int count, int view, int warp, int warps, Body body) {
+  int64_t before = 0;  // tasks of the owned orbits before orbit i
+  for (int i = 0; i < count; ++i) {
+    const int64_t at = static_cast<int64_t>(view) * d.orbits_per_view + owned[i];
+    const int64_t first = d.orbit_task_begin[at], tasks = d.orbit_task_begin[at + 1] - first;
+    const int64_t first_warp = d.orbit_warp_begin[at];
+    for (int64_t t = ((warp - before) % warps + warps) % warps; t < tasks; t += warps) {
+      body(i, first_warp, first + t);
+    }
+    before += tasks;
+  }
+}
+
+// The sweep's shared memory: 8 planes per owned orbit (x in the forward, the accumulators
+// in the transpose), then the owned orbits' indices.
+size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits) {
+  return (TiledSharedBytes(d) + sizeof(int32_t)) * static_cast<size_t>(std::max(1, most_orbits));
+}
+
+// A whole ART sweep (TiledSweep in stored_matrix_kernels.h). Thread block t owns the orbits
+// s.owned_orbits[s.owner_begin[t] ...]; per ART block b:
+//   1. x of its orbits into their planes; the forward of their tasks (sums by map).
+//   2. grid barrier; the combine of all rays, shared by all threads of the grid (warp w of
+//      block t takes the grid's warp w * blocks + t); the planes cleared for the transpose.
+//   3. grid barrier; the transpose of its orbits' tasks (int32 fixed point), then x written
+//      back, which the same thread block reads at step 1 of block b + 1.
+template <int kPlane>
+__global__ void __launch_bounds__(kSweepThreads, 1)
+    TiledSweepKernel(TiledDeviceArrays d, TiledSweep s) {
+  extern __shared__ float planes[];
+  __shared__ OrbitBlock block;
+  const int orbit_floats = 8 * PlaneFloats<kPlane>(d);
+  const int first_owned = s.owner_begin[blockIdx.x];
+  const int owned_count = s.owner_begin[blockIdx.x + 1] - first_owned;
+  int32_t* const owned = reinterpret_cast<int32_t*>(planes + owned_count * orbit_floats);
+  for (int i = threadIdx.x; i < owned_count; i += blockDim.x) owned[i] = s.owned_orbits[first_owned + i];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int64_t combine_first = (static_cast<int64_t>(warp) * gridDim.x + blockIdx.x) * 32 + lane;
+  const int64_t combine_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t combine_end = 8 * static_cast<int64_t>(d.columns);
+  cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  for (int b = 0; b < s.block_count; ++b) {
+    // No thread reads `block` between the last block's transpose and here.
+    if (threadIdx.x == 0) block = s.blocks[b];
+    __syncthreads();  // owned (first block) and block
+    for (int i = 0; i < owned_count; ++i) {
+      LoadOrbitPlanes<kPlane>(d, d.orbits[owned[i]], s.x, planes + i * orbit_floats, threadIdx.x,
+                              blockDim.x);
+    }
+    __syncthreads();
+    ForOwnedTasks(d, owned, owned_count, block.stored_view, warp, warps,
+                  [&](int i, int64_t first_warp, int64_t t) {
+                    LaneTask task;
+                    LoadLaneTask(d, t, first_warp, lane, task);
+                    ForwardTask<kPlane>(d, planes + i * orbit_floats, task, s.sums);
+                  });
+    grid.sync();
+    TiledCombine combine;
+    combine.sums = s.sums;
+    combine.projections = s.projections;
+    combine.residual = s.residual;
+    combine.z_maps = s.z_maps;
+    combine.largest_z_bits = s.largest_z_bits + b;
+    // Warp-uniform bounds (the combine shuffles within warps).
+    for (int64_t i = combine_first; i - lane < combine_end; i += combine_stride) {
+      CombineRay(d, block, combine, i);
+    }
+    for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) planes[i] = 0.0f;
+    // The next block's matrix comes into L2 while this transpose reads this one's.
+    if (s.prefetch && b + 1 < s.block_count && threadIdx.x < owned_count) {
+      PrefetchOrbitSlots(d, s.blocks[b + 1].stored_view, owned[threadIdx.x]);
+    }
+    grid.sync();
+    const float scale = FixedPointScale(d, block, __int_as_float(s.largest_z_bits[b]));
+    ForOwnedTasks(d, owned, owned_count, block.stored_view, warp, warps,
+                  [&](int i, int64_t first_warp, int64_t t) {
+                    LaneTask task;
+                    LoadLaneTask(d, t, first_warp, lane, task);
+                    BackTask<true, kPlane>(d, planes + i * orbit_floats, task, s.z_maps, scale);
+                  });
+    __syncthreads();
+    for (int i = 0; i < owned_count; ++i) {
+      WriteBackOrbit<true, kPlane>(d, d.orbits[owned[i]], planes + i * orbit_floats, scale, s.x,
+                                   s.clamp, threadIdx.x, blockDim.x);
+    }
+    __syncthreads();  // the planes are reloaded next
+  }
+}
+
 // The tile sides the kernels are compiled for (TiledRuns::TileSideFor's choices), as floats
 // per plane (side x (side + 1)); any other side runs the kPlane = 0 instances.
 constexpr int kPlane16 = 16 * 17;
 constexpr int kPlane32 = 32 * 33;
 
-// A launch whose thread blocks may start before the previous kernel in the stream ends
-// (when `overlap`; the kernels wait for it before they read what it wrote).
+// f(std::integral_constant<int, kPlane>) for the instance that runs d's tiles.
+template <typename F>
+cudaError_t WithCompiledPlane(const TiledDeviceArrays& d, F f) {
+  switch (d.tile_side * d.stride) {
+    case kPlane16:
+      return f(std::integral_constant<int, kPlane16>());
+    case kPlane32:
+      return f(std::integral_constant<int, kPlane32>());
+    default:
+      return f(std::integral_constant<int, 0>());
+  }
+}
+
 // A launch whose thread blocks may start before the previous kernel in the stream ends
 // (when `overlap`; the kernels wait for it before they read what it wrote).
 template <typename... Params, typename... Args>
@@ -395,48 +547,6 @@ cudaError_t LaunchOverlapped(void (*kernel)(Params...), dim3 grid, dim3 threads,
   config.numAttrs = overlap ? 1 : 0;
   const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
   return e != cudaSuccess ? e : cudaGetLastError();
-}
-
-template <int kPlane>
-cudaError_t SetSharedBytes(const TiledDeviceArrays& d) {
-  const int bytes = static_cast<int>(TiledSharedBytes(d));
-  cudaError_t e = cudaFuncSetAttribute(TiledForwardKernel<kPlane>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(TiledBackKernel<false, kPlane>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(TiledBackKernel<true, kPlane>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-
-template <int kPlane>
-cudaError_t LaunchForwardFor(const TiledDeviceArrays& d, int32_t stored_view, int32_t parts,
-                             const float* x, float* sums, bool overlap, cudaStream_t stream) {
-  return LaunchOverlapped(TiledForwardKernel<kPlane>,
-                          dim3(static_cast<unsigned>(parts), static_cast<unsigned>(d.orbits_per_view)),
-                          dim3(kForwardThreads), TiledSharedBytes(d), overlap, stream, d,
-                          stored_view, x, sums);
-}
-
-template <int kPlane>
-cudaError_t LaunchBackFor(const TiledDeviceArrays& d, const OrbitBlock& block, const float* z_maps,
-                          const int32_t* largest_z_bits, int next_stored_view, float* x,
-                          bool clamp, bool overlap, bool fixed_point, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(d.orbits_per_view)), threads(d.back_threads);
-  const size_t shared = TiledSharedBytes(d);
-  return fixed_point
-             ? LaunchOverlapped(TiledBackKernel<true, kPlane>, grid, threads, shared, overlap,
-                                stream, d, block, z_maps, largest_z_bits, next_stored_view, x,
-                                clamp ? 1 : 0)
-             : LaunchOverlapped(TiledBackKernel<false, kPlane>, grid, threads, shared, overlap,
-                                stream, d, block, z_maps, largest_z_bits, next_stored_view, x,
-                                clamp ? 1 : 0);
-}
-
-int CompiledPlane(const TiledDeviceArrays& d) {
-  const int plane = d.tile_side * d.stride;
-  return plane == kPlane16 || plane == kPlane32 ? plane : 0;
 }
 
 }  // namespace
@@ -461,28 +571,31 @@ cudaError_t PrepareTiledKernels(const TiledDeviceArrays& d, const SquareMapTable
   if (e != cudaSuccess) return e;
   e = cudaMemcpyToSymbol(kTiledCompose, &compose, sizeof(compose));
   if (e != cudaSuccess) return e;
-  switch (CompiledPlane(d)) {
-    case kPlane16:
-      return SetSharedBytes<kPlane16>(d);
-    case kPlane32:
-      return SetSharedBytes<kPlane32>(d);
-    default:
-      return SetSharedBytes<0>(d);
-  }
+  const int bytes = static_cast<int>(TiledSharedBytes(d));
+  return WithCompiledPlane(d, [&](auto plane) {
+    constexpr int kPlane = decltype(plane)::value;
+    cudaError_t status = cudaFuncSetAttribute(TiledForwardKernel<kPlane>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (status != cudaSuccess) return status;
+    status = cudaFuncSetAttribute(TiledBackKernel<false, kPlane>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (status != cudaSuccess) return status;
+    return cudaFuncSetAttribute(TiledBackKernel<true, kPlane>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  });
 }
 
 cudaError_t LaunchTiledForward(const TiledDeviceArrays& d, int32_t stored_view,
                                int32_t forward_parts, const float* x, float* sums, bool overlap,
                                cudaStream_t stream) {
   if (forward_parts <= 0) return cudaSuccess;
-  switch (CompiledPlane(d)) {
-    case kPlane16:
-      return LaunchForwardFor<kPlane16>(d, stored_view, forward_parts, x, sums, overlap, stream);
-    case kPlane32:
-      return LaunchForwardFor<kPlane32>(d, stored_view, forward_parts, x, sums, overlap, stream);
-    default:
-      return LaunchForwardFor<0>(d, stored_view, forward_parts, x, sums, overlap, stream);
-  }
+  return WithCompiledPlane(d, [&](auto plane) {
+    return LaunchOverlapped(TiledForwardKernel<decltype(plane)::value>,
+                            dim3(static_cast<unsigned>(forward_parts),
+                                 static_cast<unsigned>(d.orbits_per_view)),
+                            dim3(kForwardThreads), TiledSharedBytes(d), overlap, stream, d,
+                            stored_view, x, sums);
+  });
 }
 
 cudaError_t LaunchTiledCombine(const TiledDeviceArrays& d, const OrbitBlock& block,
@@ -496,17 +609,70 @@ cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
                             const float* z_maps, const int32_t* largest_z_bits,
                             int next_stored_view, float* x, bool clamp, bool overlap,
                             bool fixed_point, cudaStream_t stream) {
-  switch (CompiledPlane(d)) {
-    case kPlane16:
-      return LaunchBackFor<kPlane16>(d, block, z_maps, largest_z_bits, next_stored_view, x, clamp,
-                                     overlap, fixed_point, stream);
-    case kPlane32:
-      return LaunchBackFor<kPlane32>(d, block, z_maps, largest_z_bits, next_stored_view, x, clamp,
-                                     overlap, fixed_point, stream);
-    default:
-      return LaunchBackFor<0>(d, block, z_maps, largest_z_bits, next_stored_view, x, clamp,
-                              overlap, fixed_point, stream);
+  const dim3 grid(static_cast<unsigned>(d.orbits_per_view)), threads(d.back_threads);
+  const size_t shared = TiledSharedBytes(d);
+  const int clamp_flag = clamp ? 1 : 0;
+  return WithCompiledPlane(d, [&](auto plane) {
+    constexpr int kPlane = decltype(plane)::value;
+    return fixed_point
+               ? LaunchOverlapped(TiledBackKernel<true, kPlane>, grid, threads, shared, overlap,
+                                  stream, d, block, z_maps, largest_z_bits, next_stored_view, x,
+                                  clamp_flag)
+               : LaunchOverlapped(TiledBackKernel<false, kPlane>, grid, threads, shared, overlap,
+                                  stream, d, block, z_maps, largest_z_bits, next_stored_view, x,
+                                  clamp_flag);
+  });
+}
+
+cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int most_orbits, int* thread_blocks) {
+  *thread_blocks = 0;
+  int device = 0, cooperative = 0, multiprocessors = 0, shared_limit = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  if (e == cudaSuccess) {
+    e = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
   }
+  if (e == cudaSuccess) {
+    e = cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (e != cudaSuccess) return e;
+  const size_t shared = SweepSharedBytes(d, most_orbits);
+  if (cooperative == 0 || shared + sizeof(OrbitBlock) > static_cast<size_t>(shared_limit)) {
+    return cudaSuccess;
+  }
+  int resident = 0;
+  e = WithCompiledPlane(d, [&](auto plane) {
+    const auto kernel = TiledSweepKernel<decltype(plane)::value>;
+    cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(shared));
+    if (status != cudaSuccess) return status;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kSweepThreads, shared);
+  });
+  if (e != cudaSuccess) return e;
+  // One thread block per multiprocessor (kSweepThreads fill one), no more than the orbits.
+  if (resident >= 1) {
+    *thread_blocks = static_cast<int>(std::min<int64_t>(multiprocessors, std::max(1, d.orbits_per_view)));
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep, int thread_blocks,
+                             int most_orbits, cudaStream_t stream) {
+  const size_t shared = SweepSharedBytes(d, most_orbits);
+  return WithCompiledPlane(d, [&](auto plane) {
+    const auto kernel = TiledSweepKernel<decltype(plane)::value>;
+    // Set again at each launch: another layout of the same tile side may have set it lower.
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared));
+    if (e != cudaSuccess) return e;
+    TiledDeviceArrays arrays = d;
+    TiledSweep args = sweep;
+    void* params[] = {&arrays, &args};
+    e = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
+                                    dim3(static_cast<unsigned>(thread_blocks)),
+                                    dim3(kSweepThreads), params, shared, stream);
+    return e != cudaSuccess ? e : cudaGetLastError();
+  });
 }
 
 }  // namespace tomo::core::system_matrix::cuda

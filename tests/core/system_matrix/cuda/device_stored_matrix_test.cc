@@ -146,6 +146,64 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
     for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
       EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
     }
+    EXPECT_FALSE((*device)->one_launch_sweeps());
+  }
+}
+
+// ART as one launch per sweep (kTiledSweep) against the CPU's block ART: the odd grid with
+// tile sides 5 to 64 (one orbit per thread block, up to 133 KB of planes), and a 201^2 grid
+// in 4- and 6-pixel tiles (about 340 and 150 orbits: on a device of up to 150
+// multiprocessors, thread blocks own several), with and without the clamp; and its products
+// (kTiledFixed's).
+TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) {
+  SCOPED_TRACE(testing::SeedTrace(seed_));
+  FanCaseSpec large;
+  large.views = 48;
+  large.first_angle_rad = M_PI / 48;
+  large.n = 201;
+  large.pixel_mm = 0.12;
+  large.columns = 263;
+  large.column_spacing_mm = 0.15;
+  struct Case {
+    FanCase fan;
+    FanCaseSpec spec;
+    std::vector<int> sides;
+  };
+  const std::vector<Case> cases = {
+      {MakeFanCase("odd-97", OddFanCaseSpec()), OddFanCaseSpec(), {5, 16, 32, 64}},
+      {MakeFanCase("large-201", large), large, {4, 6}}};
+  for (const Case& c : cases) {
+    const FanScan scan = ScanOf(c.fan);
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+    const CsrSystemMatrix reference = a.ExpandToCsr();
+    const double size_mm = static_cast<double>(c.spec.n) * c.spec.pixel_mm;
+    const EllipsePhantom phantom = EllipsePhantom::ModifiedSheppLogan(0.45 * size_mm);
+    const Array3D sinogram = EllipsoidPhantom::ExtrudedFrom(phantom).Project(c.fan.geometry, 2);
+    for (const bool nonnegative : {false, true}) {
+      ArtOptions options;
+      options.iterations = 4;
+      options.nonnegative = nonnegative;
+      auto cpu = RunBlockArt(SymmetricViewBlocks(a), sinogram, options, true, {});
+      ASSERT_TRUE(cpu.ok());
+      for (const int side : c.sides) {
+        SCOPED_TRACE(c.fan.name + ", tile side " + std::to_string(side) +
+                     (nonnegative ? ", clamped" : ""));
+        auto device = UploadSymmetricMatrix(a, 0, SymmetricKernels::kTiledSweep, side);
+        ASSERT_TRUE(device.ok()) << device.status();
+        EXPECT_TRUE((*device)->one_launch_sweeps());
+        if (!nonnegative) {
+          CompareProducts(**device, reference, RandomVector(reference.pixels()),
+                          RandomVector(reference.rows()));
+        }
+        auto gpu = (*device)->RunArt(sinogram, options, {});
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        EXPECT_LT(RelativeL2(gpu->image, cpu->image), 1e-3);
+        ASSERT_EQ(gpu->relative_residuals.size(), cpu->relative_residuals.size());
+        for (size_t i = 0; i < cpu->relative_residuals.size(); ++i) {
+          EXPECT_NEAR(gpu->relative_residuals[i], cpu->relative_residuals[i], 1e-4);
+        }
+      }
+    }
   }
 }
 

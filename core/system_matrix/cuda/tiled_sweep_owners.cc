@@ -1,0 +1,57 @@
+#include "core/system_matrix/cuda/tiled_sweep_owners.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+#include <utility>
+
+namespace tomo::core::system_matrix::cuda {
+
+TiledSweepOwners AssignTiledSweepOwners(const std::vector<int64_t>& orbit_task_begin,
+                                        int64_t orbits_per_view, int thread_blocks) {
+  const int64_t views =
+      orbits_per_view > 0 ? static_cast<int64_t>(orbit_task_begin.size() - 1) / orbits_per_view : 0;
+  const auto tasks_of = [&](int64_t view, int64_t orbit) {
+    const size_t at = static_cast<size_t>(view * orbits_per_view + orbit);
+    return orbit_task_begin[at + 1] - orbit_task_begin[at];
+  };
+  std::vector<int64_t> total(static_cast<size_t>(orbits_per_view), 0);
+  for (int64_t v = 0; v < views; ++v) {
+    for (int64_t o = 0; o < orbits_per_view; ++o) total[static_cast<size_t>(o)] += tasks_of(v, o);
+  }
+  std::vector<int32_t> order(static_cast<size_t>(orbits_per_view));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return total[static_cast<size_t>(a)] > total[static_cast<size_t>(b)];
+  });
+  // (load, thread block), least loaded first, then the lowest index.
+  using Load = std::pair<int64_t, int>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> least;
+  for (int t = 0; t < thread_blocks; ++t) least.push({0, t});
+  std::vector<std::vector<int32_t>> owned(static_cast<size_t>(thread_blocks));
+  for (const int32_t o : order) {
+    const Load load = least.top();
+    least.pop();
+    owned[static_cast<size_t>(load.second)].push_back(o);
+    least.push({load.first + total[static_cast<size_t>(o)], load.second});
+  }
+  TiledSweepOwners out;
+  out.begin.push_back(0);
+  for (const std::vector<int32_t>& list : owned) {
+    out.orbits.insert(out.orbits.end(), list.begin(), list.end());
+    out.begin.push_back(static_cast<int32_t>(out.orbits.size()));
+    out.most_orbits = std::max(out.most_orbits, static_cast<int32_t>(list.size()));
+  }
+  for (int64_t v = 0; v < views; ++v) {
+    int64_t most = 0;
+    for (const std::vector<int32_t>& list : owned) {
+      int64_t sum = 0;
+      for (const int32_t o : list) sum += tasks_of(v, o);
+      most = std::max(most, sum);
+    }
+    out.critical_tasks += most;
+  }
+  return out;
+}
+
+}  // namespace tomo::core::system_matrix::cuda
