@@ -385,7 +385,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   }
 
   cudaStream_t stream() const override { return stream_.get(); }
-  bool one_launch_sweeps() const override { return sweep_thread_blocks_ > 0; }
+  bool one_launch_sweeps() const override { return sweep_shape_.thread_blocks > 0; }
 
   absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                    const RunContext& context) override {
@@ -406,7 +406,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       const double bound = static_cast<double>(std::max<int64_t>(1, view_blocks.MaxRowsPerPixel(b)));
       blocks.push_back(cuda::OrbitOf(a_, b, static_cast<float>(options.relaxation / bound)));
     }
-    if (sweep_thread_blocks_ > 0) {  // the sweep kernel reads the blocks from the device
+    if (sweep_shape_.thread_blocks > 0) {  // the sweep kernel reads the blocks from the device
       TOMO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sweep_blocks_.get(), blocks.data(),
                                                 blocks.size() * sizeof(cuda::OrbitBlock),
                                                 cudaMemcpyHostToDevice, s));
@@ -445,21 +445,21 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   }
 
   // kTiledSweep: the owners of the orbits for this device's thread blocks, when the sweep
-  // kernel can run here (sweep_thread_blocks_ stays 0 otherwise: per-block launches).
+  // kernel can run here (no thread blocks in sweep_shape_ otherwise: per-block launches).
   absl::Status PrepareSweep(const TiledTasks& tasks, cudaStream_t s) {
-    int thread_blocks = 0, fits = 0;
-    TOMO_CUDA_RETURN_IF_ERROR(cuda::TiledSweepThreadBlocks(tiled_, 0, &thread_blocks));
+    int thread_blocks = 0;
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::TiledSweepThreadBlocks(tiled_, &thread_blocks));
     if (thread_blocks == 0) return absl::OkStatus();
     const cuda::TiledSweepOwners owners =
         cuda::AssignTiledSweepOwners(tasks.orbit_task_begin(), tiled_.orbits_per_view, thread_blocks);
-    TOMO_CUDA_RETURN_IF_ERROR(cuda::TiledSweepThreadBlocks(tiled_, owners.most_orbits, &fits));
-    if (fits == 0) return absl::OkStatus();
+    cuda::TiledSweepShape shape;
+    TOMO_CUDA_RETURN_IF_ERROR(cuda::FitTiledSweep(tiled_, thread_blocks, owners.most_orbits, &shape));
+    if (shape.thread_blocks == 0) return absl::OkStatus();
     TOMO_ASSIGN_OR_RETURN(sweep_owner_begin_, Upload(owners.begin, s));
     TOMO_ASSIGN_OR_RETURN(sweep_owned_orbits_, Upload(owners.orbits, s));
     TOMO_ASSIGN_OR_RETURN(sweep_blocks_, DeviceBuffer<cuda::OrbitBlock>::Allocate(
         static_cast<size_t>(a_.num_blocks()), s));
-    sweep_thread_blocks_ = thread_blocks;
-    sweep_most_orbits_ = owners.most_orbits;
+    sweep_shape_ = shape;
     return absl::OkStatus();
   }
 
@@ -471,7 +471,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
     const cudaStream_t s = stream_.get();
     TOMO_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(tiled_largest_z_.get(), 0, tiled_largest_z_.size_bytes(), s));
-    if (sweep_thread_blocks_ > 0) {  // one launch; sweep_blocks_ holds `blocks` (RunArt)
+    if (sweep_shape_.thread_blocks > 0) {  // one launch; sweep_blocks_ holds `blocks` (RunArt)
       cuda::TiledSweep sweep;
       sweep.blocks = sweep_blocks_.get();
       sweep.block_count = static_cast<int32_t>(blocks.size());
@@ -485,8 +485,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       sweep.prefetch = tiled_view_bytes_ <= kTiledPrefetchBytes ? 1 : 0;
       sweep.owner_begin = sweep_owner_begin_.get();
       sweep.owned_orbits = sweep_owned_orbits_.get();
-      TOMO_CUDA_RETURN_IF_ERROR(
-          cuda::LaunchTiledSweep(tiled_, sweep, sweep_thread_blocks_, sweep_most_orbits_, s));
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::LaunchTiledSweep(tiled_, sweep, sweep_shape_, s));
       return absl::OkStatus();
     }
     const bool overlap = kernels_ != SymmetricKernels::kTiled;
@@ -687,9 +686,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   DeviceBuffer<int32_t> tiled_largest_z_;
   cuda::TiledDeviceArrays tiled_{};
   uint64_t tiled_view_bytes_ = 0;  // the slots of the largest stored view
-  // kTiledSweep (PrepareSweep): the sweep kernel's thread blocks (0: per-block launches),
-  // their orbits, and the sweep's blocks (written by RunArt).
-  int sweep_thread_blocks_ = 0, sweep_most_orbits_ = 0;
+  // kTiledSweep (PrepareSweep): the sweep kernel's shape (no thread blocks: per-block
+  // launches), the orbits of its thread blocks, and the sweep's blocks (written by RunArt).
+  cuda::TiledSweepShape sweep_shape_;
   DeviceBuffer<int32_t> sweep_owner_begin_, sweep_owned_orbits_;
   DeviceBuffer<cuda::OrbitBlock> sweep_blocks_;
   // Up to this, the transpose prefetches the next block's slots into L2 (kTiledOverlap):

@@ -289,17 +289,26 @@ struct TiledSweep {
   int32_t prefetch = 0;        // bring the next block's slots into L2 during the transpose
   const int32_t* owner_begin = nullptr;  // TiledSweepOwners::begin
   const int32_t* owned_orbits = nullptr; // TiledSweepOwners::orbits
+  int32_t resident_x = 0;      // set by LaunchTiledSweep from its shape
 };
-// The thread blocks of a sweep launch on the current device for a layout with d's tiles
-// whose thread blocks own at most `most_orbits` orbits each, once owners are dealt to them:
-// call with most_orbits = 0 for the device's count (as many as can be resident, at most
-// d.orbits_per_view), deal, then call again with the most dealt to check that their shared
-// memory fits (and allow it). 0 when the sweep cannot run here (no cooperative launch, or
-// the shared memory of its orbits' planes exceeds the device's): ART then takes the
-// per-block launches.
-cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int most_orbits, int* thread_blocks);
-cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep, int thread_blocks,
-                             int most_orbits, cudaStream_t stream);
+// How a sweep launch runs: its thread blocks (0: it cannot run here), the most orbits one
+// owns, and whether x stays in their shared memory for the whole sweep (else reloaded from
+// device memory at each block).
+struct TiledSweepShape {
+  int thread_blocks = 0;
+  int most_orbits = 0;
+  bool resident_x = false;
+};
+// The thread blocks a sweep launch runs on the current device, to deal the orbits to: one
+// per multiprocessor, at most d.orbits_per_view; 0 without cooperative launch.
+cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int* thread_blocks);
+// The shape for thread blocks owning at most most_orbits orbits each, with x resident when
+// the shared memory allows it (and that shared memory allowed); thread_blocks 0 when even
+// the accumulators do not fit: ART then takes the per-block launches.
+cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks, int most_orbits,
+                          TiledSweepShape* shape);
+cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
+                             const TiledSweepShape& shape, cudaStream_t stream);
 
 // The CSR matrix on the device; rows of a block of views.
 struct CsrDeviceArrays {

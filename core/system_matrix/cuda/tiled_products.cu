@@ -228,27 +228,41 @@ __global__ void __launch_bounds__(kForwardThreads, 4)
   ForwardTask<kPlane>(d, xs, task, sums);
 }
 
+// What the combine of thread i reads that does not depend on the sums: loaded before them
+// (the combine is a chain of round trips on the block's critical path; the sweep loads
+// these before its forward).
+struct CombineInputs {
+  float projection = 0.0f, norm2 = 0.0f;
+};
+__device__ __forceinline__ int64_t CombinePlace(const TiledDeviceArrays& d, const OrbitBlock& block,
+                                                int c, int k) {
+  return static_cast<int64_t>(block.view[k]) * d.columns +
+         (block.reversed[k] ? d.columns - 1 - c : c);
+}
+__device__ __forceinline__ CombineInputs LoadCombineInputs(const TiledDeviceArrays& d,
+                                                           const OrbitBlock& block,
+                                                           const TiledCombine& in, int64_t i) {
+  const int c = static_cast<int>(i / 8), k = static_cast<int>(i % 8);
+  CombineInputs inputs;
+  if (c < d.columns && k < block.count && in.sums != nullptr && in.projections != nullptr) {
+    inputs.projection = in.projections[CombinePlace(d, block, c, k)];
+    inputs.norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
+  }
+  return inputs;
+}
+
 // Thread i = 8 c + k takes (ray c, view slot k), the 8 slots of a ray in one group of 8
 // lanes; every lane of the warp calls it (warp shuffles), those past the rays too. Plain
 // loads of the sums: in the sweep they are written by this kernel.
 __device__ __forceinline__ void CombineRay(const TiledDeviceArrays& d, const OrbitBlock& block,
-                                           const TiledCombine& in, int64_t i) {
+                                           const TiledCombine& in, int64_t i,
+                                           const CombineInputs& inputs) {
   const int c = static_cast<int>(i / 8), k = static_cast<int>(i % 8);
   const bool on = c < d.columns;  // whole groups of 8: 8 divides 32
   const bool has_view = on && k < block.count;
   const int map = has_view ? block.map_index[k] : 0;
-  int64_t place = 0;
-  if (has_view) {
-    place = static_cast<int64_t>(block.view[k]) * d.columns +
-            (block.reversed[k] ? d.columns - 1 - c : c);
-  }
-  // The loads that do not depend on the sums, issued with them (the combine is a chain of
-  // round trips on the block's critical path).
-  float projection = 0.0f, norm2 = 0.0f;
-  if (has_view && in.sums != nullptr && in.projections != nullptr) {
-    projection = in.projections[place];
-    norm2 = d.row_norm2[static_cast<int64_t>(block.stored_view) * d.columns + c];
-  }
+  const int64_t place = has_view ? CombinePlace(d, block, c, k) : 0;
+  const float projection = inputs.projection, norm2 = inputs.norm2;
   float z = 0.0f;
   if (in.sums != nullptr) {
     float total = 0.0f;
@@ -295,7 +309,8 @@ __global__ void __launch_bounds__(kCombineThreads)
     TiledCombineKernel(TiledDeviceArrays d, OrbitBlock block, TiledCombine in) {
   WaitForPreviousKernel();
   LetNextKernelStart();
-  CombineRay(d, block, in, int64_t{blockIdx.x} * blockDim.x + threadIdx.x);
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  CombineRay(d, block, in, i, LoadCombineInputs(d, block, in, i));
 }
 
 // kFixed: the accumulators are int32 in units of 1 / scale (shared-memory integer adds are
@@ -351,39 +366,77 @@ __device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
 
 // Each (tile, pixel) of the orbit once, a tile's pixels on consecutive threads (x read and
 // written in rows): x += the accumulator planes whose tile it is (over scale when kFixed),
-// clamped at 0 when asked. Threads [thread, + threads) of the caller's block share the work.
+// clamped at 0 when asked. x_planes (the sweep's resident x, may be nullptr): x is read
+// from there (plane h at the pixel's place) instead of from global memory, and the new
+// value written to every plane of the pixel's tile too. Threads [thread, + threads) of the
+// caller's block share the work, kBatch items each at a time: all their loads before any
+// store (a store to x could alias the orbit's fields, which would otherwise be reloaded
+// after each).
 template <bool kFixed, int kPlane>
 __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const TileOrbit& orbit,
-                                               const float* acc, float scale, float* x,
-                                               int clamp, int thread, int threads) {
+                                               const float* acc, float* x_planes, float scale,
+                                               float* x, int clamp, int thread, int threads) {
+  constexpr int kBatch = 4;
   const int plane = PlaneFloats<kPlane>(d);
   const int* const acc_fixed = reinterpret_cast<const int*>(acc);
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
-  for (int item = thread; item < 8 * area; item += threads) {
-    const int h = item / area, r = item - h * area;
-    if (!((orbit.distinct >> h) & 1)) continue;
-    const TilePixel pixel(r, sx0, sy0);
-    const int lx = pixel.x(h), ly = pixel.y(h);
-    float total = 0.0f;
-    int total_fixed = 0;
+  for (int base = thread; base < 8 * area; base += kBatch * threads) {
+    float value[kBatch];
+    int64_t where[kBatch];
+    int same[kBatch];  // bit e: plane e is the item's tile (0: no item)
+    int local[kBatch];  // the item's pixel in its tile: lx | ly << 16
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) {
-        continue;
+    for (int u = 0; u < kBatch; ++u) {
+      const int item = base + u * threads;
+      const int h = item / area, r = item - h * area;
+      same[u] = 0;
+      value[u] = 0.0f;
+      where[u] = 0;
+      local[u] = 0;
+      if (item >= 8 * area || !((orbit.distinct >> h) & 1)) continue;
+      const TilePixel pixel(r, sx0, sy0);
+      const int lx = pixel.x(h), ly = pixel.y(h);
+      local[u] = lx | ly << 16;
+      where[u] = static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
+      float total = 0.0f, old = 0.0f;
+      int total_fixed = 0;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (orbit.corner_x[e] != orbit.corner_x[h] || orbit.corner_y[e] != orbit.corner_y[h]) {
+          continue;
+        }
+        same[u] |= 1 << e;
+        int lx0, ly0;
+        TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
+                                  kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
+        const int at = e * plane + ly0 * d.stride + lx0;
+        if (kFixed) {
+          total_fixed += acc_fixed[at];
+        } else {
+          total += acc[at];
+        }
+        if (x_planes != nullptr && e == h) old = x_planes[at];
       }
-      int lx0, ly0;
-      TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
-                                kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
-      if (kFixed) {
-        total_fixed += acc_fixed[e * plane + ly0 * d.stride + lx0];
-      } else {
-        total += acc[e * plane + ly0 * d.stride + lx0];
+      if (x_planes == nullptr) old = x[where[u]];
+      if (kFixed) total = static_cast<float>(total_fixed) / scale;
+      const float updated = old + total;
+      value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (same[u] == 0) continue;
+      x[where[u]] = value[u];
+      if (x_planes == nullptr) continue;
+      const int lx = local[u] & 0xffff, ly = local[u] >> 16;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (!((same[u] >> e) & 1)) continue;
+        int lx0, ly0;
+        TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
+                                  kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
+        x_planes[e * plane + ly0 * d.stride + lx0] = value[u];
       }
     }
-    if (kFixed) total = static_cast<float>(total_fixed) / scale;
-    float* p = x + static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx;
-    const float updated = *p + total;
-    *p = clamp ? fmaxf(updated, 0.0f) : updated;
   }
 }
 
@@ -414,8 +467,8 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
     BackTask<kFixed, kPlane>(d, acc, task, z_maps, scale);
   }
   __syncthreads();
-  WriteBackOrbit<kFixed, kPlane>(d, d.orbits[orbit_index], acc, scale, x, clamp, threadIdx.x,
-                                 blockDim.x);
+  WriteBackOrbit<kFixed, kPlane>(d, d.orbits[orbit_index], acc, nullptr, scale, x, clamp,
+                                 threadIdx.x, blockDim.x);
 }
 
 // The tasks of stored view `view` in the `count` orbits of `owned`, dealt to the thread
@@ -436,79 +489,200 @@ __device__ __forceinline__ void ForOwnedTasks(const TiledDeviceArrays& d, const 
   }
 }
 
-// The sweep's shared memory: 8 planes per owned orbit (x in the forward, the accumulators
-// in the transpose), then the owned orbits' indices.
-size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits) {
-  return (TiledSharedBytes(d) + sizeof(int32_t)) * static_cast<size_t>(std::max(1, most_orbits));
+// The tile side of a plane of kPlane floats (side x (side + 1)); 0 for the generic instance.
+template <int kPlane>
+constexpr int SideOfPlane() {
+  return kPlane == 16 * 17 ? 16 : kPlane == 32 * 33 ? 32 : 0;
+}
+
+// The sweep's tables for square orbits of 8 distinct tiles of the compiled side (all but
+// those on the diagonals and the centre lines): place[h * side^2 + r] is the place in T0's
+// frame (ly0 * stride + lx0) of pixel r (row-major in the tile) of tile M_h(T0), so that
+// moving x between a tile and its plane is one table read instead of the maps' arithmetic.
+template <int kPlane>
+struct SquareOrbitPlaces {
+  static constexpr int kSide = SideOfPlane<kPlane>() > 0 ? SideOfPlane<kPlane>() : 1;
+  static constexpr int kArea = kSide * kSide;
+  uint16_t place[8 * kArea];
+  __device__ void Build(int stride) {
+    for (int item = threadIdx.x; item < 8 * kArea; item += blockDim.x) {
+      const int h = item / kArea, r = item % kArea;
+      int lx0, ly0;
+      TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2],
+                                kTiledMaps.m[h][3], kSide, kSide, r % kSide, r / kSide, &lx0, &ly0);
+      place[item] = static_cast<uint16_t>(ly0 * stride + lx0);
+    }
+  }
+  // Whether the orbit's tiles are the table's: square of kSide, 8 distinct.
+  __device__ static bool Fits(const TileOrbit& orbit) {
+    return SideOfPlane<kPlane>() > 0 && orbit.size_x == kSide && orbit.size_y == kSide &&
+           orbit.distinct == 0xff;
+  }
+  // x of pixel `item` (h * kArea + r) of the orbit in device memory.
+  __device__ static int64_t Where(const TiledDeviceArrays& d, const TileOrbit& orbit, int item) {
+    const int h = item / kArea, r = item % kArea;
+    return static_cast<int64_t>(orbit.corner_y[h] + r / kSide) * d.n + orbit.corner_x[h] + r % kSide;
+  }
+};
+
+// x into the planes of an orbit that fits the table (LoadOrbitPlanes' work).
+template <int kPlane>
+__device__ __forceinline__ void LoadSquareOrbitPlanes(const TiledDeviceArrays& d,
+                                                      const SquareOrbitPlaces<kPlane>& table,
+                                                      const TileOrbit& orbit, const float* x,
+                                                      float* xs) {
+  using Table = SquareOrbitPlaces<kPlane>;
+  for (int item = threadIdx.x; item < 8 * Table::kArea; item += blockDim.x) {
+    xs[(item / Table::kArea) * kPlane + table.place[item]] = x[Table::Where(d, orbit, item)];
+  }
+}
+
+// WriteBackOrbit (fixed point) for an orbit that fits the table: each pixel has one plane.
+template <int kPlane>
+__device__ __forceinline__ void WriteBackSquareOrbit(const TiledDeviceArrays& d,
+                                                     const SquareOrbitPlaces<kPlane>& table,
+                                                     const TileOrbit& orbit, const float* acc,
+                                                     float* x_planes, float scale, float* x,
+                                                     int clamp) {
+  using Table = SquareOrbitPlaces<kPlane>;
+  constexpr int kBatch = 4;
+  const int* const acc_fixed = reinterpret_cast<const int*>(acc);
+  for (int base = threadIdx.x; base < 8 * Table::kArea; base += kBatch * blockDim.x) {
+    float value[kBatch];
+    int at[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {  // every load of the batch before its stores
+      const int item = base + u * blockDim.x;
+      at[u] = -1;
+      if (item >= 8 * Table::kArea) continue;
+      at[u] = (item / Table::kArea) * kPlane + table.place[item];
+      const float old = x_planes != nullptr ? x_planes[at[u]] : x[Table::Where(d, orbit, item)];
+      const float updated = old + static_cast<float>(acc_fixed[at[u]]) / scale;
+      value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (at[u] < 0) continue;
+      x[Table::Where(d, orbit, base + u * blockDim.x)] = value[u];
+      if (x_planes != nullptr) x_planes[at[u]] = value[u];
+    }
+  }
+}
+
+// The sweep's dynamic shared memory: 8 planes per owned orbit for the transpose's
+// accumulators (and x in the forward when x is not resident), 8 more per owned orbit for x
+// when it is resident, then the owned orbits (their descriptions, then their indices).
+size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool resident_x) {
+  return (TiledSharedBytes(d) * (resident_x ? 2 : 1) + sizeof(TileOrbit) + sizeof(int32_t)) *
+         static_cast<size_t>(std::max(1, most_orbits));
 }
 
 // A whole ART sweep (TiledSweep in stored_matrix_kernels.h). Thread block t owns the orbits
 // s.owned_orbits[s.owner_begin[t] ...]; per ART block b:
-//   1. x of its orbits into their planes; the forward of their tasks (sums by map).
+//   1. (x not resident: x of its orbits into their planes.) Each thread loads what its share
+//      of the combine reads besides the sums; the forward of its orbits' tasks (sums by map).
 //   2. grid barrier; the combine of all rays, shared by all threads of the grid (warp w of
-//      block t takes the grid's warp w * blocks + t); the planes cleared for the transpose.
-//   3. grid barrier; the transpose of its orbits' tasks (int32 fixed point), then x written
-//      back, which the same thread block reads at step 1 of block b + 1.
+//      block t takes the grid's warp w * blocks + t); the accumulators cleared.
+//   3. grid barrier; the next block's description read meanwhile; the transpose of its
+//      orbits' tasks (int32 fixed point), then x written back (and into the resident
+//      planes), which the same thread block reads at block b + 1.
+// With x resident its planes stay in shared memory for the whole sweep: loaded once, kept
+// by the write-back.
 template <int kPlane>
 __global__ void __launch_bounds__(kSweepThreads, 1)
     TiledSweepKernel(TiledDeviceArrays d, TiledSweep s) {
   extern __shared__ float planes[];
-  __shared__ OrbitBlock block;
+  __shared__ OrbitBlock blocks[2];  // block b at b % 2; b + 1 read during b's transpose
+  __shared__ SquareOrbitPlaces<kPlane> table;
   const int orbit_floats = 8 * PlaneFloats<kPlane>(d);
   const int first_owned = s.owner_begin[blockIdx.x];
   const int owned_count = s.owner_begin[blockIdx.x + 1] - first_owned;
-  int32_t* const owned = reinterpret_cast<int32_t*>(planes + owned_count * orbit_floats);
-  for (int i = threadIdx.x; i < owned_count; i += blockDim.x) owned[i] = s.owned_orbits[first_owned + i];
+  float* const acc = planes;
+  float* const x_planes = s.resident_x ? planes + owned_count * orbit_floats : planes;
+  TileOrbit* const orbits =
+      reinterpret_cast<TileOrbit*>(planes + owned_count * orbit_floats * (s.resident_x ? 2 : 1));
+  int32_t* const owned = reinterpret_cast<int32_t*>(orbits + owned_count);
+  for (int i = threadIdx.x; i < owned_count; i += blockDim.x) {
+    owned[i] = s.owned_orbits[first_owned + i];
+    orbits[i] = d.orbits[owned[i]];
+  }
+  // A block's description as 4-byte words, one per thread.
+  const auto read_block = [&](int b) {
+    constexpr int kWords = sizeof(OrbitBlock) / 4;
+    if (threadIdx.x < kWords && b < s.block_count) {
+      reinterpret_cast<int32_t*>(&blocks[b % 2])[threadIdx.x] =
+          reinterpret_cast<const int32_t*>(s.blocks + b)[threadIdx.x];
+    }
+  };
+  read_block(0);
+  if (SideOfPlane<kPlane>() > 0) table.Build(d.stride);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int64_t combine_first = (static_cast<int64_t>(warp) * gridDim.x + blockIdx.x) * 32 + lane;
+  const int64_t combine_i = (static_cast<int64_t>(warp) * gridDim.x + blockIdx.x) * 32 + lane;
   const int64_t combine_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t combine_end = 8 * static_cast<int64_t>(d.columns);
+  TiledCombine combine;
+  combine.sums = s.sums;
+  combine.projections = s.projections;
+  combine.residual = s.residual;
+  combine.z_maps = s.z_maps;
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-  for (int b = 0; b < s.block_count; ++b) {
-    // No thread reads `block` between the last block's transpose and here.
-    if (threadIdx.x == 0) block = s.blocks[b];
-    __syncthreads();  // owned (first block) and block
+  const auto load_planes = [&]() {
     for (int i = 0; i < owned_count; ++i) {
-      LoadOrbitPlanes<kPlane>(d, d.orbits[owned[i]], s.x, planes + i * orbit_floats, threadIdx.x,
-                              blockDim.x);
+      if (SquareOrbitPlaces<kPlane>::Fits(orbits[i])) {
+        LoadSquareOrbitPlanes<kPlane>(d, table, orbits[i], s.x, x_planes + i * orbit_floats);
+      } else {
+        LoadOrbitPlanes<kPlane>(d, orbits[i], s.x, x_planes + i * orbit_floats, threadIdx.x,
+                                blockDim.x);
+      }
     }
-    __syncthreads();
+  };
+  __syncthreads();  // owned, orbits, the first block, the table
+  if (s.resident_x) load_planes();
+  for (int b = 0; b < s.block_count; ++b) {
+    const OrbitBlock& block = blocks[b % 2];
+    combine.largest_z_bits = s.largest_z_bits + b;
+    // The first of this thread's combine items (the only one where the grid has at least
+    // 8 threads per ray and view slot, as on every device it runs on for 720 x 1024 rays).
+    const CombineInputs first_inputs = LoadCombineInputs(d, block, combine, combine_i);
+    if (!s.resident_x) load_planes();
+    __syncthreads();  // x's planes (and, at b = 0, resident ones)
     ForOwnedTasks(d, owned, owned_count, block.stored_view, warp, warps,
                   [&](int i, int64_t first_warp, int64_t t) {
                     LaneTask task;
                     LoadLaneTask(d, t, first_warp, lane, task);
-                    ForwardTask<kPlane>(d, planes + i * orbit_floats, task, s.sums);
+                    ForwardTask<kPlane>(d, x_planes + i * orbit_floats, task, s.sums);
                   });
     grid.sync();
-    TiledCombine combine;
-    combine.sums = s.sums;
-    combine.projections = s.projections;
-    combine.residual = s.residual;
-    combine.z_maps = s.z_maps;
-    combine.largest_z_bits = s.largest_z_bits + b;
-    // Warp-uniform bounds (the combine shuffles within warps).
-    for (int64_t i = combine_first; i - lane < combine_end; i += combine_stride) {
-      CombineRay(d, block, combine, i);
+    for (int64_t i = combine_i; i - lane < combine_end; i += combine_stride) {
+      CombineRay(d, block, combine, i,
+                 i == combine_i ? first_inputs : LoadCombineInputs(d, block, combine, i));
     }
-    for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) planes[i] = 0.0f;
+    for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) acc[i] = 0.0f;
     // The next block's matrix comes into L2 while this transpose reads this one's.
     if (s.prefetch && b + 1 < s.block_count && threadIdx.x < owned_count) {
       PrefetchOrbitSlots(d, s.blocks[b + 1].stored_view, owned[threadIdx.x]);
     }
     grid.sync();
+    read_block(b + 1);
     const float scale = FixedPointScale(d, block, __int_as_float(s.largest_z_bits[b]));
     ForOwnedTasks(d, owned, owned_count, block.stored_view, warp, warps,
                   [&](int i, int64_t first_warp, int64_t t) {
                     LaneTask task;
                     LoadLaneTask(d, t, first_warp, lane, task);
-                    BackTask<true, kPlane>(d, planes + i * orbit_floats, task, s.z_maps, scale);
+                    BackTask<true, kPlane>(d, acc + i * orbit_floats, task, s.z_maps, scale);
                   });
     __syncthreads();
     for (int i = 0; i < owned_count; ++i) {
-      WriteBackOrbit<true, kPlane>(d, d.orbits[owned[i]], planes + i * orbit_floats, scale, s.x,
-                                   s.clamp, threadIdx.x, blockDim.x);
+      float* const resident = s.resident_x ? x_planes + i * orbit_floats : nullptr;
+      if (SquareOrbitPlaces<kPlane>::Fits(orbits[i])) {
+        WriteBackSquareOrbit<kPlane>(d, table, orbits[i], acc + i * orbit_floats, resident, scale,
+                                     s.x, s.clamp);
+      } else {
+        WriteBackOrbit<true, kPlane>(d, orbits[i], acc + i * orbit_floats, resident, scale, s.x,
+                                     s.clamp, threadIdx.x, blockDim.x);
+      }
     }
-    __syncthreads();  // the planes are reloaded next
+    __syncthreads();  // the accumulators, x's planes and the next block are used next
   }
 }
 
@@ -624,41 +798,58 @@ cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
   });
 }
 
-cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int most_orbits, int* thread_blocks) {
+cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int* thread_blocks) {
   *thread_blocks = 0;
-  int device = 0, cooperative = 0, multiprocessors = 0, shared_limit = 0;
+  int device = 0, cooperative = 0, multiprocessors = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
   if (e == cudaSuccess) {
     e = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
   }
-  if (e == cudaSuccess) {
-    e = cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  }
-  if (e != cudaSuccess) return e;
-  const size_t shared = SweepSharedBytes(d, most_orbits);
-  if (cooperative == 0 || shared + sizeof(OrbitBlock) > static_cast<size_t>(shared_limit)) {
-    return cudaSuccess;
-  }
-  int resident = 0;
-  e = WithCompiledPlane(d, [&](auto plane) {
-    const auto kernel = TiledSweepKernel<decltype(plane)::value>;
-    cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(shared));
-    if (status != cudaSuccess) return status;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kSweepThreads, shared);
-  });
   if (e != cudaSuccess) return e;
   // One thread block per multiprocessor (kSweepThreads fill one), no more than the orbits.
-  if (resident >= 1) {
+  if (cooperative != 0) {
     *thread_blocks = static_cast<int>(std::min<int64_t>(multiprocessors, std::max(1, d.orbits_per_view)));
   }
   return cudaSuccess;
 }
 
-cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep, int thread_blocks,
-                             int most_orbits, cudaStream_t stream) {
-  const size_t shared = SweepSharedBytes(d, most_orbits);
+cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks, int most_orbits,
+                          TiledSweepShape* shape) {
+  *shape = TiledSweepShape{};
+  int device = 0, shared_limit = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) {
+    e = cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (e != cudaSuccess || thread_blocks <= 0) return e;
+  for (const bool resident_x : {true, false}) {
+    const size_t shared = SweepSharedBytes(d, most_orbits, resident_x);
+    int resident_blocks = 0;
+    e = WithCompiledPlane(d, [&](auto plane) {
+      const auto kernel = TiledSweepKernel<decltype(plane)::value>;
+      cudaFuncAttributes attributes{};
+      cudaError_t status = cudaFuncGetAttributes(&attributes, kernel);
+      if (status != cudaSuccess) return status;
+      if (shared + attributes.sharedSizeBytes > static_cast<size_t>(shared_limit)) return cudaSuccess;
+      status = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+      if (status != cudaSuccess) return status;
+      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident_blocks, kernel, kSweepThreads,
+                                                           shared);
+    });
+    if (e != cudaSuccess) return e;
+    if (resident_blocks >= 1) {
+      *shape = {thread_blocks, most_orbits, resident_x};
+      return cudaSuccess;
+    }
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
+                             const TiledSweepShape& shape, cudaStream_t stream) {
+  const size_t shared = SweepSharedBytes(d, shape.most_orbits, shape.resident_x);
   return WithCompiledPlane(d, [&](auto plane) {
     const auto kernel = TiledSweepKernel<decltype(plane)::value>;
     // Set again at each launch: another layout of the same tile side may have set it lower.
@@ -667,9 +858,10 @@ cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep
     if (e != cudaSuccess) return e;
     TiledDeviceArrays arrays = d;
     TiledSweep args = sweep;
+    args.resident_x = shape.resident_x ? 1 : 0;
     void* params[] = {&arrays, &args};
     e = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
-                                    dim3(static_cast<unsigned>(thread_blocks)),
+                                    dim3(static_cast<unsigned>(shape.thread_blocks)),
                                     dim3(kSweepThreads), params, shared, stream);
     return e != cudaSuccess ? e : cudaGetLastError();
   });
