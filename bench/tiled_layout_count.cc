@@ -25,6 +25,7 @@
 #include "core/system_matrix/stored_matrix.h"
 #include "core/system_matrix/symmetric_system_matrix.h"
 #include "core/system_matrix/cuda/tiled_back_threads.h"
+#include "core/system_matrix/cuda/tiled_sweep_owners.h"
 #include "core/system_matrix/tiled_runs.h"
 
 namespace {
@@ -136,6 +137,24 @@ int Count(int64_t n, const std::vector<int>& sides) {
         static_cast<long>(tasks.most_tasks_per_orbit()), launched / views, working / views,
         float4_atomics / views / 1e3, back_threads,
         static_cast<double>(t.orbits_per_view()) / (132.0 * blocks_per_sm));
+    // The one-launch sweep's owners on 132 thread blocks (tiled_sweep_owners.h): tasks on
+    // its critical path per ART block (the most loaded thread block's), against the even
+    // share.
+    const int sweep_blocks = static_cast<int>(std::min<int64_t>(132, t.orbits_per_view()));
+    const cuda::TiledSweepOwners owners =
+        cuda::AssignTiledSweepOwners(tasks.orbit_task_begin(), t.orbits_per_view(), sweep_blocks);
+    double even = 0;
+    for (int64_t v = 0; v < a.num_blocks(); ++v) {
+      const size_t first = static_cast<size_t>(v * t.orbits_per_view());
+      const int64_t view_tasks = tasks.orbit_task_begin()[first + static_cast<size_t>(t.orbits_per_view())] -
+                                 tasks.orbit_task_begin()[first];
+      even += std::ceil(static_cast<double>(view_tasks) / sweep_blocks);
+    }
+    std::printf(
+        "    sweep on %d thread blocks: at most %d orbits each, %.1f tasks per ART block on the "
+        "critical path (an even share: %.1f)\n",
+        sweep_blocks, owners.most_orbits, static_cast<double>(owners.critical_tasks) / views,
+        even / views);
     std::fflush(stdout);
   }
   return 0;

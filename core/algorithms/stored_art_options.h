@@ -10,8 +10,9 @@ namespace tomo::core {
 
 // The symmetric format's products on a CUDA device (system_matrix/cuda/
 // device_stored_matrix.h): kOrbit its default kernels, kTiled the tiled ones with
-// fixed-point accumulation (faster sweeps; the tiled layout built at the matrix's first use
-// and kept with it). The CPU and CSR run their own products whatever this says.
+// fixed-point accumulation, a sweep in one launch (faster sweeps; the tiled layout built at
+// the matrix's first use and kept with it). The CPU and CSR run their own products whatever
+// this says.
 enum class StoredArtKernels { kOrbit, kTiled };
 
 struct StoredArtOptions {

@@ -48,8 +48,10 @@ absl::StatusOr<sm::ArtResult> RunOnDevice(const sm::StoredMatrix& matrix, const 
   if (device >= 0) {
     std::unique_ptr<sm::DeviceStoredMatrix> on_device;
     if (matrix.symmetric() != nullptr) {
+      // kTiledSweep: the tiled kernels as one launch per sweep where the device allows it
+      // (tiled-fixed's launches per block otherwise).
       const sm::SymmetricKernels symmetric_kernels = kernels == StoredArtKernels::kTiled
-                                                         ? sm::SymmetricKernels::kTiledFixed
+                                                         ? sm::SymmetricKernels::kTiledSweep
                                                          : sm::kDefaultSymmetricKernels;
       TOMO_ASSIGN_OR_RETURN(on_device, sm::UploadSymmetricMatrix(*matrix.symmetric(), device,
                                                                  symmetric_kernels));
