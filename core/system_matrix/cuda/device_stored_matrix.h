@@ -109,10 +109,9 @@ enum class SymmetricKernels {
   kTiledOverlap,
   // kTiledOverlap with the transpose's shared accumulators in int32 fixed point (one integer
   // add each instead of a float compare-and-store loop; scaled per thread block so that no
-  // sum overflows; each add within 5e-10 of the block's bound). The fastest per sweep
-  // measured (bench/NOTES.md, "ART's tiled kernels in tasks": 2.4x / 2.2x / 2.5x cuSPARSE at
-  // 512^2 / 1024^2 / 2048^2 on an H200), not the default: its layout is built on the host at
-  // the matrix's first upload (seconds; kept with the matrix for later uploads,
+  // sum overflows; each add within 5e-10 of the block's bound): 2.2x / 2.1x / 2.4x cuSPARSE
+  // at 512^2 / 1024^2 / 2048^2 on an H200 (bench/NOTES.md). Its layout is built on the host
+  // at the matrix's first upload (seconds; kept with the matrix for later uploads,
   // SymmetricSystemMatrix::TiledLayout).
   kTiledFixed,
   // kTiledFixed's kernels as one cooperative launch per ART sweep (cuda/tiled_products.cu,
@@ -122,6 +121,9 @@ enum class SymmetricKernels {
   // of three launches. Where the device cannot keep the thread blocks resident (no
   // cooperative launch, or their orbits' planes exceed its shared memory) ART takes
   // kTiledFixed's launches: one_launch_sweeps() says which. The products are kTiledFixed's.
+  // The fastest per sweep measured (bench/NOTES.md, "ART as one launch per sweep": 2.7x /
+  // 2.7x / 3.1-3.3x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the
+  // tiled layout's build at first use.
   kTiledSweep,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x

@@ -19,6 +19,10 @@
 // z_maps[(g * columns + c) * 8 + p] = z_k for p = M_k M_g (0 for planes that are no view of
 // the block); the largest |z| of the block by an integer atomicMax (fixed point, below).
 //
+// TiledSweepKernel (kTiledSweep): a whole ART sweep of the three as one cooperative launch,
+// each thread block owning orbits of tiles for the whole sweep (tiled_sweep_owners.h); see
+// its comment below.
+//
 // TiledBackKernel: one thread block per orbit of tiles (it owns the orbit's pixels; the
 // largest orbits first), its warps taking the orbit's tasks in turn: a lane reads z in plane order for its rays (two
 // 4-float loads each) and its task's slots, and adds w z_p at place of plane p (int32 fixed

@@ -44,6 +44,18 @@ double RelativeL2(const Array3D& a, const Array3D& b) {
   return std::sqrt(diff / norm);
 }
 
+// 48 views over 2 pi on an n^2 grid of 0.12 mm pixels, `columns` rays 0.15 mm apart.
+FanCaseSpec LargeFanCaseSpec(int64_t n, int64_t columns) {
+  FanCaseSpec large;
+  large.views = 48;
+  large.first_angle_rad = M_PI / 48;
+  large.n = n;
+  large.pixel_mm = 0.12;
+  large.columns = columns;
+  large.column_spacing_mm = 0.15;
+  return large;
+}
+
 class DeviceStoredMatrixTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -76,14 +88,8 @@ void CompareProducts(DeviceStoredMatrix& device, const CsrSystemMatrix& referenc
 TEST_F(DeviceStoredMatrixTest, SymmetricProductsEqualTheCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   std::vector<FanCase> cases = SymmetricFanCases();
-  FanCaseSpec large;  // more rows than one segment and a grid above 64 pixels
-  large.views = 48;
-  large.first_angle_rad = M_PI / 48;
-  large.n = 151;
-  large.pixel_mm = 0.12;
-  large.columns = 203;
-  large.column_spacing_mm = 0.15;
-  cases.push_back(MakeFanCase("large", large));
+  // More rows than one segment and a grid above 64 pixels.
+  cases.push_back(MakeFanCase("large", LargeFanCaseSpec(151, 203)));
   for (const FanCase& c : cases) {
     SCOPED_TRACE(c.name);
     const FanScan scan = ScanOf(c);
@@ -157,13 +163,7 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
 // (kTiledFixed's).
 TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
-  FanCaseSpec large;
-  large.views = 48;
-  large.first_angle_rad = M_PI / 48;
-  large.n = 201;
-  large.pixel_mm = 0.12;
-  large.columns = 263;
-  large.column_spacing_mm = 0.15;
+  const FanCaseSpec large = LargeFanCaseSpec(201, 263);
   struct Case {
     FanCase fan;
     FanCaseSpec spec;
@@ -209,14 +209,7 @@ TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) {
 
 TEST_F(DeviceStoredMatrixTest, DeviceBuildEqualsTheCpuBuild) {
   std::vector<FanCase> cases = SymmetricFanCases();
-  FanCaseSpec large;
-  large.views = 48;
-  large.first_angle_rad = M_PI / 48;
-  large.n = 151;
-  large.pixel_mm = 0.12;
-  large.columns = 203;
-  large.column_spacing_mm = 0.15;
-  cases.push_back(MakeFanCase("large", large));
+  cases.push_back(MakeFanCase("large", LargeFanCaseSpec(151, 203)));
   for (const FanCase& c : cases) {
     SCOPED_TRACE(c.name);
     const FanScan scan = ScanOf(c);
