@@ -122,7 +122,7 @@ enum class SymmetricKernels {
   // cooperative launch, or their orbits' planes exceed its shared memory) ART takes
   // kTiledFixed's launches: one_launch_sweeps() says which. The products are kTiledFixed's.
   // The fastest per sweep measured (bench/NOTES.md, "ART as one launch per sweep": 2.7x /
-  // 2.7x / 3.1-3.3x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the
+  // 2.6-2.7x / 3.1-3.3x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the
   // tiled layout's build at first use.
   kTiledSweep,
 };
