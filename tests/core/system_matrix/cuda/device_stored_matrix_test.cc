@@ -157,13 +157,17 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
 }
 
 // ART as one launch per sweep (kTiledSweep) against the CPU's block ART: the odd grid with
-// tile sides 5 to 64 (one orbit per thread block, up to 133 KB of planes), and a 201^2 grid
-// in 4- and 6-pixel tiles (about 340 and 150 orbits: on a device of up to 150
-// multiprocessors, thread blocks own several), with and without the clamp; and its products
-// (kTiledFixed's).
+// tile sides 5 to 64 (one orbit per thread block; x resident in shared memory up to side
+// 32, reloaded per block at 64), a 201^2 grid in 4- and 6-pixel tiles (about 340 and 150
+// orbits: on a device of up to 150 multiprocessors, thread blocks own several), and a
+// 530^2 grid in 16-pixel tiles (about 150 orbits through the place table: some thread
+// blocks own two), with and without the clamp; and its products (kTiledFixed's).
 TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   const FanCaseSpec large = LargeFanCaseSpec(201, 263);
+  // 16-pixel tiles (the compiled plane size and its place table) in about 150 orbits.
+  FanCaseSpec fine = LargeFanCaseSpec(530, 300);
+  fine.pixel_mm = 0.05;
   struct Case {
     FanCase fan;
     FanCaseSpec spec;
@@ -171,7 +175,8 @@ TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) {
   };
   const std::vector<Case> cases = {
       {MakeFanCase("odd-97", OddFanCaseSpec()), OddFanCaseSpec(), {5, 16, 32, 64}},
-      {MakeFanCase("large-201", large), large, {4, 6}}};
+      {MakeFanCase("large-201", large), large, {4, 6}},
+      {MakeFanCase("fine-530", fine), fine, {16}}};
   for (const Case& c : cases) {
     const FanScan scan = ScanOf(c.fan);
     const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
