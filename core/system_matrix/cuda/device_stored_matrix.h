@@ -115,14 +115,14 @@ enum class SymmetricKernels {
   // SymmetricSystemMatrix::TiledLayout).
   kTiledFixed,
   // kTiledFixed's kernels as one cooperative launch per ART sweep (cuda/tiled_products.cu,
-  // TiledSweepKernel): a thread block per multiprocessor owns orbits of tiles for the whole
-  // sweep (cuda/tiled_sweep_owners.h) and runs their forward and transpose; the blocks meet
-  // at two grid-wide barriers per ART block (after the forward, after the combine) instead
-  // of three launches. Where the device cannot keep the thread blocks resident (no
+  // TiledSweepKernel): each thread block (one or two per multiprocessor) owns orbits of
+  // tiles for the whole sweep (cuda/tiled_sweep_owners.h) and runs their forward and
+  // transpose; the blocks meet at two grid-wide barriers per ART block (after the forward,
+  // after the combine) instead of three launches. Where the device cannot keep the thread blocks resident (no
   // cooperative launch, or their orbits' planes exceed its shared memory) ART takes
   // kTiledFixed's launches: one_launch_sweeps() says which. The products are kTiledFixed's.
-  // The fastest per sweep measured (bench/NOTES.md, "ART as one launch per sweep": 2.7x /
-  // 2.6-2.7x / 3.1-3.3x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the
+  // The fastest per sweep measured (bench/NOTES.md, "ART as one launch per sweep": 2.6-2.8x
+  // / 2.8x / 3.4x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the
   // tiled layout's build at first use.
   kTiledSweep,
 };

@@ -292,21 +292,25 @@ struct TiledSweep {
   int32_t resident_x = 0;      // set by LaunchTiledSweep from its shape
 };
 // How a sweep launch runs: its thread blocks (0: it cannot run here), the most orbits one
-// owns, and whether x stays in their shared memory for the whole sweep (else reloaded from
-// device memory at each block).
+// owns, whether x stays in their shared memory for the whole sweep (else reloaded from
+// device memory at each block), and their threads.
 struct TiledSweepShape {
   int thread_blocks = 0;
   int most_orbits = 0;
   bool resident_x = false;
+  int threads = 0;
 };
-// The thread blocks a sweep launch runs on the current device, to deal the orbits to: one
-// per multiprocessor, at most d.orbits_per_view; 0 without cooperative launch.
-cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int* thread_blocks);
-// The shape for thread blocks owning at most most_orbits orbits each, with x resident when
-// the shared memory allows it (and that shared memory allowed); thread_blocks 0 when even
-// the accumulators do not fit: ART then takes the per-block launches.
-cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks, int most_orbits,
-                          TiledSweepShape* shape);
+// The thread blocks a sweep launch with blocks_per_multiprocessor (1 or 2: 768 threads per
+// multiprocessor as one thread block or two) runs on the current device, to deal the orbits
+// to: at most d.orbits_per_view; 0 without cooperative launch, or for 2 when the orbits are
+// fewer than the thread blocks.
+cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_multiprocessor,
+                                   int* thread_blocks);
+// The shape for those thread blocks owning at most most_orbits orbits each, with x resident
+// when the shared memory allows it (and that shared memory allowed); thread_blocks 0 when
+// even the accumulators do not fit blocks_per_multiprocessor to a multiprocessor.
+cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
+                          int blocks_per_multiprocessor, int most_orbits, TiledSweepShape* shape);
 cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
                              const TiledSweepShape& shape, cudaStream_t stream);
 

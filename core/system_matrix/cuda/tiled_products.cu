@@ -42,9 +42,10 @@ namespace {
 constexpr int kForwardThreads = 32 * kTiledForwardTasks;
 constexpr int kTiledMaxBackThreads = 1024;
 constexpr int kCombineThreads = 256;
-// The one-launch sweep: a thread block of 768 threads per multiprocessor, up to 80
-// registers each (no spills; at 1024 threads and 64 registers the kernel spilled and its
-// sweeps were 3% (512^2) to 8% (1024^2) slower on an H200).
+// The one-launch sweep: 768 threads per multiprocessor, up to 80 registers each (no spills;
+// at 1024 threads and 64 registers the kernel spilled and its sweeps were 3% (512^2) to 8%
+// (1024^2) slower on an H200), as one thread block or two of half the threads
+// (TiledSweepThreadBlocks).
 constexpr int kSweepThreads = 768;
 
 // The square maps and their products, indexed by values known only at run time: in constant
@@ -804,7 +805,8 @@ cudaError_t LaunchTiledBack(const TiledDeviceArrays& d, const OrbitBlock& block,
   });
 }
 
-cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int* thread_blocks) {
+cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_multiprocessor,
+                                   int* thread_blocks) {
   *thread_blocks = 0;
   int device = 0, cooperative = 0, multiprocessors = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -813,15 +815,16 @@ cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int* thread_block
     e = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
   }
   if (e != cudaSuccess) return e;
-  // One thread block per multiprocessor (its registers fill one), no more than the orbits.
-  if (cooperative != 0) {
-    *thread_blocks = static_cast<int>(std::min<int64_t>(multiprocessors, std::max(1, d.orbits_per_view)));
+  // Two thread blocks per multiprocessor only where each still owns an orbit or more.
+  const int64_t blocks = int64_t{blocks_per_multiprocessor} * multiprocessors;
+  if (cooperative != 0 && (blocks_per_multiprocessor == 1 || d.orbits_per_view >= blocks)) {
+    *thread_blocks = static_cast<int>(std::min<int64_t>(blocks, std::max(1, d.orbits_per_view)));
   }
   return cudaSuccess;
 }
 
-cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks, int most_orbits,
-                          TiledSweepShape* shape) {
+cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
+                          int blocks_per_multiprocessor, int most_orbits, TiledSweepShape* shape) {
   *shape = TiledSweepShape{};
   int device = 0, shared_limit = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -829,6 +832,7 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks, int mos
     e = cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   }
   if (e != cudaSuccess || thread_blocks <= 0) return e;
+  const int threads = kSweepThreads / blocks_per_multiprocessor;
   for (const bool resident_x : {true, false}) {
     const size_t shared = SweepSharedBytes(d, most_orbits, resident_x);
     int resident_blocks = 0;
@@ -841,12 +845,12 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks, int mos
       status = cudaFuncSetAttribute(
           kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
       if (status != cudaSuccess) return status;
-      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident_blocks, kernel, kSweepThreads,
+      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident_blocks, kernel, threads,
                                                            shared);
     });
     if (e != cudaSuccess) return e;
-    if (resident_blocks >= 1) {
-      *shape = {thread_blocks, most_orbits, resident_x};
+    if (resident_blocks >= blocks_per_multiprocessor) {
+      *shape = {thread_blocks, most_orbits, resident_x, threads};
       return cudaSuccess;
     }
   }
@@ -868,7 +872,8 @@ cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep
     void* params[] = {&arrays, &args};
     e = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
                                     dim3(static_cast<unsigned>(shape.thread_blocks)),
-                                    dim3(kSweepThreads), params, shared, stream);
+                                    dim3(static_cast<unsigned>(shape.threads)), params, shared,
+                                    stream);
     return e != cudaSuccess ? e : cudaGetLastError();
   });
 }
