@@ -19,15 +19,16 @@
 // z_maps[(g * columns + c) * 8 + p] = z_k for p = M_k M_g (0 for planes that are no view of
 // the block); the largest |z| of the block by an integer atomicMax (fixed point, below).
 //
+// TiledBackKernel: one thread block per orbit of tiles (it owns the orbit's pixels; the
+// largest orbits first), its warps taking the orbit's tasks in turn: a lane reads z in plane
+// order for its rays (two 4-float loads each) and its task's slots, and adds w z_p at place
+// of plane p (int32 fixed point, or float); then each distinct tile of the orbit is written
+// once (x = x + the planes whose tile it is, clamped when asked): one owner per pixel, no
+// global atomics.
+//
 // TiledSweepKernel (kTiledSweep): a whole ART sweep of the three as one cooperative launch,
 // each thread block owning orbits of tiles for the whole sweep (tiled_sweep_owners.h); see
 // its comment below.
-//
-// TiledBackKernel: one thread block per orbit of tiles (it owns the orbit's pixels; the
-// largest orbits first), its warps taking the orbit's tasks in turn: a lane reads z in plane order for its rays (two
-// 4-float loads each) and its task's slots, and adds w z_p at place of plane p (int32 fixed
-// point, or float); then each distinct tile of the orbit is written once (x = x + the planes
-// whose tile it is, clamped when asked): one owner per pixel, no global atomics.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -47,6 +48,11 @@ constexpr int kCombineThreads = 256;
 // (1024^2) slower on an H200), as one thread block or two of half the threads
 // (TiledSweepThreadBlocks).
 constexpr int kSweepThreads = 768;
+
+// The tile sides the kernels are compiled for (TiledRuns::TileSideFor's choices), as floats
+// per plane (side x (side + 1)); any other side runs the kPlane = 0 instances.
+constexpr int kPlane16 = 16 * 17;
+constexpr int kPlane32 = 32 * 33;
 
 // The square maps and their products, indexed by values known only at run time: in constant
 // memory (as kernel arguments indexed so they would be copied to the stack).
@@ -499,7 +505,7 @@ __device__ __forceinline__ void ForOwnedTasks(const TiledDeviceArrays& d, const 
 // The tile side of a plane of kPlane floats (side x (side + 1)); 0 for the generic instance.
 template <int kPlane>
 constexpr int SideOfPlane() {
-  return kPlane == 16 * 17 ? 16 : kPlane == 32 * 33 ? 32 : 0;
+  return kPlane == kPlane16 ? 16 : kPlane == kPlane32 ? 32 : 0;
 }
 
 // The sweep's tables for square orbits of 8 distinct tiles of the compiled side (all but
@@ -660,6 +666,7 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
                     ForwardTask<kPlane>(d, x_planes + i * orbit_floats, task, s.sums);
                   });
     grid.sync();
+    // Bounds by the warp's first item, the same for all its lanes (the combine shuffles).
     for (int64_t i = combine_i; i - lane < combine_end; i += combine_stride) {
       CombineRay(d, block, combine, i,
                  i == combine_i ? first_inputs : LoadCombineInputs(d, block, combine, i));
@@ -692,11 +699,6 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     __syncthreads();  // the accumulators, x's planes and the next block are used next
   }
 }
-
-// The tile sides the kernels are compiled for (TiledRuns::TileSideFor's choices), as floats
-// per plane (side x (side + 1)); any other side runs the kPlane = 0 instances.
-constexpr int kPlane16 = 16 * 17;
-constexpr int kPlane32 = 32 * 33;
 
 // f(std::integral_constant<int, kPlane>) for the instance that runs d's tiles.
 template <typename F>
