@@ -219,6 +219,7 @@ struct KernelChoice {
   IcdKernel kernel = IcdKernel::kPersistent;
   bool v4_flags = true, v4_prefetch = true, v4_l1_prefetch = false, v4_poll_sleep = false;
   int v4_voxels_per_thread = 1, v4_threads = 0;
+  int view_group_shift = IcdCudaTuning{}.partial_view_group_shift;
   void ApplyTo(IcdCudaTuning& tuning) const {
     tuning.kernel = kernel;
     tuning.v4_flags = v4_flags;
@@ -227,12 +228,14 @@ struct KernelChoice {
     tuning.v4_voxels_per_thread = v4_voxels_per_thread;
     tuning.v4_poll_sleep = v4_poll_sleep;
     tuning.v4_threads = v4_threads;
+    tuning.partial_view_group_shift = view_group_shift;
   }
 };
 
 // persistent, launch-per-step, or v4 with '+'-joined switches: grid (grid barriers instead
 // of flags), noprefetch, l1 (L1 prefetch), sleep / spin (flags polled with short sleeps, or
-// spinning: the default), v1 / v2 (voxels per thread; 1 the default), t128 / t256 / t288 /
+// spinning: the default), g1 ... g16 (the theta partials of that many views of a voxel side by
+// side), v1 / v2 (voxels per thread; 1 the default), t128 / t256 / t288 /
 // t320 (threads per block), e.g. v4+grid+v2+t256. Plain v4 is IcdCudaTuning's default.
 absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   KernelChoice choice;
@@ -256,6 +259,10 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
         choice.v4_l1_prefetch = true;
       } else if (part == "spin" || part == "sleep") {
         choice.v4_poll_sleep = part == "sleep";
+      } else if (part == "g1" || part == "g2" || part == "g4" || part == "g8" || part == "g16") {
+        const int together = std::stoi(part.substr(1));
+        choice.view_group_shift = together == 16 ? 4 : together == 8 ? 3 : together == 4 ? 2
+                                  : together == 2 ? 1 : 0;
       } else if (part == "v1" || part == "v2") {
         choice.v4_voxels_per_thread = part == "v1" ? 1 : 2;
       } else if (part == "t128" || part == "t256" || part == "t288" || part == "t320") {
@@ -268,7 +275,7 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--kernel: '", name, "' is not one of persistent, launch-per-step, v4[+grid][+noprefetch]"
-      "[+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320]"));
+      "[+l1][+sleep|+spin][+g1|+g2|+g4|+g8|+g16][+v1|+v2][+t128|+t256|+t288|+t320]"));
 }
 
 // One MVU run (one column per step) with a kernel.
@@ -325,7 +332,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kernel", kernel_text,
                  "device kernels for MVU, comma-separated (persistent, launch-per-step, "
-                 "v4[+grid][+noprefetch][+l1][+sleep|+spin][+v1|+v2][+t128|+t256|+t288|+t320]); "
+                 "v4[+grid][+noprefetch][+l1][+sleep|+spin][+g1|+g2|+g4|+g8|+g16][+v1|+v2][+t128|+t256|+t288|+t320]); "
                  "the "
                  "first also runs the several-columns MVU and SVU")
       ->capture_default_str();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -252,9 +253,20 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
       persistent_blocks = std::min(persistent_blocks, tuning.persistent_blocks);
     }
     const size_t slots = static_cast<size_t>(std::max<int64_t>(1, schedule.max_step_voxels()));
+    const int view_group_shift = std::clamp(tuning.partial_view_group_shift, 0,
+                                            cuda::kIcdMaxViewGroupShift);
+    const size_t views_together = size_t{1} << view_group_shift;
+    const size_t partial_views =
+        (static_cast<size_t>(problem.num_views) + views_together - 1) / views_together *
+        views_together;
+    if (slots * partial_views > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "icd: a step's voxels (", slots, ") times the views (", problem.num_views,
+          ") exceed the persistent kernels' partials index (2^31)"));
+    }
     TOMO_ASSIGN_OR_RETURN(d_theta_partial,
-                          DeviceBuffer<float2>::Allocate(
-                              slots * static_cast<size_t>(problem.num_views), s));
+                          DeviceBuffer<float2>::Allocate(slots * partial_views, s));
+    persistent_scratch.view_group_shift = view_group_shift;
     TOMO_ASSIGN_OR_RETURN(d_persistent_delta, DeviceBuffer<float>::Allocate(slots, s));
     persistent_scratch.theta_partial = d_theta_partial.get();
     persistent_scratch.delta = d_persistent_delta.get();

@@ -61,6 +61,11 @@ struct IcdCudaTuning {
   bool v4_prefetch = true;
   bool v4_l1_prefetch = false;
   bool v4_poll_sleep = false;  // flags: sleep between polls (false: spin; measured faster)
+  // Persistent kernels: the theta partials of 2^shift views of a voxel side by side
+  // (IcdPersistentScratch::view_group_shift), in [0, 4]. 3 (8 views, 64 bytes) measured
+  // fastest: 512^3 steps of 3 columns 15.8 us against 19.3 us with 0 on an H200 (2, 4 and 16
+  // views: 16.8, 16.1 and 16.0 us; bench/NOTES.md).
+  int partial_view_group_shift = 3;
   int v4_voxels_per_thread = 1;
   int v4_threads = 0;
   // kLaunchPerStep: steps per CUDA graph; 0: plain launches (two per step), for comparison.

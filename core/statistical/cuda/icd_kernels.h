@@ -89,12 +89,21 @@ cudaError_t LaunchIcdGroupForward(const IcdDeviceProblem& problem, const IcdGrou
 //      barrier needed: a view's pixels are only touched by its owner) A for step s + 1.
 // So a step costs two grid barriers; e is updated without atomics (a step's voxels share
 // no pixel). Requires a device with cooperative launch and a grid of co-resident blocks.
+//
+// The partials of (view v, voxel j) lie at PartialIndex (icd_step_footprints.cuh): the
+// views in groups of 2^view_group_shift, each group's partials voxel by voxel and, within
+// a voxel, view by view. Shift 0 is [num_views][slots]: A's stores of a warp fill two lines,
+// but B's warp, which reads one voxel's partials of all views, touches one 32-byte sector per
+// view (391 in the literature case). Shift 2 puts 4 views of a voxel in one sector: B reads a
+// quarter of the sectors and A's stores touch four times as many.
 struct IcdPersistentScratch {
-  float2* theta_partial = nullptr;  // [num_views][slots]
+  float2* theta_partial = nullptr;  // [RoundUp(num_views, 2^view_group_shift) * slots]
   float* delta = nullptr;           // [slots]
   const IcdStepTask* tasks = nullptr;
   int slots = 0;                    // >= the voxels of the largest step
+  int view_group_shift = 0;         // in [0, kIcdMaxViewGroupShift]
 };
+constexpr int kIcdMaxViewGroupShift = 4;
 // Blocks of a cooperative grid of `kernel` (either persistent kernel) with `threads` per
 // block on the current device: min(num_views, co-resident blocks); 0 with
 // cudaErrorNotSupported when the device has no cooperative launch.

@@ -27,7 +27,6 @@ using namespace icd_device;  // NOLINT: the helpers of both persistent kernels
 __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                                 const IcdStepTask& task, int size, int v,
                                 const StepFootprints& f) {
-  float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
   const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
   const float* weights = p.weights + view_offset;
   const float* residual = p.residual + view_offset;
@@ -37,7 +36,7 @@ __device__ void BackProjectView(const IcdDeviceProblem& p, const IcdPersistentSc
     const VoxelPixels x = MakeVoxelPixels(p, f.column[slot], iz);
     float t1 = 0, t2 = 0;
     AddVoxelThetas(p, f, slot, x, weights, residual, t1, t2);
-    out[j] = make_float2(t1, t2);
+    s.theta_partial[PartialIndex(s, v, j)] = make_float2(t1, t2);
   }
   __syncthreads();  // f may be rewritten next
 }

@@ -171,7 +171,6 @@ template <int kThreads, int kSlots>
 __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistentScratch& s,
                                   const IcdStepTask& task, int size, int v,
                                   const StepFootprints& f) {
-  float2* out = s.theta_partial + static_cast<int64_t>(v) * s.slots;
   const int64_t view_offset = static_cast<int64_t>(v) * p.columns * p.rows;
   const float* weights = p.weights + view_offset;
   const float* residual = p.residual + view_offset;
@@ -215,7 +214,8 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
     for (int u = 0; u < kSlots; ++u) {
       if (!x[u].valid) continue;
       if (x[u].slow >= 0) BackProjectSlowVoxel(p, f, x[u], weights, residual, t1[u], t2[u]);
-      out[round + u * kThreads + threadIdx.x] = make_float2(t1[u], t2[u]);
+      s.theta_partial[PartialIndex(s, v, round + u * kThreads + threadIdx.x)] =
+          make_float2(t1[u], t2[u]);
     }
   }
   __syncthreads();  // f may be rewritten next

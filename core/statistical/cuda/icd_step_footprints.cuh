@@ -50,6 +50,13 @@ __device__ __forceinline__ T LoadReadOnly(const T* from) {
   return out;
 }
 
+// Where the theta partials of view v and step voxel j lie (IcdPersistentScratch; in 32 bits:
+// the runner keeps the partials under 2^31).
+__device__ __forceinline__ int PartialIndex(const IcdPersistentScratch& s, int v, int j) {
+  const int shift = s.view_group_shift;
+  return (((v >> shift) * s.slots + j) << shift) | (v & ((1 << shift) - 1));
+}
+
 // Fills f for view v of the step (all threads take part; ends with a barrier).
 __device__ inline void LoadFootprints(const IcdDeviceProblem& p, const IcdStepTask& task, int v,
                                StepFootprints& f) {
@@ -180,7 +187,7 @@ __device__ __forceinline__ float* SolveStepVoxel(const IcdDeviceProblem& p,
     for (int k = 0; k < kViewsPerLane; ++k) {
       const int v = first + k * 32 + lane;
       partial[k] = v < p.num_views
-                       ? __ldcg(&s.theta_partial[static_cast<int64_t>(v) * s.slots + j])
+                       ? __ldcg(&s.theta_partial[PartialIndex(s, v, j)])
                        : make_float2(0.0f, 0.0f);
     }
 #pragma unroll

@@ -92,6 +92,7 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
     bool v4_l1_prefetch = false;
     int v4_voxels_per_thread = 1;
     bool v4_poll_sleep = false;
+    int view_group_shift = 3;
   };
   const Mode modes[] = {
       {GroupingMode::kMultiVoxel, 1, IcdKernel::kPersistent, "MVU, persistent"},
@@ -115,7 +116,13 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
        true, true, 256, true, 2},
       {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
        "MVU, 3 columns per step, v4, flags polled with sleeps, 288 threads", true, true, 288,
-       false, 1, true}};
+       false, 1, true},
+      // The default puts the partials of 8 views side by side (the helical case's 36 views
+      // end in a part group); these take them view by view and 4 at a time.
+      {GroupingMode::kMultiVoxel, 3, IcdKernel::kPersistentV4,
+       "MVU, 3 columns per step, v4, partials view by view", true, true, 0, false, 1, false, 0},
+      {GroupingMode::kSingleVoxel, 1, IcdKernel::kPersistent,
+       "SVU, persistent, partials of 4 views together", true, true, 0, false, 1, false, 2}};
   for (bool helical : {false, true}) {
     for (const Mode& mode : modes) {
       const GroupingMode grouping = mode.grouping;
@@ -137,6 +144,7 @@ TEST_F(IcdCudaTest, AgreesWithTheCpuReference) {
       tuning.v4_l1_prefetch = mode.v4_l1_prefetch;
       tuning.v4_voxels_per_thread = mode.v4_voxels_per_thread;
       tuning.v4_poll_sleep = mode.v4_poll_sleep;
+      tuning.partial_view_group_shift = mode.view_group_shift;
       tuning.steps_per_launch = 37;  // launches that end and start within iterations
       auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, &start, options, 0, tuning, {});
       ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -177,12 +185,14 @@ TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
     bool v4_flags;
     int v4_voxels_per_thread;
     const char* name;
+    int view_group_shift = 3;
   };
   for (const Kernel& kernel :
        {Kernel{IcdKernel::kPersistent, false, 1, "persistent"},
         Kernel{IcdKernel::kPersistentV4, true, 1, "v4, flags"},
         Kernel{IcdKernel::kPersistentV4, false, 1, "v4, grid barriers"},
-        Kernel{IcdKernel::kPersistentV4, true, 2, "v4, flags, 2 voxels per thread"}})
+        Kernel{IcdKernel::kPersistentV4, true, 2, "v4, flags, 2 voxels per thread"},
+        Kernel{IcdKernel::kPersistentV4, true, 1, "v4, flags, partials of 4 views together", 2}})
   for (int blocks : {1, 5}) {
     SCOPED_TRACE(kernel.name);
     SCOPED_TRACE(blocks);
@@ -190,6 +200,7 @@ TEST_F(IcdCudaTest, PersistentBlocksOwningSeveralViewsAgreeWithTheCpu) {
     tuning.kernel = kernel.kernel;
     tuning.v4_flags = kernel.v4_flags;
     tuning.v4_voxels_per_thread = kernel.v4_voxels_per_thread;
+    tuning.partial_view_group_shift = kernel.view_group_shift;
     tuning.persistent_blocks = blocks;
     tuning.steps_per_launch = 100;
     auto gpu = ReconstructIcdCuda(sf, c.line_integrals, c.weights, nullptr, options, 0, tuning, {});
