@@ -53,6 +53,7 @@ constexpr int kFastPixels = 8;  // pixels per voxel in that round: up to 2 rows 
 // The forward update's batch: its e is mostly in L1 (read by the block's back projection a
 // step before), and holding 2 x 8 pixels' addresses and predicates for the stores spilled.
 constexpr int kForwardBatch = 4;
+static_assert(kFastPixels % 2 == 0 && kForwardBatch % 2 == 0, "rounds start at even pixels");
 
 __device__ __forceinline__ unsigned long long LoadRelaxed64(const unsigned long long* at) {
   unsigned long long value;
@@ -98,13 +99,19 @@ __device__ __forceinline__ bool Reached(unsigned value, unsigned epoch) {
 // k >> shift, row offset k & shift) at base + offset * rows + row offset, as the CPU
 // reference orders them (columns outer), walked in rounds of kFastPixels; other voxels are
 // walked after the rounds.
+// Pixel k = 2 m + o (o = 0 or 1) lies at base + m pair_step + o odd_step, and its column's
+// weight at weight_base + m (2 - shift) + o (1 - shift) of the footprints' weights: the
+// rounds start at even k and are unrolled, so m and o are constants there and a pixel's
+// index is one or two adds (FastRound), where shifts and masks per pixel took about a fifth
+// of the pixel loops' instructions (bench/NOTES.md).
 // Kept small: the registers also hold a round's loads for every slot.
 struct SlotVoxel {
   bool valid = false;
   int fast_count = 0;  // pixels on the fast path (0 when none or off it)
   int slow = -1;       // off the fast path: slot | iz << 2 (VoxelPixels recomputed then)
-  int slot = 0, base = 0, shift = 0;
-  float amplitude = 0, row_weight[2] = {0, 0};
+  int base = 0, pair_step = 0, odd_step = 0, shift = 0;
+  int weight_base = 0;               // slot * kCachedColumns
+  float a_even = 0, a_odd = 0;       // amplitude times the row weight of even and odd k
 };
 
 __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
@@ -113,20 +120,25 @@ __device__ __forceinline__ SlotVoxel MakeSlotVoxel(const IcdDeviceProblem& p,
   SlotVoxel x;
   x.valid = j < size;
   if (!x.valid) return x;
-  int iz;
-  StepVoxel(task, j, x.slot, iz);
-  const VoxelPixels pixels = MakeVoxelPixels(p, f.column[x.slot], iz);
+  int slot, iz;
+  StepVoxel(task, j, slot, iz);
+  const VoxelPixels pixels = MakeVoxelPixels(p, f.column[slot], iz);
   if (pixels.rows > 2 || pixels.count > pixels.rows * kCachedColumns) {
-    x.slow = x.slot | iz << 2;
+    x.slow = slot | iz << 2;
     return x;
   }
   x.fast_count = pixels.count;
   if (pixels.count > 0) {
-    x.shift = pixels.rows > 1 ? 1 : 0;
-    x.base = f.column[x.slot].first_column * p.rows + pixels.axial.first_row;
-    x.amplitude = pixels.axial.amplitude;
-    x.row_weight[0] = RowWeight(pixels.axial, pixels.axial.first_row);
-    x.row_weight[1] = RowWeight(pixels.axial, pixels.axial.first_row + 1);
+    const bool two_rows = pixels.rows > 1;
+    x.shift = two_rows ? 1 : 0;
+    x.base = f.column[slot].first_column * p.rows + pixels.axial.first_row;
+    x.pair_step = two_rows ? p.rows : 2 * p.rows;
+    x.odd_step = two_rows ? 1 : p.rows;
+    x.weight_base = slot * kCachedColumns;
+    x.a_even = pixels.axial.amplitude * RowWeight(pixels.axial, pixels.axial.first_row);
+    x.a_odd = two_rows ? pixels.axial.amplitude *
+                             RowWeight(pixels.axial, pixels.axial.first_row + 1)
+                       : x.a_even;
   }
   return x;
 }
@@ -137,13 +149,27 @@ __device__ __forceinline__ VoxelPixels SlowPixels(const IcdDeviceProblem& p,
 }
 
 __device__ __forceinline__ bool FastPixel(const SlotVoxel& x, int k) { return k < x.fast_count; }
-__device__ __forceinline__ int FastIndex(const IcdDeviceProblem& p, const SlotVoxel& x, int k) {
-  return x.base + (k >> x.shift) * p.rows + (k & x.shift);
+// Pixel k's index, any k (off the unrolled rounds).
+__device__ __forceinline__ int FastIndex(const SlotVoxel& x, int k) {
+  return x.base + (k >> 1) * x.pair_step + (k & 1) * x.odd_step;
 }
-__device__ __forceinline__ float FastA(const StepFootprints& f, const SlotVoxel& x, int k) {
-  return x.amplitude * f.weight[x.slot][k >> x.shift] *
-         ((k & x.shift) ? x.row_weight[1] : x.row_weight[0]);
-}
+
+// The pixels first + o of a voxel, first even (a round's start), o a constant of an
+// unrolled loop.
+struct FastRound {
+  int index_base, weight_base;
+  __device__ FastRound(const SlotVoxel& x, int first)
+      : index_base(x.base + (first >> 1) * x.pair_step),
+        weight_base(x.weight_base + (first >> 1) * (2 - x.shift)) {}
+  __device__ int Index(const SlotVoxel& x, int o) const {
+    return index_base + (o >> 1) * x.pair_step + ((o & 1) ? x.odd_step : 0);
+  }
+  __device__ float A(const StepFootprints& f, const SlotVoxel& x, int o) const {
+    const int m = o >> 1, odd = o & 1;
+    const float column_weight = (&f.weight[0][0])[weight_base + 2 * m + odd - x.shift * (m + odd)];
+    return column_weight * (odd ? x.a_odd : x.a_even);
+  }
+};
 
 // The most pixels of the thread's fast-path voxels (they are walked in rounds of
 // kFastPixels, the loads of a round for all slots together).
@@ -188,12 +214,13 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
       float w[kSlots][kFastPixels], e[kSlots][kFastPixels];
 #pragma unroll
       for (int u = 0; u < kSlots; ++u) {
+        const FastRound at(x[u], first);
 #pragma unroll
         for (int k = 0; k < kFastPixels; ++k) {
           w[u][k] = 0;
           e[u][k] = 0;
           if (FastPixel(x[u], first + k)) {
-            const int index = FastIndex(p, x[u], first + k);
+            const int index = at.Index(x[u], k);
             w[u][k] = __ldg(weights + index);
             e[u][k] = residual[index];
           }
@@ -201,9 +228,10 @@ __device__ void BackProjectViewV4(const IcdDeviceProblem& p, const IcdPersistent
       }
 #pragma unroll
       for (int u = 0; u < kSlots; ++u) {
+        const FastRound at(x[u], first);
 #pragma unroll
         for (int k = 0; k < kFastPixels; ++k) {
-          const float a = FastPixel(x[u], first + k) ? FastA(f, x[u], first + k) : 0.0f;
+          const float a = FastPixel(x[u], first + k) ? at.A(f, x[u], k) : 0.0f;
           const float wa = w[u][k] * a;
           t1[u] += wa * e[u][k];
           t2[u] += wa * a;
@@ -254,16 +282,17 @@ __device__ void ForwardViewV4(const IcdDeviceProblem& p, const IcdPersistentScra
       float delta = 0;
       for (int first = 0; first == 0 || first < x.fast_count; first += kForwardBatch) {
         float e[kForwardBatch];
+        const FastRound at(x, first);
 #pragma unroll
         for (int k = 0; k < kForwardBatch; ++k) {
-          e[k] = FastPixel(x, first + k) ? residual[FastIndex(p, x, first + k)] : 0.0f;
+          e[k] = FastPixel(x, first + k) ? residual[at.Index(x, k)] : 0.0f;
         }
         if (first == 0) delta = WaitForChange(sync, j, epoch, word[u], sleep);
         if (delta == 0.0f) break;  // nothing to add
 #pragma unroll
         for (int k = 0; k < kForwardBatch; ++k) {
           if (FastPixel(x, first + k)) {
-            residual[FastIndex(p, x, first + k)] = e[k] + FastA(f, x, first + k) * delta;
+            residual[at.Index(x, k)] = e[k] + at.A(f, x, k) * delta;
           }
         }
       }
@@ -375,7 +404,7 @@ __device__ void PrefetchBackProjectionL1(const IcdDeviceProblem& p, const IcdSte
     for (int u = 0; u < kSlots; ++u) {
       const SlotVoxel x = MakeSlotVoxel(p, task, size, round + u * kThreads + threadIdx.x, f);
       for (int k = 0; k < x.fast_count; k += 1 + x.shift) {
-        const int64_t at = view_offset + FastIndex(p, x, k);
+        const int64_t at = view_offset + FastIndex(x, k);
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p.weights + at));
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p.residual + at));
       }
