@@ -1,13 +1,16 @@
 // The persistent multi-voxel update of ICD, version 4 (IcdKernel::kPersistentV4; the phases
 // as in icd_persistent_kernels.cu and icd_kernels.h), the default. What it changes, each
 // counted and measured in bench/NOTES.md ("### v4"; on an H200 at 512^3 with 3 columns per
-// step 19.7 us per step against version 3's 24.8: the pixel path -2.6, the flags -2.1):
+// step 19.7 us per step against version 3's 24.8: the pixel path -2.6, the flags -2.1; then
+// "ICD under 4 s": the partials' layout -3.5, the pixels' steps -1.6, now 14.2-14.3 us):
 //
 // - A voxel's pixels without integer division: a voxel of at most 2 rows (every voxel of the
 //   literature case) has pixel k at (column offset k >> shift, row offset k & shift), its
-//   two row weights computed once; its loads go out in rounds of kFastPixels (2 rows x 4
-//   detector columns), where version 3 took batches of 6 (a voxel of 8 pixels: 2 rounds).
-//   Voxels over more rows are walked as version 3 walks them.
+//   row weights folded into its amplitude once; its loads go out in rounds of kFastPixels
+//   (2 rows x 4 detector columns), where version 3 took batches of 6 (a voxel of 8 pixels: 2
+//   rounds), and within a round each pixel's index and column weight is a constant step from
+//   the round's (SlotVoxel, FastRound). Voxels over more rows are walked as version 3 walks
+//   them.
 // - kSlots voxels per thread (j = t, t + T) whose loads go out together (IcdV4Launch::
 //   voxels_per_thread): with 2, 513 voxels on 288 threads are one round instead of version
 //   3's three voxel passes, but ptxas then spills 300-400 bytes and the kernel measured
@@ -20,7 +23,8 @@
 //   The second barrier thus costs no round trip beyond the change's load, the first no
 //   serialised arrivals, and the blocks without voxels to update never wait for the first.
 // - The sums of the theta partials over the views: one round of 13 loads per lane (416
-//   views), where version 3 took two rounds of 8.
+//   views), where version 3 took two rounds of 8; with the partials of 8 views of a voxel
+//   side by side (PartialIndex), 8 lanes read one 64-byte piece.
 // - L2 prefetch (IcdV4Launch::prefetch): the first step of a set (a column and its partners)
 //   reads the set's pixels from HBM, the set's other steps find them in L2; the prefetch asks
 //   for them (cp.async.bulk.prefetch, one per (column, detector column, array)) two steps
