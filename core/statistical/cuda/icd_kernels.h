@@ -94,8 +94,9 @@ cudaError_t LaunchIcdGroupForward(const IcdDeviceProblem& problem, const IcdGrou
 // views in groups of 2^view_group_shift, each group's partials voxel by voxel and, within
 // a voxel, view by view. Shift 0 is [num_views][slots]: A's stores of a warp fill two lines,
 // but B's warp, which reads one voxel's partials of all views, touches one 32-byte sector per
-// view (391 in the literature case). Shift 2 puts 4 views of a voxel in one sector: B reads a
-// quarter of the sectors and A's stores touch four times as many.
+// view (391 in the literature case). Shift 3, the runner's default (IcdCudaTuning), puts 8
+// views of a voxel in one 64-byte piece: B reads 49 pieces, and A's stores touch a sector per
+// lane instead of sharing them, off the step's critical path.
 struct IcdPersistentScratch {
   float2* theta_partial = nullptr;  // [RoundUp(num_views, 2^view_group_shift) * slots]
   float* delta = nullptr;           // [slots]
