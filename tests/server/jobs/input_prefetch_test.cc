@@ -1,5 +1,6 @@
 #include "server/jobs/input_prefetch.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -237,8 +238,9 @@ TEST_F(PrefetchTest, ZeroBytesDisablesPrefetching) {
   EXPECT_EQ(Outcomes("hit") + Outcomes("miss") + Outcomes("dropped"), 0);
 }
 
-// A pinner that pins nothing but says it did, and records what it was asked to lock and
-// which regions are still alive.
+// A pinner that pins nothing but says it did, and counts what it was asked to lock and
+// which regions are still alive. The prefetcher's reader threads call it concurrently (an
+// unguarded count once lost one of two calls under load).
 struct FakePinner {
   struct Region final : core::PinnedHostRegion {
     Region(const void* data, size_t bytes, FakePinner* owner)
@@ -251,14 +253,14 @@ struct FakePinner {
   HostPinner pinner() {
     return [this](const void* data,
                   size_t bytes) -> absl::StatusOr<std::unique_ptr<core::PinnedHostRegion>> {
-      calls.push_back({data, bytes});
+      ++calls;
       if (!fail.ok()) return fail;
       return std::unique_ptr<core::PinnedHostRegion>(std::make_unique<Region>(data, bytes, this));
     };
   }
-  std::vector<std::pair<const void*, size_t>> calls;
-  absl::Status fail;
-  int alive = 0;
+  std::atomic<int> calls{0};
+  absl::Status fail;  // set before the prefetcher starts
+  std::atomic<int> alive{0};
 };
 
 TEST_F(PrefetchTest, PinsTheProjectionsReadAheadWhenAskedAndKeepsTheirBytes) {
@@ -274,8 +276,8 @@ TEST_F(PrefetchTest, PinsTheProjectionsReadAheadWhenAskedAndKeepsTheirBytes) {
   ASSERT_EQ(prefetcher.PrefetchNext(0, queue_, Lookup()), "a");
   ASSERT_EQ(prefetcher.PrefetchNext(1, queue_, Lookup()), "b");
   prefetcher.WaitForReads();  // pinning is part of the read
-  EXPECT_EQ(fake.calls.size(), 2u);
-  EXPECT_EQ(fake.alive, 2);
+  EXPECT_EQ(fake.calls.load(), 2);
+  EXPECT_EQ(fake.alive.load(), 2);
 
   ASSERT_EQ(queue_.PopFirst(), "a");
   std::optional<JobInput> input = prefetcher.Take("a");
@@ -294,10 +296,10 @@ TEST_F(PrefetchTest, PinsTheProjectionsReadAheadWhenAskedAndKeepsTheirBytes) {
   EXPECT_EQ(metrics_.input_pin_failures().Value({}), 0);
   // Freeing the input unlocks it; dropping the other one too.
   input.reset();
-  EXPECT_EQ(fake.alive, 1);
+  EXPECT_EQ(fake.alive.load(), 1);
   queue_.Remove("b");
   prefetcher.Drop("b");
-  EXPECT_EQ(fake.alive, 0);
+  EXPECT_EQ(fake.alive.load(), 0);
   EXPECT_EQ(Outcomes("hit"), 1);
   EXPECT_EQ(Outcomes("dropped"), 1);
 }
@@ -316,7 +318,7 @@ TEST_F(PrefetchTest, FailedPinIsNotAnErrorTheInputIsUsedUnpinned) {
   ASSERT_EQ(queue_.PopFirst(), "a");
   std::optional<JobInput> input = prefetcher.Take("a");
   ASSERT_TRUE(input.has_value());
-  EXPECT_EQ(fake.calls.size(), 1u);
+  EXPECT_EQ(fake.calls.load(), 1);
   EXPECT_EQ(input->pinned_projections, nullptr);
   EXPECT_EQ(Values(*input), a);
   EXPECT_EQ(Outcomes("hit"), 1);
@@ -336,7 +338,7 @@ TEST_F(PrefetchTest, PinsNothingUnlessAsked) {
   ASSERT_EQ(queue_.PopFirst(), "a");
   std::optional<JobInput> input = prefetcher.Take("a");
   ASSERT_TRUE(input.has_value());
-  EXPECT_TRUE(fake.calls.empty());
+  EXPECT_EQ(fake.calls.load(), 0);
   EXPECT_EQ(input->pinned_projections, nullptr);
 }
 
@@ -353,7 +355,7 @@ TEST_F(PrefetchTest, InputsBelowTheThresholdStayPageable) {
   ASSERT_EQ(queue_.PopFirst(), "a");
   std::optional<JobInput> input = prefetcher.Take("a");
   ASSERT_TRUE(input.has_value());
-  EXPECT_TRUE(fake.calls.empty());
+  EXPECT_EQ(fake.calls.load(), 0);
   EXPECT_EQ(input->pinned_projections, nullptr);
   EXPECT_EQ(Values(*input), a);
 }
