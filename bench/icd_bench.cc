@@ -261,8 +261,8 @@ absl::StatusOr<KernelChoice> ParseKernel(const std::string& name) {
         choice.v4_poll_sleep = part == "sleep";
       } else if (part == "g1" || part == "g2" || part == "g4" || part == "g8" || part == "g16") {
         const int together = std::stoi(part.substr(1));
-        choice.view_group_shift = together == 16 ? 4 : together == 8 ? 3 : together == 4 ? 2
-                                  : together == 2 ? 1 : 0;
+        choice.view_group_shift = 0;
+        while ((1 << choice.view_group_shift) < together) ++choice.view_group_shift;
       } else if (part == "v1" || part == "v2") {
         choice.v4_voxels_per_thread = part == "v1" ? 1 : 2;
       } else if (part == "t128" || part == "t256" || part == "t288" || part == "t320") {
