@@ -195,6 +195,7 @@ __device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const fl
   float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
   for (int j = 0; j < kTiledTaskSteps; ++j) {
+    if (task.first_step + j >= task.steps) break;  // past the warp's last step (BackTask)
     const float w1 = task.first_step + j < task.change ? task.wt[j] : 0.0f, w2 = task.wt[j] - w1;
 #pragma unroll
     for (int p = 0; p < 8; ++p) {
@@ -364,6 +365,10 @@ __device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
   load_z(task.rays >> 16, z2);
 #pragma unroll
   for (int j = 0; j < kTiledTaskSteps; ++j) {
+    // Past the warp's last step the slots read as weight 0 at place 0: the same address for
+    // all 32 lanes, which a shared-memory atomic serialises (32 wavefronts per add). The
+    // whole warp leaves together (the task is the warp's).
+    if (task.first_step + j >= task.steps) break;
     const bool on_first = task.first_step + j < task.change;
 #pragma unroll
     for (int p = 0; p < 8; ++p) {
