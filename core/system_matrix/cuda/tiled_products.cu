@@ -216,6 +216,44 @@ __device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const fl
   }
 }
 
+// ForwardTask for all the steps of one warp of the layout, a task's worth of slots at a
+// time, its sums added once at the end: the sweep's global atomics, which bound its forward,
+// once per warp and ray instead of once per task and ray.
+template <int kPlane>
+__device__ __forceinline__ void ForwardWarp(const TiledDeviceArrays& d, const float* xs,
+                                            int64_t warp, int lane, float* sums) {
+  const int plane = PlaneFloats<kPlane>(d);
+  const TiledWarp header = d.warps[warp];
+  const uint32_t rays = d.lane_rays[warp * 32 + lane];
+  const int change = d.lane_switch[warp * 32 + lane];
+  float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int first_step = 0; first_step < header.steps; first_step += kTiledTaskSteps) {
+    int place[kTiledTaskSteps];
+    float wt[kTiledTaskSteps];
+    const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(first_step) + lane;
+    LoadTaskSlots(d.local + slot, d.weights + slot, header.steps - first_step, place, wt);
+#pragma unroll
+    for (int j = 0; j < kTiledTaskSteps; ++j) {
+      if (first_step + j >= header.steps) break;  // as in BackTask
+      const float w1 = first_step + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
+#pragma unroll
+      for (int p = 0; p < 8; ++p) {
+        const float xv = xs[p * plane + place[j]];
+        first[p] = fmaf(w1, xv, first[p]);
+        second[p] = fmaf(w2, xv, second[p]);
+      }
+    }
+  }
+  const auto add = [&](uint32_t c, const float* v) {
+    if (c == kTiledNoRay) return;
+    float4* to = reinterpret_cast<float4*>(sums + MapRayIndex(d, header.map, c));
+    atomicAdd(to, make_float4(v[0], v[1], v[2], v[3]));
+    atomicAdd(to + 1, make_float4(v[4], v[5], v[6], v[7]));
+  };
+  if (change > 0) add(rays & 0xffffu, first);
+  if (change < header.steps) add(rays >> 16, second);
+}
+
 template <int kPlane>
 __global__ void __launch_bounds__(kForwardThreads, 4)
     TiledForwardKernel(TiledDeviceArrays d, int32_t stored_view, const float* __restrict__ x,
@@ -389,14 +427,16 @@ __device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
 // value written to every plane of the pixel's tile too. Threads [thread, + threads) of the
 // caller's block share the work, kBatch items each at a time: all their loads before any
 // store (a store to x could alias the orbit's fields, which would otherwise be reloaded
-// after each).
-template <bool kFixed, int kPlane>
+// after each). x may be nullptr when x_planes is not (the resident sweep keeps x in its planes
+// until its last block). kClear: each accumulator read is set to 0 for the next block (the
+// sweep's; every accumulator of the orbit is read once).
+template <bool kFixed, bool kClear, int kPlane>
 __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const TileOrbit& orbit,
-                                               const float* acc, float* x_planes, float scale,
-                                               float* x, int clamp, int thread, int threads) {
+                                               float* acc, float* x_planes, float scale, float* x,
+                                               int clamp, int thread, int threads) {
   constexpr int kBatch = 4;
   const int plane = PlaneFloats<kPlane>(d);
-  const int* const acc_fixed = reinterpret_cast<const int*>(acc);
+  int* const acc_fixed = reinterpret_cast<int*>(acc);
   const int sx0 = orbit.size_x, sy0 = orbit.size_y, area = sx0 * sy0;
   for (int base = thread; base < 8 * area; base += kBatch * threads) {
     float value[kBatch];
@@ -433,6 +473,7 @@ __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const
         } else {
           total += acc[at];
         }
+        if (kClear) acc[at] = 0.0f;
         if (x_planes != nullptr && e == h) old = x_planes[at];
       }
       if (x_planes == nullptr) old = x[where[u]];
@@ -443,7 +484,7 @@ __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       if (same[u] == 0) continue;
-      x[where[u]] = value[u];
+      if (x != nullptr) x[where[u]] = value[u];
       if (x_planes == nullptr) continue;
       const int lx = local[u] & 0xffff, ly = local[u] >> 16;
 #pragma unroll
@@ -485,7 +526,7 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
     BackTask<kFixed, kPlane>(d, acc, task, z_maps, scale);
   }
   __syncthreads();
-  WriteBackOrbit<kFixed, kPlane>(d, d.orbits[orbit_index], acc, nullptr, scale, x, clamp,
+  WriteBackOrbit<kFixed, false, kPlane>(d, d.orbits[orbit_index], acc, nullptr, scale, x, clamp,
                                  threadIdx.x, blockDim.x);
 }
 
@@ -504,6 +545,22 @@ __device__ __forceinline__ void ForOwnedTasks(const TiledDeviceArrays& d, const 
       body(i, first_warp, first + t);
     }
     before += tasks;
+  }
+}
+
+// The layout's warps of stored view `view` in the `count` orbits of `owned`, dealt to the
+// thread block's warps in turn as one list, orbit after orbit: body(i, the layout warp).
+template <typename Body>
+__device__ __forceinline__ void ForOwnedWarps(const TiledDeviceArrays& d, const int32_t* owned,
+                                              int count, int view, int warp, int warps, Body body) {
+  int64_t before = 0;  // layout warps of the owned orbits before orbit i
+  for (int i = 0; i < count; ++i) {
+    const int64_t at = static_cast<int64_t>(view) * d.orbits_per_view + owned[i];
+    const int64_t first = d.orbit_warp_begin[at], count_i = d.orbit_warp_begin[at + 1] - first;
+    for (int64_t t = ((warp - before) % warps + warps) % warps; t < count_i; t += warps) {
+      body(i, first + t);
+    }
+    before += count_i;
   }
 }
 
@@ -555,16 +612,17 @@ __device__ __forceinline__ void LoadSquareOrbitPlanes(const TiledDeviceArrays& d
   }
 }
 
-// WriteBackOrbit (fixed point) for an orbit that fits the table: each pixel has one plane.
+// WriteBackOrbit (fixed point, the accumulators cleared) for an orbit that fits the table:
+// each pixel has one plane.
 template <int kPlane>
 __device__ __forceinline__ void WriteBackSquareOrbit(const TiledDeviceArrays& d,
                                                      const SquareOrbitPlaces<kPlane>& table,
-                                                     const TileOrbit& orbit, const float* acc,
+                                                     const TileOrbit& orbit, float* acc,
                                                      float* x_planes, float scale, float* x,
                                                      int clamp) {
   using Table = SquareOrbitPlaces<kPlane>;
   constexpr int kBatch = 4;
-  const int* const acc_fixed = reinterpret_cast<const int*>(acc);
+  int* const acc_fixed = reinterpret_cast<int*>(acc);
   for (int base = threadIdx.x; base < 8 * Table::kArea; base += kBatch * blockDim.x) {
     float value[kBatch];
     int at[kBatch];
@@ -576,13 +634,152 @@ __device__ __forceinline__ void WriteBackSquareOrbit(const TiledDeviceArrays& d,
       at[u] = (item / Table::kArea) * kPlane + table.place[item];
       const float old = x_planes != nullptr ? x_planes[at[u]] : x[Table::Where(d, orbit, item)];
       const float updated = old + static_cast<float>(acc_fixed[at[u]]) / scale;
+      acc_fixed[at[u]] = 0;
       value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       if (at[u] < 0) continue;
-      x[Table::Where(d, orbit, base + u * blockDim.x)] = value[u];
+      if (x != nullptr) x[Table::Where(d, orbit, base + u * blockDim.x)] = value[u];
       if (x_planes != nullptr) x_planes[at[u]] = value[u];
+    }
+  }
+}
+
+// The sweep's tables for orbits of square tiles of the compiled side on the diagonal
+// (T0 = (c, c)): 4 distinct tiles, each M_h(T0) = M_e(T0) for a partner e (the two maps send
+// (1, 1) to the same point), so each pixel has two planes. Item k * kArea + r is pixel r
+// (row-major) of the orbit's k-th distinct tile M_h(T0), h = map[k]: its place in plane h,
+// and in plane partner[k]. These are all the orbits the square table leaves out on an even
+// grid (its partition has no centre line).
+template <int kPlane>
+struct DiagonalOrbitPlaces {
+  static constexpr int kSide = SquareOrbitPlaces<kPlane>::kSide;
+  static constexpr int kArea = kSide * kSide;
+  uint16_t place[4 * kArea];
+  uint16_t partner_place[4 * kArea];
+  int map[4], partner[4];
+  int distinct;  // the orbits' mask: the first map of each pair
+  // Thread 0 writes the maps; every thread finds the pairs it needs itself, so that the
+  // block writes each word once.
+  __device__ void Build(int stride) {
+    if (threadIdx.x == 0) {
+      distinct = 0;
+      for (int t = 0; t < 4; ++t) {
+        Pair(t, &map[t], &partner[t]);
+        distinct |= 1 << map[t];
+      }
+    }
+    for (int item = threadIdx.x; item < 4 * kArea; item += blockDim.x) {
+      int h, e;
+      Pair(item / kArea, &h, &e);
+      place[item] = PlaceOf(h, item % kArea, stride);
+      partner_place[item] = PlaceOf(e, item % kArea, stride);
+    }
+  }
+  // Whether the orbit is one of the table's: square tiles of kSide, on the diagonal.
+  __device__ bool Fits(const TileOrbit& orbit) const {
+    if (SideOfPlane<kPlane>() == 0 || orbit.size_x != kSide || orbit.size_y != kSide ||
+        orbit.distinct != distinct) {
+      return false;
+    }
+    for (int t = 0; t < 4; ++t) {
+      if (orbit.corner_x[map[t]] != orbit.corner_x[partner[t]] ||
+          orbit.corner_y[map[t]] != orbit.corner_y[partner[t]]) {
+        return false;
+      }
+    }
+    return true;
+  }
+  // x of item `item` in device memory.
+  __device__ int64_t Where(const TiledDeviceArrays& d, const TileOrbit& orbit, int item) const {
+    const int h = map[item / kArea], r = item % kArea;
+    return static_cast<int64_t>(orbit.corner_y[h] + r / kSide) * d.n + orbit.corner_x[h] + r % kSide;
+  }
+
+ private:
+  // The t-th pair of maps that send (1, 1) to the same point, in map order as the layout's
+  // `distinct` (its first map reaching each tile): h the first, e the other.
+  __device__ static void Pair(int t, int* h_out, int* e_out) {
+    int k = 0;
+    for (int h = 0; h < 8; ++h) {
+      int first = h, other = h;
+      for (int e = 0; e < 8; ++e) {
+        if (e != h && ImageOfOneOne(e) == ImageOfOneOne(h)) {
+          if (e < h) first = e;
+          other = e;
+        }
+      }
+      if (first != h) continue;
+      if (k++ == t) {
+        *h_out = h;
+        *e_out = other;
+        return;
+      }
+    }
+  }
+  __device__ static int ImageOfOneOne(int h) {
+    return (kTiledMaps.m[h][0] + kTiledMaps.m[h][1]) * 4 + (kTiledMaps.m[h][2] + kTiledMaps.m[h][3]);
+  }
+  __device__ static uint16_t PlaceOf(int h, int r, int stride) {
+    int lx0, ly0;
+    TileLocalToRepresentative(kTiledMaps.m[h][0], kTiledMaps.m[h][1], kTiledMaps.m[h][2],
+                              kTiledMaps.m[h][3], kSide, kSide, r % kSide, r / kSide, &lx0, &ly0);
+    return static_cast<uint16_t>(ly0 * stride + lx0);
+  }
+};
+
+// x into the planes of an orbit that fits the diagonal table: each pixel into its two.
+template <int kPlane>
+__device__ __forceinline__ void LoadDiagonalOrbitPlanes(const TiledDeviceArrays& d,
+                                                        const DiagonalOrbitPlaces<kPlane>& table,
+                                                        const TileOrbit& orbit, const float* x,
+                                                        float* xs) {
+  using Table = DiagonalOrbitPlaces<kPlane>;
+  for (int item = threadIdx.x; item < 4 * Table::kArea; item += blockDim.x) {
+    const int t = item / Table::kArea;
+    const float value = x[table.Where(d, orbit, item)];
+    xs[table.map[t] * kPlane + table.place[item]] = value;
+    xs[table.partner[t] * kPlane + table.partner_place[item]] = value;
+  }
+}
+
+// WriteBackSquareOrbit for an orbit that fits the diagonal table: a pixel's two planes added.
+template <int kPlane>
+__device__ __forceinline__ void WriteBackDiagonalOrbit(const TiledDeviceArrays& d,
+                                                       const DiagonalOrbitPlaces<kPlane>& table,
+                                                       const TileOrbit& orbit, float* acc,
+                                                       float* x_planes, float scale, float* x,
+                                                       int clamp) {
+  using Table = DiagonalOrbitPlaces<kPlane>;
+  constexpr int kBatch = 4;
+  int* const acc_fixed = reinterpret_cast<int*>(acc);
+  for (int base = threadIdx.x; base < 4 * Table::kArea; base += kBatch * blockDim.x) {
+    float value[kBatch];
+    int at[kBatch], partner_at[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {  // every load of the batch before its stores
+      const int item = base + u * blockDim.x;
+      at[u] = -1;
+      if (item >= 4 * Table::kArea) continue;
+      const int t = item / Table::kArea;
+      at[u] = table.map[t] * kPlane + table.place[item];
+      partner_at[u] = table.partner[t] * kPlane + table.partner_place[item];
+      const float old = x_planes != nullptr ? x_planes[at[u]] : x[table.Where(d, orbit, item)];
+      const int total = acc_fixed[at[u]] + acc_fixed[partner_at[u]];
+      acc_fixed[at[u]] = 0;
+      acc_fixed[partner_at[u]] = 0;
+      const float updated = old + static_cast<float>(total) / scale;
+      value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (at[u] < 0) continue;
+      if (x != nullptr) x[table.Where(d, orbit, base + u * blockDim.x)] = value[u];
+      if (x_planes != nullptr) {
+        x_planes[at[u]] = value[u];
+        x_planes[partner_at[u]] = value[u];
+      }
     }
   }
 }
@@ -598,20 +795,23 @@ size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool reside
 // A whole ART sweep (TiledSweep in stored_matrix_kernels.h). Thread block t owns the orbits
 // s.owned_orbits[s.owner_begin[t] ...]; per ART block b:
 //   1. (x not resident: x of its orbits into their planes.) Each thread loads what its share
-//      of the combine reads besides the sums; the forward of its orbits' tasks (sums by map).
+//      of the combine reads besides the sums; the forward of its orbits, a whole warp of the
+//      layout per warp (ForwardWarp: sums by map, added once per layout warp and ray).
 //   2. grid barrier; the combine of all rays, shared by all threads of the grid (warp w of
-//      block t takes the grid's warp w * blocks + t); the accumulators cleared.
+//      block t takes the grid's warp w * blocks + t).
 //   3. grid barrier; the next block's description read meanwhile; the transpose of its
 //      orbits' tasks (int32 fixed point), then x written back (and into the resident
-//      planes), which the same thread block reads at block b + 1.
+//      planes), which the same thread block reads at block b + 1, and the accumulators
+//      cleared as they are read.
 // With x resident its planes stay in shared memory for the whole sweep: loaded once, kept
-// by the write-back.
+// by the write-back, and x goes to device memory in the last block only.
 template <int kPlane>
 __global__ void __launch_bounds__(kSweepThreads, 1)
     TiledSweepKernel(TiledDeviceArrays d, TiledSweep s) {
   extern __shared__ float planes[];
   __shared__ OrbitBlock blocks[2];  // block b at b % 2; b + 1 read during b's transpose
   __shared__ SquareOrbitPlaces<kPlane> table;
+  __shared__ DiagonalOrbitPlaces<kPlane> diagonal;
   const int orbit_floats = 8 * PlaneFloats<kPlane>(d);
   const int first_owned = s.owner_begin[blockIdx.x];
   const int owned_count = s.owner_begin[blockIdx.x + 1] - first_owned;
@@ -633,7 +833,17 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     }
   };
   read_block(0);
-  if (SideOfPlane<kPlane>() > 0) table.Build(d.stride);
+  if (SideOfPlane<kPlane>() > 0) {
+    table.Build(d.stride);
+    diagonal.Build(d.stride);
+  }
+  __syncthreads();  // the diagonal table's maps, for the owned orbits' kinds
+  // Each owned orbit's table, once (in the orbit's spare word): 1 square, 2 diagonal, 0 none.
+  for (int i = threadIdx.x; i < owned_count; i += blockDim.x) {
+    orbits[i].unused = SquareOrbitPlaces<kPlane>::Fits(orbits[i]) ? 1
+                       : diagonal.Fits(orbits[i])                 ? 2
+                                                                  : 0;
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int64_t combine_i = (static_cast<int64_t>(warp) * gridDim.x + blockIdx.x) * 32 + lane;
   const int64_t combine_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -646,15 +856,21 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   const auto load_planes = [&]() {
     for (int i = 0; i < owned_count; ++i) {
-      if (SquareOrbitPlaces<kPlane>::Fits(orbits[i])) {
+      if (orbits[i].unused == 1) {
         LoadSquareOrbitPlanes<kPlane>(d, table, orbits[i], s.x, x_planes + i * orbit_floats);
+      } else if (orbits[i].unused == 2) {
+        LoadDiagonalOrbitPlanes<kPlane>(d, diagonal, orbits[i], s.x, x_planes + i * orbit_floats);
       } else {
         LoadOrbitPlanes<kPlane>(d, orbits[i], s.x, x_planes + i * orbit_floats, threadIdx.x,
                                 blockDim.x);
       }
     }
   };
-  __syncthreads();  // owned, orbits, the first block, the table
+  // Resident, the accumulators start at 0 and each block's write-back clears those it reads.
+  if (s.resident_x) {
+    for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) acc[i] = 0.0f;
+  }
+  __syncthreads();  // owned, orbits, the first block, the table, the accumulators
   if (s.resident_x) load_planes();
   for (int b = 0; b < s.block_count; ++b) {
     const OrbitBlock& block = blocks[b % 2];
@@ -664,11 +880,9 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     const CombineInputs first_inputs = LoadCombineInputs(d, block, combine, combine_i);
     if (!s.resident_x) load_planes();
     __syncthreads();  // x's planes (and, at b = 0, resident ones)
-    ForOwnedTasks(d, owned, owned_count, block.stored_view, warp, warps,
-                  [&](int i, int64_t first_warp, int64_t t) {
-                    LaneTask task;
-                    LoadLaneTask(d, t, first_warp, lane, task);
-                    ForwardTask<kPlane>(d, x_planes + i * orbit_floats, task, s.sums);
+    ForOwnedWarps(d, owned, owned_count, block.stored_view, warp, warps,
+                  [&](int i, int64_t layout_warp) {
+                    ForwardWarp<kPlane>(d, x_planes + i * orbit_floats, layout_warp, lane, s.sums);
                   });
     grid.sync();
     // Bounds by the warp's first item, the same for all its lanes (the combine shuffles).
@@ -676,7 +890,11 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
       CombineRay(d, block, combine, i,
                  i == combine_i ? first_inputs : LoadCombineInputs(d, block, combine, i));
     }
-    for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) acc[i] = 0.0f;
+    // Not resident, the accumulators share the planes with x (the forward's); resident, the
+    // write-back cleared them.
+    if (!s.resident_x) {
+      for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) acc[i] = 0.0f;
+    }
     // The next block's matrix comes into L2 while this transpose reads this one's.
     if (s.prefetch && b + 1 < s.block_count && threadIdx.x < owned_count) {
       PrefetchOrbitSlots(d, s.blocks[b + 1].stored_view, owned[threadIdx.x]);
@@ -691,13 +909,19 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
                     BackTask<true, kPlane>(d, acc + i * orbit_floats, task, s.z_maps, scale);
                   });
     __syncthreads();
+    // With x resident only the owner reads its pixels, from its planes: device memory gets
+    // x at the end of the sweep.
+    float* const x_out = s.resident_x && b + 1 < s.block_count ? nullptr : s.x;
     for (int i = 0; i < owned_count; ++i) {
       float* const resident = s.resident_x ? x_planes + i * orbit_floats : nullptr;
-      if (SquareOrbitPlaces<kPlane>::Fits(orbits[i])) {
+      if (orbits[i].unused == 1) {
         WriteBackSquareOrbit<kPlane>(d, table, orbits[i], acc + i * orbit_floats, resident, scale,
-                                     s.x, s.clamp);
+                                     x_out, s.clamp);
+      } else if (orbits[i].unused == 2) {
+        WriteBackDiagonalOrbit<kPlane>(d, diagonal, orbits[i], acc + i * orbit_floats, resident,
+                                       scale, x_out, s.clamp);
       } else {
-        WriteBackOrbit<true, kPlane>(d, orbits[i], acc + i * orbit_floats, resident, scale, s.x,
+        WriteBackOrbit<true, true, kPlane>(d, orbits[i], acc + i * orbit_floats, resident, scale, x_out,
                                      s.clamp, threadIdx.x, blockDim.x);
       }
     }
