@@ -120,6 +120,12 @@ uint64_t AlgorithmRegistry::MinimumDeviceBytes(const ReconstructionRequest& requ
   return found == algorithms_.end() ? 0 : found->second->MinimumDeviceBytes(request);
 }
 
+uint64_t AlgorithmRegistry::MinimumDeviceBytesOn(const ReconstructionRequest& request,
+                                                 DeviceKind kind) const {
+  const auto found = algorithms_.find(AlgorithmName(request.algorithm));
+  return found == algorithms_.end() ? 0 : found->second->MinimumDeviceBytesOn(request, kind);
+}
+
 bool AlgorithmRegistry::SplitsOverBackends(const ReconstructionRequest& request) const {
   const auto found = algorithms_.find(AlgorithmName(request.algorithm));
   return found != algorithms_.end() && found->second->SplitsOverBackends(request);

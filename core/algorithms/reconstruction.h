@@ -28,6 +28,7 @@
 #include "core/algorithms/stored_art_options.h"
 #include "core/base/run_context.h"
 #include "core/data/array3d.h"
+#include "core/devices/devices.h"
 #include "core/geometry/geometry.h"
 #include "core/geometry/volume_geometry.h"
 #include "core/operators/backend.h"
@@ -65,6 +66,13 @@ class Algorithm {
   virtual uint64_t MinimumDeviceBytes(const ReconstructionRequest& /*request*/) const {
     return 0;
   }
+  // MinimumDeviceBytes on a device of this kind, for a method whose need differs by kind
+  // (art's tiled kernels take their own layout of the matrix on a CUDA device); by default
+  // the same on every kind.
+  virtual uint64_t MinimumDeviceBytesOn(const ReconstructionRequest& request,
+                                        DeviceKind /*kind*/) const {
+    return MinimumDeviceBytes(request);
+  }
   // Whether RunOnBackends shares this request's work among several backends (false: it runs
   // on the first alone); tomod gives several devices only to jobs that use them.
   virtual bool SplitsOverBackends(const ReconstructionRequest& /*request*/) const {
@@ -98,6 +106,8 @@ class AlgorithmRegistry {
                                         const RunContext& context) const;
   // Algorithm::MinimumDeviceBytes of the request's algorithm; 0 when none is registered.
   uint64_t MinimumDeviceBytes(const ReconstructionRequest& request) const;
+  // Algorithm::MinimumDeviceBytesOn of the request's algorithm; 0 when none is registered.
+  uint64_t MinimumDeviceBytesOn(const ReconstructionRequest& request, DeviceKind kind) const;
   // Algorithm::SplitsOverBackends of the request's algorithm; false when none is registered.
   bool SplitsOverBackends(const ReconstructionRequest& request) const;
   // Algorithm::StreamsViews / BeginViewStream of the request's algorithm (false /

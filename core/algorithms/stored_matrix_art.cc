@@ -139,6 +139,26 @@ class StoredMatrixArt final : public Algorithm {
     return need.ok() ? need->bytes : 0;
   }
 
+  // On a CUDA device the tiled kernels hold their layout of the symmetric matrix, not the
+  // runs format: its bytes, counted without building either.
+  uint64_t MinimumDeviceBytesOn(const ReconstructionRequest& request,
+                                DeviceKind kind) const override {
+    const uint64_t runs = MinimumDeviceBytes(request);
+    const auto* options = std::get_if<StoredArtOptions>(&request.algorithm);
+    const auto* geometry = std::get_if<VectorGeometry>(&request.geometry);
+    if (kind != DeviceKind::kCuda || options == nullptr || geometry == nullptr ||
+        options->kernels != StoredArtKernels::kTiled) {
+      return runs;
+    }
+    absl::StatusOr<sm::MatrixBytes> need =
+        sm::EstimateMatrixBytes(*geometry, request.volume, options->format);
+    if (!need.ok() || need->format != sm::MatrixFormat::kSymmetric) return runs;
+    absl::StatusOr<sm::FanScan> scan = sm::FanScan::Create(*geometry, request.volume);
+    if (!scan.ok()) return runs;
+    absl::StatusOr<uint64_t> layout = sm::TiledRuns::CountBytes(*scan, 0);
+    return layout.ok() ? *layout : runs;
+  }
+
  private:
   std::shared_ptr<StoredMatrixSource> source_;
 };

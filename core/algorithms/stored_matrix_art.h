@@ -6,7 +6,9 @@
 // (EstimateMatrixBytes) and refuses a matrix above context.memory_budget_bytes,
 // RESOURCE_EXHAUSTED naming the format and the bytes, before building anything (a kept
 // matrix is checked against this job's budget too); MinimumDeviceBytes is the counted
-// bytes, so tomod refuses such a job when it is submitted; a progress event
+// bytes, and MinimumDeviceBytesOn a CUDA device those of the tiled layout when the job asks
+// for the tiled kernels (TiledRuns::CountBytes), so tomod refuses such a job when it is
+// submitted; a progress event
 // says which format was used and why ("art: symmetric format (eight-fold), 123 bytes,
 // built in 0.41 s" or "..., reused"); then block ART runs on the backend's device: the CUDA
 // path (system_matrix/cuda/device_stored_matrix.h) when the backend is "cuda:N" and the

@@ -12,6 +12,8 @@
 #include "core/base/parallel_for.h"
 #include "core/base/status_macros.h"
 #include "core/system_matrix/square_symmetry.h"
+#include "core/system_matrix/strip_geometry.h"
+#include "core/system_matrix/strip_weights.h"
 
 namespace tomo::core::system_matrix {
 namespace {
@@ -162,6 +164,117 @@ int64_t PackedSlots(const std::vector<Lane>& lanes) {
   int64_t slots = 0;
   for (size_t first = 0; first < lanes.size(); first += 32) slots += 32 * lanes[first].count();
   return slots;
+}
+
+// The tasks of packed lanes (longest first): per warp, its longest lane in kTiledTaskSteps.
+int64_t PackedTasks(const std::vector<Lane>& lanes) {
+  int64_t tasks = 0;
+  for (size_t first = 0; first < lanes.size(); first += 32) {
+    tasks += (lanes[first].count() + kTiledTaskSteps - 1) / kTiledTaskSteps;
+  }
+  return tasks;
+}
+
+// Per pixel column (or row), the partition's interval that holds it.
+std::vector<int32_t> TileOfPixel(const std::vector<int32_t>& bounds) {
+  std::vector<int32_t> tile_of(static_cast<size_t>(bounds.back()));
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    for (int32_t p = bounds[i]; p < bounds[i + 1]; ++p) tile_of[static_cast<size_t>(p)] = static_cast<int32_t>(i);
+  }
+  return tile_of;
+}
+
+// The tiles' orbits and, per tile (row-major over the partition's m x m tiles), its orbit and
+// the first map g with tile = M_g(T0). The representative T0 of an orbit is the tile with
+// centred coordinates ci >= cj >= 0.
+struct TileOrbits {
+  std::vector<TileOrbit> orbits;
+  std::vector<int32_t> orbit_of, map_of;
+  // Per orbit, (h, tile) for the h of its `distinct`.
+  std::vector<std::vector<std::pair<int, size_t>>> tiles;
+};
+TileOrbits FindTileOrbits(const std::vector<int32_t>& bounds) {
+  const int32_t m = static_cast<int32_t>(bounds.size()) - 1;
+  TileOrbits t;
+  t.orbit_of.assign(static_cast<size_t>(m) * m, -1);
+  t.map_of.assign(static_cast<size_t>(m) * m, -1);
+  for (int32_t tj = 0; tj < m; ++tj) {
+    for (int32_t ti = 0; ti < m; ++ti) {
+      const int32_t ci = 2 * ti - (m - 1), cj = 2 * tj - (m - 1);
+      if (!(cj >= 0 && ci >= cj)) continue;
+      const int32_t o = static_cast<int32_t>(t.orbits.size());
+      TileOrbit orbit;
+      orbit.size_x = bounds[static_cast<size_t>(ti) + 1] - bounds[static_cast<size_t>(ti)];
+      orbit.size_y = bounds[static_cast<size_t>(tj) + 1] - bounds[static_cast<size_t>(tj)];
+      std::vector<std::pair<int, size_t>> distinct_tiles;
+      for (int h = 0; h < 8; ++h) {
+        int32_t ui, uj;
+        MapPixel(kSquareMaps[static_cast<size_t>(h)], m, ti, tj, &ui, &uj);
+        orbit.corner_x[h] = bounds[static_cast<size_t>(ui)];
+        orbit.corner_y[h] = bounds[static_cast<size_t>(uj)];
+        const size_t tile = static_cast<size_t>(uj) * m + ui;
+        if (t.orbit_of[tile] < 0) {
+          t.orbit_of[tile] = o;
+          t.map_of[tile] = h;
+          orbit.distinct |= 1 << h;
+          distinct_tiles.push_back({h, tile});
+        }
+      }
+      t.orbits.push_back(orbit);
+      t.tiles.push_back(std::move(distinct_tiles));
+    }
+  }
+  return t;
+}
+
+// What the layout's first pass counts of one stored view whose tiles' rays are tile_rays
+// (per tile, its rays' pieces in column order): the view's warps per orbit (added into
+// orbit_warps[0 .. orbits)), slots and tasks.
+void CountViewTiles(const std::vector<std::vector<Piece>>& tile_rays, const TileOrbits& orbits,
+                    PackScratch& scratch, int64_t* orbit_warps, int64_t* slots, int64_t* tasks) {
+  for (size_t o = 0; o < orbits.tiles.size(); ++o) {
+    for (const auto& [h, tile] : orbits.tiles[o]) {
+      const std::vector<Piece>& rays = tile_rays[tile];
+      if (rays.empty()) continue;
+      PackLanes(rays, rays.back().begin + rays.back().count, scratch);
+      orbit_warps[o] += WarpsFor(rays.size());
+      *slots += PackedSlots(scratch.lanes);
+      *tasks += PackedTasks(scratch.lanes);
+    }
+  }
+}
+
+// Adds `count` entries of ray c to a tile's pieces (a new piece when the last is another ray's).
+void AddRayEntries(std::vector<Piece>& rays, int32_t c, int64_t count) {
+  if (rays.empty() || rays.back().column != c) {
+    rays.push_back({c, rays.empty() ? 0 : rays.back().begin + rays.back().count, 0});
+  }
+  rays.back().count += count;
+}
+
+// INVALID_ARGUMENT naming the value when the layout cannot hold the scan.
+absl::Status CheckLayoutInputs(int tile_side, int64_t columns) {
+  if (tile_side < TiledRuns::kMinTileSide || tile_side > TiledRuns::kMaxTileSide) {
+    return absl::InvalidArgumentError(absl::StrCat("tile_side: ", tile_side, " must be in [",
+                                                   TiledRuns::kMinTileSide, ", ",
+                                                   TiledRuns::kMaxTileSide, "]"));
+  }
+  if (columns >= kTiledNoRay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "columns: ", columns, " must be below ", kTiledNoRay, " for the tiled layout"));
+  }
+  return absl::OkStatus();
+}
+
+// The bytes of a layout of these counts (TiledRuns::bytes, term by term).
+uint64_t LayoutBytes(int64_t views, int64_t orbits, int64_t warps, int64_t slots, int64_t tasks,
+                     int64_t stored_rows) {
+  const uint64_t groups = static_cast<uint64_t>(views) * static_cast<uint64_t>(orbits);
+  return static_cast<uint64_t>(slots) * (4 + 2) + static_cast<uint64_t>(warps) * 32 * (4 + 2) +
+         static_cast<uint64_t>(warps) * sizeof(TiledWarp) + (groups + 1) * 8 +
+         static_cast<uint64_t>(orbits) * sizeof(TileOrbit) + static_cast<uint64_t>(views) * 4 +
+         static_cast<uint64_t>(stored_rows) * 4 + static_cast<uint64_t>(tasks) * sizeof(TiledTask) +
+         (groups + 1) * sizeof(int64_t) + groups * sizeof(int32_t);
 }
 
 // A pixel of T0 in each of the 32 banks (-1: none; small tiles miss some): where pads go.
@@ -324,53 +437,18 @@ std::vector<int32_t> TiledRuns::Partition(int32_t n, int tile_side) {
 
 absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int tile_side,
                                            int threads) {
-  if (tile_side < kMinTileSide || tile_side > kMaxTileSide) {
-    return absl::InvalidArgumentError(absl::StrCat("tile_side: ", tile_side, " must be in [",
-                                                   kMinTileSide, ", ", kMaxTileSide, "]"));
-  }
-  if (a.scan().columns() >= kTiledNoRay) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "columns: ", a.scan().columns(), " must be below ", kTiledNoRay, " for the tiled layout"));
-  }
+  TOMO_RETURN_IF_ERROR(CheckLayoutInputs(tile_side, a.scan().columns()));
   TiledRuns t;
   t.tile_side_ = tile_side;
   t.n_ = static_cast<int32_t>(a.scan().nx());
   t.columns_ = static_cast<int32_t>(a.scan().columns());
   t.bounds_ = Partition(t.n_, tile_side);
   const int32_t n = t.n_, m = static_cast<int32_t>(t.bounds_.size()) - 1, stride = t.stride();
-  std::vector<int32_t> tile_of(static_cast<size_t>(n));
-  for (int32_t i = 0; i < m; ++i) {
-    for (int32_t p = t.bounds_[static_cast<size_t>(i)]; p < t.bounds_[static_cast<size_t>(i) + 1];
-         ++p) {
-      tile_of[static_cast<size_t>(p)] = i;
-    }
-  }
-  // Orbits of tiles; for every tile its orbit and the first map g with tile = M_g(T0).
-  std::vector<int32_t> orbit_of(static_cast<size_t>(m) * m, -1),
-      map_of(static_cast<size_t>(m) * m, -1);
-  for (int32_t tj = 0; tj < m; ++tj) {
-    for (int32_t ti = 0; ti < m; ++ti) {
-      const int32_t ci = 2 * ti - (m - 1), cj = 2 * tj - (m - 1);
-      if (!(cj >= 0 && ci >= cj)) continue;
-      const int32_t o = static_cast<int32_t>(t.orbits_.size());
-      TileOrbit orbit;
-      orbit.size_x = t.bounds_[static_cast<size_t>(ti) + 1] - t.bounds_[static_cast<size_t>(ti)];
-      orbit.size_y = t.bounds_[static_cast<size_t>(tj) + 1] - t.bounds_[static_cast<size_t>(tj)];
-      for (int h = 0; h < 8; ++h) {
-        int32_t ui, uj;
-        MapPixel(kSquareMaps[static_cast<size_t>(h)], m, ti, tj, &ui, &uj);
-        orbit.corner_x[h] = t.bounds_[static_cast<size_t>(ui)];
-        orbit.corner_y[h] = t.bounds_[static_cast<size_t>(uj)];
-        const size_t tile = static_cast<size_t>(uj) * m + ui;
-        if (orbit_of[tile] < 0) {
-          orbit_of[tile] = o;
-          map_of[tile] = h;
-          orbit.distinct |= 1 << h;
-        }
-      }
-      t.orbits_.push_back(orbit);
-    }
-  }
+  const std::vector<int32_t> tile_of = TileOfPixel(t.bounds_);
+  TileOrbits tile_orbits = FindTileOrbits(t.bounds_);
+  t.orbits_ = tile_orbits.orbits;
+  const std::vector<int32_t>& orbit_of = tile_orbits.orbit_of;
+  const std::vector<int32_t>& map_of = tile_orbits.map_of;
   const int64_t views = a.num_blocks();
   const int64_t orbits = t.orbits_per_view();
   const StoredRows& s = a.rows();
@@ -379,16 +457,10 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
            tile_of[static_cast<size_t>(ix)];
   };
   // The tiles of each orbit laid out, in this order: M_h(T0) for the h of `distinct`.
-  std::vector<std::vector<std::pair<int, size_t>>> orbit_tiles(static_cast<size_t>(orbits));
+  const std::vector<std::vector<std::pair<int, size_t>>>& orbit_tiles = tile_orbits.tiles;
   std::vector<std::array<int32_t, 32>> bank_places(static_cast<size_t>(orbits));
   for (int64_t o = 0; o < orbits; ++o) {
-    const TileOrbit& orbit = t.orbits_[static_cast<size_t>(o)];
-    for (int h = 0; h < 8; ++h) {
-      if (orbit.distinct & (1 << h))
-        orbit_tiles[static_cast<size_t>(o)].push_back(
-            {h, tile_at(orbit.corner_x[h], orbit.corner_y[h])});
-    }
-    bank_places[static_cast<size_t>(o)] = BankPlaces(orbit, stride);
+    bank_places[static_cast<size_t>(o)] = BankPlaces(t.orbits_[static_cast<size_t>(o)], stride);
   }
   // Two passes over the stored views, each on all threads, so that the layout is written once,
   // in place, into arrays sized once. The first packs each tile's rays (their entry counts
@@ -407,24 +479,14 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
           for (auto& rays : tile_rays) rays.clear();
           std::fill(column_sum.begin(), column_sum.end(), 0.0f);
           ForEachViewEntry(s, v, t.columns_, [&](int32_t c, int32_t ix, int32_t iy, float w) {
-            std::vector<Piece>& rays = tile_rays[tile_at(ix, iy)];
-            if (rays.empty() || rays.back().column != c) {
-              rays.push_back({c, rays.empty() ? 0 : rays.back().begin + rays.back().count, 0});
-            }
-            ++rays.back().count;
+            AddRayEntries(tile_rays[tile_at(ix, iy)], c, 1);
             column_sum[static_cast<size_t>(iy) * n + ix] += std::abs(w);
           });
           t.column_bound_[static_cast<size_t>(v)] =
               *std::max_element(column_sum.begin(), column_sum.end());
-          for (int64_t o = 0; o < orbits; ++o) {
-            for (const auto& [h, tile] : orbit_tiles[static_cast<size_t>(o)]) {
-              const std::vector<Piece>& rays = tile_rays[tile];
-              if (rays.empty()) continue;
-              PackLanes(rays, rays.back().begin + rays.back().count, scratch);
-              orbit_warps[static_cast<size_t>(v * orbits + o)] += WarpsFor(rays.size());
-              view_slots[static_cast<size_t>(v)] += PackedSlots(scratch.lanes);
-            }
-          }
+          int64_t tasks = 0;
+          CountViewTiles(tile_rays, tile_orbits, scratch, orbit_warps.data() + v * orbits,
+                         &view_slots[static_cast<size_t>(v)], &tasks);
         }
       },
       threads);
@@ -482,6 +544,64 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
   t.row_norm_bytes_ = a.stored_rows() * 4;
   TOMO_ASSIGN_OR_RETURN(t.tasks_, TiledTasks::Build(t.orbit_warp_begin_, t.warps_, orbits));
   return t;
+}
+
+absl::StatusOr<uint64_t> TiledRuns::CountBytes(const FanScan& scan, int tile_side, int threads) {
+  if (tile_side == 0) tile_side = TileSideFor(scan.nx());
+  TOMO_RETURN_IF_ERROR(CheckLayoutInputs(tile_side, scan.columns()));
+  const SymmetryReport symmetry = DetectSquareSymmetry(scan);
+  if (!symmetry.eight_fold) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the tiled layout needs the scan's square symmetry: ", symmetry.reason));
+  }
+  const std::vector<int32_t> bounds = Partition(static_cast<int32_t>(scan.nx()), tile_side);
+  const int32_t m = static_cast<int32_t>(bounds.size()) - 1;
+  const std::vector<int32_t> tile_of = TileOfPixel(bounds);
+  const TileOrbits tile_orbits = FindTileOrbits(bounds);
+  const int64_t views = static_cast<int64_t>(symmetry.stored_views.size());
+  const int64_t orbits = static_cast<int64_t>(tile_orbits.orbits.size());
+  const int64_t columns = scan.columns();
+  const StripWeights weights(scan);
+  const strip_geometry::GridFrame frame = weights.Frame();
+  std::vector<int64_t> orbit_warps(static_cast<size_t>(views * orbits), 0);
+  std::vector<int64_t> view_slots(static_cast<size_t>(views), 0), view_tasks(static_cast<size_t>(views), 0);
+  // Build's first pass, with each ray's entries per tile from its extent in every pixel row
+  // (every pixel of a row's extent is stored: strip_weights.h) instead of the stored rows.
+  ParallelFor(
+      views,
+      [&](int64_t v0, int64_t v1) {
+        std::vector<std::vector<Piece>> tile_rays(static_cast<size_t>(m) * m);
+        PackScratch scratch;
+        for (int64_t v = v0; v < v1; ++v) {
+          for (auto& rays : tile_rays) rays.clear();
+          for (int64_t c = 0; c < columns; ++c) {
+            const strip_geometry::RowWedge wedge =
+                weights.Wedge(symmetry.stored_views[static_cast<size_t>(v)], c);
+            strip_geometry::Polygon inside;
+            int64_t iy0, iy1;
+            if (!strip_geometry::WedgeInGrid(wedge, frame, &inside, &iy0, &iy1)) continue;
+            for (int64_t iy = iy0; iy < iy1; ++iy) {
+              int64_t ix0, ix1;
+              strip_geometry::BandExtent(inside, iy, frame, &ix0, &ix1);
+              if (ix1 <= ix0) continue;
+              const size_t row = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m;
+              for (int32_t ti = tile_of[static_cast<size_t>(ix0)];
+                   ti <= tile_of[static_cast<size_t>(ix1 - 1)]; ++ti) {
+                const int64_t count = std::min<int64_t>(ix1, bounds[static_cast<size_t>(ti) + 1]) -
+                                      std::max<int64_t>(ix0, bounds[static_cast<size_t>(ti)]);
+                AddRayEntries(tile_rays[row + static_cast<size_t>(ti)], static_cast<int32_t>(c), count);
+              }
+            }
+          }
+          CountViewTiles(tile_rays, tile_orbits, scratch, orbit_warps.data() + v * orbits,
+                         &view_slots[static_cast<size_t>(v)], &view_tasks[static_cast<size_t>(v)]);
+        }
+      },
+      threads);
+  const int64_t warps = std::accumulate(orbit_warps.begin(), orbit_warps.end(), int64_t{0});
+  const int64_t slots = std::accumulate(view_slots.begin(), view_slots.end(), int64_t{0});
+  const int64_t tasks = std::accumulate(view_tasks.begin(), view_tasks.end(), int64_t{0});
+  return LayoutBytes(views, orbits, warps, slots, tasks, views * columns);
 }
 
 uint64_t TiledRuns::bytes() const {

@@ -58,6 +58,11 @@ class TiledRuns {
   // kMaxTileSide] or the scan has 65535 or more detector columns.
   static absl::StatusOr<TiledRuns> Build(const SymmetricSystemMatrix& a, int tile_side,
                                          int threads = 0);
+  // The bytes() of Build(the scan's symmetric matrix, tile_side), counted from the rays'
+  // extents alone (no weights, no layout), so that a job is refused before anything is
+  // built. tile_side 0: TileSideFor(the scan's nx). FAILED_PRECONDITION when the scan lacks
+  // the square symmetry; INVALID_ARGUMENT as Build.
+  static absl::StatusOr<uint64_t> CountBytes(const FanScan& scan, int tile_side, int threads = 0);
   // The default side for an n x n grid: 16 up to 1024, else 32 (the fastest of 8, 16 and 32
   // measured at 512^2 and 1024^2, of 16 and 32 at 2048^2; bench/NOTES.md).
   static int TileSideFor(int64_t n);

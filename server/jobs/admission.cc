@@ -1,6 +1,9 @@
 #include "server/jobs/admission.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,19 +36,39 @@ absl::StatusOr<AdmittedSpec> Admission::CheckSpec(const pb::JobSpec& spec) const
 }
 
 absl::Status Admission::CheckFitsSomeDevice(const ValidatedJob& job) const {
-  const uint64_t needed = registry_.MinimumDeviceBytes(job.request);
-  if (needed == 0) return absl::OkStatus();
-  std::vector<std::string> budgets;
+  // The need by kind of device (a method's may differ: art's tiled kernels on CUDA), each
+  // counted once.
+  std::map<core::DeviceKind, uint64_t> need_on;
+  const auto need_of = [&](core::DeviceKind kind) {
+    const auto found = need_on.find(kind);
+    if (found != need_on.end()) return found->second;
+    return need_on[kind] = registry_.MinimumDeviceBytesOn(job.request, kind);
+  };
+  uint64_t least = limits_.devices.empty() ? registry_.MinimumDeviceBytes(job.request)
+                                           : std::numeric_limits<uint64_t>::max();
+  if (least == 0) return absl::OkStatus();
+  std::vector<std::pair<std::string, uint64_t>> refusals;  // device and its budget
+  std::vector<uint64_t> needs;
   for (const core::DeviceInfo& device : limits_.devices) {
+    const uint64_t needed = need_of(device.kind);
     // Admission goes by the device's total memory: what is free changes from job to job.
     const uint64_t budget = EffectiveMemoryBudget(
         job.memory_budget_bytes, limits_.memory_budget_bytes,
         device.kind == core::DeviceKind::kCpu ? 0 : device.memory_total_bytes);
-    if (budget == 0 || needed <= budget) return absl::OkStatus();
-    budgets.push_back(absl::StrCat(device.id, " ", budget));
+    if (needed == 0 || budget == 0 || needed <= budget) return absl::OkStatus();
+    least = std::min(least, needed);
+    refusals.push_back({device.id, budget});
+    needs.push_back(needed);
+  }
+  std::vector<std::string> budgets;
+  for (size_t i = 0; i < refusals.size(); ++i) {
+    budgets.push_back(absl::StrCat(refusals[i].first, " ", refusals[i].second,
+                                   needs[i] != least ? absl::StrCat(" (it needs ", needs[i],
+                                                                    " there)")
+                                                     : std::string()));
   }
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the job needs at least ", needed, " bytes of device memory (",
+      "the job needs at least ", least, " bytes of device memory (",
       core::AlgorithmName(job.request.algorithm),
       " split as far as it goes), more than any device allows: ", absl::StrJoin(budgets, ", "),
       " bytes (the smallest of the device's memory, --memory_budget_bytes ",

@@ -272,5 +272,32 @@ TEST(TiledRunsTest, TheLayoutIsTheSameOnAnyNumberOfThreads) {
   }
 }
 
+// The count a job's admission uses equals the built layout's bytes, for odd and even grids,
+// pixel sizes off 1 mm, and tile sides that do and do not divide the grid; and it refuses
+// what Build refuses.
+TEST(TiledRunsTest, CountedBytesEqualTheBuiltLayouts) {
+  for (const FanCase& c : Cases()) {
+    const FanScan scan = ScanOf(c);
+    const SymmetricSystemMatrix a = SymmetricSystemMatrix::Build(scan).value();
+    for (const int side : {4, 5, 7, 16, 32}) {
+      SCOPED_TRACE(c.name + ", side " + std::to_string(side));
+      const absl::StatusOr<uint64_t> counted = TiledRuns::CountBytes(scan, side, /*threads=*/3);
+      ASSERT_TRUE(counted.ok()) << counted.status();
+      EXPECT_EQ(*counted, TiledRuns::Build(a, side).value().bytes());
+    }
+    // Side 0: the side a job's layout takes.
+    EXPECT_EQ(TiledRuns::CountBytes(scan, 0).value(),
+              a.TiledLayout().value()->bytes());
+  }
+  const absl::StatusOr<uint64_t> bad_side =
+      TiledRuns::CountBytes(ScanOf(SymmetricFanCases().front()), 65);
+  EXPECT_EQ(bad_side.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_side.status().message().find("tile_side: 65"), std::string::npos);
+  const absl::StatusOr<uint64_t> asymmetric =
+      TiledRuns::CountBytes(ScanOf(AsymmetricFanCases().front()), 16);
+  EXPECT_EQ(asymmetric.status().code(), absl::StatusCode::kFailedPrecondition)
+      << asymmetric.status();
+}
+
 }  // namespace
 }  // namespace tomo::core::system_matrix
