@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runner/job_spec.h"
+#include "tests/runner/test_jobs.h"
 
 namespace tomo::server {
 namespace {
@@ -17,26 +18,7 @@ namespace pb = ::tomoserve::v1;
 namespace sm = ::tomo::core::system_matrix;
 using ::testing::HasSubstr;
 
-// A 2D fan beam of 72 views and 95 detectors onto a 61 x 61 grid, ART for 7 sweeps.
-pb::JobSpec ArtSpec() {
-  pb::JobSpec spec;
-  pb::FanBeam2D* fan = spec.mutable_geometry()->mutable_fan_2d();
-  fan->set_num_detectors(95);
-  fan->set_detector_spacing_mm(0.7);
-  fan->set_source_origin_mm(80);
-  fan->set_origin_detector_mm(40);
-  fan->mutable_angles()->mutable_uniform()->set_count(72);
-  fan->mutable_angles()->mutable_uniform()->set_span_deg(360);
-  pb::Volume* v = spec.mutable_volume();
-  v->mutable_size()->set_x(61);
-  v->mutable_size()->set_y(61);
-  v->mutable_voxel_size_mm()->set_x(0.45);
-  v->mutable_voxel_size_mm()->set_y(0.45);
-  spec.mutable_input()->set_encoding(pb::DATA_ENCODING_FLOAT32_LE);
-  spec.mutable_input()->set_size_bytes(72ull * 95 * 4);
-  spec.mutable_algorithm()->mutable_art()->set_iterations(7);
-  return spec;
-}
+pb::JobSpec ArtSpec() { return testing::SmallFanArtSpec(); }
 
 TEST(ArtJobSpecTest, DefaultsAndOptions) {
   auto job = ValidateJobSpec(ArtSpec(), {});

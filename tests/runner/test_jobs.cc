@@ -60,6 +60,26 @@ std::string PhantomSinogramBytes(const tomoserve::v1::JobSpec& spec) {
   return std::string(reinterpret_cast<const char*>(sinogram.data()), sinogram.size_bytes());
 }
 
+tomoserve::v1::JobSpec SmallFanArtSpec() {
+  tomoserve::v1::JobSpec spec;
+  tomoserve::v1::FanBeam2D* fan = spec.mutable_geometry()->mutable_fan_2d();
+  fan->set_num_detectors(95);
+  fan->set_detector_spacing_mm(0.7);
+  fan->set_source_origin_mm(80);
+  fan->set_origin_detector_mm(40);
+  fan->mutable_angles()->mutable_uniform()->set_count(72);
+  fan->mutable_angles()->mutable_uniform()->set_span_deg(360);
+  tomoserve::v1::Volume* v = spec.mutable_volume();
+  v->mutable_size()->set_x(61);
+  v->mutable_size()->set_y(61);
+  v->mutable_voxel_size_mm()->set_x(0.45);
+  v->mutable_voxel_size_mm()->set_y(0.45);
+  spec.mutable_input()->set_encoding(tomoserve::v1::DATA_ENCODING_FLOAT32_LE);
+  spec.mutable_input()->set_size_bytes(72ull * 95 * 4);
+  spec.mutable_algorithm()->mutable_art()->set_iterations(7);
+  return spec;
+}
+
 tomoserve::v1::JobSpec SmallConeSpec(uint32_t views, uint32_t rows, uint32_t columns,
                                      uint32_t n) {
   tomoserve::v1::JobSpec spec;

@@ -26,6 +26,10 @@ tomoserve::v1::JobSpec SmallConeSpec(uint32_t views = 48, uint32_t rows = 20,
 // The analytic cone-beam projections of the 3D Shepp-Logan phantom (radius 0.4 n mm) for a
 // spec with a vector geometry, as little-endian float32 bytes (view-row-column).
 std::string PhantomConeProjectionBytes(const tomoserve::v1::JobSpec& spec);
+// A 2D fan-beam art job: 72 views over 360 degrees and 95 detectors of 0.7 mm (source 80 mm
+// before and detector 40 mm past the axis) onto a 61 x 61 grid of 0.45 mm pixels, 7 sweeps:
+// the eight-fold symmetry, so art takes the symmetric format; float32 little-endian input.
+tomoserve::v1::JobSpec SmallFanArtSpec();
 uint32_t Crc32(const std::string& bytes);
 // A new empty directory under the test's temporary directory.
 std::string NewTempDir(const std::string& name);

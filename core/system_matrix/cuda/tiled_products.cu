@@ -593,58 +593,18 @@ struct SquareOrbitPlaces {
     return SideOfPlane<kPlane>() > 0 && orbit.size_x == kSide && orbit.size_y == kSide &&
            orbit.distinct == 0xff;
   }
-  // x of pixel `item` (h * kArea + r) of the orbit in device memory.
-  __device__ static int64_t Where(const TiledDeviceArrays& d, const TileOrbit& orbit, int item) {
+  // The table's items (pixel r of tile h: h * kArea + r), and each one's place in the planes
+  // (one plane per pixel: no partner).
+  static constexpr int kItems = 8 * kArea;
+  static constexpr bool kPaired = false;
+  __device__ int At(int item) const { return (item / kArea) * kPlane + place[item]; }
+  __device__ int PartnerAt(int /*item*/) const { return -1; }
+  // x of item `item` in device memory.
+  __device__ int64_t Where(const TiledDeviceArrays& d, const TileOrbit& orbit, int item) const {
     const int h = item / kArea, r = item % kArea;
     return static_cast<int64_t>(orbit.corner_y[h] + r / kSide) * d.n + orbit.corner_x[h] + r % kSide;
   }
 };
-
-// x into the planes of an orbit that fits the table (LoadOrbitPlanes' work).
-template <int kPlane>
-__device__ __forceinline__ void LoadSquareOrbitPlanes(const TiledDeviceArrays& d,
-                                                      const SquareOrbitPlaces<kPlane>& table,
-                                                      const TileOrbit& orbit, const float* x,
-                                                      float* xs) {
-  using Table = SquareOrbitPlaces<kPlane>;
-  for (int item = threadIdx.x; item < 8 * Table::kArea; item += blockDim.x) {
-    xs[(item / Table::kArea) * kPlane + table.place[item]] = x[Table::Where(d, orbit, item)];
-  }
-}
-
-// WriteBackOrbit (fixed point, the accumulators cleared) for an orbit that fits the table:
-// each pixel has one plane.
-template <int kPlane>
-__device__ __forceinline__ void WriteBackSquareOrbit(const TiledDeviceArrays& d,
-                                                     const SquareOrbitPlaces<kPlane>& table,
-                                                     const TileOrbit& orbit, float* acc,
-                                                     float* x_planes, float scale, float* x,
-                                                     int clamp) {
-  using Table = SquareOrbitPlaces<kPlane>;
-  constexpr int kBatch = 4;
-  int* const acc_fixed = reinterpret_cast<int*>(acc);
-  for (int base = threadIdx.x; base < 8 * Table::kArea; base += kBatch * blockDim.x) {
-    float value[kBatch];
-    int at[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {  // every load of the batch before its stores
-      const int item = base + u * blockDim.x;
-      at[u] = -1;
-      if (item >= 8 * Table::kArea) continue;
-      at[u] = (item / Table::kArea) * kPlane + table.place[item];
-      const float old = x_planes != nullptr ? x_planes[at[u]] : x[Table::Where(d, orbit, item)];
-      const float updated = old + static_cast<float>(acc_fixed[at[u]]) / scale;
-      acc_fixed[at[u]] = 0;
-      value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      if (at[u] < 0) continue;
-      if (x != nullptr) x[Table::Where(d, orbit, base + u * blockDim.x)] = value[u];
-      if (x_planes != nullptr) x_planes[at[u]] = value[u];
-    }
-  }
-}
 
 // The sweep's tables for orbits of square tiles of the compiled side on the diagonal
 // (T0 = (c, c)): 4 distinct tiles, each M_h(T0) = M_e(T0) for a partner e (the two maps send
@@ -691,6 +651,12 @@ struct DiagonalOrbitPlaces {
     }
     return true;
   }
+  static constexpr int kItems = 4 * kArea;
+  static constexpr bool kPaired = true;
+  __device__ int At(int item) const { return map[item / kArea] * kPlane + place[item]; }
+  __device__ int PartnerAt(int item) const {
+    return partner[item / kArea] * kPlane + partner_place[item];
+  }
   // x of item `item` in device memory.
   __device__ int64_t Where(const TiledDeviceArrays& d, const TileOrbit& orbit, int item) const {
     const int h = map[item / kArea], r = item % kArea;
@@ -729,46 +695,45 @@ struct DiagonalOrbitPlaces {
   }
 };
 
-// x into the planes of an orbit that fits the diagonal table: each pixel into its two.
-template <int kPlane>
-__device__ __forceinline__ void LoadDiagonalOrbitPlanes(const TiledDeviceArrays& d,
-                                                        const DiagonalOrbitPlaces<kPlane>& table,
-                                                        const TileOrbit& orbit, const float* x,
-                                                        float* xs) {
-  using Table = DiagonalOrbitPlaces<kPlane>;
-  for (int item = threadIdx.x; item < 4 * Table::kArea; item += blockDim.x) {
-    const int t = item / Table::kArea;
+// x into the planes of an orbit that fits `table` (SquareOrbitPlaces or DiagonalOrbitPlaces):
+// LoadOrbitPlanes' work, one table read per pixel and plane.
+template <typename Table>
+__device__ __forceinline__ void LoadTableOrbitPlanes(const TiledDeviceArrays& d, const Table& table,
+                                                     const TileOrbit& orbit, const float* x,
+                                                     float* xs) {
+  for (int item = threadIdx.x; item < Table::kItems; item += blockDim.x) {
     const float value = x[table.Where(d, orbit, item)];
-    xs[table.map[t] * kPlane + table.place[item]] = value;
-    xs[table.partner[t] * kPlane + table.partner_place[item]] = value;
+    xs[table.At(item)] = value;
+    if (Table::kPaired) xs[table.PartnerAt(item)] = value;
   }
 }
 
-// WriteBackSquareOrbit for an orbit that fits the diagonal table: a pixel's two planes added.
-template <int kPlane>
-__device__ __forceinline__ void WriteBackDiagonalOrbit(const TiledDeviceArrays& d,
-                                                       const DiagonalOrbitPlaces<kPlane>& table,
-                                                       const TileOrbit& orbit, float* acc,
-                                                       float* x_planes, float scale, float* x,
-                                                       int clamp) {
-  using Table = DiagonalOrbitPlaces<kPlane>;
+// WriteBackOrbit (fixed point, the accumulators cleared) for an orbit that fits `table`: a
+// pixel's plane, or its two planes added (diagonal orbits).
+template <typename Table>
+__device__ __forceinline__ void WriteBackTableOrbit(const TiledDeviceArrays& d, const Table& table,
+                                                    const TileOrbit& orbit, float* acc,
+                                                    float* x_planes, float scale, float* x,
+                                                    int clamp) {
   constexpr int kBatch = 4;
   int* const acc_fixed = reinterpret_cast<int*>(acc);
-  for (int base = threadIdx.x; base < 4 * Table::kArea; base += kBatch * blockDim.x) {
+  for (int base = threadIdx.x; base < Table::kItems; base += kBatch * blockDim.x) {
     float value[kBatch];
     int at[kBatch], partner_at[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {  // every load of the batch before its stores
       const int item = base + u * blockDim.x;
       at[u] = -1;
-      if (item >= 4 * Table::kArea) continue;
-      const int t = item / Table::kArea;
-      at[u] = table.map[t] * kPlane + table.place[item];
-      partner_at[u] = table.partner[t] * kPlane + table.partner_place[item];
+      if (item >= Table::kItems) continue;
+      at[u] = table.At(item);
+      partner_at[u] = table.PartnerAt(item);
       const float old = x_planes != nullptr ? x_planes[at[u]] : x[table.Where(d, orbit, item)];
-      const int total = acc_fixed[at[u]] + acc_fixed[partner_at[u]];
+      int total = acc_fixed[at[u]];
       acc_fixed[at[u]] = 0;
-      acc_fixed[partner_at[u]] = 0;
+      if (Table::kPaired) {
+        total += acc_fixed[partner_at[u]];
+        acc_fixed[partner_at[u]] = 0;
+      }
       const float updated = old + static_cast<float>(total) / scale;
       value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
     }
@@ -778,7 +743,7 @@ __device__ __forceinline__ void WriteBackDiagonalOrbit(const TiledDeviceArrays& 
       if (x != nullptr) x[table.Where(d, orbit, base + u * blockDim.x)] = value[u];
       if (x_planes != nullptr) {
         x_planes[at[u]] = value[u];
-        x_planes[partner_at[u]] = value[u];
+        if (Table::kPaired) x_planes[partner_at[u]] = value[u];
       }
     }
   }
@@ -857,9 +822,9 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
   const auto load_planes = [&]() {
     for (int i = 0; i < owned_count; ++i) {
       if (orbits[i].unused == 1) {
-        LoadSquareOrbitPlanes<kPlane>(d, table, orbits[i], s.x, x_planes + i * orbit_floats);
+        LoadTableOrbitPlanes(d, table, orbits[i], s.x, x_planes + i * orbit_floats);
       } else if (orbits[i].unused == 2) {
-        LoadDiagonalOrbitPlanes<kPlane>(d, diagonal, orbits[i], s.x, x_planes + i * orbit_floats);
+        LoadTableOrbitPlanes(d, diagonal, orbits[i], s.x, x_planes + i * orbit_floats);
       } else {
         LoadOrbitPlanes<kPlane>(d, orbits[i], s.x, x_planes + i * orbit_floats, threadIdx.x,
                                 blockDim.x);
@@ -915,11 +880,11 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     for (int i = 0; i < owned_count; ++i) {
       float* const resident = s.resident_x ? x_planes + i * orbit_floats : nullptr;
       if (orbits[i].unused == 1) {
-        WriteBackSquareOrbit<kPlane>(d, table, orbits[i], acc + i * orbit_floats, resident, scale,
-                                     x_out, s.clamp);
+        WriteBackTableOrbit(d, table, orbits[i], acc + i * orbit_floats, resident, scale,
+                                    x_out, s.clamp);
       } else if (orbits[i].unused == 2) {
-        WriteBackDiagonalOrbit<kPlane>(d, diagonal, orbits[i], acc + i * orbit_floats, resident,
-                                       scale, x_out, s.clamp);
+        WriteBackTableOrbit(d, diagonal, orbits[i], acc + i * orbit_floats, resident,
+                                    scale, x_out, s.clamp);
       } else {
         WriteBackOrbit<true, true, kPlane>(d, orbits[i], acc + i * orbit_floats, resident, scale, x_out,
                                      s.clamp, threadIdx.x, blockDim.x);
