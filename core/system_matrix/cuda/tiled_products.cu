@@ -185,25 +185,38 @@ __device__ __forceinline__ void LoadOrbitPlanes(const TiledDeviceArrays& d, cons
   }
 }
 
+// A task's worth of one lane's forward: steps first_step + j of the warp (up to its `steps`),
+// each slot's weight times x at its place in the 8 planes, into the sums of the lane's first
+// ray (steps before `change`) and of its second.
+template <int kPlane>
+__device__ __forceinline__ void AddForwardSteps(const TiledDeviceArrays& d, const float* xs,
+                                                const int (&place)[kTiledTaskSteps],
+                                                const float (&wt)[kTiledTaskSteps], int first_step,
+                                                int steps, int change, float (&first)[8],
+                                                float (&second)[8]) {
+  const int plane = PlaneFloats<kPlane>(d);
+#pragma unroll
+  for (int j = 0; j < kTiledTaskSteps; ++j) {
+    if (first_step + j >= steps) break;  // past the warp's last step (BackTask)
+    const float w1 = first_step + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      const float xv = xs[p * plane + place[j]];
+      first[p] = fmaf(w1, xv, first[p]);
+      second[p] = fmaf(w2, xv, second[p]);
+    }
+  }
+}
+
 // One lane's share of a task's forward: the sums of its first ray (steps before `change`)
 // and of its second, plane by plane (no branch and no store in the loop), added into sums
 // by map (two 4-float global atomics per ray).
 template <int kPlane>
 __device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const float* xs,
                                             const LaneTask& task, float* sums) {
-  const int plane = PlaneFloats<kPlane>(d);
   float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
-  for (int j = 0; j < kTiledTaskSteps; ++j) {
-    if (task.first_step + j >= task.steps) break;  // past the warp's last step (BackTask)
-    const float w1 = task.first_step + j < task.change ? task.wt[j] : 0.0f, w2 = task.wt[j] - w1;
-#pragma unroll
-    for (int p = 0; p < 8; ++p) {
-      const float xv = xs[p * plane + task.place[j]];
-      first[p] = fmaf(w1, xv, first[p]);
-      second[p] = fmaf(w2, xv, second[p]);
-    }
-  }
+  AddForwardSteps<kPlane>(d, xs, task.place, task.wt, task.first_step, task.steps, task.change,
+                          first, second);
   const auto add = [&](uint32_t c, const float* v) {
     if (c == kTiledNoRay) return;
     float4* to = reinterpret_cast<float4*>(sums + MapRayIndex(d, task.map, c));
@@ -222,7 +235,6 @@ __device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const fl
 template <int kPlane>
 __device__ __forceinline__ void ForwardWarp(const TiledDeviceArrays& d, const float* xs,
                                             int64_t warp, int lane, float* sums) {
-  const int plane = PlaneFloats<kPlane>(d);
   const TiledWarp header = d.warps[warp];
   const uint32_t rays = d.lane_rays[warp * 32 + lane];
   const int change = d.lane_switch[warp * 32 + lane];
@@ -232,17 +244,7 @@ __device__ __forceinline__ void ForwardWarp(const TiledDeviceArrays& d, const fl
     float wt[kTiledTaskSteps];
     const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(first_step) + lane;
     LoadTaskSlots(d.local + slot, d.weights + slot, header.steps - first_step, place, wt);
-#pragma unroll
-    for (int j = 0; j < kTiledTaskSteps; ++j) {
-      if (first_step + j >= header.steps) break;  // as in BackTask
-      const float w1 = first_step + j < change ? wt[j] : 0.0f, w2 = wt[j] - w1;
-#pragma unroll
-      for (int p = 0; p < 8; ++p) {
-        const float xv = xs[p * plane + place[j]];
-        first[p] = fmaf(w1, xv, first[p]);
-        second[p] = fmaf(w2, xv, second[p]);
-      }
-    }
+    AddForwardSteps<kPlane>(d, xs, place, wt, first_step, header.steps, change, first, second);
   }
   const auto add = [&](uint32_t c, const float* v) {
     if (c == kTiledNoRay) return;
