@@ -72,6 +72,15 @@ int Count(int64_t n, const std::vector<int>& sides) {
                 std::chrono::duration<double>(first - start).count(),
                 std::chrono::duration<double>(second - first).count(),
                 again == *built ? "the same object" : "another object");
+    // What tomod's admission counts for a TILED job, without the matrix or the layout.
+    const auto count_start = std::chrono::steady_clock::now();
+    const absl::StatusOr<uint64_t> counted = TiledRuns::CountBytes(scan, side);
+    std::printf("    admission's count: %s in %.2f s (%s the layout's %llu bytes)\n",
+                counted.ok() ? std::to_string(*counted).c_str()
+                             : std::string(counted.status().message()).c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - count_start).count(),
+                counted.ok() && *counted == (*built)->bytes() ? "equal to" : "NOT equal to",
+                static_cast<unsigned long long>((*built)->bytes()));
     const double slots = static_cast<double>(t.slots());
     const double steps = slots / 32;
     const double warps = static_cast<double>(t.warps().size());

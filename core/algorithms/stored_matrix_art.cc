@@ -140,23 +140,20 @@ class StoredMatrixArt final : public Algorithm {
   }
 
   // On a CUDA device the tiled kernels hold their layout of the symmetric matrix, not the
-  // runs format: its bytes, counted without building either.
+  // runs format: its bytes, counted without building either (a scan without the symmetry
+  // falls back to CSR, whose bytes MinimumDeviceBytes counts).
   uint64_t MinimumDeviceBytesOn(const ReconstructionRequest& request,
                                 DeviceKind kind) const override {
-    const uint64_t runs = MinimumDeviceBytes(request);
     const auto* options = std::get_if<StoredArtOptions>(&request.algorithm);
     const auto* geometry = std::get_if<VectorGeometry>(&request.geometry);
-    if (kind != DeviceKind::kCuda || options == nullptr || geometry == nullptr ||
-        options->kernels != StoredArtKernels::kTiled) {
-      return runs;
+    if (kind == DeviceKind::kCuda && options != nullptr && geometry != nullptr &&
+        options->kernels == StoredArtKernels::kTiled && options->format != sm::MatrixFormat::kCsr) {
+      absl::StatusOr<sm::FanScan> scan = sm::FanScan::Create(*geometry, request.volume);
+      absl::StatusOr<uint64_t> layout =
+          scan.ok() ? sm::TiledRuns::CountBytes(*scan, 0) : absl::StatusOr<uint64_t>(scan.status());
+      if (layout.ok()) return *layout;
     }
-    absl::StatusOr<sm::MatrixBytes> need =
-        sm::EstimateMatrixBytes(*geometry, request.volume, options->format);
-    if (!need.ok() || need->format != sm::MatrixFormat::kSymmetric) return runs;
-    absl::StatusOr<sm::FanScan> scan = sm::FanScan::Create(*geometry, request.volume);
-    if (!scan.ok()) return runs;
-    absl::StatusOr<uint64_t> layout = sm::TiledRuns::CountBytes(*scan, 0);
-    return layout.ok() ? *layout : runs;
+    return MinimumDeviceBytes(request);
   }
 
  private:
