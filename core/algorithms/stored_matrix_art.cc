@@ -148,10 +148,11 @@ class StoredMatrixArt final : public Algorithm {
     const auto* geometry = std::get_if<VectorGeometry>(&request.geometry);
     if (kind == DeviceKind::kCuda && options != nullptr && geometry != nullptr &&
         options->kernels == StoredArtKernels::kTiled && options->format != sm::MatrixFormat::kCsr) {
-      absl::StatusOr<sm::FanScan> scan = sm::FanScan::Create(*geometry, request.volume);
-      absl::StatusOr<uint64_t> layout =
-          scan.ok() ? sm::TiledRuns::CountBytes(*scan, 0) : absl::StatusOr<uint64_t>(scan.status());
-      if (layout.ok()) return *layout;
+      const absl::StatusOr<sm::FanScan> scan = sm::FanScan::Create(*geometry, request.volume);
+      if (scan.ok()) {
+        const absl::StatusOr<uint64_t> layout = sm::TiledRuns::CountBytes(*scan, 0);
+        if (layout.ok()) return *layout;
+      }
     }
     return MinimumDeviceBytes(request);
   }

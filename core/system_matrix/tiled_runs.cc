@@ -229,7 +229,8 @@ TileOrbits FindTileOrbits(const std::vector<int32_t>& bounds) {
 
 // What the layout's first pass counts of one stored view whose tiles' rays are tile_rays
 // (per tile, its rays' pieces in column order): the view's warps per orbit (added into
-// orbit_warps[0 .. orbits)), slots and tasks.
+// orbit_warps[0 .. orbits)), slots and tasks (tasks may be nullptr: Build counts them later
+// from the warps).
 void CountViewTiles(const std::vector<std::vector<Piece>>& tile_rays, const TileOrbits& orbits,
                     PackScratch& scratch, int64_t* orbit_warps, int64_t* slots, int64_t* tasks) {
   for (size_t o = 0; o < orbits.tiles.size(); ++o) {
@@ -239,7 +240,7 @@ void CountViewTiles(const std::vector<std::vector<Piece>>& tile_rays, const Tile
       PackLanes(rays, rays.back().begin + rays.back().count, scratch);
       orbit_warps[o] += WarpsFor(rays.size());
       *slots += PackedSlots(scratch.lanes);
-      *tasks += PackedTasks(scratch.lanes);
+      if (tasks != nullptr) *tasks += PackedTasks(scratch.lanes);
     }
   }
 }
@@ -250,6 +251,33 @@ void AddRayEntries(std::vector<Piece>& rays, int32_t c, int64_t count) {
     rays.push_back({c, rays.empty() ? 0 : rays.back().begin + rays.back().count, 0});
   }
   rays.back().count += count;
+}
+
+// Stored view `view`'s rays into their tiles' pieces (tile_rays, row-major over the tiles of
+// the partition `bounds`), from each ray's extent in every pixel row: what Build's first pass
+// finds in the stored rows, since every pixel of a row's extent is stored (strip_weights.h).
+void AddViewExtents(const StripWeights& weights, int64_t view, int64_t columns,
+                    const std::vector<int32_t>& bounds, const std::vector<int32_t>& tile_of,
+                    std::vector<std::vector<Piece>>& tile_rays) {
+  const size_t m = bounds.size() - 1;
+  const strip_geometry::GridFrame frame = weights.Frame();
+  for (int64_t c = 0; c < columns; ++c) {
+    strip_geometry::Polygon inside;
+    int64_t iy0, iy1;
+    if (!strip_geometry::WedgeInGrid(weights.Wedge(view, c), frame, &inside, &iy0, &iy1)) continue;
+    for (int64_t iy = iy0; iy < iy1; ++iy) {
+      int64_t ix0, ix1;
+      strip_geometry::BandExtent(inside, iy, frame, &ix0, &ix1);
+      if (ix1 <= ix0) continue;
+      const size_t row = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m;
+      for (int32_t ti = tile_of[static_cast<size_t>(ix0)]; ti <= tile_of[static_cast<size_t>(ix1 - 1)];
+           ++ti) {
+        const int64_t count = std::min<int64_t>(ix1, bounds[static_cast<size_t>(ti) + 1]) -
+                              std::max<int64_t>(ix0, bounds[static_cast<size_t>(ti)]);
+        AddRayEntries(tile_rays[row + static_cast<size_t>(ti)], static_cast<int32_t>(c), count);
+      }
+    }
+  }
 }
 
 // INVALID_ARGUMENT naming the value when the layout cannot hold the scan.
@@ -266,15 +294,19 @@ absl::Status CheckLayoutInputs(int tile_side, int64_t columns) {
   return absl::OkStatus();
 }
 
-// The bytes of a layout of these counts (TiledRuns::bytes, term by term).
+// The device bytes of a layout of these counts (TiledRuns::bytes and CountBytes): per slot a
+// weight and a place; per warp its 32 lanes' rays and switch steps and its header; the
+// (view, orbit) offsets; the orbits; a column bound per view; a norm per stored row; the tasks.
 uint64_t LayoutBytes(int64_t views, int64_t orbits, int64_t warps, int64_t slots, int64_t tasks,
                      int64_t stored_rows) {
   const uint64_t groups = static_cast<uint64_t>(views) * static_cast<uint64_t>(orbits);
-  return static_cast<uint64_t>(slots) * (4 + 2) + static_cast<uint64_t>(warps) * 32 * (4 + 2) +
-         static_cast<uint64_t>(warps) * sizeof(TiledWarp) + (groups + 1) * 8 +
-         static_cast<uint64_t>(orbits) * sizeof(TileOrbit) + static_cast<uint64_t>(views) * 4 +
-         static_cast<uint64_t>(stored_rows) * 4 + static_cast<uint64_t>(tasks) * sizeof(TiledTask) +
-         (groups + 1) * sizeof(int64_t) + groups * sizeof(int32_t);
+  return static_cast<uint64_t>(slots) * (sizeof(float) + sizeof(uint16_t)) +
+         static_cast<uint64_t>(warps) * (32 * (sizeof(uint32_t) + sizeof(uint16_t)) +
+                                         sizeof(TiledWarp)) +
+         (groups + 1) * sizeof(int64_t) + static_cast<uint64_t>(orbits) * sizeof(TileOrbit) +
+         static_cast<uint64_t>(views) * sizeof(float) +
+         static_cast<uint64_t>(stored_rows) * sizeof(float) +
+         TiledTasks::BytesFor(tasks, static_cast<int64_t>(groups));
 }
 
 // A pixel of T0 in each of the 32 banks (-1: none; small tiles miss some): where pads go.
@@ -484,9 +516,8 @@ absl::StatusOr<TiledRuns> TiledRuns::Build(const SymmetricSystemMatrix& a, int t
           });
           t.column_bound_[static_cast<size_t>(v)] =
               *std::max_element(column_sum.begin(), column_sum.end());
-          int64_t tasks = 0;
           CountViewTiles(tile_rays, tile_orbits, scratch, orbit_warps.data() + v * orbits,
-                         &view_slots[static_cast<size_t>(v)], &tasks);
+                         &view_slots[static_cast<size_t>(v)], /*tasks=*/nullptr);
         }
       },
       threads);
@@ -562,11 +593,9 @@ absl::StatusOr<uint64_t> TiledRuns::CountBytes(const FanScan& scan, int tile_sid
   const int64_t orbits = static_cast<int64_t>(tile_orbits.orbits.size());
   const int64_t columns = scan.columns();
   const StripWeights weights(scan);
-  const strip_geometry::GridFrame frame = weights.Frame();
   std::vector<int64_t> orbit_warps(static_cast<size_t>(views * orbits), 0);
   std::vector<int64_t> view_slots(static_cast<size_t>(views), 0), view_tasks(static_cast<size_t>(views), 0);
-  // Build's first pass, with each ray's entries per tile from its extent in every pixel row
-  // (every pixel of a row's extent is stored: strip_weights.h) instead of the stored rows.
+  // Build's first pass, with the rays' entries per tile from their extents (AddViewExtents).
   ParallelFor(
       views,
       [&](int64_t v0, int64_t v1) {
@@ -574,25 +603,8 @@ absl::StatusOr<uint64_t> TiledRuns::CountBytes(const FanScan& scan, int tile_sid
         PackScratch scratch;
         for (int64_t v = v0; v < v1; ++v) {
           for (auto& rays : tile_rays) rays.clear();
-          for (int64_t c = 0; c < columns; ++c) {
-            const strip_geometry::RowWedge wedge =
-                weights.Wedge(symmetry.stored_views[static_cast<size_t>(v)], c);
-            strip_geometry::Polygon inside;
-            int64_t iy0, iy1;
-            if (!strip_geometry::WedgeInGrid(wedge, frame, &inside, &iy0, &iy1)) continue;
-            for (int64_t iy = iy0; iy < iy1; ++iy) {
-              int64_t ix0, ix1;
-              strip_geometry::BandExtent(inside, iy, frame, &ix0, &ix1);
-              if (ix1 <= ix0) continue;
-              const size_t row = static_cast<size_t>(tile_of[static_cast<size_t>(iy)]) * m;
-              for (int32_t ti = tile_of[static_cast<size_t>(ix0)];
-                   ti <= tile_of[static_cast<size_t>(ix1 - 1)]; ++ti) {
-                const int64_t count = std::min<int64_t>(ix1, bounds[static_cast<size_t>(ti) + 1]) -
-                                      std::max<int64_t>(ix0, bounds[static_cast<size_t>(ti)]);
-                AddRayEntries(tile_rays[row + static_cast<size_t>(ti)], static_cast<int32_t>(c), count);
-              }
-            }
-          }
+          AddViewExtents(weights, symmetry.stored_views[static_cast<size_t>(v)], columns, bounds,
+                         tile_of, tile_rays);
           CountViewTiles(tile_rays, tile_orbits, scratch, orbit_warps.data() + v * orbits,
                          &view_slots[static_cast<size_t>(v)], &view_tasks[static_cast<size_t>(v)]);
         }
@@ -605,10 +617,10 @@ absl::StatusOr<uint64_t> TiledRuns::CountBytes(const FanScan& scan, int tile_sid
 }
 
 uint64_t TiledRuns::bytes() const {
-  return static_cast<uint64_t>(weights_.size()) * 4 + local_.size() * 2 + lane_rays_.size() * 4 +
-         lane_switch_.size() * 2 + warps_.size() * sizeof(TiledWarp) +
-         orbit_warp_begin_.size() * 8 + orbits_.size() * sizeof(TileOrbit) +
-         column_bound_.size() * 4 + static_cast<uint64_t>(row_norm_bytes_) + tasks_.bytes();
+  return LayoutBytes(static_cast<int64_t>(column_bound_.size()),
+                     static_cast<int64_t>(orbits_.size()), static_cast<int64_t>(warps_.size()),
+                     static_cast<int64_t>(weights_.size()),
+                     static_cast<int64_t>(tasks_.tasks().size()), row_norm_bytes_ / 4);
 }
 
 void TiledRuns::ForwardBlock(const SymmetricSystemMatrix& a, int64_t block, const float* x,

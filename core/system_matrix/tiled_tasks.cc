@@ -67,8 +67,15 @@ absl::StatusOr<TiledTasks> TiledTasks::Build(const std::vector<int64_t>& orbit_w
 }
 
 uint64_t TiledTasks::bytes() const {
-  return tasks_.size() * sizeof(TiledTask) + orbit_task_begin_.size() * sizeof(int64_t) +
-         transpose_order_.size() * sizeof(int32_t);
+  return BytesFor(static_cast<int64_t>(tasks_.size()),
+                  static_cast<int64_t>(transpose_order_.size()));
+}
+
+uint64_t TiledTasks::BytesFor(int64_t tasks, int64_t groups) {
+  // The tasks, orbit_task_begin (groups + 1 offsets) and transpose_order (one per group).
+  return static_cast<uint64_t>(tasks) * sizeof(TiledTask) +
+         static_cast<uint64_t>(groups + 1) * sizeof(int64_t) +
+         static_cast<uint64_t>(groups) * sizeof(int32_t);
 }
 
 }  // namespace tomo::core::system_matrix

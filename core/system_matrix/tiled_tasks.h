@@ -48,6 +48,8 @@ class TiledTasks {
   int64_t most_tasks_per_orbit() const { return most_tasks_per_orbit_; }
   // Device bytes of tasks(), orbit_task_begin() and transpose_order().
   uint64_t bytes() const;
+  // The device bytes of `tasks` tasks over `groups` (stored view, orbit) pairs.
+  static uint64_t BytesFor(int64_t tasks, int64_t groups);
 
  private:
   std::vector<TiledTask> tasks_;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,8 +46,11 @@ absl::Status Admission::CheckFitsSomeDevice(const ValidatedJob& job) const {
   uint64_t least = limits_.devices.empty() ? registry_.MinimumDeviceBytes(job.request)
                                            : std::numeric_limits<uint64_t>::max();
   if (least == 0) return absl::OkStatus();
-  std::vector<std::pair<std::string, uint64_t>> refusals;  // device and its budget
-  std::vector<uint64_t> needs;
+  struct Refusal {
+    std::string device;
+    uint64_t budget, needed;
+  };
+  std::vector<Refusal> refusals;
   for (const core::DeviceInfo& device : limits_.devices) {
     const uint64_t needed = need_of(device.kind);
     // Admission goes by the device's total memory: what is free changes from job to job.
@@ -57,14 +59,12 @@ absl::Status Admission::CheckFitsSomeDevice(const ValidatedJob& job) const {
         device.kind == core::DeviceKind::kCpu ? 0 : device.memory_total_bytes);
     if (needed == 0 || budget == 0 || needed <= budget) return absl::OkStatus();
     least = std::min(least, needed);
-    refusals.push_back({device.id, budget});
-    needs.push_back(needed);
+    refusals.push_back({device.id, budget, needed});
   }
   std::vector<std::string> budgets;
-  for (size_t i = 0; i < refusals.size(); ++i) {
-    budgets.push_back(absl::StrCat(refusals[i].first, " ", refusals[i].second,
-                                   needs[i] != least ? absl::StrCat(" (it needs ", needs[i],
-                                                                    " there)")
+  for (const Refusal& r : refusals) {
+    budgets.push_back(absl::StrCat(r.device, " ", r.budget,
+                                   r.needed != least ? absl::StrCat(" (it needs ", r.needed, " there)")
                                                      : std::string()));
   }
   return absl::ResourceExhaustedError(absl::StrCat(
