@@ -54,7 +54,9 @@ struct TileOrbit {
   int32_t corner_y[8];
   int32_t size_x = 0, size_y = 0;
   int32_t distinct = 0;
-  int32_t unused = 0;
+  // 0 in the layout. The one-launch sweep notes here, in its shared-memory copy, which table
+  // of places moves the orbit's x (cuda/tiled_products.cu: OrbitTable).
+  int32_t table = 0;
 };
 
 // Map m given as its matrix [[xx, xy], [yx, yy]] (kSquareMaps). Pixel (lx, ly) of tile U,

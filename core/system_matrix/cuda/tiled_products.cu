@@ -751,6 +751,10 @@ __device__ __forceinline__ void WriteBackTableOrbit(const TiledDeviceArrays& d, 
   }
 }
 
+// Which table of places an owned orbit of the sweep goes through (TileOrbit::table): none
+// (the generic map arithmetic), SquareOrbitPlaces or DiagonalOrbitPlaces.
+enum OrbitTable : int32_t { kNoTable = 0, kSquareTable = 1, kDiagonalTable = 2 };
+
 // The sweep's dynamic shared memory: 8 planes per owned orbit for the transpose's
 // accumulators (and x in the forward when x is not resident), 8 more per owned orbit for x
 // when it is resident, then the owned orbits (their descriptions, then their indices).
@@ -805,11 +809,11 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     diagonal.Build(d.stride);
   }
   __syncthreads();  // the diagonal table's maps, for the owned orbits' kinds
-  // Each owned orbit's table, once (in the orbit's spare word): 1 square, 2 diagonal, 0 none.
+  // Each owned orbit's table, once.
   for (int i = threadIdx.x; i < owned_count; i += blockDim.x) {
-    orbits[i].unused = SquareOrbitPlaces<kPlane>::Fits(orbits[i]) ? 1
-                       : diagonal.Fits(orbits[i])                 ? 2
-                                                                  : 0;
+    orbits[i].table = SquareOrbitPlaces<kPlane>::Fits(orbits[i]) ? kSquareTable
+                      : diagonal.Fits(orbits[i])                 ? kDiagonalTable
+                                                                 : kNoTable;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int64_t combine_i = (static_cast<int64_t>(warp) * gridDim.x + blockIdx.x) * 32 + lane;
@@ -823,9 +827,9 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   const auto load_planes = [&]() {
     for (int i = 0; i < owned_count; ++i) {
-      if (orbits[i].unused == 1) {
+      if (orbits[i].table == kSquareTable) {
         LoadTableOrbitPlanes(d, table, orbits[i], s.x, x_planes + i * orbit_floats);
-      } else if (orbits[i].unused == 2) {
+      } else if (orbits[i].table == kDiagonalTable) {
         LoadTableOrbitPlanes(d, diagonal, orbits[i], s.x, x_planes + i * orbit_floats);
       } else {
         LoadOrbitPlanes<kPlane>(d, orbits[i], s.x, x_planes + i * orbit_floats, threadIdx.x,
@@ -881,10 +885,10 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     float* const x_out = s.resident_x && b + 1 < s.block_count ? nullptr : s.x;
     for (int i = 0; i < owned_count; ++i) {
       float* const resident = s.resident_x ? x_planes + i * orbit_floats : nullptr;
-      if (orbits[i].unused == 1) {
+      if (orbits[i].table == kSquareTable) {
         WriteBackTableOrbit(d, table, orbits[i], acc + i * orbit_floats, resident, scale,
                                     x_out, s.clamp);
-      } else if (orbits[i].unused == 2) {
+      } else if (orbits[i].table == kDiagonalTable) {
         WriteBackTableOrbit(d, diagonal, orbits[i], acc + i * orbit_floats, resident,
                                     scale, x_out, s.clamp);
       } else {
