@@ -23,8 +23,9 @@ uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_di
   const uint64_t pixels = static_cast<uint64_t>(projection_dims.count());
   const uint64_t columns = static_cast<uint64_t>(volume.size().x * volume.size().y);
   const uint64_t views = static_cast<uint64_t>(projection_dims.d0);
-  // The theta partials' views are rounded up to whole groups of up to 16.
-  const uint64_t partial_views = (views + 15) / 16 * 16;
+  // The theta partials' views are rounded up to whole groups of the largest size.
+  constexpr uint64_t kMostTogether = uint64_t{1} << kIcdMaxViewGroupShift;
+  const uint64_t partial_views = (views + kMostTogether - 1) / kMostTogether * kMostTogether;
   // Bound on a step's voxels: four whole columns.
   const uint64_t group = 4 * static_cast<uint64_t>(volume.size().z);
   return 4 * voxels + 2 * 4 * pixels + 64 * views + 2 * 4 * columns + 2 * 4 * group * partial_views +

@@ -87,6 +87,10 @@ struct IcdResult {
 // one per voxel, which makes its task list 16 times the volume). Host, beyond the caller's
 // arrays: the z-fastest volume and the transposed residual and weights.
 inline constexpr uint64_t kIcdStepTaskBytes = 64;
+// The CUDA runner lays the theta partials of up to 2^kIcdMaxViewGroupShift views of a voxel
+// side by side (IcdCudaTuning::partial_view_group_shift), the views rounded up to whole
+// groups.
+inline constexpr int kIcdMaxViewGroupShift = 4;
 uint64_t IcdDeviceBytes(const VolumeGeometry& volume, const Dims3& projection_dims,
                         int64_t steps_per_iteration);
 // With columns_per_step > 1 the partner search (UpdateSchedule::Make) also holds 4 bytes per

@@ -254,7 +254,7 @@ absl::StatusOr<IcdResult> ReconstructIcdCuda(const SeparableFootprintProjector& 
     }
     const size_t slots = static_cast<size_t>(std::max<int64_t>(1, schedule.max_step_voxels()));
     const int view_group_shift = std::clamp(tuning.partial_view_group_shift, 0,
-                                            cuda::kIcdMaxViewGroupShift);
+                                            kIcdMaxViewGroupShift);
     const size_t views_together = size_t{1} << view_group_shift;
     const size_t partial_views =
         (static_cast<size_t>(problem.num_views) + views_together - 1) / views_together *

@@ -102,9 +102,8 @@ struct IcdPersistentScratch {
   float* delta = nullptr;           // [slots]
   const IcdStepTask* tasks = nullptr;
   int slots = 0;                    // >= the voxels of the largest step
-  int view_group_shift = 0;         // in [0, kIcdMaxViewGroupShift]
+  int view_group_shift = 0;         // in [0, kIcdMaxViewGroupShift] (icd_options.h)
 };
-constexpr int kIcdMaxViewGroupShift = 4;
 // Blocks of a cooperative grid of `kernel` (either persistent kernel) with `threads` per
 // block on the current device: min(num_views, co-resident blocks); 0 with
 // cudaErrorNotSupported when the device has no cooperative launch.
