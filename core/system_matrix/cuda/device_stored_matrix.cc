@@ -304,7 +304,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_z_maps_, DeviceBuffer<float>::Allocate(map_floats, s));
       TOMO_ASSIGN_OR_RETURN(m->tiled_largest_z_, DeviceBuffer<int32_t>::Allocate(
           static_cast<size_t>(a.num_blocks()) + 1, s));
-      if (kernels == SymmetricKernels::kTiledSweep) TOMO_RETURN_IF_ERROR(m->PrepareSweep(tasks, s));
+      if (kernels == SymmetricKernels::kTiledSweep) {
+        TOMO_RETURN_IF_ERROR(m->PrepareSweep(tasks, tiled.orbit_warp_begin(), s));
+      }
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
     const size_t groups = static_cast<size_t>((columns + 31) / 32);
@@ -449,7 +451,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   // Two thread blocks of half the threads per multiprocessor where the orbits are enough
   // (measured on an H200: 3% faster at 1024^2, 8% at 2048^2, with four orbits per
   // multiprocessor; slower at 512^2, where they are barely more than one), else one.
-  absl::Status PrepareSweep(const TiledTasks& tasks, cudaStream_t s) {
+  absl::Status PrepareSweep(const TiledTasks& tasks, const std::vector<int64_t>& orbit_warp_begin,
+                            cudaStream_t s) {
     for (const int per_multiprocessor : {2, 1}) {
       int thread_blocks = 0;
       TOMO_CUDA_RETURN_IF_ERROR(
@@ -458,8 +461,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       const cuda::TiledSweepOwners owners = cuda::AssignTiledSweepOwners(
           tasks.orbit_task_begin(), tiled_.orbits_per_view, thread_blocks);
       cuda::TiledSweepShape shape;
+      const cuda::TiledSweepStage stage = cuda::CountTiledSweepStage(
+          owners, orbit_warp_begin, tasks.orbit_task_begin(), tiled_.orbits_per_view);
       TOMO_CUDA_RETURN_IF_ERROR(cuda::FitTiledSweep(tiled_, thread_blocks, per_multiprocessor,
-                                                    owners.most_orbits, &shape));
+                                                    owners.most_orbits, stage.warps, stage.tasks,
+                                                    &shape));
       if (shape.thread_blocks == 0) continue;
       TOMO_ASSIGN_OR_RETURN(sweep_owner_begin_, Upload(owners.begin, s));
       TOMO_ASSIGN_OR_RETURN(sweep_owned_orbits_, Upload(owners.orbits, s));

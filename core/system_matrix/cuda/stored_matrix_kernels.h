@@ -290,6 +290,8 @@ struct TiledSweep {
   const int32_t* owner_begin = nullptr;  // TiledSweepOwners::begin
   const int32_t* owned_orbits = nullptr; // TiledSweepOwners::orbits
   int32_t resident_x = 0;      // set by LaunchTiledSweep from its shape
+  int32_t stage_warps = 0;     // set by LaunchTiledSweep from its shape
+  int32_t stage_tasks = 0;     // set by LaunchTiledSweep from its shape
 };
 // How a sweep launch runs: its thread blocks (0: it cannot run here), the most orbits one
 // owns, whether x stays in their shared memory for the whole sweep (else reloaded from
@@ -299,6 +301,10 @@ struct TiledSweepShape {
   int most_orbits = 0;
   bool resident_x = false;
   int threads = 0;
+  // The most layout warps and tasks of one thread block in one stored view
+  // (CountTiledSweepStage): the bookkeeping each block stages in shared memory.
+  int stage_warps = 0;
+  int stage_tasks = 0;
 };
 // The thread blocks a sweep launch with blocks_per_multiprocessor (1 or 2: 768 threads per
 // multiprocessor as one thread block or two) runs on the current device, to deal the orbits
@@ -310,7 +316,8 @@ cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_mu
 // when the shared memory allows it (and that shared memory allowed); thread_blocks 0 when
 // even the accumulators do not fit blocks_per_multiprocessor to a multiprocessor.
 cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
-                          int blocks_per_multiprocessor, int most_orbits, TiledSweepShape* shape);
+                          int blocks_per_multiprocessor, int most_orbits, int stage_warps,
+                          int stage_tasks, TiledSweepShape* shape);
 cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
                              const TiledSweepShape& shape, cudaStream_t stream);
 

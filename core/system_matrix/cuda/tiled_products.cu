@@ -232,12 +232,11 @@ __device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const fl
 // ForwardTask for all the steps of one warp of the layout, a task's worth of slots at a
 // time, its sums added once at the end: the sweep's global atomics, which bound its forward,
 // once per warp and ray instead of once per task and ray.
+// header, rays, change: the layout warp's and the lane's (the sweep's staged copies).
 template <int kPlane>
 __device__ __forceinline__ void ForwardWarp(const TiledDeviceArrays& d, const float* xs,
-                                            int64_t warp, int lane, float* sums) {
-  const TiledWarp header = d.warps[warp];
-  const uint32_t rays = d.lane_rays[warp * 32 + lane];
-  const int change = d.lane_switch[warp * 32 + lane];
+                                            const TiledWarp& header, uint32_t rays, int change,
+                                            int lane, float* sums) {
   float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int first_step = 0; first_step < header.steps; first_step += kTiledTaskSteps) {
     int place[kTiledTaskSteps];
@@ -532,39 +531,91 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
                                  threadIdx.x, blockDim.x);
 }
 
-// The tasks of stored view `view` in the `count` orbits of `owned`, dealt to the thread
-// block's warps in turn as one list, orbit after orbit: body(i, first warp of owned[i]'s
-// (view, orbit), task).
-template <typename Body>
-__device__ __forceinline__ void ForOwnedTasks(const TiledDeviceArrays& d, const int32_t* owned,
-                                              int count, int view, int warp, int warps, Body body) {
-  int64_t before = 0;  // tasks of the owned orbits before orbit i
-  for (int i = 0; i < count; ++i) {
-    const int64_t at = static_cast<int64_t>(view) * d.orbits_per_view + owned[i];
-    const int64_t first = d.orbit_task_begin[at], tasks = d.orbit_task_begin[at + 1] - first;
-    const int64_t first_warp = d.orbit_warp_begin[at];
-    for (int64_t t = ((warp - before) % warps + warps) % warps; t < tasks; t += warps) {
-      body(i, first_warp, first + t);
-    }
-    before += tasks;
-  }
-}
+// The sweep's copy in shared memory of one ART block's bookkeeping for the thread block's
+// orbits, staged while the block before runs, so that its products start from shared
+// memory instead of chains of dependent loads (task, then its warp, then the warp's lanes,
+// then z): per owned orbit its first layout warp and task and their counts; the orbits'
+// layout warps in turn (header, orbit, lanes' rays and switch steps); the orbits' tasks in
+// turn (staged warp | chunk << 16). Warp w of the thread block takes the staged warps and
+// tasks w, w + warps, ...
+struct StagedOrbit {
+  int64_t first_warp, first_task;
+  int32_t warps, tasks;
+};
+struct StagedWarp {
+  TiledWarp header;
+  int32_t orbit, unused;
+};
+struct SweepStage {
+  StagedOrbit* orbits;  // [owned orbits]
+  StagedWarp* warps;    // [stage_warps]
+  uint32_t* rays;       // [stage_warps * 32]
+  uint16_t* change;     // [stage_warps * 32]
+  uint32_t* tasks;      // [stage_tasks]
 
-// The layout's warps of stored view `view` in the `count` orbits of `owned`, dealt to the
-// thread block's warps in turn as one list, orbit after orbit: body(i, the layout warp).
-template <typename Body>
-__device__ __forceinline__ void ForOwnedWarps(const TiledDeviceArrays& d, const int32_t* owned,
-                                              int count, int view, int warp, int warps, Body body) {
-  int64_t before = 0;  // layout warps of the owned orbits before orbit i
-  for (int i = 0; i < count; ++i) {
-    const int64_t at = static_cast<int64_t>(view) * d.orbits_per_view + owned[i];
-    const int64_t first = d.orbit_warp_begin[at], count_i = d.orbit_warp_begin[at + 1] - first;
-    for (int64_t t = ((warp - before) % warps + warps) % warps; t < count_i; t += warps) {
-      body(i, first + t);
-    }
-    before += count_i;
+  // Bytes of one stage, a multiple of 8.
+  __host__ __device__ static size_t Bytes(int orbits, int stage_warps, int stage_tasks) {
+    const size_t bytes = sizeof(StagedOrbit) * orbits +
+                         (sizeof(StagedWarp) + 32 * sizeof(uint32_t) + 32 * sizeof(uint16_t)) *
+                             static_cast<size_t>(stage_warps) +
+                         sizeof(uint32_t) * static_cast<size_t>(stage_tasks);
+    return (bytes + 7) / 8 * 8;
   }
-}
+  __device__ static SweepStage At(char* base, int orbits, int stage_warps) {
+    SweepStage stage;
+    stage.orbits = reinterpret_cast<StagedOrbit*>(base);
+    stage.warps = reinterpret_cast<StagedWarp*>(stage.orbits + orbits);
+    stage.rays = reinterpret_cast<uint32_t*>(stage.warps + stage_warps);
+    stage.change = reinterpret_cast<uint16_t*>(stage.rays + 32 * stage_warps);
+    stage.tasks = reinterpret_cast<uint32_t*>(stage.change + 32 * stage_warps);
+    return stage;
+  }
+  __device__ int Warps(int orbits) const {
+    int sum = 0;
+    for (int i = 0; i < orbits; ++i) sum += this->orbits[i].warps;
+    return sum;
+  }
+  __device__ int Tasks(int orbits) const {
+    int sum = 0;
+    for (int i = 0; i < orbits; ++i) sum += this->orbits[i].tasks;
+    return sum;
+  }
+  // First step: each orbit's offsets and counts in stored view `view` (thread i < count
+  // takes orbit i).
+  __device__ void StageOrbits(const TiledDeviceArrays& d, int view, const int32_t* owned,
+                              int count, int i) const {
+    if (i < 0 || i >= count) return;
+    const int64_t at = static_cast<int64_t>(view) * d.orbits_per_view + owned[i];
+    const int64_t warp = d.orbit_warp_begin[at], task = d.orbit_task_begin[at];
+    orbits[i] = {warp, task, static_cast<int32_t>(d.orbit_warp_begin[at + 1] - warp),
+                 static_cast<int32_t>(d.orbit_task_begin[at + 1] - task)};
+  }
+  // Second step (after the first is visible to the thread block): the warps, lanes and
+  // tasks, threads [thread, + threads) sharing the work.
+  __device__ void StageWork(const TiledDeviceArrays& d, int count, int thread, int threads) const {
+    const int lanes = 32 * Warps(count), items = lanes + Tasks(count);
+    for (int item = thread; item < items; item += threads) {
+      int i = 0, warps_before = 0, tasks_before = 0;
+      if (item < lanes) {
+        const int u = item / 32, lane = item % 32;
+        while (u >= warps_before + orbits[i].warps) warps_before += orbits[i++].warps;
+        const int64_t warp = orbits[i].first_warp + (u - warps_before);
+        rays[item] = d.lane_rays[warp * 32 + lane];
+        change[item] = d.lane_switch[warp * 32 + lane];
+        if (lane == 0) warps[u] = {d.warps[warp], i, 0};
+      } else {
+        const int t = item - lanes;
+        while (t >= tasks_before + orbits[i].tasks) {
+          tasks_before += orbits[i].tasks;
+          warps_before += orbits[i++].warps;
+        }
+        const TiledTask task = d.tasks[orbits[i].first_task + (t - tasks_before)];
+        tasks[t] = static_cast<uint32_t>(warps_before + task.warp_offset) |
+                   static_cast<uint32_t>(task.chunk) << 16;
+      }
+    }
+  }
+};
 
 // The tile side of a plane of kPlane floats (side x (side + 1)); 0 for the generic instance.
 template <int kPlane>
@@ -757,21 +808,28 @@ enum OrbitTable : int32_t { kNoTable = 0, kSquareTable = 1, kDiagonalTable = 2 }
 
 // The sweep's dynamic shared memory: 8 planes per owned orbit for the transpose's
 // accumulators (and x in the forward when x is not resident), 8 more per owned orbit for x
-// when it is resident, then the owned orbits (their descriptions, then their indices).
-size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool resident_x) {
+// when it is resident, the owned orbits' descriptions, two stages (SweepStage: the block's
+// and the next one's), then the orbits' indices.
+size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool resident_x,
+                        int stage_warps, int stage_tasks) {
+  const int orbits = std::max(1, most_orbits);
   return (TiledSharedBytes(d) * (resident_x ? 2 : 1) + sizeof(TileOrbit) + sizeof(int32_t)) *
-         static_cast<size_t>(std::max(1, most_orbits));
+             static_cast<size_t>(orbits) +
+         2 * SweepStage::Bytes(orbits, stage_warps, stage_tasks);
 }
 
 // A whole ART sweep (TiledSweep in stored_matrix_kernels.h). Thread block t owns the orbits
 // s.owned_orbits[s.owner_begin[t] ...]; per ART block b:
 //   1. (x not resident: x of its orbits into their planes.) Each thread loads what its share
 //      of the combine reads besides the sums; the forward of its orbits, a whole warp of the
-//      layout per warp (ForwardWarp: sums by map, added once per layout warp and ray).
+//      layout per warp (ForwardWarp: sums by map, added once per layout warp and ray), the
+//      warps' headers and lanes from the block's stage (SweepStage); the last warp stages the
+//      next block's orbit offsets.
 //   2. grid barrier; the combine of all rays, shared by all threads of the grid (warp w of
-//      block t takes the grid's warp w * blocks + t).
+//      block t takes the grid's warp w * blocks + t); then the next block's warps, lanes and
+//      tasks staged.
 //   3. grid barrier; the next block's description read meanwhile; the transpose of its
-//      orbits' tasks (int32 fixed point), then x written back (and into the resident
+//      orbits' staged tasks (int32 fixed point), then x written back (and into the resident
 //      planes), which the same thread block reads at block b + 1, and the accumulators
 //      cleared as they are read.
 // With x resident its planes stay in shared memory for the whole sweep: loaded once, kept
@@ -790,7 +848,13 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
   float* const x_planes = s.resident_x ? planes + owned_count * orbit_floats : planes;
   TileOrbit* const orbits =
       reinterpret_cast<TileOrbit*>(planes + owned_count * orbit_floats * (s.resident_x ? 2 : 1));
-  int32_t* const owned = reinterpret_cast<int32_t*>(orbits + owned_count);
+  char* const stage_base = reinterpret_cast<char*>(orbits + owned_count);
+  const size_t stage_bytes = SweepStage::Bytes(owned_count, s.stage_warps, s.stage_tasks);
+  // Block b's bookkeeping, staged during block b - 1.
+  const auto stage_of = [&](int b) {
+    return SweepStage::At(stage_base + (b % 2) * stage_bytes, owned_count, s.stage_warps);
+  };
+  int32_t* const owned = reinterpret_cast<int32_t*>(stage_base + 2 * stage_bytes);
   for (int i = threadIdx.x; i < owned_count; i += blockDim.x) {
     owned[i] = s.owned_orbits[first_owned + i];
     orbits[i] = d.orbits[owned[i]];
@@ -843,6 +907,11 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
   }
   __syncthreads();  // owned, orbits, the first block, the table, the accumulators
   if (s.resident_x) load_planes();
+  if (s.block_count > 0) {
+    stage_of(0).StageOrbits(d, s.blocks[0].stored_view, owned, owned_count, threadIdx.x);
+    __syncthreads();
+    stage_of(0).StageWork(d, owned_count, threadIdx.x, blockDim.x);
+  }
   for (int b = 0; b < s.block_count; ++b) {
     const OrbitBlock& block = blocks[b % 2];
     combine.largest_z_bits = s.largest_z_bits + b;
@@ -851,10 +920,21 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     const CombineInputs first_inputs = LoadCombineInputs(d, block, combine, combine_i);
     if (!s.resident_x) load_planes();
     __syncthreads();  // x's planes (and, at b = 0, resident ones)
-    ForOwnedWarps(d, owned, owned_count, block.stored_view, warp, warps,
-                  [&](int i, int64_t layout_warp) {
-                    ForwardWarp<kPlane>(d, x_planes + i * orbit_floats, layout_warp, lane, s.sums);
-                  });
+    {
+      const SweepStage stage = stage_of(b);
+      const int staged_warps = stage.Warps(owned_count);
+      for (int u = warp; u < staged_warps; u += warps) {
+        const StagedWarp& staged = stage.warps[u];
+        ForwardWarp<kPlane>(d, x_planes + staged.orbit * orbit_floats, staged.header,
+                            stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
+      }
+    }
+    // The next block's orbits, by the last warp's first lanes (the forward deals its warps
+    // from the first).
+    if (b + 1 < s.block_count) {
+      stage_of(b + 1).StageOrbits(d, s.blocks[b + 1].stored_view, owned, owned_count,
+                                  static_cast<int>(threadIdx.x) - 32 * (warps - 1));
+    }
     grid.sync();
     // Bounds by the warp's first item, the same for all its lanes (the combine shuffles).
     for (int64_t i = combine_i; i - lane < combine_end; i += combine_stride) {
@@ -870,15 +950,31 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     if (s.prefetch && b + 1 < s.block_count && threadIdx.x < owned_count) {
       PrefetchOrbitSlots(d, s.blocks[b + 1].stored_view, owned[threadIdx.x]);
     }
+    // The next block's warps, lanes and tasks (its orbits were staged before the barrier).
+    if (b + 1 < s.block_count) stage_of(b + 1).StageWork(d, owned_count, threadIdx.x, blockDim.x);
     grid.sync();
     read_block(b + 1);
     const float scale = FixedPointScale(d, block, __int_as_float(s.largest_z_bits[b]));
-    ForOwnedTasks(d, owned, owned_count, block.stored_view, warp, warps,
-                  [&](int i, int64_t first_warp, int64_t t) {
-                    LaneTask task;
-                    LoadLaneTask(d, t, first_warp, lane, task);
-                    BackTask<true, kPlane>(d, acc + i * orbit_floats, task, s.z_maps, scale);
-                  });
+    {
+      const SweepStage stage = stage_of(b);
+      const int staged_tasks = stage.Tasks(owned_count);
+      for (int t = warp; t < staged_tasks; t += warps) {
+        const uint32_t staged_task = stage.tasks[t];
+        const int u = static_cast<int>(staged_task & 0xffffu);
+        const StagedWarp& staged = stage.warps[u];
+        LaneTask task;
+        task.map = staged.header.map;
+        task.steps = staged.header.steps;
+        task.first_step = kTiledTaskSteps * static_cast<int>(staged_task >> 16);
+        task.rays = stage.rays[32 * u + lane];
+        task.change = stage.change[32 * u + lane];
+        const int64_t slot =
+            staged.header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
+        LoadTaskSlots(d.local + slot, d.weights + slot, task.steps - task.first_step, task.place,
+                      task.wt);
+        BackTask<true, kPlane>(d, acc + staged.orbit * orbit_floats, task, s.z_maps, scale);
+      }
+    }
     __syncthreads();
     // With x resident only the owner reads its pixels, from its planes: device memory gets
     // x at the end of the sweep.
@@ -1026,7 +1122,8 @@ cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_mu
 }
 
 cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
-                          int blocks_per_multiprocessor, int most_orbits, TiledSweepShape* shape) {
+                          int blocks_per_multiprocessor, int most_orbits, int stage_warps,
+                          int stage_tasks, TiledSweepShape* shape) {
   *shape = TiledSweepShape{};
   int device = 0, shared_limit = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -1036,7 +1133,8 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
   if (e != cudaSuccess || thread_blocks <= 0) return e;
   const int threads = kSweepThreads / blocks_per_multiprocessor;
   for (const bool resident_x : {true, false}) {
-    const size_t shared = SweepSharedBytes(d, most_orbits, resident_x);
+    const size_t shared =
+        SweepSharedBytes(d, most_orbits, resident_x, stage_warps, stage_tasks);
     int resident_blocks = 0;
     e = WithCompiledPlane(d, [&](auto plane) {
       const auto kernel = TiledSweepKernel<decltype(plane)::value>;
@@ -1052,7 +1150,7 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
     });
     if (e != cudaSuccess) return e;
     if (resident_blocks >= blocks_per_multiprocessor) {
-      *shape = {thread_blocks, most_orbits, resident_x, threads};
+      *shape = {thread_blocks, most_orbits, resident_x, threads, stage_warps, stage_tasks};
       return cudaSuccess;
     }
   }
@@ -1061,7 +1159,8 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
 
 cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
                              const TiledSweepShape& shape, cudaStream_t stream) {
-  const size_t shared = SweepSharedBytes(d, shape.most_orbits, shape.resident_x);
+  const size_t shared = SweepSharedBytes(d, shape.most_orbits, shape.resident_x,
+                                        shape.stage_warps, shape.stage_tasks);
   return WithCompiledPlane(d, [&](auto plane) {
     const auto kernel = TiledSweepKernel<decltype(plane)::value>;
     // Set again at each launch: another layout of the same tile side may have set it lower.
@@ -1071,6 +1170,8 @@ cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep
     TiledDeviceArrays arrays = d;
     TiledSweep args = sweep;
     args.resident_x = shape.resident_x ? 1 : 0;
+    args.stage_warps = shape.stage_warps;
+    args.stage_tasks = shape.stage_tasks;
     void* params[] = {&arrays, &args};
     e = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
                                     dim3(static_cast<unsigned>(shape.thread_blocks)),

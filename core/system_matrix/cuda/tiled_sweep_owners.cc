@@ -54,4 +54,26 @@ TiledSweepOwners AssignTiledSweepOwners(const std::vector<int64_t>& orbit_task_b
   return out;
 }
 
+TiledSweepStage CountTiledSweepStage(const TiledSweepOwners& owners,
+                                     const std::vector<int64_t>& orbit_warp_begin,
+                                     const std::vector<int64_t>& orbit_task_begin,
+                                     int64_t orbits_per_view) {
+  TiledSweepStage most;
+  if (orbits_per_view <= 0) return most;
+  const int64_t views = static_cast<int64_t>(orbit_task_begin.size() - 1) / orbits_per_view;
+  for (int64_t v = 0; v < views; ++v) {
+    for (size_t t = 0; t + 1 < owners.begin.size(); ++t) {
+      int64_t warps = 0, tasks = 0;
+      for (int32_t i = owners.begin[t]; i < owners.begin[t + 1]; ++i) {
+        const size_t at = static_cast<size_t>(v * orbits_per_view + owners.orbits[static_cast<size_t>(i)]);
+        warps += orbit_warp_begin[at + 1] - orbit_warp_begin[at];
+        tasks += orbit_task_begin[at + 1] - orbit_task_begin[at];
+      }
+      most.warps = std::max(most.warps, static_cast<int32_t>(warps));
+      most.tasks = std::max(most.tasks, static_cast<int32_t>(tasks));
+    }
+  }
+  return most;
+}
+
 }  // namespace tomo::core::system_matrix::cuda

@@ -32,4 +32,17 @@ struct TiledSweepOwners {
 TiledSweepOwners AssignTiledSweepOwners(const std::vector<int64_t>& orbit_task_begin,
                                         int64_t orbits_per_view, int thread_blocks);
 
+// The most layout warps and the most tasks one thread block holds in one stored view
+// (summed over its orbits): what the sweep stages in shared memory per ART block.
+struct TiledSweepStage {
+  int32_t warps = 0;
+  int32_t tasks = 0;
+};
+// orbit_warp_begin, orbit_task_begin: TiledRuns::orbit_warp_begin(),
+// TiledTasks::orbit_task_begin() (stored views x orbits + 1 offsets each).
+TiledSweepStage CountTiledSweepStage(const TiledSweepOwners& owners,
+                                     const std::vector<int64_t>& orbit_warp_begin,
+                                     const std::vector<int64_t>& orbit_task_begin,
+                                     int64_t orbits_per_view);
+
 }  // namespace tomo::core::system_matrix::cuda

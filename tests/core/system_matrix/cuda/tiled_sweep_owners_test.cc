@@ -33,6 +33,21 @@ TEST(TiledSweepOwnersTest, LongestFirstToTheLeastLoaded) {
   EXPECT_EQ(owners.critical_tasks, 16);
 }
 
+TEST(TiledSweepOwnersTest, StageHoldsTheMostWarpsAndTasksOfOneBlockAndView) {
+  // The owners of LongestFirstToTheLeastLoaded: block 0 owns orbits 1 and 0, block 1 owns
+  // 2, 4 and 3.
+  const std::vector<int64_t> tasks = Offsets({{1, 5, 3, 2, 3}, {3, 5, 4, 1, 3}});
+  const std::vector<int64_t> warps = Offsets({{1, 2, 2, 1, 1}, {3, 1, 2, 1, 1}});
+  const TiledSweepOwners owners = AssignTiledSweepOwners(tasks, 5, 2);
+  const TiledSweepStage stage = CountTiledSweepStage(owners, warps, tasks, 5);
+  // Warps: view 0: 3 and 4, view 1: 4 and 4. Tasks: view 0: 6 and 8, view 1: 8 and 8.
+  EXPECT_EQ(stage.warps, 4);
+  EXPECT_EQ(stage.tasks, 8);
+  const TiledSweepStage more = CountTiledSweepStage(
+      owners, Offsets({{1, 2, 2, 1, 1}, {3, 9, 2, 1, 1}}), tasks, 5);
+  EXPECT_EQ(more.warps, 12);  // view 1, block 0: 9 + 3
+}
+
 TEST(TiledSweepOwnersTest, MoreThreadBlocksThanOrbits) {
   const std::vector<int64_t> begin = Offsets({{2, 9, 4}});
   const TiledSweepOwners owners = AssignTiledSweepOwners(begin, 3, 5);
