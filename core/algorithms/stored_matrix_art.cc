@@ -148,11 +148,8 @@ class StoredMatrixArt final : public Algorithm {
     const auto* geometry = std::get_if<VectorGeometry>(&request.geometry);
     if (kind == DeviceKind::kCuda && options != nullptr && geometry != nullptr &&
         options->kernels == StoredArtKernels::kTiled && options->format != sm::MatrixFormat::kCsr) {
-      const absl::StatusOr<sm::FanScan> scan = sm::FanScan::Create(*geometry, request.volume);
-      if (scan.ok()) {
-        const absl::StatusOr<uint64_t> layout = sm::TiledRuns::CountBytes(*scan, 0);
-        if (layout.ok()) return *layout;
-      }
+      const absl::StatusOr<uint64_t> layout = source_->TiledLayoutBytes(*geometry, request.volume);
+      if (layout.ok()) return *layout;
     }
     return MinimumDeviceBytes(request);
   }
@@ -162,6 +159,12 @@ class StoredMatrixArt final : public Algorithm {
 };
 
 }  // namespace
+
+absl::StatusOr<uint64_t> StoredMatrixSource::TiledLayoutBytes(const VectorGeometry& geometry,
+                                                              const VolumeGeometry& volume) {
+  TOMO_ASSIGN_OR_RETURN(const sm::FanScan scan, sm::FanScan::Create(geometry, volume));
+  return sm::TiledRuns::CountBytes(scan, 0);
+}
 
 std::shared_ptr<StoredMatrixSource> BuildEveryMatrix() { return std::make_shared<BuildEach>(); }
 

@@ -7,8 +7,8 @@
 // RESOURCE_EXHAUSTED naming the format and the bytes, before building anything (a kept
 // matrix is checked against this job's budget too); MinimumDeviceBytes is the counted
 // bytes, and MinimumDeviceBytesOn a CUDA device those of the tiled layout when the job asks
-// for the tiled kernels (TiledRuns::CountBytes), so tomod refuses such a job when it is
-// submitted; a progress event
+// for the tiled kernels (StoredMatrixSource::TiledLayoutBytes), so tomod refuses such a job
+// when it is submitted; a progress event
 // says which format was used and why ("art: symmetric format (eight-fold), 123 bytes,
 // built in 0.41 s" or "..., reused"); then block ART runs on the backend's device: the CUDA
 // path (system_matrix/cuda/device_stored_matrix.h) when the backend is "cuda:N" and the
@@ -44,6 +44,12 @@ class StoredMatrixSource {
   virtual absl::StatusOr<Found> Get(const VectorGeometry& geometry, const VolumeGeometry& volume,
                                     system_matrix::MatrixFormat format,
                                     uint64_t budget_bytes) = 0;
+  // The device bytes of the tiled layout of the scan's symmetric matrix at the default tile
+  // side, counted without building anything (TiledRuns::CountBytes; its errors): what a
+  // tiled ART job needs on a CUDA device. A source may remember the counts (tomod's cache
+  // does: a count takes seconds, and every submitted job asks for it).
+  virtual absl::StatusOr<uint64_t> TiledLayoutBytes(const VectorGeometry& geometry,
+                                                    const VolumeGeometry& volume);
 };
 
 // A source that builds every matrix anew.

@@ -116,5 +116,32 @@ int64_t MatrixCache::misses() const {
   absl::MutexLock lock(&mutex_);
   return misses_;
 }
+int64_t MatrixCache::layout_counts() const {
+  absl::MutexLock lock(&mutex_);
+  return layout_counts_;
+}
+
+absl::StatusOr<uint64_t> MatrixCache::TiledLayoutBytes(const core::VectorGeometry& geometry,
+                                                       const core::VolumeGeometry& volume) {
+  // The layout belongs to the symmetric format's matrix of the scan.
+  std::string key = KeyOf(geometry, volume, sm::MatrixFormat::kSymmetric);
+  {
+    absl::MutexLock lock(&mutex_);
+    if (auto found = layout_bytes_.find(key); found != layout_bytes_.end()) return found->second;
+    ++layout_counts_;
+  }
+  // Counted outside the lock (two jobs of one new scan at once may both count it).
+  TOMO_ASSIGN_OR_RETURN(const uint64_t bytes,
+                        StoredMatrixSource::TiledLayoutBytes(geometry, volume));
+  absl::MutexLock lock(&mutex_);
+  if (layout_bytes_.emplace(key, bytes).second) {
+    layout_keys_.push_back(std::move(key));
+    if (layout_keys_.size() > kLayoutCounts) {
+      layout_bytes_.erase(layout_keys_.front());
+      layout_keys_.pop_front();
+    }
+  }
+  return bytes;
+}
 
 }  // namespace tomo::server

@@ -9,7 +9,8 @@
 // and counts from then on. They are counted again at every Get, and while they exceed the
 // capacity the cache lets go of layouts (least recently used matrix first), then of whole
 // matrices. Jobs running meanwhile keep the matrices they use alive (shared
-// ownership). Thread-safe: builds happen outside the lock (two jobs of one new scan at
+// ownership). It also remembers the tiled layouts' counted bytes per scan (admission asks
+// at each submitted job; TiledLayoutBytes). Thread-safe: builds happen outside the lock (two jobs of one new scan at
 // once may both build it; the second's copy is not kept).
 //
 //   auto cache = std::make_shared<MatrixCache>(4ull << 30);
@@ -36,12 +37,18 @@ class MatrixCache final : public core::StoredMatrixSource {
                             const core::VolumeGeometry& volume,
                             core::system_matrix::MatrixFormat format,
                             uint64_t budget_bytes) override;
+  // Counted once per scan and remembered (kLayoutCounts scans, the oldest forgotten first):
+  // each submitted tiled ART job asks, and a count takes seconds.
+  absl::StatusOr<uint64_t> TiledLayoutBytes(const core::VectorGeometry& geometry,
+                                            const core::VolumeGeometry& volume) override;
+  static constexpr size_t kLayoutCounts = 64;
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
   uint64_t kept_bytes() const;
   int64_t kept_matrices() const;
   int64_t hits() const;    // Gets answered with a kept matrix
   int64_t misses() const;  // Gets that built one
+  int64_t layout_counts() const;  // TiledLayoutBytes calls that counted
 
  private:
   struct Entry {
@@ -66,6 +73,10 @@ class MatrixCache final : public core::StoredMatrixSource {
   uint64_t kept_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t hits_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The tiled layouts' counted bytes by scan key, and the keys oldest first.
+  std::map<std::string, uint64_t> layout_bytes_ ABSL_GUARDED_BY(mutex_);
+  std::list<std::string> layout_keys_ ABSL_GUARDED_BY(mutex_);
+  int64_t layout_counts_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace tomo::server

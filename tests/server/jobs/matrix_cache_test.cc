@@ -1,7 +1,8 @@
 // MatrixCache with the "art" algorithm: a second job of the same scan and grid reuses the
 // matrix (counted, not timed) and gives the same image; another grid or format builds anew;
-// least recently used matrices go first when the bytes run out; a matrix over the budget
-// is refused naming its bytes; ART reconstructs the analytic fan-beam phantom.
+// least recently used matrices go first when the bytes run out; the tiled layout's bytes
+// (admission's count) are counted once per scan; a matrix over the budget is refused naming
+// its bytes; ART reconstructs the analytic fan-beam phantom.
 #include "server/jobs/matrix_cache.h"
 
 #include <cmath>
@@ -182,6 +183,51 @@ TEST(MatrixCacheTest, ATiledLayoutBuiltFromAKeptMatrixIsKeptAndCounted) {
   // The job that held the layout still has it; the next upload builds it again.
   EXPECT_EQ(held->bytes(), layout->bytes());
   EXPECT_NE(again.matrix->symmetric()->TiledLayout(16).value(), held);
+}
+
+TEST(MatrixCacheTest, TheTiledLayoutsBytesAreCountedOncePerScan) {
+  const FanJob job = MakeFanJob(44, sm::MatrixFormat::kSymmetric);
+  const auto& geometry = std::get<core::VectorGeometry>(job.request.geometry);
+  auto cache = std::make_shared<MatrixCache>(0);  // keeps no matrix: the counts stay anyway
+  const uint64_t bytes = cache->TiledLayoutBytes(geometry, job.request.volume).value();
+  // The count is the built layout's bytes at the default side.
+  const sm::StoredMatrix built =
+      sm::BuildStoredMatrix(geometry, job.request.volume, sm::MatrixFormat::kSymmetric, 0).value();
+  EXPECT_EQ(bytes, built.symmetric()->TiledLayout(sm::TiledRuns::TileSideFor(44)).value()->bytes());
+  EXPECT_EQ(cache->layout_counts(), 1);
+  EXPECT_EQ(cache->TiledLayoutBytes(geometry, job.request.volume).value(), bytes);
+  EXPECT_EQ(cache->layout_counts(), 1);  // remembered
+  // Another grid is another scan: counted anew, and different.
+  const FanJob other = MakeFanJob(40, sm::MatrixFormat::kSymmetric);
+  const uint64_t other_bytes =
+      cache->TiledLayoutBytes(std::get<core::VectorGeometry>(other.request.geometry),
+                              other.request.volume)
+          .value();
+  EXPECT_EQ(cache->layout_counts(), 2);
+  EXPECT_NE(other_bytes, bytes);
+  // A scan without the symmetry (62 views: a quarter turn is no whole number of steps) has
+  // no tiled layout: the count's error each time, nothing remembered.
+  core::FanConeOptions fan;
+  fan.source_origin_mm = 50.0;
+  fan.origin_detector_mm = 30.0;
+  fan.detector = {1, 71, 1.0, 0.9, 0.0, 0.0};
+  fan.angles_rad = core::UniformAnglesRad(62, 0.0, 2.0 * M_PI);
+  const core::VectorGeometry asymmetric = core::MakeFan2D(fan).value();
+  EXPECT_FALSE(cache->TiledLayoutBytes(asymmetric, job.request.volume).ok());
+  EXPECT_FALSE(cache->TiledLayoutBytes(asymmetric, job.request.volume).ok());
+  EXPECT_EQ(cache->layout_counts(), 4);
+  // At most kLayoutCounts scans are remembered, the oldest forgotten first: after that many
+  // other grids, the first scan is counted again.
+  for (size_t i = 0; i < MatrixCache::kLayoutCounts; ++i) {
+    const int64_t n = 45 + static_cast<int64_t>(i);  // the same 26.4 mm field, finer
+    const double voxel = 26.4 / static_cast<double>(n);
+    const core::VolumeGeometry grid =
+        core::VolumeGeometry::Create({n, n, 1}, {voxel, voxel, voxel}, {}).value();
+    ASSERT_TRUE(cache->TiledLayoutBytes(geometry, grid).ok()) << n;
+  }
+  const int64_t counted = cache->layout_counts();
+  EXPECT_EQ(cache->TiledLayoutBytes(geometry, job.request.volume).value(), bytes);
+  EXPECT_EQ(cache->layout_counts(), counted + 1);
 }
 
 TEST(MatrixCacheTest, AMatrixOverTheBudgetIsRefusedNamingItsBytes) {
