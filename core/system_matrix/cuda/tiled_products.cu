@@ -580,15 +580,16 @@ struct SweepStage {
     for (int i = 0; i < orbits; ++i) sum += this->orbits[i].tasks;
     return sum;
   }
-  // First step: each orbit's offsets and counts in stored view `view` (thread i < count
-  // takes orbit i).
+  // First step: each orbit's offsets and counts in stored view `view`, threads [thread,
+  // + threads) sharing the work (none for a negative thread).
   __device__ void StageOrbits(const TiledDeviceArrays& d, int view, const int32_t* owned,
-                              int count, int i) const {
-    if (i < 0 || i >= count) return;
-    const int64_t at = static_cast<int64_t>(view) * d.orbits_per_view + owned[i];
-    const int64_t warp = d.orbit_warp_begin[at], task = d.orbit_task_begin[at];
-    orbits[i] = {warp, task, static_cast<int32_t>(d.orbit_warp_begin[at + 1] - warp),
-                 static_cast<int32_t>(d.orbit_task_begin[at + 1] - task)};
+                              int count, int thread, int threads) const {
+    for (int i = thread; i >= 0 && i < count; i += threads) {
+      const int64_t at = static_cast<int64_t>(view) * d.orbits_per_view + owned[i];
+      const int64_t warp = d.orbit_warp_begin[at], task = d.orbit_task_begin[at];
+      orbits[i] = {warp, task, static_cast<int32_t>(d.orbit_warp_begin[at + 1] - warp),
+                   static_cast<int32_t>(d.orbit_task_begin[at + 1] - task)};
+    }
   }
   // Second step (after the first is visible to the thread block): the warps, lanes and
   // tasks, threads [thread, + threads) sharing the work.
@@ -908,7 +909,8 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
   __syncthreads();  // owned, orbits, the first block, the table, the accumulators
   if (s.resident_x) load_planes();
   if (s.block_count > 0) {
-    stage_of(0).StageOrbits(d, s.blocks[0].stored_view, owned, owned_count, threadIdx.x);
+    stage_of(0).StageOrbits(d, s.blocks[0].stored_view, owned, owned_count, threadIdx.x,
+                            blockDim.x);
     __syncthreads();
     stage_of(0).StageWork(d, owned_count, threadIdx.x, blockDim.x);
   }
@@ -929,11 +931,10 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
                             stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
       }
     }
-    // The next block's orbits, by the last warp's first lanes (the forward deals its warps
-    // from the first).
+    // The next block's orbits, by the last warp (the forward deals its warps from the first).
     if (b + 1 < s.block_count) {
       stage_of(b + 1).StageOrbits(d, s.blocks[b + 1].stored_view, owned, owned_count,
-                                  static_cast<int>(threadIdx.x) - 32 * (warps - 1));
+                                  static_cast<int>(threadIdx.x) - 32 * (warps - 1), 32);
     }
     grid.sync();
     // Bounds by the warp's first item, the same for all its lanes (the combine shuffles).
