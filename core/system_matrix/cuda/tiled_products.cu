@@ -146,18 +146,25 @@ struct LaneTask {
   int place[kTiledTaskSteps];
   float wt[kTiledTaskSteps];
 };
+// The lane's task from what its warp and lane hold (header, rays, change) and the task's
+// chunk: the fields, then the slots.
+__device__ __forceinline__ void FillLaneTask(const TiledDeviceArrays& d, const TiledWarp& header,
+                                             int chunk, uint32_t rays, int change, int lane,
+                                             LaneTask& out) {
+  out.map = header.map;
+  out.steps = header.steps;
+  out.first_step = kTiledTaskSteps * chunk;
+  out.rays = rays;
+  out.change = change;
+  const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(out.first_step) + lane;
+  LoadTaskSlots(d.local + slot, d.weights + slot, out.steps - out.first_step, out.place, out.wt);
+}
 __device__ __forceinline__ void LoadLaneTask(const TiledDeviceArrays& d, int64_t t,
                                              int64_t first_warp, int lane, LaneTask& out) {
   const TiledTask task = d.tasks[t];
   const int64_t warp = first_warp + task.warp_offset;
-  const TiledWarp header = d.warps[warp];
-  out.map = header.map;
-  out.steps = header.steps;
-  out.first_step = kTiledTaskSteps * static_cast<int>(task.chunk);
-  out.rays = d.lane_rays[warp * 32 + lane];
-  out.change = d.lane_switch[warp * 32 + lane];
-  const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(out.first_step) + lane;
-  LoadTaskSlots(d.local + slot, d.weights + slot, out.steps - out.first_step, out.place, out.wt);
+  FillLaneTask(d, d.warps[warp], task.chunk, d.lane_rays[warp * 32 + lane],
+               d.lane_switch[warp * 32 + lane], lane, out);
 }
 
 // x over the orbit's (up to) eight tiles into its eight planes of xs, each in T0's frame:
@@ -964,15 +971,8 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
         const int u = static_cast<int>(staged_task & 0xffffu);
         const StagedWarp& staged = stage.warps[u];
         LaneTask task;
-        task.map = staged.header.map;
-        task.steps = staged.header.steps;
-        task.first_step = kTiledTaskSteps * static_cast<int>(staged_task >> 16);
-        task.rays = stage.rays[32 * u + lane];
-        task.change = stage.change[32 * u + lane];
-        const int64_t slot =
-            staged.header.slot_base + 32 * static_cast<int64_t>(task.first_step) + lane;
-        LoadTaskSlots(d.local + slot, d.weights + slot, task.steps - task.first_step, task.place,
-                      task.wt);
+        FillLaneTask(d, staged.header, static_cast<int>(staged_task >> 16),
+                     stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, task);
         BackTask<true, kPlane>(d, acc + staged.orbit * orbit_floats, task, s.z_maps, scale);
       }
     }
