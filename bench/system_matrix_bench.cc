@@ -140,6 +140,9 @@ struct Options {
   bool cpu_build = true;
   std::vector<SymmetricKernels> kernels = AllSymmetricKernels();
   std::vector<int> slab_steps = {0};
+  // tiled-sweep: the most blocks' slots held in shared memory, one line per value
+  // (UploadSymmetricMatrix's most_slot_buffers; 0: read from device memory).
+  std::vector<int> slot_buffers = {2};
 };
 
 // Whether the variant has slabs (a steps-per-slab setting to vary).
@@ -153,14 +156,19 @@ struct KernelResult {
   uint64_t device_bytes = 0;  // the matrix's arrays on the device
   double upload_s = 0, s_per_sweep = 0, forward_s = 0, back_s = 0;
   bool layout_built = false;  // the upload built the tiled layout (later ones reuse it)
+  int most_slot_buffers = 2;  // asked of the upload (tiled-sweep)
+  int slot_buffers = 0;  // blocks' slots the sweep holds in shared memory (0: none)
   int converged_at = 0;
   double error = 0, best_error = -1, vs_cusparse = -1, vs_first = -1;
   int best_at = 0;
 };
 
 std::string VariantName(const KernelResult& k) {
-  return k.slab_steps > 0 ? absl::StrCat(SymmetricKernelsName(k.kernels), "/", k.slab_steps)
-                          : std::string(SymmetricKernelsName(k.kernels));
+  std::string name = k.slab_steps > 0
+                         ? absl::StrCat(SymmetricKernelsName(k.kernels), "/", k.slab_steps)
+                         : std::string(SymmetricKernelsName(k.kernels));
+  if (k.most_slot_buffers != 2) absl::StrAppend(&name, "/b", k.most_slot_buffers);
+  return name;
 }
 
 // One kernel variant of ours (DeviceStoredMatrix's SymmetricKernels).
@@ -444,11 +452,14 @@ void PrintOurs(const Result& r) {
               static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
               r.ours_floor_s * 1e3);
   for (const KernelResult& k : r.kernels) {
-    std::printf("       %-13s dev %.3f GB (%.2fx, up %.2f s%s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
+    std::printf("       %-13s dev %.3f GB (%.2fx, up %.2f s%s%s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
                 "  x floor %.1f  conv %d  err %.4f  best %.4f@%d  vs first %.1e\n",
                 VariantName(k).c_str(), k.device_bytes / 1e9,
                 static_cast<double>(r.csr_bytes) / static_cast<double>(k.device_bytes), k.upload_s,
-                k.layout_built ? ", layout built" : "", k.s_per_sweep * 1e3,
+                k.layout_built ? ", layout built" : "",
+                k.slot_buffers > 0 ? absl::StrCat(", slots in shared memory x", k.slot_buffers).c_str()
+                                   : "",
+                k.s_per_sweep * 1e3,
                 k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
                 k.converged_at, k.error, k.best_error, k.best_at, k.vs_first);
   }
@@ -464,8 +475,9 @@ absl::Status RunOurs(const SymmetricSystemMatrix& a, const Array3D& sinogram,
   const uint64_t layouts_before = a.tiled_layout_bytes();
   double t = Now();
   TOMO_ASSIGN_OR_RETURN(std::unique_ptr<DeviceStoredMatrix> device,
-                        UploadSymmetricMatrix(a, 0, k.kernels, k.slab_steps));
+                        UploadSymmetricMatrix(a, 0, k.kernels, k.slab_steps, k.most_slot_buffers));
   k.upload_s = Now() - t;
+  k.slot_buffers = device->sweep_slot_buffers();
   k.layout_built = a.tiled_layout_bytes() > layouts_before;
   k.device_bytes = device->matrix_bytes();
   ArtOptions art;
@@ -591,10 +603,14 @@ absl::Status RunSize(int64_t n, const Options& options, Result& result) {
   for (const SymmetricKernels kernels : options.kernels) {
     for (const int steps : options.slab_steps) {
       if (steps > 0 && !HasSlabs(kernels)) continue;
-      KernelResult k;
-      k.kernels = kernels;
-      k.slab_steps = steps;
-      variants.push_back(k);
+      for (const int buffers : options.slot_buffers) {
+        if (buffers != 2 && kernels != SymmetricKernels::kTiledSweep) continue;
+        KernelResult k;
+        k.kernels = kernels;
+        k.slab_steps = steps;
+        k.most_slot_buffers = buffers;
+        variants.push_back(k);
+      }
     }
     if (!HasSlabs(kernels) && std::find(options.slab_steps.begin(), options.slab_steps.end(), 0) ==
                                   options.slab_steps.end()) {
@@ -784,6 +800,10 @@ int main(int argc, char** argv) {
   app.add_option("--slab-steps", steps_text,
                  "steps per slab the blocked layouts aim at, comma-separated (0: their default); "
                  "each value is one more line per blocked variant");
+  std::string slot_buffers_text = "2";
+  app.add_option("--slot-buffers", slot_buffers_text,
+                 "tiled-sweep: the most blocks' slots held in shared memory where they fit (2, "
+                 "1, or 0: read from device memory), comma-separated: one line each");
   app.add_option("--kernel", kernels_text,
                  "our kernel variants to run, comma-separated (gather, orbit, ...) or all; the "
                  "first is the one compared with SART and OS-SART");
@@ -795,6 +815,14 @@ int main(int argc, char** argv) {
   options.slab_steps.clear();
   for (const absl::string_view s : absl::StrSplit(steps_text, ',')) {
     options.slab_steps.push_back(std::stoi(std::string(s)));
+  }
+  options.slot_buffers.clear();
+  for (const absl::string_view s : absl::StrSplit(slot_buffers_text, ',')) {
+    if (s != "0" && s != "1" && s != "2") {
+      std::fprintf(stderr, "--slot-buffers: '%s' is not 0, 1 or 2\n", std::string(s).c_str());
+      return 2;
+    }
+    options.slot_buffers.push_back(std::stoi(std::string(s)));
   }
   if (kernels_text != "all") {
     options.kernels.clear();

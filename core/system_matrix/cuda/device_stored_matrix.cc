@@ -166,7 +166,8 @@ absl::StatusOr<ArtResult> RunSweeps(ArtBuffers& run, const ArtOptions& options,
 class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
-      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels, int slab_steps) {
+      const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels, int slab_steps,
+      int most_slot_buffers) {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
     auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
     m->kernels_ = kernels;
@@ -305,7 +306,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_largest_z_, DeviceBuffer<int32_t>::Allocate(
           static_cast<size_t>(a.num_blocks()) + 1, s));
       if (kernels == SymmetricKernels::kTiledSweep) {
-        TOMO_RETURN_IF_ERROR(m->PrepareSweep(tasks, tiled.orbit_warp_begin(), s));
+        TOMO_RETURN_IF_ERROR(m->PrepareSweep(tasks, tiled.orbit_warp_begin(), tiled.warps(), most_slot_buffers, s));
       }
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
@@ -388,6 +389,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
 
   cudaStream_t stream() const override { return stream_.get(); }
   bool one_launch_sweeps() const override { return sweep_shape_.thread_blocks > 0; }
+  int sweep_slot_buffers() const override {
+    return sweep_shape_.thread_blocks > 0 ? sweep_shape_.slot_buffers : 0;
+  }
 
   absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                    const RunContext& context) override {
@@ -451,7 +455,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   // Two thread blocks of half the threads per multiprocessor where the orbits are enough
   // (measured on an H200: 3% faster at 1024^2, 8% at 2048^2, with four orbits per
   // multiprocessor; slower at 512^2, where they are barely more than one), else one.
+  // most_slot_buffers: the most blocks' slots held in shared memory (FitTiledSweep).
   absl::Status PrepareSweep(const TiledTasks& tasks, const std::vector<int64_t>& orbit_warp_begin,
+                            const std::vector<TiledWarp>& warps, int most_slot_buffers,
                             cudaStream_t s) {
     for (const int per_multiprocessor : {2, 1}) {
       int thread_blocks = 0;
@@ -463,9 +469,11 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       cuda::TiledSweepShape shape;
       const cuda::TiledSweepStage stage = cuda::CountTiledSweepStage(
           owners, orbit_warp_begin, tasks.orbit_task_begin(), tiled_.orbits_per_view);
+      const int64_t slots =
+          cuda::CountTiledSweepSlots(owners, orbit_warp_begin, warps, tiled_.orbits_per_view);
       TOMO_CUDA_RETURN_IF_ERROR(cuda::FitTiledSweep(tiled_, thread_blocks, per_multiprocessor,
                                                     owners.most_orbits, stage.warps, stage.tasks,
-                                                    &shape));
+                                                    slots, most_slot_buffers, &shape));
       if (shape.thread_blocks == 0) continue;
       TOMO_ASSIGN_OR_RETURN(sweep_owner_begin_, Upload(owners.begin, s));
       TOMO_ASSIGN_OR_RETURN(sweep_owned_orbits_, Upload(owners.orbits, s));
@@ -904,8 +912,10 @@ absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) 
 }
 
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
-    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels, int slab_steps) {
-  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels, slab_steps));
+    const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels, int slab_steps,
+    int most_slot_buffers) {
+  TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels, slab_steps,
+                                                               most_slot_buffers));
   return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
 }
 

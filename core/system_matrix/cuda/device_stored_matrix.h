@@ -58,6 +58,11 @@ class DeviceStoredMatrix {
   // Whether RunArt runs each sweep as one launch (SymmetricKernels::kTiledSweep where the
   // device allows it).
   virtual bool one_launch_sweeps() const { return false; }
+  // How many blocks' slots those sweeps hold in shared memory, copied there for their
+  // products (on devices of compute capability 9.0 and above): 2 (each block's copied
+  // during the block before), 1 (during the block before's write-back), or 0 (the products
+  // read them from device memory).
+  virtual int sweep_slot_buffers() const { return 0; }
   // projections: (views, 1, columns).
   virtual absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                            const RunContext& context) = 0;
@@ -135,10 +140,13 @@ absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name);
 std::vector<SymmetricKernels> AllSymmetricKernels();
 
 // slab_steps: the steps per slab the blocked layouts aim at (0: their default; more steps,
-// fewer and longer warps); for kTiled the tile side.
+// fewer and longer warps); for kTiled the tile side. most_slot_buffers (kTiledSweep): the
+// most blocks' slots the sweep holds in shared memory where they fit (sweep_slot_buffers();
+// less than 2 only to compare, as system-matrix-bench does).
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
     const SymmetricSystemMatrix& matrix, int device,
-    SymmetricKernels kernels = kDefaultSymmetricKernels, int slab_steps = 0);
+    SymmetricKernels kernels = kDefaultSymmetricKernels, int slab_steps = 0,
+    int most_slot_buffers = 2);
 // views_per_block as ArtOptions::views_per_block (0: one view); RunArt's options must
 // carry the same value.
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadCsrMatrix(const CsrSystemMatrix& matrix,

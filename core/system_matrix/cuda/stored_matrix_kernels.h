@@ -292,6 +292,8 @@ struct TiledSweep {
   int32_t resident_x = 0;      // set by LaunchTiledSweep from its shape
   int32_t stage_warps = 0;     // set by LaunchTiledSweep from its shape
   int32_t stage_tasks = 0;     // set by LaunchTiledSweep from its shape
+  int32_t stage_slots = 0;     // set by LaunchTiledSweep from its shape
+  int32_t slot_buffers = 0;    // set by LaunchTiledSweep from its shape
 };
 // How a sweep launch runs: its thread blocks (0: it cannot run here), the most orbits one
 // owns, whether x stays in their shared memory for the whole sweep (else reloaded from
@@ -305,6 +307,13 @@ struct TiledSweepShape {
   // (CountTiledSweepStage): the bookkeeping each block stages in shared memory.
   int stage_warps = 0;
   int stage_tasks = 0;
+  // The most slots of one thread block in one stored view (CountTiledSweepSlots), when
+  // each block's are copied into its shared memory for its products; 0 when they do not fit
+  // there, and the products read the slots from device memory. slot_buffers: 2 when two
+  // blocks' worth fit (the next block's copy lands during this block's combine and
+  // transpose), 1 when one does (the next block's lands during this block's write-back), 0.
+  int stage_slots = 0;
+  int slot_buffers = 0;
 };
 // The thread blocks a sweep launch with blocks_per_multiprocessor (1 or 2: 768 threads per
 // multiprocessor as one thread block or two) runs on the current device, to deal the orbits
@@ -312,12 +321,16 @@ struct TiledSweepShape {
 // fewer than the thread blocks.
 cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_multiprocessor,
                                    int* thread_blocks);
-// The shape for those thread blocks owning at most most_orbits orbits each, with x resident
-// when the shared memory allows it (and that shared memory allowed); thread_blocks 0 when
+// The shape for those thread blocks owning at most most_orbits orbits each, with as much in
+// their shared memory as it holds (and that shared memory allowed), in this order of
+// preference: two blocks' slots (stage_slots each; not above most_slot_buffers, nor below
+// compute capability 9.0), then one block's, each with x resident
+// and then with x reloaded at each block; x resident only; neither. thread_blocks 0 when
 // even the accumulators do not fit blocks_per_multiprocessor to a multiprocessor.
 cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
                           int blocks_per_multiprocessor, int most_orbits, int stage_warps,
-                          int stage_tasks, TiledSweepShape* shape);
+                          int stage_tasks, int64_t stage_slots, int most_slot_buffers,
+                          TiledSweepShape* shape);
 cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
                              const TiledSweepShape& shape, cudaStream_t stream);
 

@@ -74,8 +74,18 @@ __device__ __forceinline__ void LetNextKernelStart() {
 #endif
 }
 
+// Where the products read the slots: the layout in device memory (shift 0), or the sweep's
+// copy of a block's slots in shared memory, where slot s of the orbit is at s + shift.
+struct SlotSource {
+  const uint16_t* local;
+  const float* weights;
+  int64_t shift;
+};
+
 // The task's slots (place in the tile, weight), all loads issued before any is used; slots
-// at or past `steps` (counted from the task's first) read as weight 0 at place 0.
+// at or past `steps` (counted from the task's first) read as weight 0 at place 0. kShared:
+// local and weight point into shared memory (plain loads; else read-only cached loads).
+template <bool kShared>
 __device__ __forceinline__ void LoadTaskSlots(const uint16_t* __restrict__ local,
                                               const float* __restrict__ weight, int steps,
                                               int (&place)[kTiledTaskSteps],
@@ -83,8 +93,13 @@ __device__ __forceinline__ void LoadTaskSlots(const uint16_t* __restrict__ local
 #pragma unroll
   for (int j = 0; j < kTiledTaskSteps; ++j) {
     const bool in = j < steps;
-    place[j] = in ? __ldg(local + 32 * j) : 0;
-    wt[j] = in ? __ldg(weight + 32 * j) : 0.0f;
+    if (kShared) {
+      place[j] = in ? local[32 * j] : 0;
+      wt[j] = in ? weight[32 * j] : 0.0f;
+    } else {
+      place[j] = in ? __ldg(local + 32 * j) : 0;
+      wt[j] = in ? __ldg(weight + 32 * j) : 0.0f;
+    }
   }
 }
 
@@ -106,6 +121,57 @@ __device__ __forceinline__ void PrefetchOrbitSlots(const TiledDeviceArrays& d, i
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d.local + begin),
                "r"(static_cast<uint32_t>(2 * slots))
                : "memory");
+#endif
+}
+
+// Bulk copies from device memory into shared memory (sm_90), counted by a thread block's
+// transaction barrier: one thread arms the barrier with the bytes it is about to copy, and
+// the barrier's phase completes when they have all landed. The sweep runs these only on
+// devices of compute capability 9.0 and above (FitTiledSweep); elsewhere they do nothing.
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// One thread: the barrier for one arming thread, made visible to the copies' proxy.
+__device__ __forceinline__ void InitCopyBarrier(uint64_t* barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SharedAddress(barrier)) : "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// The arming thread, before its copies: the phase ends once `bytes` have landed. The fence
+// orders the thread block's earlier reads of the destination (made visible to this thread
+// by a barrier) before the copies' writes.
+__device__ __forceinline__ void ExpectCopyBytes(uint64_t* barrier, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SharedAddress(barrier)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+// bytes: a multiple of 16, from and to 16-byte aligned.
+__device__ __forceinline__ void CopyToShared(void* to, const void* from, uint32_t bytes,
+                                             uint64_t* barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(SharedAddress(to)),
+      "l"(from), "r"(bytes), "r"(SharedAddress(barrier))
+      : "memory");
+#endif
+}
+// Every thread that reads the copies: until the barrier's phase `parity` (0, 1, 0, ...) ends.
+__device__ __forceinline__ void WaitForCopies(uint64_t* barrier, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(SharedAddress(barrier)), "r"(parity)
+        : "memory");
+  } while (done == 0);
 #endif
 }
 
@@ -147,8 +213,9 @@ struct LaneTask {
   float wt[kTiledTaskSteps];
 };
 // The lane's task from what its warp and lane hold (header, rays, change) and the task's
-// chunk: the fields, then the slots.
-__device__ __forceinline__ void FillLaneTask(const TiledDeviceArrays& d, const TiledWarp& header,
+// chunk: the fields, then the slots (from `slots`; kShared as LoadTaskSlots).
+template <bool kShared>
+__device__ __forceinline__ void FillLaneTask(const SlotSource& slots, const TiledWarp& header,
                                              int chunk, uint32_t rays, int change, int lane,
                                              LaneTask& out) {
   out.map = header.map;
@@ -156,15 +223,17 @@ __device__ __forceinline__ void FillLaneTask(const TiledDeviceArrays& d, const T
   out.first_step = kTiledTaskSteps * chunk;
   out.rays = rays;
   out.change = change;
-  const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(out.first_step) + lane;
-  LoadTaskSlots(d.local + slot, d.weights + slot, out.steps - out.first_step, out.place, out.wt);
+  const int64_t slot =
+      header.slot_base + slots.shift + 32 * static_cast<int64_t>(out.first_step) + lane;
+  LoadTaskSlots<kShared>(slots.local + slot, slots.weights + slot, out.steps - out.first_step,
+                         out.place, out.wt);
 }
 __device__ __forceinline__ void LoadLaneTask(const TiledDeviceArrays& d, int64_t t,
                                              int64_t first_warp, int lane, LaneTask& out) {
   const TiledTask task = d.tasks[t];
   const int64_t warp = first_warp + task.warp_offset;
-  FillLaneTask(d, d.warps[warp], task.chunk, d.lane_rays[warp * 32 + lane],
-               d.lane_switch[warp * 32 + lane], lane, out);
+  FillLaneTask<false>({d.local, d.weights, 0}, d.warps[warp], task.chunk,
+                      d.lane_rays[warp * 32 + lane], d.lane_switch[warp * 32 + lane], lane, out);
 }
 
 // x over the orbit's (up to) eight tiles into its eight planes of xs, each in T0's frame:
@@ -239,17 +308,20 @@ __device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const fl
 // ForwardTask for all the steps of one warp of the layout, a task's worth of slots at a
 // time, its sums added once at the end: the sweep's global atomics, which bound its forward,
 // once per warp and ray instead of once per task and ray.
-// header, rays, change: the layout warp's and the lane's (the sweep's staged copies).
-template <int kPlane>
+// header, rays, change: the layout warp's and the lane's (the sweep's staged copies); the
+// slots from `slots` (kShared as LoadTaskSlots).
+template <int kPlane, bool kShared>
 __device__ __forceinline__ void ForwardWarp(const TiledDeviceArrays& d, const float* xs,
-                                            const TiledWarp& header, uint32_t rays, int change,
-                                            int lane, float* sums) {
+                                            const SlotSource& slots, const TiledWarp& header,
+                                            uint32_t rays, int change, int lane, float* sums) {
   float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int first_step = 0; first_step < header.steps; first_step += kTiledTaskSteps) {
     int place[kTiledTaskSteps];
     float wt[kTiledTaskSteps];
-    const int64_t slot = header.slot_base + 32 * static_cast<int64_t>(first_step) + lane;
-    LoadTaskSlots(d.local + slot, d.weights + slot, header.steps - first_step, place, wt);
+    const int64_t slot =
+        header.slot_base + slots.shift + 32 * static_cast<int64_t>(first_step) + lane;
+    LoadTaskSlots<kShared>(slots.local + slot, slots.weights + slot, header.steps - first_step,
+                           place, wt);
     AddForwardSteps<kPlane>(d, xs, place, wt, first_step, header.steps, change, first, second);
   }
   const auto add = [&](uint32_t c, const float* v) {
@@ -544,10 +616,12 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
 // then z): per owned orbit its first layout warp and task and their counts; the orbits'
 // layout warps in turn (header, orbit, lanes' rays and switch steps); the orbits' tasks in
 // turn (staged warp | chunk << 16). Warp w of the thread block takes the staged warps and
-// tasks w, w + warps, ...
+// tasks w, w + warps, ... Where the shared memory holds them, the block's slots too
+// (CopySlots), each orbit's after the one before.
 struct StagedOrbit {
   int64_t first_warp, first_task;
   int32_t warps, tasks;
+  int64_t slot_shift;  // slot s of the orbit is at s + slot_shift in the block's copy
 };
 struct StagedWarp {
   TiledWarp header;
@@ -622,6 +696,35 @@ struct SweepStage {
                    static_cast<uint32_t>(task.chunk) << 16;
       }
     }
+  }
+  // Third step, one thread (after the second is visible to it): each orbit's slots, from its
+  // first staged warp's slot_base to its last's end, copied into weights_to and local_to
+  // (room for the most slots of a thread block, CountTiledSweepSlots) after the orbit before,
+  // by bulk copies that complete `ready`; each orbit's slot_shift says where.
+  __device__ void CopySlots(const TiledDeviceArrays& d, int count, float* weights_to,
+                            uint16_t* local_to, uint64_t* ready) const {
+    int64_t total = 0;
+    for (int i = 0, u = 0; i < count; u += orbits[i++].warps) {
+      if (orbits[i].warps > 0) total += SlotsOf(u, orbits[i].warps);
+    }
+    ExpectCopyBytes(ready, static_cast<uint32_t>(6 * total));
+    int64_t offset = 0;
+    for (int i = 0, u = 0; i < count; u += orbits[i++].warps) {
+      if (orbits[i].warps == 0) continue;
+      const int64_t begin = warps[u].header.slot_base, slots = SlotsOf(u, orbits[i].warps);
+      // Slot bases and counts are multiples of 32: 128-byte weights, 64-byte places.
+      CopyToShared(weights_to + offset, d.weights + begin, static_cast<uint32_t>(4 * slots), ready);
+      CopyToShared(local_to + offset, d.local + begin, static_cast<uint32_t>(2 * slots), ready);
+      orbits[i].slot_shift = offset - begin;
+      offset += slots;
+    }
+  }
+
+ private:
+  // The slots of the `count` staged warps from u on.
+  __device__ int64_t SlotsOf(int u, int count) const {
+    const TiledWarp& last = warps[u + count - 1].header;
+    return last.slot_base + 32 * static_cast<int64_t>(last.steps) - warps[u].header.slot_base;
   }
 };
 
@@ -814,14 +917,17 @@ __device__ __forceinline__ void WriteBackTableOrbit(const TiledDeviceArrays& d, 
 // (the generic map arithmetic), SquareOrbitPlaces or DiagonalOrbitPlaces.
 enum OrbitTable : int32_t { kNoTable = 0, kSquareTable = 1, kDiagonalTable = 2 };
 
-// The sweep's dynamic shared memory: 8 planes per owned orbit for the transpose's
-// accumulators (and x in the forward when x is not resident), 8 more per owned orbit for x
-// when it is resident, the owned orbits' descriptions, two stages (SweepStage: the block's
-// and the next one's), then the orbits' indices.
+// The sweep's dynamic shared memory: slot_buffers blocks' slots (stage_slots weights each,
+// then stage_slots places each), 8 planes per owned orbit for the
+// transpose's accumulators (and x in the forward when x is not resident), 8 more per owned
+// orbit for x when it is resident, the owned orbits' descriptions, two stages (SweepStage:
+// the block's and the next one's), then the orbits' indices.
 size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool resident_x,
-                        int stage_warps, int stage_tasks) {
+                        int stage_warps, int stage_tasks, int stage_slots, int slot_buffers) {
   const int orbits = std::max(1, most_orbits);
-  return (TiledSharedBytes(d) * (resident_x ? 2 : 1) + sizeof(TileOrbit) + sizeof(int32_t)) *
+  return (sizeof(float) + sizeof(uint16_t)) * static_cast<size_t>(slot_buffers) *
+             static_cast<size_t>(stage_slots) +
+         (TiledSharedBytes(d) * (resident_x ? 2 : 1) + sizeof(TileOrbit) + sizeof(int32_t)) *
              static_cast<size_t>(orbits) +
          2 * SweepStage::Bytes(orbits, stage_warps, stage_tasks);
 }
@@ -831,27 +937,42 @@ size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool reside
 //   1. (x not resident: x of its orbits into their planes.) Each thread loads what its share
 //      of the combine reads besides the sums; the forward of its orbits, a whole warp of the
 //      layout per warp (ForwardWarp: sums by map, added once per layout warp and ray), the
-//      warps' headers and lanes from the block's stage (SweepStage); the last warp stages the
-//      next block's orbit offsets.
+//      warps' headers and lanes from the block's stage (SweepStage), and its slots from
+//      their copy in shared memory when s.stage_slots is set; the last warp stages the next
+//      block's orbit offsets.
 //   2. grid barrier; the combine of all rays, shared by all threads of the grid (warp w of
 //      block t takes the grid's warp w * blocks + t); then the next block's warps, lanes and
 //      tasks staged.
-//   3. grid barrier; the next block's description read meanwhile; the transpose of its
-//      orbits' staged tasks (int32 fixed point), then x written back (and into the resident
-//      planes), which the same thread block reads at block b + 1, and the accumulators
-//      cleared as they are read.
+//   3. grid barrier; the next block's description read meanwhile, and with two slot
+//      buffers its slots' copy started (one thread issues bulk copies into the buffer the
+//      block before this one used); the transpose of its orbits' staged tasks (int32 fixed
+//      point), then (one slot buffer: the next block's copy started) x written back (and
+//      into the resident planes), which the same thread block reads at block b + 1, and the
+//      accumulators cleared as they are read.
 // With x resident its planes stay in shared memory for the whole sweep: loaded once, kept
 // by the write-back, and x goes to device memory in the last block only.
 template <int kPlane>
 __global__ void __launch_bounds__(kSweepThreads, 1)
     TiledSweepKernel(TiledDeviceArrays d, TiledSweep s) {
-  extern __shared__ float planes[];
+  extern __shared__ float dynamic_shared[];
   __shared__ OrbitBlock blocks[2];  // block b at b % 2; b + 1 read during b's transpose
+  __shared__ uint64_t slots_ready[2];  // block b's slots copied into buffer b % 2
   __shared__ SquareOrbitPlaces<kPlane> table;
   __shared__ DiagonalOrbitPlaces<kPlane> diagonal;
   const int orbit_floats = 8 * PlaneFloats<kPlane>(d);
   const int first_owned = s.owner_begin[blockIdx.x];
   const int owned_count = s.owner_begin[blockIdx.x + 1] - first_owned;
+  // Block b's slots (when copied: slot_buffers > 0) in buffer u = b % slot_buffers, at
+  // slot_weights + u * stage_slots and slot_local + u * stage_slots; then the planes.
+  const int stage_slots = s.slot_buffers > 0 ? s.stage_slots : 0;
+  const int slot_buffers = stage_slots > 0 ? s.slot_buffers : 0;
+  float* const slot_weights = dynamic_shared;
+  uint16_t* const slot_local =
+      reinterpret_cast<uint16_t*>(dynamic_shared + slot_buffers * stage_slots);
+  float* const planes = dynamic_shared + slot_buffers * stage_slots * 3 / 2;
+  const auto buffer_of = [&](int b) { return slot_buffers == 2 ? b % 2 : 0; };
+  // The phase of block b's copy on its buffer's barrier (each buffer's copies in turn).
+  const auto copy_parity = [&](int b) { return static_cast<uint32_t>(b / slot_buffers) % 2; };
   float* const acc = planes;
   float* const x_planes = s.resident_x ? planes + owned_count * orbit_floats : planes;
   TileOrbit* const orbits =
@@ -863,6 +984,16 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     return SweepStage::At(stage_base + (b % 2) * stage_bytes, owned_count, s.stage_warps);
   };
   int32_t* const owned = reinterpret_cast<int32_t*>(stage_base + 2 * stage_bytes);
+  const auto copy_slots = [&](int b) {  // one thread, block b's stage visible to it
+    const int u = buffer_of(b);
+    stage_of(b).CopySlots(d, owned_count, slot_weights + u * stage_slots,
+                          slot_local + u * stage_slots, &slots_ready[u]);
+  };
+  const auto slots_of = [&](int b, const SweepStage& stage, int orbit) {
+    return SlotSource{slot_local + buffer_of(b) * stage_slots,
+                      slot_weights + buffer_of(b) * stage_slots,
+                      stage.orbits[orbit].slot_shift};
+  };
   for (int i = threadIdx.x; i < owned_count; i += blockDim.x) {
     owned[i] = s.owned_orbits[first_owned + i];
     orbits[i] = d.orbits[owned[i]];
@@ -876,6 +1007,10 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     }
   };
   read_block(0);
+  if (stage_slots > 0 && threadIdx.x == 0) {
+    InitCopyBarrier(&slots_ready[0]);
+    InitCopyBarrier(&slots_ready[1]);
+  }
   if (SideOfPlane<kPlane>() > 0) {
     table.Build(d.stride);
     diagonal.Build(d.stride);
@@ -920,6 +1055,10 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
                             blockDim.x);
     __syncthreads();
     stage_of(0).StageWork(d, owned_count, threadIdx.x, blockDim.x);
+    if (stage_slots > 0) {
+      __syncthreads();  // the staged warps, for their slots
+      if (threadIdx.x == 0) copy_slots(0);
+    }
   }
   for (int b = 0; b < s.block_count; ++b) {
     const OrbitBlock& block = blocks[b % 2];
@@ -932,10 +1071,24 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     {
       const SweepStage stage = stage_of(b);
       const int staged_warps = stage.Warps(owned_count);
-      for (int u = warp; u < staged_warps; u += warps) {
-        const StagedWarp& staged = stage.warps[u];
-        ForwardWarp<kPlane>(d, x_planes + staged.orbit * orbit_floats, staged.header,
-                            stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
+      if (stage_slots > 0) {
+        // Every thread, so that the transpose's warps read the copy after it landed too.
+        WaitForCopies(&slots_ready[buffer_of(b)], copy_parity(b));
+        for (int u = warp; u < staged_warps; u += warps) {
+          const StagedWarp& staged = stage.warps[u];
+          ForwardWarp<kPlane, true>(d, x_planes + staged.orbit * orbit_floats,
+                                    slots_of(b, stage, staged.orbit), staged.header,
+                                    stage.rays[32 * u + lane], stage.change[32 * u + lane], lane,
+                                    s.sums);
+        }
+      } else {
+        for (int u = warp; u < staged_warps; u += warps) {
+          const StagedWarp& staged = stage.warps[u];
+          ForwardWarp<kPlane, false>(d, x_planes + staged.orbit * orbit_floats,
+                                     {d.local, d.weights, 0}, staged.header,
+                                     stage.rays[32 * u + lane], stage.change[32 * u + lane], lane,
+                                     s.sums);
+        }
       }
     }
     // The next block's orbits, by the last warp (the forward deals its warps from the first).
@@ -962,21 +1115,36 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     if (b + 1 < s.block_count) stage_of(b + 1).StageWork(d, owned_count, threadIdx.x, blockDim.x);
     grid.sync();
     read_block(b + 1);
+    // The next block's slots into the other buffer (its stage is complete: the barrier).
+    if (slot_buffers == 2 && b + 1 < s.block_count && threadIdx.x == 0) copy_slots(b + 1);
     const float scale = FixedPointScale(d, block, __int_as_float(s.largest_z_bits[b]));
     {
       const SweepStage stage = stage_of(b);
       const int staged_tasks = stage.Tasks(owned_count);
-      for (int t = warp; t < staged_tasks; t += warps) {
-        const uint32_t staged_task = stage.tasks[t];
-        const int u = static_cast<int>(staged_task & 0xffffu);
-        const StagedWarp& staged = stage.warps[u];
-        LaneTask task;
-        FillLaneTask(d, staged.header, static_cast<int>(staged_task >> 16),
-                     stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, task);
-        BackTask<true, kPlane>(d, acc + staged.orbit * orbit_floats, task, s.z_maps, scale);
+      // A task's slots from the block's copy when staged (the forward waited for it).
+      const auto back = [&](auto shared, auto source) {
+        for (int t = warp; t < staged_tasks; t += warps) {
+          const uint32_t staged_task = stage.tasks[t];
+          const int u = static_cast<int>(staged_task & 0xffffu);
+          const StagedWarp& staged = stage.warps[u];
+          LaneTask task;
+          FillLaneTask<decltype(shared)::value>(source(staged.orbit), staged.header,
+                                                static_cast<int>(staged_task >> 16),
+                                                stage.rays[32 * u + lane],
+                                                stage.change[32 * u + lane], lane, task);
+          BackTask<true, kPlane>(d, acc + staged.orbit * orbit_floats, task, s.z_maps, scale);
+        }
+      };
+      if (stage_slots > 0) {
+        back(std::true_type(), [&](int orbit) { return slots_of(b, stage, orbit); });
+      } else {
+        back(std::false_type(), [&](int) { return SlotSource{d.local, d.weights, 0}; });
       }
     }
     __syncthreads();
+    // One buffer: the next block's slots replace this block's, read by now, while the
+    // write-back runs.
+    if (slot_buffers == 1 && b + 1 < s.block_count && threadIdx.x == 0) copy_slots(b + 1);
     // With x resident only the owner reads its pixels, from its planes: device memory gets
     // x at the end of the sweep.
     float* const x_out = s.resident_x && b + 1 < s.block_count ? nullptr : s.x;
@@ -1124,18 +1292,32 @@ cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_mu
 
 cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
                           int blocks_per_multiprocessor, int most_orbits, int stage_warps,
-                          int stage_tasks, TiledSweepShape* shape) {
+                          int stage_tasks, int64_t stage_slots, int most_slot_buffers,
+                          TiledSweepShape* shape) {
   *shape = TiledSweepShape{};
-  int device = 0, shared_limit = 0;
+  int device = 0, shared_limit = 0, major = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) {
     e = cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   }
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   if (e != cudaSuccess || thread_blocks <= 0) return e;
   const int threads = kSweepThreads / blocks_per_multiprocessor;
-  for (const bool resident_x : {true, false}) {
-    const size_t shared =
-        SweepSharedBytes(d, most_orbits, resident_x, stage_warps, stage_tasks);
+  // The slots' bulk copies need compute capability 9.0; each block's must fit the copy
+  // barrier's count of pending bytes (2^20 - 1).
+  const bool can_stage = major >= 9 && stage_slots > 0 && 6 * stage_slots < (int64_t{1} << 20);
+  const struct {
+    int slot_buffers;
+    bool resident_x;
+  } choices[] = {{2, true}, {2, false}, {1, true}, {1, false}, {0, true}, {0, false}};
+  for (const auto choice : choices) {
+    if (choice.slot_buffers > 0 && (!can_stage || choice.slot_buffers > most_slot_buffers)) {
+      continue;
+    }
+    const bool resident_x = choice.resident_x;
+    const int slots = choice.slot_buffers > 0 ? static_cast<int>(stage_slots) : 0;
+    const size_t shared = SweepSharedBytes(d, most_orbits, resident_x, stage_warps, stage_tasks,
+                                           slots, choice.slot_buffers);
     int resident_blocks = 0;
     e = WithCompiledPlane(d, [&](auto plane) {
       const auto kernel = TiledSweepKernel<decltype(plane)::value>;
@@ -1151,7 +1333,8 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
     });
     if (e != cudaSuccess) return e;
     if (resident_blocks >= blocks_per_multiprocessor) {
-      *shape = {thread_blocks, most_orbits, resident_x, threads, stage_warps, stage_tasks};
+      *shape = {thread_blocks, most_orbits, resident_x, threads,
+                stage_warps,   stage_tasks, slots,      choice.slot_buffers};
       return cudaSuccess;
     }
   }
@@ -1161,7 +1344,8 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
 cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
                              const TiledSweepShape& shape, cudaStream_t stream) {
   const size_t shared = SweepSharedBytes(d, shape.most_orbits, shape.resident_x,
-                                        shape.stage_warps, shape.stage_tasks);
+                                        shape.stage_warps, shape.stage_tasks, shape.stage_slots,
+                                        shape.slot_buffers);
   return WithCompiledPlane(d, [&](auto plane) {
     const auto kernel = TiledSweepKernel<decltype(plane)::value>;
     // Set again at each launch: another layout of the same tile side may have set it lower.
@@ -1173,6 +1357,8 @@ cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep
     args.resident_x = shape.resident_x ? 1 : 0;
     args.stage_warps = shape.stage_warps;
     args.stage_tasks = shape.stage_tasks;
+    args.stage_slots = shape.stage_slots;
+    args.slot_buffers = shape.slot_buffers;
     void* params[] = {&arrays, &args};
     e = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
                                     dim3(static_cast<unsigned>(shape.thread_blocks)),

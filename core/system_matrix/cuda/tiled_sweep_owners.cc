@@ -76,4 +76,26 @@ TiledSweepStage CountTiledSweepStage(const TiledSweepOwners& owners,
   return most;
 }
 
+int64_t CountTiledSweepSlots(const TiledSweepOwners& owners,
+                             const std::vector<int64_t>& orbit_warp_begin,
+                             const std::vector<TiledWarp>& warps, int64_t orbits_per_view) {
+  int64_t most = 0;
+  if (orbits_per_view <= 0) return most;
+  const int64_t views = static_cast<int64_t>(orbit_warp_begin.size() - 1) / orbits_per_view;
+  for (int64_t v = 0; v < views; ++v) {
+    for (size_t t = 0; t + 1 < owners.begin.size(); ++t) {
+      int64_t slots = 0;
+      for (int32_t i = owners.begin[t]; i < owners.begin[t + 1]; ++i) {
+        const size_t at = static_cast<size_t>(v * orbits_per_view + owners.orbits[static_cast<size_t>(i)]);
+        const int64_t first = orbit_warp_begin[at], end = orbit_warp_begin[at + 1];
+        if (first == end) continue;
+        const TiledWarp& last = warps[static_cast<size_t>(end - 1)];
+        slots += last.slot_base + 32 * int64_t{last.steps} - warps[static_cast<size_t>(first)].slot_base;
+      }
+      most = std::max(most, slots);
+    }
+  }
+  return most;
+}
+
 }  // namespace tomo::core::system_matrix::cuda

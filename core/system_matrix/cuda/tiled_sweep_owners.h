@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/system_matrix/tiled_slab.h"
+
 namespace tomo::core::system_matrix::cuda {
 
 struct TiledSweepOwners {
@@ -44,5 +46,13 @@ TiledSweepStage CountTiledSweepStage(const TiledSweepOwners& owners,
                                      const std::vector<int64_t>& orbit_warp_begin,
                                      const std::vector<int64_t>& orbit_task_begin,
                                      int64_t orbits_per_view);
+
+// The most slots one thread block holds in one stored view, summed over its orbits: each
+// orbit's slots run from its first layout warp's slot_base to its last warp's end (the
+// warps of an orbit follow each other), which the sweep copies whole into shared memory
+// when two blocks' worth fit there. warps: TiledRuns::warps().
+int64_t CountTiledSweepSlots(const TiledSweepOwners& owners,
+                             const std::vector<int64_t>& orbit_warp_begin,
+                             const std::vector<TiledWarp>& warps, int64_t orbits_per_view);
 
 }  // namespace tomo::core::system_matrix::cuda

@@ -48,6 +48,22 @@ TEST(TiledSweepOwnersTest, StageHoldsTheMostWarpsAndTasksOfOneBlockAndView) {
   EXPECT_EQ(more.warps, 12);  // view 1, block 0: 9 + 3
 }
 
+TEST(TiledSweepOwnersTest, SlotsSpanEachOrbitsWarpsAndSumOverAThreadBlocksOrbits) {
+  // The owners of LongestFirstToTheLeastLoaded (block 0: orbits 1 and 0; block 1: 2, 4
+  // and 3). Warp w starts at slot 320 w and has w % 3 + 1 steps: an orbit's slots run from
+  // its first warp's start to its last warp's end, gaps between its warps included.
+  const std::vector<int64_t> tasks = Offsets({{1, 5, 3, 2, 3}, {3, 5, 4, 1, 3}});
+  const TiledSweepOwners owners = AssignTiledSweepOwners(tasks, 5, 2);
+  std::vector<TiledWarp> warps(15);
+  for (int w = 0; w < 15; ++w) warps[static_cast<size_t>(w)] = {320 * int64_t{w}, w % 3 + 1, 0};
+  // View 0 (warps 0-6): orbit 0 32, 1 416, 2 384, 3 96, 4 32: block 0 448, block 1 512.
+  // View 1 (warps 7-14): orbit 0 672, 1 64, 2 352, 3 64, 4 96: block 0 736, block 1 512.
+  EXPECT_EQ(CountTiledSweepSlots(owners, Offsets({{1, 2, 2, 1, 1}, {3, 1, 2, 1, 1}}), warps, 5),
+            736);
+  // An orbit without warps holds no slots: one view, orbit 1's two warps only (384).
+  EXPECT_EQ(CountTiledSweepSlots(owners, Offsets({{0, 2, 0, 0, 0}}), warps, 5), 384);
+}
+
 TEST(TiledSweepOwnersTest, MoreThreadBlocksThanOrbits) {
   const std::vector<int64_t> begin = Offsets({{2, 9, 4}});
   const TiledSweepOwners owners = AssignTiledSweepOwners(begin, 3, 5);
