@@ -157,7 +157,7 @@ struct KernelResult {
   double upload_s = 0, s_per_sweep = 0, forward_s = 0, back_s = 0;
   bool layout_built = false;  // the upload built the tiled layout (later ones reuse it)
   int most_slot_buffers = 2;  // asked of the upload (tiled-sweep)
-  int slot_buffers = 0;  // blocks' slots the sweep holds in shared memory (0: none)
+  int slot_buffers = 0;       // blocks' slots the sweep holds in shared memory (0: none)
   int converged_at = 0;
   double error = 0, best_error = -1, vs_cusparse = -1, vs_first = -1;
   int best_at = 0;
@@ -452,16 +452,17 @@ void PrintOurs(const Result& r) {
               static_cast<double>(r.csr_bytes) / r.symmetric_bytes, r.build_s, r.device_build_s,
               r.ours_floor_s * 1e3);
   for (const KernelResult& k : r.kernels) {
-    std::printf("       %-13s dev %.3f GB (%.2fx, up %.2f s%s%s)  sweep %.3f ms (A %.3f + A^T %.3f ms alone)"
-                "  x floor %.1f  conv %d  err %.4f  best %.4f@%d  vs first %.1e\n",
-                VariantName(k).c_str(), k.device_bytes / 1e9,
-                static_cast<double>(r.csr_bytes) / static_cast<double>(k.device_bytes), k.upload_s,
-                k.layout_built ? ", layout built" : "",
-                k.slot_buffers > 0 ? absl::StrCat(", slots in shared memory x", k.slot_buffers).c_str()
-                                   : "",
-                k.s_per_sweep * 1e3,
-                k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
-                k.converged_at, k.error, k.best_error, k.best_at, k.vs_first);
+    std::printf(
+        "       %-13s dev %.3f GB (%.2fx, up %.2f s%s%s)  sweep %.3f ms (A %.3f + A^T %.3f ms "
+        "alone)"
+        "  x floor %.1f  conv %d  err %.4f  best %.4f@%d  vs first %.1e\n",
+        VariantName(k).c_str(), k.device_bytes / 1e9,
+        static_cast<double>(r.csr_bytes) / static_cast<double>(k.device_bytes), k.upload_s,
+        k.layout_built ? ", layout built" : "",
+        k.slot_buffers > 0 ? absl::StrCat(", slots in shared memory x", k.slot_buffers).c_str()
+                           : "",
+        k.s_per_sweep * 1e3, k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
+        k.converged_at, k.error, k.best_error, k.best_at, k.vs_first);
   }
   std::fflush(stdout);
 }

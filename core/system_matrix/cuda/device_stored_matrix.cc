@@ -306,7 +306,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_largest_z_, DeviceBuffer<int32_t>::Allocate(
           static_cast<size_t>(a.num_blocks()) + 1, s));
       if (kernels == SymmetricKernels::kTiledSweep) {
-        TOMO_RETURN_IF_ERROR(m->PrepareSweep(tasks, tiled.orbit_warp_begin(), tiled.warps(), most_slot_buffers, s));
+        TOMO_RETURN_IF_ERROR(
+            m->PrepareSweep(tasks, tiled.orbit_warp_begin(), tiled.warps(), most_slot_buffers, s));
       }
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
@@ -915,7 +916,7 @@ absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
     const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels, int slab_steps,
     int most_slot_buffers) {
   TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels, slab_steps,
-                                                               most_slot_buffers));
+                                                              most_slot_buffers));
   return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
 }
 

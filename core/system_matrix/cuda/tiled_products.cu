@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "core/system_matrix/cuda/stored_matrix_kernels.h"
 #include "core/system_matrix/cuda/tiled_back_threads.h"
@@ -144,9 +145,10 @@ __device__ __forceinline__ void InitCopyBarrier(uint64_t* barrier) {
 __device__ __forceinline__ void ExpectCopyBytes(uint64_t* barrier, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SharedAddress(barrier)),
-               "r"(bytes)
-               : "memory");
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SharedAddress(barrier)),
+      "r"(bytes)
+      : "memory");
 #endif
 }
 // bytes: a multiple of 16, from and to 16-byte aligned.
@@ -672,6 +674,8 @@ struct SweepStage {
                    static_cast<int32_t>(d.orbit_task_begin[at + 1] - task)};
     }
   }
+  // The second step's items: a lane of each warp, and each task.
+  __device__ int Items(int orbits) const { return 32 * Warps(orbits) + Tasks(orbits); }
   // Second step (after the first is visible to the thread block): the warps, lanes and
   // tasks, threads [thread, + threads) sharing the work.
   __device__ void StageWork(const TiledDeviceArrays& d, int count, int thread, int threads) const {
@@ -935,15 +939,17 @@ size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool reside
 // A whole ART sweep (TiledSweep in stored_matrix_kernels.h). Thread block t owns the orbits
 // s.owned_orbits[s.owner_begin[t] ...]; per ART block b:
 //   1. (x not resident: x of its orbits into their planes.) Each thread loads what its share
-//      of the combine reads besides the sums; the forward of its orbits, a whole warp of the
-//      layout per warp (ForwardWarp: sums by map, added once per layout warp and ray), the
-//      warps' headers and lanes from the block's stage (SweepStage), and its slots from
-//      their copy in shared memory when s.stage_slots is set; the last warp stages the next
-//      block's orbit offsets.
+//      of the combine reads besides the sums; the last warp stages the next block's orbit
+//      offsets; the forward of its orbits, a whole warp of the layout per warp (ForwardWarp:
+//      sums by map, added once per layout warp and ray), the warps' headers and lanes from
+//      the block's stage (SweepStage), and its slots from their copy in shared memory when
+//      s.slot_buffers is set; the warps left without a layout warp stage the next block's
+//      warps, lanes and tasks meanwhile.
 //   2. grid barrier; the combine of all rays, shared by all threads of the grid (warp w of
-//      block t takes the grid's warp w * blocks + t); then the next block's warps, lanes and
-//      tasks staged.
-//   3. grid barrier; the next block's description read meanwhile, and with two slot
+//      block t takes the grid's warp w * blocks + t); arrival at the second grid barrier;
+//      then, if no warp was left idle by the forward, the next block's warps, lanes and tasks
+//      staged before its wait.
+//   3. the second barrier's wait; the next block's description read meanwhile, and with two slot
 //      buffers its slots' copy started (one thread issues bulk copies into the buffer the
 //      block before this one used); the transpose of its orbits' staged tasks (int32 fixed
 //      point), then (one slot buffer: the next block's copy started) x written back (and
@@ -991,8 +997,7 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
   };
   const auto slots_of = [&](int b, const SweepStage& stage, int orbit) {
     return SlotSource{slot_local + buffer_of(b) * stage_slots,
-                      slot_weights + buffer_of(b) * stage_slots,
-                      stage.orbits[orbit].slot_shift};
+                      slot_weights + buffer_of(b) * stage_slots, stage.orbits[orbit].slot_shift};
   };
   for (int i = threadIdx.x; i < owned_count; i += blockDim.x) {
     owned[i] = s.owned_orbits[first_owned + i];
@@ -1067,34 +1072,42 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     // 8 threads per ray and view slot, as on every device it runs on for 720 x 1024 rays).
     const CombineInputs first_inputs = LoadCombineInputs(d, block, combine, combine_i);
     if (!s.resident_x) load_planes();
-    __syncthreads();  // x's planes (and, at b = 0, resident ones)
+    // The next block's orbits, by the last warp (the forward deals its warps from the first).
+    if (b + 1 < s.block_count) {
+      stage_of(b + 1).StageOrbits(d, s.blocks[b + 1].stored_view, owned, owned_count,
+                                  static_cast<int>(threadIdx.x) - 32 * (warps - 1), 32);
+    }
+    __syncthreads();  // x's planes (and, at b = 0, resident ones), the next block's orbits
+    const int staged_warps = stage_of(b).Warps(owned_count);
+    // Warps with no layout warp of this block stage the next block's work during the
+    // forward, where they are enough to take it in at most two rounds (each a round trip to
+    // device memory); else all threads stage it after the combine.
+    const bool stage_during_forward =
+        b + 1 < s.block_count && staged_warps < warps &&
+        2 * 32 * (warps - staged_warps) >= stage_of(b + 1).Items(owned_count);
+    if (stage_during_forward && warp >= staged_warps) {
+      stage_of(b + 1).StageWork(d, owned_count, static_cast<int>(threadIdx.x) - 32 * staged_warps,
+                                32 * (warps - staged_warps));
+    }
     {
       const SweepStage stage = stage_of(b);
-      const int staged_warps = stage.Warps(owned_count);
       if (stage_slots > 0) {
         // Every thread, so that the transpose's warps read the copy after it landed too.
         WaitForCopies(&slots_ready[buffer_of(b)], copy_parity(b));
         for (int u = warp; u < staged_warps; u += warps) {
           const StagedWarp& staged = stage.warps[u];
-          ForwardWarp<kPlane, true>(d, x_planes + staged.orbit * orbit_floats,
-                                    slots_of(b, stage, staged.orbit), staged.header,
-                                    stage.rays[32 * u + lane], stage.change[32 * u + lane], lane,
-                                    s.sums);
+          ForwardWarp<kPlane, true>(
+              d, x_planes + staged.orbit * orbit_floats, slots_of(b, stage, staged.orbit),
+              staged.header, stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
         }
       } else {
         for (int u = warp; u < staged_warps; u += warps) {
           const StagedWarp& staged = stage.warps[u];
-          ForwardWarp<kPlane, false>(d, x_planes + staged.orbit * orbit_floats,
-                                     {d.local, d.weights, 0}, staged.header,
-                                     stage.rays[32 * u + lane], stage.change[32 * u + lane], lane,
-                                     s.sums);
+          ForwardWarp<kPlane, false>(
+              d, x_planes + staged.orbit * orbit_floats, {d.local, d.weights, 0}, staged.header,
+              stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
         }
       }
-    }
-    // The next block's orbits, by the last warp (the forward deals its warps from the first).
-    if (b + 1 < s.block_count) {
-      stage_of(b + 1).StageOrbits(d, s.blocks[b + 1].stored_view, owned, owned_count,
-                                  static_cast<int>(threadIdx.x) - 32 * (warps - 1), 32);
     }
     grid.sync();
     // Bounds by the warp's first item, the same for all its lanes (the combine shuffles).
@@ -1102,6 +1115,9 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
       CombineRay(d, block, combine, i,
                  i == combine_i ? first_inputs : LoadCombineInputs(d, block, combine, i));
     }
+    // The second barrier, split: this thread block's z is in; what follows until the wait
+    // needs no other's, and overlaps the barrier's round trip.
+    auto combined = grid.barrier_arrive();
     // Not resident, the accumulators share the planes with x (the forward's); resident, the
     // write-back cleared them.
     if (!s.resident_x) {
@@ -1111,9 +1127,11 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     if (s.prefetch && b + 1 < s.block_count && threadIdx.x < owned_count) {
       PrefetchOrbitSlots(d, s.blocks[b + 1].stored_view, owned[threadIdx.x]);
     }
-    // The next block's warps, lanes and tasks (its orbits were staged before the barrier).
-    if (b + 1 < s.block_count) stage_of(b + 1).StageWork(d, owned_count, threadIdx.x, blockDim.x);
-    grid.sync();
+    // The next block's warps, lanes and tasks, unless the forward's idle warps staged them.
+    if (b + 1 < s.block_count && !stage_during_forward) {
+      stage_of(b + 1).StageWork(d, owned_count, threadIdx.x, blockDim.x);
+    }
+    grid.barrier_wait(std::move(combined));
     read_block(b + 1);
     // The next block's slots into the other buffer (its stage is complete: the barrier).
     if (slot_buffers == 2 && b + 1 < s.block_count && threadIdx.x == 0) copy_slots(b + 1);
@@ -1128,10 +1146,9 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
           const int u = static_cast<int>(staged_task & 0xffffu);
           const StagedWarp& staged = stage.warps[u];
           LaneTask task;
-          FillLaneTask<decltype(shared)::value>(source(staged.orbit), staged.header,
-                                                static_cast<int>(staged_task >> 16),
-                                                stage.rays[32 * u + lane],
-                                                stage.change[32 * u + lane], lane, task);
+          FillLaneTask<decltype(shared)::value>(
+              source(staged.orbit), staged.header, static_cast<int>(staged_task >> 16),
+              stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, task);
           BackTask<true, kPlane>(d, acc + staged.orbit * orbit_floats, task, s.z_maps, scale);
         }
       };
@@ -1300,7 +1317,9 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
   if (e == cudaSuccess) {
     e = cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   }
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (e == cudaSuccess) {
+    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  }
   if (e != cudaSuccess || thread_blocks <= 0) return e;
   const int threads = kSweepThreads / blocks_per_multiprocessor;
   // The slots' bulk copies need compute capability 9.0; each block's must fit the copy
@@ -1343,9 +1362,8 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
 
 cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
                              const TiledSweepShape& shape, cudaStream_t stream) {
-  const size_t shared = SweepSharedBytes(d, shape.most_orbits, shape.resident_x,
-                                        shape.stage_warps, shape.stage_tasks, shape.stage_slots,
-                                        shape.slot_buffers);
+  const size_t shared = SweepSharedBytes(d, shape.most_orbits, shape.resident_x, shape.stage_warps,
+                                         shape.stage_tasks, shape.stage_slots, shape.slot_buffers);
   return WithCompiledPlane(d, [&](auto plane) {
     const auto kernel = TiledSweepKernel<decltype(plane)::value>;
     // Set again at each launch: another layout of the same tile side may have set it lower.

@@ -86,11 +86,13 @@ int64_t CountTiledSweepSlots(const TiledSweepOwners& owners,
     for (size_t t = 0; t + 1 < owners.begin.size(); ++t) {
       int64_t slots = 0;
       for (int32_t i = owners.begin[t]; i < owners.begin[t + 1]; ++i) {
-        const size_t at = static_cast<size_t>(v * orbits_per_view + owners.orbits[static_cast<size_t>(i)]);
+        const size_t at =
+            static_cast<size_t>(v * orbits_per_view + owners.orbits[static_cast<size_t>(i)]);
         const int64_t first = orbit_warp_begin[at], end = orbit_warp_begin[at + 1];
         if (first == end) continue;
         const TiledWarp& last = warps[static_cast<size_t>(end - 1)];
-        slots += last.slot_base + 32 * int64_t{last.steps} - warps[static_cast<size_t>(first)].slot_base;
+        slots +=
+            last.slot_base + 32 * int64_t{last.steps} - warps[static_cast<size_t>(first)].slot_base;
       }
       most = std::max(most, slots);
     }

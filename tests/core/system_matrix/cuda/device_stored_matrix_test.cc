@@ -69,6 +69,9 @@ class DeviceStoredMatrixTest : public ::testing::Test {
     for (float& f : v) f = value(random_);
     return v;
   }
+  // OneLaunchSweeps...: once per count in slot_buffer_counts, the sweep holding at most that
+  // many blocks' slots in shared memory.
+  void CheckOneLaunchSweeps(const std::vector<int>& slot_buffer_counts);
   uint64_t seed_ = 0;
   std::mt19937_64 random_;
 };
@@ -161,8 +164,15 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
 // 32, reloaded per block at 64), a 201^2 grid in 4- and 6-pixel tiles (about 340 and 150
 // orbits: on a device of up to 150 multiprocessors, thread blocks own several), and a
 // 530^2 grid in 16-pixel tiles (about 150 orbits through the place table: some thread
-// blocks own two), with and without the clamp; and its products (kTiledFixed's).
-TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) {
+// blocks own two), with and without the clamp; and its products (kTiledFixed's). The
+// sweep as it runs (each block's slots copied into shared memory, two blocks' worth), and
+// as it runs where fewer fit (one block's, none: read from device memory); two tests, so
+// that a sanitizer can take one at a time.
+TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) { CheckOneLaunchSweeps({2}); }
+TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsWithFewerSlotBuffersEqualTheCpu) {
+  CheckOneLaunchSweeps({1, 0});
+}
+void DeviceStoredMatrixTest::CheckOneLaunchSweeps(const std::vector<int>& slot_buffer_counts) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   const FanCaseSpec large = LargeFanCaseSpec(201, 263);
   // 16-pixel tiles (the compiled plane size and its place table) in about 150 orbits.
@@ -191,7 +201,7 @@ TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) {
       auto cpu = RunBlockArt(SymmetricViewBlocks(a), sinogram, options, true, {});
       ASSERT_TRUE(cpu.ok());
       for (const int side : c.sides) {
-        for (const int slot_buffers : {2, 1, 0}) {
+        for (const int slot_buffers : slot_buffer_counts) {
           SCOPED_TRACE(c.fan.name + ", tile side " + std::to_string(side) +
                        (nonnegative ? ", clamped" : "") + ", at most " +
                        std::to_string(slot_buffers) + " blocks' slots in shared memory");
