@@ -125,10 +125,11 @@ enum class SymmetricKernels {
   // transpose; the blocks meet at two grid-wide barriers per ART block (after the forward,
   // after the combine) instead of three launches. Where the device cannot keep the thread blocks resident (no
   // cooperative launch, or their orbits' planes exceed its shared memory) ART takes
-  // kTiledFixed's launches: one_launch_sweeps() says which. The products are kTiledFixed's.
-  // The fastest per sweep measured (bench/NOTES.md, "ART as one launch per sweep": 2.6-2.8x
-  // / 2.8x / 3.4x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the
-  // tiled layout's build at first use.
+  // kTiledFixed's launches: one_launch_sweeps() says which. Where they fit, each block's
+  // slots are copied into shared memory for its products (sweep_slot_buffers()). The
+  // products are kTiledFixed's. The fastest per sweep measured (bench/NOTES.md: 4.7x / 5.5x
+  // / 5.3x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the tiled
+  // layout's build at first use.
   kTiledSweep,
 };
 // The default: the fastest measured on an H100 (bench/NOTES.md: 1.12x / 1.24x / 1.09x
