@@ -324,9 +324,9 @@ cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_mu
 // The shape for those thread blocks owning at most most_orbits orbits each, with as much in
 // their shared memory as it holds (and that shared memory allowed), in this order of
 // preference: two blocks' slots (stage_slots each; not above most_slot_buffers, nor below
-// compute capability 9.0), then one block's, each with x resident
-// and then with x reloaded at each block; x resident only; neither. thread_blocks 0 when
-// even the accumulators do not fit blocks_per_multiprocessor to a multiprocessor.
+// compute capability 9.0), then one block's, each with x resident and then with x reloaded
+// at each block; x resident only; neither. thread_blocks 0 when even the accumulators do
+// not fit blocks_per_multiprocessor to a multiprocessor.
 cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
                           int blocks_per_multiprocessor, int most_orbits, int stage_warps,
                           int stage_tasks, int64_t stage_slots, int most_slot_buffers,
