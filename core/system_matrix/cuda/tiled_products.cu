@@ -1091,22 +1091,21 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     }
     {
       const SweepStage stage = stage_of(b);
+      // A layout warp's slots from the block's copy when staged.
+      const auto forward = [&](auto shared, auto source) {
+        for (int u = warp; u < staged_warps; u += warps) {
+          const StagedWarp& staged = stage.warps[u];
+          ForwardWarp<kPlane, decltype(shared)::value>(
+              d, x_planes + staged.orbit * orbit_floats, source(staged.orbit), staged.header,
+              stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
+        }
+      };
       if (stage_slots > 0) {
         // Every thread, so that the transpose's warps read the copy after it landed too.
         WaitForCopies(&slots_ready[buffer_of(b)], copy_parity(b));
-        for (int u = warp; u < staged_warps; u += warps) {
-          const StagedWarp& staged = stage.warps[u];
-          ForwardWarp<kPlane, true>(
-              d, x_planes + staged.orbit * orbit_floats, slots_of(b, stage, staged.orbit),
-              staged.header, stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
-        }
+        forward(std::true_type(), [&](int orbit) { return slots_of(b, stage, orbit); });
       } else {
-        for (int u = warp; u < staged_warps; u += warps) {
-          const StagedWarp& staged = stage.warps[u];
-          ForwardWarp<kPlane, false>(
-              d, x_planes + staged.orbit * orbit_floats, {d.local, d.weights, 0}, staged.header,
-              stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, s.sums);
-        }
+        forward(std::false_type(), [&](int) { return SlotSource{d.local, d.weights, 0}; });
       }
     }
     grid.sync();
