@@ -10,8 +10,8 @@
 // capacity the cache lets go of layouts (least recently used matrix first), then of whole
 // matrices. Jobs running meanwhile keep the matrices they use alive (shared
 // ownership). It also remembers the tiled layouts' counted bytes per scan (admission asks
-// at each submitted job; TiledLayoutBytes). Thread-safe: builds happen outside the lock (two jobs of one new scan at
-// once may both build it; the second's copy is not kept).
+// at each submitted job; TiledLayoutBytes). Thread-safe: builds happen outside the lock
+// (two jobs of one new scan at once may both build it; the second's copy is not kept).
 //
 //   auto cache = std::make_shared<MatrixCache>(4ull << 30);
 //   registry.Register("art", core::MakeStoredMatrixArtAlgorithm(cache));

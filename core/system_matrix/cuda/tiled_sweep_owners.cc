@@ -54,50 +54,52 @@ TiledSweepOwners AssignTiledSweepOwners(const std::vector<int64_t>& orbit_task_b
   return out;
 }
 
-TiledSweepStage CountTiledSweepStage(const TiledSweepOwners& owners,
-                                     const std::vector<int64_t>& orbit_warp_begin,
-                                     const std::vector<int64_t>& orbit_task_begin,
-                                     int64_t orbits_per_view) {
-  TiledSweepStage most;
+namespace {
+
+// The most, over the stored views and the thread blocks, of per_orbit(at) summed over the
+// thread block's orbits, at = view * orbits_per_view + orbit; offsets: any views x orbits
+// + 1 offsets of the layout (for the views' count).
+template <typename PerOrbit>
+int64_t MostPerThreadBlock(const TiledSweepOwners& owners, const std::vector<int64_t>& offsets,
+                           int64_t orbits_per_view, PerOrbit per_orbit) {
+  int64_t most = 0;
   if (orbits_per_view <= 0) return most;
-  const int64_t views = static_cast<int64_t>(orbit_task_begin.size() - 1) / orbits_per_view;
+  const int64_t views = static_cast<int64_t>(offsets.size() - 1) / orbits_per_view;
   for (int64_t v = 0; v < views; ++v) {
     for (size_t t = 0; t + 1 < owners.begin.size(); ++t) {
-      int64_t warps = 0, tasks = 0;
+      int64_t sum = 0;
       for (int32_t i = owners.begin[t]; i < owners.begin[t + 1]; ++i) {
-        const size_t at = static_cast<size_t>(v * orbits_per_view + owners.orbits[static_cast<size_t>(i)]);
-        warps += orbit_warp_begin[at + 1] - orbit_warp_begin[at];
-        tasks += orbit_task_begin[at + 1] - orbit_task_begin[at];
+        sum += per_orbit(
+            static_cast<size_t>(v * orbits_per_view + owners.orbits[static_cast<size_t>(i)]));
       }
-      most.warps = std::max(most.warps, static_cast<int32_t>(warps));
-      most.tasks = std::max(most.tasks, static_cast<int32_t>(tasks));
+      most = std::max(most, sum);
     }
   }
   return most;
 }
 
+}  // namespace
+
+TiledSweepStage CountTiledSweepStage(const TiledSweepOwners& owners,
+                                     const std::vector<int64_t>& orbit_warp_begin,
+                                     const std::vector<int64_t>& orbit_task_begin,
+                                     int64_t orbits_per_view) {
+  const auto count_of = [&](const std::vector<int64_t>& begin) {
+    return static_cast<int32_t>(MostPerThreadBlock(
+        owners, begin, orbits_per_view, [&](size_t at) { return begin[at + 1] - begin[at]; }));
+  };
+  return {count_of(orbit_warp_begin), count_of(orbit_task_begin)};
+}
+
 int64_t CountTiledSweepSlots(const TiledSweepOwners& owners,
                              const std::vector<int64_t>& orbit_warp_begin,
                              const std::vector<TiledWarp>& warps, int64_t orbits_per_view) {
-  int64_t most = 0;
-  if (orbits_per_view <= 0) return most;
-  const int64_t views = static_cast<int64_t>(orbit_warp_begin.size() - 1) / orbits_per_view;
-  for (int64_t v = 0; v < views; ++v) {
-    for (size_t t = 0; t + 1 < owners.begin.size(); ++t) {
-      int64_t slots = 0;
-      for (int32_t i = owners.begin[t]; i < owners.begin[t + 1]; ++i) {
-        const size_t at =
-            static_cast<size_t>(v * orbits_per_view + owners.orbits[static_cast<size_t>(i)]);
-        const int64_t first = orbit_warp_begin[at], end = orbit_warp_begin[at + 1];
-        if (first == end) continue;
-        const TiledWarp& last = warps[static_cast<size_t>(end - 1)];
-        slots +=
-            last.slot_base + 32 * int64_t{last.steps} - warps[static_cast<size_t>(first)].slot_base;
-      }
-      most = std::max(most, slots);
-    }
-  }
-  return most;
+  return MostPerThreadBlock(owners, orbit_warp_begin, orbits_per_view, [&](size_t at) {
+    const int64_t first = orbit_warp_begin[at], end = orbit_warp_begin[at + 1];
+    if (first == end) return int64_t{0};
+    const TiledWarp& last = warps[static_cast<size_t>(end - 1)];
+    return last.slot_base + 32 * int64_t{last.steps} - warps[static_cast<size_t>(first)].slot_base;
+  });
 }
 
 }  // namespace tomo::core::system_matrix::cuda
