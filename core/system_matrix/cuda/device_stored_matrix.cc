@@ -167,7 +167,7 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceSymmetricMatrix>> Create(
       const SymmetricSystemMatrix& a, int device, SymmetricKernels kernels, int slab_steps,
-      int most_slot_buffers) {
+      int most_slot_buffers, bool allow_resident_x) {
     TOMO_ASSIGN_OR_RETURN(ScopedDevice scoped, ScopedDevice::Enter(device));
     auto m = std::unique_ptr<DeviceSymmetricMatrix>(new DeviceSymmetricMatrix(a, device));
     m->kernels_ = kernels;
@@ -307,7 +307,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
           static_cast<size_t>(a.num_blocks()) + 1, s));
       if (kernels == SymmetricKernels::kTiledSweep) {
         TOMO_RETURN_IF_ERROR(
-            m->PrepareSweep(tasks, tiled.orbit_warp_begin(), tiled.warps(), most_slot_buffers, s));
+            m->PrepareSweep(tasks, tiled.orbit_warp_begin(), tiled.warps(), most_slot_buffers,
+                            allow_resident_x, s));
       }
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
@@ -393,6 +394,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   int sweep_slot_buffers() const override {
     return sweep_shape_.thread_blocks > 0 ? sweep_shape_.slot_buffers : 0;
   }
+  bool sweep_resident_x() const override {
+    return sweep_shape_.thread_blocks > 0 && sweep_shape_.resident_x;
+  }
 
   absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                    const RunContext& context) override {
@@ -456,10 +460,10 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
   // Two thread blocks of half the threads per multiprocessor where the orbits are enough
   // (measured on an H200: 3% faster at 1024^2, 8% at 2048^2, with four orbits per
   // multiprocessor; slower at 512^2, where they are barely more than one), else one.
-  // most_slot_buffers: the most blocks' slots held in shared memory (FitTiledSweep).
+  // most_slot_buffers, allow_resident_x: what shared memory may hold (FitTiledSweep).
   absl::Status PrepareSweep(const TiledTasks& tasks, const std::vector<int64_t>& orbit_warp_begin,
                             const std::vector<TiledWarp>& warps, int most_slot_buffers,
-                            cudaStream_t s) {
+                            bool allow_resident_x, cudaStream_t s) {
     for (const int per_multiprocessor : {2, 1}) {
       int thread_blocks = 0;
       TOMO_CUDA_RETURN_IF_ERROR(
@@ -474,7 +478,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
           cuda::CountTiledSweepSlots(owners, orbit_warp_begin, warps, tiled_.orbits_per_view);
       TOMO_CUDA_RETURN_IF_ERROR(cuda::FitTiledSweep(tiled_, thread_blocks, per_multiprocessor,
                                                     owners.most_orbits, stage.warps, stage.tasks,
-                                                    slots, most_slot_buffers, &shape));
+                                                    slots, most_slot_buffers, allow_resident_x,
+                                                    &shape));
       if (shape.thread_blocks == 0) continue;
       TOMO_ASSIGN_OR_RETURN(sweep_owner_begin_, Upload(owners.begin, s));
       TOMO_ASSIGN_OR_RETURN(sweep_owned_orbits_, Upload(owners.orbits, s));
@@ -914,9 +919,9 @@ absl::StatusOr<SymmetricKernels> ParseSymmetricKernels(const std::string& name) 
 
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
     const SymmetricSystemMatrix& matrix, int device, SymmetricKernels kernels, int slab_steps,
-    int most_slot_buffers) {
+    int most_slot_buffers, bool allow_resident_x) {
   TOMO_ASSIGN_OR_RETURN(auto m, DeviceSymmetricMatrix::Create(matrix, device, kernels, slab_steps,
-                                                              most_slot_buffers));
+                                                              most_slot_buffers, allow_resident_x));
   return std::unique_ptr<DeviceStoredMatrix>(std::move(m));
 }
 

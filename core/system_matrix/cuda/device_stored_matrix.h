@@ -63,6 +63,9 @@ class DeviceStoredMatrix {
   // during the block before), 1 (during the block before's write-back), or 0 (the products
   // read them from device memory).
   virtual int sweep_slot_buffers() const { return 0; }
+  // Whether the one-launch sweep keeps x in shared memory for the whole sweep (else x goes
+  // through device memory at each block's write-back).
+  virtual bool sweep_resident_x() const { return false; }
   // projections: (views, 1, columns).
   virtual absl::StatusOr<ArtResult> RunArt(const Array3D& projections, const ArtOptions& options,
                                            const RunContext& context) = 0;
@@ -143,11 +146,13 @@ std::vector<SymmetricKernels> AllSymmetricKernels();
 // slab_steps: the steps per slab the blocked layouts aim at (0: their default; more steps,
 // fewer and longer warps); for kTiled the tile side. most_slot_buffers (kTiledSweep): the
 // most blocks' slots the sweep holds in shared memory where they fit (sweep_slot_buffers();
-// less than 2 only to compare, as system-matrix-bench does).
+// less than 2 only to compare, as system-matrix-bench does); allow_resident_x: whether x may
+// stay in shared memory for the whole sweep where it fits (sweep_resident_x(); false only to
+// test the other way, as the device tests do).
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadSymmetricMatrix(
     const SymmetricSystemMatrix& matrix, int device,
     SymmetricKernels kernels = kDefaultSymmetricKernels, int slab_steps = 0,
-    int most_slot_buffers = 2);
+    int most_slot_buffers = 2, bool allow_resident_x = true);
 // views_per_block as ArtOptions::views_per_block (0: one view); RunArt's options must
 // carry the same value.
 absl::StatusOr<std::unique_ptr<DeviceStoredMatrix>> UploadCsrMatrix(const CsrSystemMatrix& matrix,

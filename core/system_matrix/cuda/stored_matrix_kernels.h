@@ -296,8 +296,9 @@ struct TiledSweep {
   int32_t slot_buffers = 0;    // set by LaunchTiledSweep from its shape
 };
 // How a sweep launch runs: its thread blocks (0: it cannot run here), the most orbits one
-// owns, whether x stays in their shared memory for the whole sweep (else reloaded from
-// device memory at each block), and their threads.
+// owns, whether x stays in their shared memory for the whole sweep (else each block's
+// write-back reads x from device memory and writes it there, and leaves it in the planes
+// for the next block's forward), and their threads.
 struct TiledSweepShape {
   int thread_blocks = 0;
   int most_orbits = 0;
@@ -324,13 +325,14 @@ cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_mu
 // The shape for those thread blocks owning at most most_orbits orbits each, with as much in
 // their shared memory as it holds (and that shared memory allowed), in this order of
 // preference: two blocks' slots (stage_slots each; not above most_slot_buffers, nor below
-// compute capability 9.0), then one block's, each with x resident and then with x reloaded
-// at each block; x resident only; neither. thread_blocks 0 when even the accumulators do
-// not fit blocks_per_multiprocessor to a multiprocessor.
+// compute capability 9.0), then one block's, each with x resident (unless not
+// allow_resident_x) and then with x through device memory at each block; x resident only;
+// neither. thread_blocks 0 when even the accumulators do not fit blocks_per_multiprocessor
+// to a multiprocessor.
 cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
                           int blocks_per_multiprocessor, int most_orbits, int stage_warps,
                           int stage_tasks, int64_t stage_slots, int most_slot_buffers,
-                          TiledSweepShape* shape);
+                          bool allow_resident_x, TiledSweepShape* shape);
 cudaError_t LaunchTiledSweep(const TiledDeviceArrays& d, const TiledSweep& sweep,
                              const TiledSweepShape& shape, cudaStream_t stream);
 

@@ -104,13 +104,11 @@ __device__ __forceinline__ void LoadTaskSlots(const uint16_t* __restrict__ local
   }
 }
 
-// Brings the slots of stored view `view`'s orbit `orbit` (contiguous: its warps follow each
+// Brings the slots of layout warps [first, end) (contiguous: an orbit's warps follow each
 // other) from device memory into L2 with two bulk prefetches, one thread's work.
-__device__ __forceinline__ void PrefetchOrbitSlots(const TiledDeviceArrays& d, int64_t view,
-                                                   int orbit) {
+__device__ __forceinline__ void PrefetchWarpSlots(const TiledDeviceArrays& d, int64_t first,
+                                                  int64_t end) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int64_t at = view * d.orbits_per_view + orbit;
-  const int64_t first = d.orbit_warp_begin[at], end = d.orbit_warp_begin[at + 1];
   if (first == end) return;
   const TiledWarp last = d.warps[end - 1];
   const int64_t begin = d.warps[first].slot_base;
@@ -261,6 +259,26 @@ __device__ __forceinline__ void LoadOrbitPlanes(const TiledDeviceArrays& d, cons
           x[static_cast<int64_t>(orbit.corner_y[h] + ly) * d.n + orbit.corner_x[h] + lx];
     }
   }
+}
+
+// Brings x over the orbit's distinct tiles into L2, to be kept there before other lines,
+// ahead of the write-back's reads: each tile row's first and last float (one line, or the
+// two it spans), threads [thread, + threads) sharing the rows.
+__device__ __forceinline__ void PrefetchOrbitX(const TiledDeviceArrays& d, const TileOrbit& orbit,
+                                               const float* x, int thread, int threads) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int rows = max(orbit.size_x, orbit.size_y);
+  for (int item = thread; item < 8 * rows; item += threads) {
+    const int h = item / rows, y = item - h * rows;
+    // Tile M_h(T0)'s rows are size_x long when M_h keeps the axes (TilePixel).
+    const bool keep = kTiledMaps.m[h][0] != 0;
+    const int width = keep ? orbit.size_x : orbit.size_y, height = keep ? orbit.size_y : orbit.size_x;
+    if (!((orbit.distinct >> h) & 1) || y >= height) continue;
+    const float* row = x + static_cast<int64_t>(orbit.corner_y[h] + y) * d.n + orbit.corner_x[h];
+    asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(row));
+    asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(row + width - 1));
+  }
+#endif
 }
 
 // A task's worth of one lane's forward: steps first_step + j of the warp (up to its `steps`),
@@ -452,10 +470,13 @@ __global__ void __launch_bounds__(kCombineThreads)
 // two with count * column_bound * max |z| * scale <= 2^30 (max over the block's rays), which
 // bounds every accumulator and the sum of a tile's planes: no overflow, and each add is off
 // by at most 1 / (2 scale), about 5e-10 of that bound.
-__device__ __forceinline__ float FixedPointScale(const TiledDeviceArrays& d, const OrbitBlock& block,
-                                                 float largest_z) {
-  const float bound =
-      static_cast<float>(block.count) * d.column_bound[block.stored_view] * largest_z;
+// bound_per_z: count * column_bound, the factor of max |z|.
+__device__ __forceinline__ float FixedPointBoundPerZ(const TiledDeviceArrays& d,
+                                                     const OrbitBlock& block) {
+  return static_cast<float>(block.count) * d.column_bound[block.stored_view];
+}
+__device__ __forceinline__ float FixedPointScale(float bound_per_z, float largest_z) {
+  const float bound = bound_per_z * largest_z;
   if (!(bound > 0.0f)) return 1.0f;
   int exponent;
   frexpf(bound, &exponent);  // bound < 2^exponent
@@ -464,10 +485,14 @@ __device__ __forceinline__ float FixedPointScale(const TiledDeviceArrays& d, con
 
 // One lane's share of a task's transpose: z of its rays in its warp's plane order (two
 // 4-float loads each, 0 for no ray; plain loads: in the sweep z is written by this kernel),
-// w z_p added at place of plane p of acc (int32 fixed point when kFixed).
-template <bool kFixed, int kPlane>
+// w z_p added at place of plane p of acc (int32 fixed point when kFixed). The scale
+// (scale_of(): a power of two, applied to the weights) is asked for after the z loads are
+// issued, so that the sweep's load of it (the block's largest |z|, like z written by the
+// combine) is in flight with them.
+template <bool kFixed, int kPlane, typename ScaleOf>
 __device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
-                                         const LaneTask& task, const float* z_maps, float scale) {
+                                         const LaneTask& task, const float* z_maps,
+                                         ScaleOf scale_of) {
   const int plane = PlaneFloats<kPlane>(d);
   int* const acc_fixed = reinterpret_cast<int*>(acc);
   float z1[8], z2[8];
@@ -478,11 +503,11 @@ __device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
       a = from[0];
       b = from[1];
     }
-    z[0] = a.x * scale, z[1] = a.y * scale, z[2] = a.z * scale, z[3] = a.w * scale;
-    z[4] = b.x * scale, z[5] = b.y * scale, z[6] = b.z * scale, z[7] = b.w * scale;
+    z[0] = a.x, z[1] = a.y, z[2] = a.z, z[3] = a.w, z[4] = b.x, z[5] = b.y, z[6] = b.z, z[7] = b.w;
   };
   load_z(task.rays & 0xffffu, z1);
   load_z(task.rays >> 16, z2);
+  const float scale = scale_of();
 #pragma unroll
   for (int j = 0; j < kTiledTaskSteps; ++j) {
     // Past the warp's last step the slots read as weight 0 at place 0: the same address for
@@ -490,9 +515,11 @@ __device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
     // whole warp leaves together (the task is the warp's).
     if (task.first_step + j >= task.steps) break;
     const bool on_first = task.first_step + j < task.change;
+    // A power of two: the product is the same as with z scaled.
+    const float w = task.wt[j] * scale;
 #pragma unroll
     for (int p = 0; p < 8; ++p) {
-      const float value = task.wt[j] * (on_first ? z1[p] : z2[p]);
+      const float value = w * (on_first ? z1[p] : z2[p]);
       if (kFixed) {
         atomicAdd(acc_fixed + p * plane + task.place[j], __float2int_rn(value));
       } else {
@@ -502,19 +529,42 @@ __device__ __forceinline__ void BackTask(const TiledDeviceArrays& d, float* acc,
   }
 }
 
+// floats[0, count) = 0, the caller's threads sharing the work; 16 bytes a store where
+// floats and count allow (the planes: 8 per orbit).
+__device__ __forceinline__ void ClearShared(float* floats, int count) {
+  if (reinterpret_cast<uintptr_t>(floats) % 16 == 0 && count % 4 == 0) {
+    float4* const quads = reinterpret_cast<float4*>(floats);
+    for (int i = threadIdx.x; i < count / 4; i += blockDim.x) {
+      quads[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  } else {
+    for (int i = threadIdx.x; i < count; i += blockDim.x) floats[i] = 0.0f;
+  }
+}
+
+// Where the sweep's write-back reads x and where it leaves the new x besides device memory
+// (each may be nullptr): `from`, planes of x in T0's frame (the resident x) instead of device
+// memory; `to`, planes that take the new value at every plane of the pixel's tile (the
+// resident x, or the accumulators themselves, which then hold x for the next block's
+// forward).
+struct XPlanes {
+  const float* from;
+  float* to;
+};
+
 // Each (tile, pixel) of the orbit once, a tile's pixels on consecutive threads (x read and
 // written in rows): x += the accumulator planes whose tile it is (over scale when kFixed),
-// clamped at 0 when asked. x_planes (the sweep's resident x, may be nullptr): x is read
-// from there (plane h at the pixel's place) instead of from global memory, and the new
-// value written to every plane of the pixel's tile too. Threads [thread, + threads) of the
-// caller's block share the work, kBatch items each at a time: all their loads before any
-// store (a store to x could alias the orbit's fields, which would otherwise be reloaded
-// after each). x may be nullptr when x_planes is not (the resident sweep keeps x in its planes
-// until its last block). kClear: each accumulator read is set to 0 for the next block (the
-// sweep's; every accumulator of the orbit is read once).
+// clamped at 0 when asked; x read from device memory unless x_planes.from is set, and the
+// new value also into x_planes.to. Threads [thread, + threads) of the caller's block share
+// the work, kBatch items each at a time: all their loads before any store (a store to x
+// could alias the orbit's fields, which would otherwise be reloaded after each). x may be
+// nullptr when x_planes.to is not (the resident sweep keeps x in its planes until its last
+// block). kClear: each accumulator read is set to 0 for the next block (the sweep's; every
+// accumulator of the orbit is read once, and by the thread that writes its place in
+// x_planes.to when those are the accumulators).
 template <bool kFixed, bool kClear, int kPlane>
 __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const TileOrbit& orbit,
-                                               float* acc, float* x_planes, float scale, float* x,
+                                               float* acc, XPlanes x_planes, float scale, float* x,
                                                int clamp, int thread, int threads) {
   constexpr int kBatch = 4;
   const int plane = PlaneFloats<kPlane>(d);
@@ -556,9 +606,9 @@ __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const
           total += acc[at];
         }
         if (kClear) acc[at] = 0.0f;
-        if (x_planes != nullptr && e == h) old = x_planes[at];
+        if (x_planes.from != nullptr && e == h) old = x_planes.from[at];
       }
-      if (x_planes == nullptr) old = x[where[u]];
+      if (x_planes.from == nullptr) old = x[where[u]];
       if (kFixed) total = static_cast<float>(total_fixed) / scale;
       const float updated = old + total;
       value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
@@ -567,7 +617,7 @@ __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const
     for (int u = 0; u < kBatch; ++u) {
       if (same[u] == 0) continue;
       if (x != nullptr) x[where[u]] = value[u];
-      if (x_planes == nullptr) continue;
+      if (x_planes.to == nullptr) continue;
       const int lx = local[u] & 0xffff, ly = local[u] >> 16;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -575,7 +625,7 @@ __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const
         int lx0, ly0;
         TileLocalToRepresentative(kTiledMaps.m[e][0], kTiledMaps.m[e][1], kTiledMaps.m[e][2],
                                   kTiledMaps.m[e][3], sx0, sy0, lx, ly, &lx0, &ly0);
-        x_planes[e * plane + ly0 * d.stride + lx0] = value[u];
+        x_planes.to[e * plane + ly0 * d.stride + lx0] = value[u];
       }
     }
   }
@@ -592,11 +642,15 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
       d.transpose_order[static_cast<int64_t>(block.stored_view) * d.orbits_per_view + blockIdx.x];
   const int plane = PlaneFloats<kPlane>(d);
   // The next block's matrix comes into L2 while this transpose reads this one's from there.
-  if (threadIdx.x == 0 && next_stored_view >= 0) PrefetchOrbitSlots(d, next_stored_view, orbit_index);
+  if (threadIdx.x == 0 && next_stored_view >= 0) {
+    const int64_t next = static_cast<int64_t>(next_stored_view) * d.orbits_per_view + orbit_index;
+    PrefetchWarpSlots(d, d.orbit_warp_begin[next], d.orbit_warp_begin[next + 1]);
+  }
   for (int i = threadIdx.x; i < 8 * plane; i += blockDim.x) acc[i] = 0.0f;
   WaitForPreviousKernel();
   LetNextKernelStart();
-  const float scale = kFixed ? FixedPointScale(d, block, __int_as_float(*largest_z_bits)) : 1.0f;
+  const float scale =
+      kFixed ? FixedPointScale(FixedPointBoundPerZ(d, block), __int_as_float(*largest_z_bits)) : 1.0f;
   __syncthreads();  // the accumulators cleared
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + orbit_index;
@@ -605,10 +659,10 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
   for (int64_t t = d.orbit_task_begin[at] + warp; t < end; t += warps) {
     LaneTask task;
     LoadLaneTask(d, t, first_warp, lane, task);
-    BackTask<kFixed, kPlane>(d, acc, task, z_maps, scale);
+    BackTask<kFixed, kPlane>(d, acc, task, z_maps, [&] { return scale; });
   }
   __syncthreads();
-  WriteBackOrbit<kFixed, false, kPlane>(d, d.orbits[orbit_index], acc, nullptr, scale, x, clamp,
+  WriteBackOrbit<kFixed, false, kPlane>(d, d.orbits[orbit_index], acc, {nullptr, nullptr}, scale, x, clamp,
                                  threadIdx.x, blockDim.x);
 }
 
@@ -677,27 +731,52 @@ struct SweepStage {
   // The second step's items: a lane of each warp, and each task.
   __device__ int Items(int orbits) const { return 32 * Warps(orbits) + Tasks(orbits); }
   // Second step (after the first is visible to the thread block): the warps, lanes and
-  // tasks, threads [thread, + threads) sharing the work.
+  // tasks, threads [thread, + threads) sharing the work, kBatch items each at a time: all
+  // their loads (round trips to device memory) before any store (the stage's pointers are
+  // generic, and the compiler would not move a load past a store).
   __device__ void StageWork(const TiledDeviceArrays& d, int count, int thread, int threads) const {
+    constexpr int kBatch = 2;
     const int lanes = 32 * Warps(count), items = lanes + Tasks(count);
-    for (int item = thread; item < items; item += threads) {
-      int i = 0, warps_before = 0, tasks_before = 0;
-      if (item < lanes) {
-        const int u = item / 32, lane = item % 32;
-        while (u >= warps_before + orbits[i].warps) warps_before += orbits[i++].warps;
-        const int64_t warp = orbits[i].first_warp + (u - warps_before);
-        rays[item] = d.lane_rays[warp * 32 + lane];
-        change[item] = d.lane_switch[warp * 32 + lane];
-        if (lane == 0) warps[u] = {d.warps[warp], i, 0};
-      } else {
-        const int t = item - lanes;
-        while (t >= tasks_before + orbits[i].tasks) {
-          tasks_before += orbits[i].tasks;
-          warps_before += orbits[i++].warps;
+    for (int base = thread; base < items; base += kBatch * threads) {
+      uint32_t loaded_rays[kBatch] = {}, loaded_task[kBatch] = {};
+      uint16_t loaded_change[kBatch] = {};
+      TiledWarp header[kBatch];
+      int orbit_of[kBatch] = {};
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int item = base + k * threads;
+        if (item >= items) continue;
+        int i = 0, warps_before = 0, tasks_before = 0;
+        if (item < lanes) {
+          const int u = item / 32, lane = item % 32;
+          while (u >= warps_before + orbits[i].warps) warps_before += orbits[i++].warps;
+          const int64_t warp = orbits[i].first_warp + (u - warps_before);
+          loaded_rays[k] = d.lane_rays[warp * 32 + lane];
+          loaded_change[k] = d.lane_switch[warp * 32 + lane];
+          if (lane == 0) header[k] = d.warps[warp];
+          orbit_of[k] = i;
+        } else {
+          const int t = item - lanes;
+          while (t >= tasks_before + orbits[i].tasks) {
+            tasks_before += orbits[i].tasks;
+            warps_before += orbits[i++].warps;
+          }
+          const TiledTask task = d.tasks[orbits[i].first_task + (t - tasks_before)];
+          loaded_task[k] = static_cast<uint32_t>(warps_before + task.warp_offset) |
+                           static_cast<uint32_t>(task.chunk) << 16;
         }
-        const TiledTask task = d.tasks[orbits[i].first_task + (t - tasks_before)];
-        tasks[t] = static_cast<uint32_t>(warps_before + task.warp_offset) |
-                   static_cast<uint32_t>(task.chunk) << 16;
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int item = base + k * threads;
+        if (item >= items) continue;
+        if (item < lanes) {
+          rays[item] = loaded_rays[k];
+          change[item] = loaded_change[k];
+          if (item % 32 == 0) warps[item / 32] = {header[k], orbit_of[k], 0};
+        } else {
+          tasks[item - lanes] = loaded_task[k];
+        }
       }
     }
   }
@@ -877,41 +956,44 @@ __device__ __forceinline__ void LoadTableOrbitPlanes(const TiledDeviceArrays& d,
 }
 
 // WriteBackOrbit (fixed point, the accumulators cleared) for an orbit that fits `table`: a
-// pixel's plane, or its two planes added (diagonal orbits).
+// pixel's plane, or its two planes added (diagonal orbits). Each batch's loads (x from
+// device memory: a round trip) all come before its first store, which the compiler could
+// not otherwise move them past (x and the planes are generic pointers).
 template <typename Table>
 __device__ __forceinline__ void WriteBackTableOrbit(const TiledDeviceArrays& d, const Table& table,
                                                     const TileOrbit& orbit, float* acc,
-                                                    float* x_planes, float scale, float* x,
+                                                    XPlanes x_planes, float scale, float* x,
                                                     int clamp) {
   constexpr int kBatch = 4;
   int* const acc_fixed = reinterpret_cast<int*>(acc);
   for (int base = threadIdx.x; base < Table::kItems; base += kBatch * blockDim.x) {
-    float value[kBatch];
-    int at[kBatch], partner_at[kBatch];
+    float old[kBatch];
+    int total[kBatch], at[kBatch], partner_at[kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {  // every load of the batch before its stores
+    for (int u = 0; u < kBatch; ++u) {
       const int item = base + u * blockDim.x;
       at[u] = -1;
       if (item >= Table::kItems) continue;
       at[u] = table.At(item);
       partner_at[u] = table.PartnerAt(item);
-      const float old = x_planes != nullptr ? x_planes[at[u]] : x[table.Where(d, orbit, item)];
-      int total = acc_fixed[at[u]];
-      acc_fixed[at[u]] = 0;
-      if (Table::kPaired) {
-        total += acc_fixed[partner_at[u]];
-        acc_fixed[partner_at[u]] = 0;
-      }
-      const float updated = old + static_cast<float>(total) / scale;
-      value[u] = clamp ? fmaxf(updated, 0.0f) : updated;
+      old[u] = x_planes.from != nullptr ? x_planes.from[at[u]] : x[table.Where(d, orbit, item)];
+      total[u] = acc_fixed[at[u]];
+      if (Table::kPaired) total[u] += acc_fixed[partner_at[u]];
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       if (at[u] < 0) continue;
-      if (x != nullptr) x[table.Where(d, orbit, base + u * blockDim.x)] = value[u];
-      if (x_planes != nullptr) {
-        x_planes[at[u]] = value[u];
-        if (Table::kPaired) x_planes[partner_at[u]] = value[u];
+      const float updated = old[u] + static_cast<float>(total[u]) / scale;
+      const float value = clamp ? fmaxf(updated, 0.0f) : updated;
+      if (x != nullptr) x[table.Where(d, orbit, base + u * blockDim.x)] = value;
+      // The accumulators cleared for the next block, unless x takes their place.
+      if (x_planes.to != acc) {
+        acc_fixed[at[u]] = 0;
+        if (Table::kPaired) acc_fixed[partner_at[u]] = 0;
+      }
+      if (x_planes.to != nullptr) {
+        x_planes.to[at[u]] = value;
+        if (Table::kPaired) x_planes.to[partner_at[u]] = value;
       }
     }
   }
@@ -937,26 +1019,30 @@ size_t SweepSharedBytes(const TiledDeviceArrays& d, int most_orbits, bool reside
 }
 
 // A whole ART sweep (TiledSweep in stored_matrix_kernels.h). Thread block t owns the orbits
-// s.owned_orbits[s.owner_begin[t] ...]; per ART block b:
-//   1. (x not resident: x of its orbits into their planes.) Each thread loads what its share
-//      of the combine reads besides the sums; the last warp stages the next block's orbit
-//      offsets; the forward of its orbits, a whole warp of the layout per warp (ForwardWarp:
-//      sums by map, added once per layout warp and ray), the warps' headers and lanes from
-//      the block's stage (SweepStage), and its slots from their copy in shared memory when
-//      s.slot_buffers is set; the warps left without a layout warp stage the next block's
-//      warps, lanes and tasks meanwhile.
+// s.owned_orbits[s.owner_begin[t] ...]; x of its orbits is loaded into their planes once,
+// before the first block. Per ART block b:
+//   1. Each thread loads what its share of the combine reads besides the sums; the last
+//      warp stages the next block's orbit offsets; the forward of its orbits, a whole warp
+//      of the layout per warp (ForwardWarp: sums by map, added once per layout warp and
+//      ray), the warps' headers and lanes from the block's stage (SweepStage), and its slots
+//      from their copy in shared memory when s.slot_buffers is set; the warps left without a
+//      layout warp stage the next block's warps, lanes and tasks meanwhile; then the last
+//      warp brings the next block's slots into L2 (s.prefetch).
 //   2. grid barrier; the combine of all rays, shared by all threads of the grid (warp w of
 //      block t takes the grid's warp w * blocks + t); arrival at the second grid barrier;
-//      then, if no warp was left idle by the forward, the next block's warps, lanes and tasks
-//      staged before its wait.
+//      then (x not resident) the accumulators cleared and x of the orbits brought into L2
+//      for the write-back, and, if no warp was left idle by the forward, the next block's
+//      warps, lanes and tasks staged before its wait.
 //   3. the second barrier's wait; the next block's description read meanwhile, and with two slot
 //      buffers its slots' copy started (one thread issues bulk copies into the buffer the
 //      block before this one used); the transpose of its orbits' staged tasks (int32 fixed
-//      point), then (one slot buffer: the next block's copy started) x written back (and
-//      into the resident planes), which the same thread block reads at block b + 1, and the
-//      accumulators cleared as they are read.
-// With x resident its planes stay in shared memory for the whole sweep: loaded once, kept
-// by the write-back, and x goes to device memory in the last block only.
+//      point; the block's largest |z|, which sets the scale, read in flight with the first
+//      z), then (one slot buffer: the next block's copy started) x written back, which the
+//      same thread block reads at block b + 1, and the accumulators cleared as they are read.
+// With x resident its planes stay in shared memory for the whole sweep, beside the
+// accumulators: kept by the write-back, and x goes to device memory in the last block only.
+// Else the write-back reads x from device memory and writes it there, and leaves it in the
+// accumulators' planes, which the next block's forward reads as x's planes.
 template <int kPlane>
 __global__ void __launch_bounds__(kSweepThreads, 1)
     TiledSweepKernel(TiledDeviceArrays d, TiledSweep s) {
@@ -1050,11 +1136,9 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     }
   };
   // Resident, the accumulators start at 0 and each block's write-back clears those it reads.
-  if (s.resident_x) {
-    for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) acc[i] = 0.0f;
-  }
+  if (s.resident_x) ClearShared(acc, owned_count * orbit_floats);
   __syncthreads();  // owned, orbits, the first block, the table, the accumulators
-  if (s.resident_x) load_planes();
+  load_planes();
   if (s.block_count > 0) {
     stage_of(0).StageOrbits(d, s.blocks[0].stored_view, owned, owned_count, threadIdx.x,
                             blockDim.x);
@@ -1071,7 +1155,6 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     // The first of this thread's combine items (the only one where the grid has at least
     // 8 threads per ray and view slot, as on every device it runs on for 720 x 1024 rays).
     const CombineInputs first_inputs = LoadCombineInputs(d, block, combine, combine_i);
-    if (!s.resident_x) load_planes();
     // The next block's orbits, by the last warp (the forward deals its warps from the first).
     if (b + 1 < s.block_count) {
       stage_of(b + 1).StageOrbits(d, s.blocks[b + 1].stored_view, owned, owned_count,
@@ -1108,6 +1191,14 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
         forward(std::false_type(), [&](int) { return SlotSource{d.local, d.weights, 0}; });
       }
     }
+    // The next block's matrix comes into L2 while this one's products run, by the last warp
+    // (the one with the fewest layout warps, if any).
+    if (s.prefetch && b + 1 < s.block_count && warp == warps - 1) {
+      const SweepStage next = stage_of(b + 1);
+      for (int i = lane; i < owned_count; i += 32) {
+        PrefetchWarpSlots(d, next.orbits[i].first_warp, next.orbits[i].first_warp + next.orbits[i].warps);
+      }
+    }
     grid.sync();
     // Bounds by the warp's first item, the same for all its lanes (the combine shuffles).
     for (int64_t i = combine_i; i - lane < combine_end; i += combine_stride) {
@@ -1120,21 +1211,21 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     // Not resident, the accumulators share the planes with x (the forward's); resident, the
     // write-back cleared them.
     if (!s.resident_x) {
-      for (int i = threadIdx.x; i < owned_count * orbit_floats; i += blockDim.x) acc[i] = 0.0f;
-    }
-    // The next block's matrix comes into L2 while this transpose reads this one's.
-    if (s.prefetch && b + 1 < s.block_count && threadIdx.x < owned_count) {
-      PrefetchOrbitSlots(d, s.blocks[b + 1].stored_view, owned[threadIdx.x]);
+      ClearShared(acc, owned_count * orbit_floats);
+      // x for the write-back, from device memory.
+      for (int i = 0; i < owned_count; ++i) PrefetchOrbitX(d, orbits[i], s.x, threadIdx.x, blockDim.x);
     }
     // The next block's warps, lanes and tasks, unless the forward's idle warps staged them.
     if (b + 1 < s.block_count && !stage_during_forward) {
       stage_of(b + 1).StageWork(d, owned_count, threadIdx.x, blockDim.x);
     }
+    const float bound_per_z = FixedPointBoundPerZ(d, block);
     grid.barrier_wait(std::move(combined));
     read_block(b + 1);
     // The next block's slots into the other buffer (its stage is complete: the barrier).
     if (slot_buffers == 2 && b + 1 < s.block_count && threadIdx.x == 0) copy_slots(b + 1);
-    const float scale = FixedPointScale(d, block, __int_as_float(s.largest_z_bits[b]));
+    // Used only once the transpose's first z loads are in flight (BackTask).
+    const float largest_z = __int_as_float(s.largest_z_bits[b]);
     {
       const SweepStage stage = stage_of(b);
       const int staged_tasks = stage.Tasks(owned_count);
@@ -1148,7 +1239,8 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
           FillLaneTask<decltype(shared)::value>(
               source(staged.orbit), staged.header, static_cast<int>(staged_task >> 16),
               stage.rays[32 * u + lane], stage.change[32 * u + lane], lane, task);
-          BackTask<true, kPlane>(d, acc + staged.orbit * orbit_floats, task, s.z_maps, scale);
+          BackTask<true, kPlane>(d, acc + staged.orbit * orbit_floats, task, s.z_maps,
+                                 [&] { return FixedPointScale(bound_per_z, largest_z); });
         }
       };
       if (stage_slots > 0) {
@@ -1158,23 +1250,27 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
       }
     }
     __syncthreads();
+    const float scale = FixedPointScale(bound_per_z, largest_z);
     // One buffer: the next block's slots replace this block's, read by now, while the
     // write-back runs.
     if (slot_buffers == 1 && b + 1 < s.block_count && threadIdx.x == 0) copy_slots(b + 1);
     // With x resident only the owner reads its pixels, from its planes: device memory gets
-    // x at the end of the sweep.
+    // x at the end of the sweep. Else x is read from device memory (brought into L2 during
+    // the transpose) and written there, and it takes the accumulators' place in the planes
+    // for the next block's forward.
     float* const x_out = s.resident_x && b + 1 < s.block_count ? nullptr : s.x;
     for (int i = 0; i < owned_count; ++i) {
-      float* const resident = s.resident_x ? x_planes + i * orbit_floats : nullptr;
+      float* const orbit_acc = acc + i * orbit_floats;
+      const XPlanes planes_of_x =
+          s.resident_x ? XPlanes{x_planes + i * orbit_floats, x_planes + i * orbit_floats}
+                       : XPlanes{nullptr, orbit_acc};
       if (orbits[i].table == kSquareTable) {
-        WriteBackTableOrbit(d, table, orbits[i], acc + i * orbit_floats, resident, scale,
-                                    x_out, s.clamp);
+        WriteBackTableOrbit(d, table, orbits[i], orbit_acc, planes_of_x, scale, x_out, s.clamp);
       } else if (orbits[i].table == kDiagonalTable) {
-        WriteBackTableOrbit(d, diagonal, orbits[i], acc + i * orbit_floats, resident,
-                                    scale, x_out, s.clamp);
+        WriteBackTableOrbit(d, diagonal, orbits[i], orbit_acc, planes_of_x, scale, x_out, s.clamp);
       } else {
-        WriteBackOrbit<true, true, kPlane>(d, orbits[i], acc + i * orbit_floats, resident, scale, x_out,
-                                     s.clamp, threadIdx.x, blockDim.x);
+        WriteBackOrbit<true, true, kPlane>(d, orbits[i], orbit_acc, planes_of_x, scale, x_out,
+                                           s.clamp, threadIdx.x, blockDim.x);
       }
     }
     __syncthreads();  // the accumulators, x's planes and the next block are used next
@@ -1309,7 +1405,7 @@ cudaError_t TiledSweepThreadBlocks(const TiledDeviceArrays& d, int blocks_per_mu
 cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
                           int blocks_per_multiprocessor, int most_orbits, int stage_warps,
                           int stage_tasks, int64_t stage_slots, int most_slot_buffers,
-                          TiledSweepShape* shape) {
+                          bool allow_resident_x, TiledSweepShape* shape) {
   *shape = TiledSweepShape{};
   int device = 0, shared_limit = 0, major = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -1332,6 +1428,7 @@ cudaError_t FitTiledSweep(const TiledDeviceArrays& d, int thread_blocks,
     if (choice.slot_buffers > 0 && (!can_stage || choice.slot_buffers > most_slot_buffers)) {
       continue;
     }
+    if (choice.resident_x && !allow_resident_x) continue;
     const bool resident_x = choice.resident_x;
     const int slots = choice.slot_buffers > 0 ? static_cast<int>(stage_slots) : 0;
     const size_t shared = SweepSharedBytes(d, most_orbits, resident_x, stage_warps, stage_tasks,

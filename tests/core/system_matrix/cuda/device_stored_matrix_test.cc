@@ -70,8 +70,9 @@ class DeviceStoredMatrixTest : public ::testing::Test {
     return v;
   }
   // OneLaunchSweeps...: once per count in slot_buffer_counts, the sweep holding at most that
-  // many blocks' slots in shared memory.
-  void CheckOneLaunchSweeps(const std::vector<int>& slot_buffer_counts);
+  // many blocks' slots in shared memory, and x for the whole sweep where it fits when
+  // allow_resident_x.
+  void CheckOneLaunchSweeps(const std::vector<int>& slot_buffer_counts, bool allow_resident_x);
   uint64_t seed_ = 0;
   std::mt19937_64 random_;
 };
@@ -165,14 +166,20 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
 // orbits: on a device of up to 150 multiprocessors, thread blocks own several), and a
 // 530^2 grid in 16-pixel tiles (about 150 orbits through the place table: some thread
 // blocks own two), with and without the clamp; and its products (kTiledFixed's). The
-// sweep as it runs (each block's slots copied into shared memory, two blocks' worth), and
-// as it runs where fewer fit (one block's, none: read from device memory); two tests, so
-// that a sanitizer can take one at a time.
-TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) { CheckOneLaunchSweeps({2}); }
+// sweep as it runs (each block's slots copied into shared memory, two blocks' worth), as
+// it runs where fewer fit (one block's, none: read from device memory), and with x through
+// device memory at each block where it would have stayed in shared memory (every orbit
+// table's write-back leaving x in the planes for the next forward); three tests, so that a
+// sanitizer can take one at a time.
+TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsEqualTheCpu) { CheckOneLaunchSweeps({2}, true); }
 TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsWithFewerSlotBuffersEqualTheCpu) {
-  CheckOneLaunchSweeps({1, 0});
+  CheckOneLaunchSweeps({1, 0}, true);
 }
-void DeviceStoredMatrixTest::CheckOneLaunchSweeps(const std::vector<int>& slot_buffer_counts) {
+TEST_F(DeviceStoredMatrixTest, OneLaunchSweepsWithXThroughDeviceMemoryEqualTheCpu) {
+  CheckOneLaunchSweeps({2}, false);
+}
+void DeviceStoredMatrixTest::CheckOneLaunchSweeps(const std::vector<int>& slot_buffer_counts,
+                                                  bool allow_resident_x) {
   SCOPED_TRACE(testing::SeedTrace(seed_));
   const FanCaseSpec large = LargeFanCaseSpec(201, 263);
   // 16-pixel tiles (the compiled plane size and its place table) in about 150 orbits.
@@ -204,15 +211,18 @@ void DeviceStoredMatrixTest::CheckOneLaunchSweeps(const std::vector<int>& slot_b
         for (const int slot_buffers : slot_buffer_counts) {
           SCOPED_TRACE(c.fan.name + ", tile side " + std::to_string(side) +
                        (nonnegative ? ", clamped" : "") + ", at most " +
-                       std::to_string(slot_buffers) + " blocks' slots in shared memory");
-          auto device =
-              UploadSymmetricMatrix(a, 0, SymmetricKernels::kTiledSweep, side, slot_buffers);
+                       std::to_string(slot_buffers) + " blocks' slots in shared memory" +
+                       (allow_resident_x ? "" : ", x through device memory"));
+          auto device = UploadSymmetricMatrix(a, 0, SymmetricKernels::kTiledSweep, side,
+                                              slot_buffers, allow_resident_x);
           ASSERT_TRUE(device.ok()) << device.status();
           EXPECT_TRUE((*device)->one_launch_sweeps());
           // On an sm_90 multiprocessor (227 KB of shared memory) every case holds two blocks'
-          // slots, but for the 64-pixel tiles, whose accumulators alone take 133 KB: one.
-          const int fits = c.spec.n == 97 && side == 64 ? 1 : 2;
-          EXPECT_EQ((*device)->sweep_slot_buffers(), std::min(slot_buffers, fits));
+          // slots, but for the 64-pixel tiles, whose accumulators alone take 133 KB: one,
+          // and x stays in shared memory in every case but those.
+          const bool wide = c.spec.n == 97 && side == 64;
+          EXPECT_EQ((*device)->sweep_slot_buffers(), std::min(slot_buffers, wide ? 1 : 2));
+          EXPECT_EQ((*device)->sweep_resident_x(), allow_resident_x && !wide);
           if (!nonnegative) {
             CompareProducts(**device, reference, RandomVector(reference.pixels()),
                             RandomVector(reference.rows()));
