@@ -955,6 +955,63 @@ __device__ __forceinline__ void LoadTableOrbitPlanes(const TiledDeviceArrays& d,
   }
 }
 
+// Whether x's rows of the orbit's tiles can be read and written 16 bytes (4 pixels of a
+// tile row) at a time: the tables' sides are multiples of 4; the rows and tile corners
+// must start on 16-byte boundaries.
+template <typename Table>
+__device__ __forceinline__ bool FitsQuads(const TiledDeviceArrays& d, const TileOrbit& orbit,
+                                          const float* x) {
+  if (Table::kSide % 4 != 0 || d.n % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+    return false;
+  }
+  for (int h = 0; h < 8; ++h) {
+    if (orbit.corner_x[h] % 4 != 0) return false;
+  }
+  return true;
+}
+
+// WriteBackTableOrbit where x comes from device memory and goes back there and into the
+// accumulators' planes (x not resident) and FitsQuads: four pixels of a tile row per item,
+// x read and written 16 bytes at a time, so that a thread's round trips to device memory
+// are a quarter as many.
+template <typename Table>
+__device__ __forceinline__ void WriteBackTableOrbitQuads(const TiledDeviceArrays& d,
+                                                         const Table& table, const TileOrbit& orbit,
+                                                         float* acc, float scale, float* x,
+                                                         int clamp) {
+  constexpr int kBatch = 2, kQuads = Table::kItems / 4;
+  int* const acc_fixed = reinterpret_cast<int*>(acc);
+  for (int base = threadIdx.x; base < kQuads; base += kBatch * blockDim.x) {
+    float4 old[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {  // the batch's round trips before its stores
+      const int quad = base + u * blockDim.x;
+      if (quad < kQuads) {
+        old[u] = *reinterpret_cast<const float4*>(x + table.Where(d, orbit, 4 * quad));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int quad = base + u * blockDim.x;
+      if (quad >= kQuads) continue;
+      float value[4] = {old[u].x, old[u].y, old[u].z, old[u].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int at = table.At(4 * quad + k);
+        int total = acc_fixed[at];
+        if (Table::kPaired) total += acc_fixed[table.PartnerAt(4 * quad + k)];
+        value[k] += static_cast<float>(total) / scale;
+        if (clamp) value[k] = fmaxf(value[k], 0.0f);
+        // x takes the accumulators' place.
+        acc[at] = value[k];
+        if (Table::kPaired) acc[table.PartnerAt(4 * quad + k)] = value[k];
+      }
+      *reinterpret_cast<float4*>(x + table.Where(d, orbit, 4 * quad)) =
+          make_float4(value[0], value[1], value[2], value[3]);
+    }
+  }
+}
+
 // WriteBackOrbit (fixed point, the accumulators cleared) for an orbit that fits `table`: a
 // pixel's plane, or its two planes added (diagonal orbits). Each batch's loads (x from
 // device memory: a round trip) all come before its first store, which the compiler could
@@ -964,6 +1021,15 @@ __device__ __forceinline__ void WriteBackTableOrbit(const TiledDeviceArrays& d, 
                                                     const TileOrbit& orbit, float* acc,
                                                     XPlanes x_planes, float scale, float* x,
                                                     int clamp) {
+  // Only the 32-pixel tables' instance: the grids whose x does not stay resident are large,
+  // and the extra path's registers would cost the 16-pixel instance's sweep (spills).
+  if constexpr (Table::kSide >= 32) {
+    if (x_planes.from == nullptr && x_planes.to == acc && x != nullptr &&
+        FitsQuads<Table>(d, orbit, x)) {
+      WriteBackTableOrbitQuads(d, table, orbit, acc, scale, x, clamp);
+      return;
+    }
+  }
   constexpr int kBatch = 4;
   int* const acc_fixed = reinterpret_cast<int*>(acc);
   for (int base = threadIdx.x; base < Table::kItems; base += kBatch * blockDim.x) {
