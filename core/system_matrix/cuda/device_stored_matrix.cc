@@ -306,9 +306,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
       TOMO_ASSIGN_OR_RETURN(m->tiled_largest_z_, DeviceBuffer<int32_t>::Allocate(
           static_cast<size_t>(a.num_blocks()) + 1, s));
       if (kernels == SymmetricKernels::kTiledSweep) {
-        TOMO_RETURN_IF_ERROR(
-            m->PrepareSweep(tasks, tiled.orbit_warp_begin(), tiled.warps(), most_slot_buffers,
-                            allow_resident_x, s));
+        TOMO_RETURN_IF_ERROR(m->PrepareSweep(tasks, tiled.orbit_warp_begin(), tiled.warps(),
+                                             most_slot_buffers, allow_resident_x, s));
       }
     }
     for (int64_t b = 0; b < a.num_blocks(); ++b) m->geometry_.push_back(cuda::StoredGeometry(a, b));
@@ -476,10 +475,9 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
           owners, orbit_warp_begin, tasks.orbit_task_begin(), tiled_.orbits_per_view);
       const int64_t slots =
           cuda::CountTiledSweepSlots(owners, orbit_warp_begin, warps, tiled_.orbits_per_view);
-      TOMO_CUDA_RETURN_IF_ERROR(cuda::FitTiledSweep(tiled_, thread_blocks, per_multiprocessor,
-                                                    owners.most_orbits, stage.warps, stage.tasks,
-                                                    slots, most_slot_buffers, allow_resident_x,
-                                                    &shape));
+      TOMO_CUDA_RETURN_IF_ERROR(cuda::FitTiledSweep(
+          tiled_, thread_blocks, per_multiprocessor, owners.most_orbits, stage.warps, stage.tasks,
+          slots, most_slot_buffers, allow_resident_x, &shape));
       if (shape.thread_blocks == 0) continue;
       TOMO_ASSIGN_OR_RETURN(sweep_owner_begin_, Upload(owners.begin, s));
       TOMO_ASSIGN_OR_RETURN(sweep_owned_orbits_, Upload(owners.orbits, s));

@@ -272,7 +272,8 @@ __device__ __forceinline__ void PrefetchOrbitX(const TiledDeviceArrays& d, const
     const int h = item / rows, y = item - h * rows;
     // Tile M_h(T0)'s rows are size_x long when M_h keeps the axes (TilePixel).
     const bool keep = kTiledMaps.m[h][0] != 0;
-    const int width = keep ? orbit.size_x : orbit.size_y, height = keep ? orbit.size_y : orbit.size_x;
+    const int width = keep ? orbit.size_x : orbit.size_y,
+              height = keep ? orbit.size_y : orbit.size_x;
     if (!((orbit.distinct >> h) & 1) || y >= height) continue;
     const float* row = x + static_cast<int64_t>(orbit.corner_y[h] + y) * d.n + orbit.corner_x[h];
     asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(row));
@@ -650,7 +651,8 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
   WaitForPreviousKernel();
   LetNextKernelStart();
   const float scale =
-      kFixed ? FixedPointScale(FixedPointBoundPerZ(d, block), __int_as_float(*largest_z_bits)) : 1.0f;
+      kFixed ? FixedPointScale(FixedPointBoundPerZ(d, block), __int_as_float(*largest_z_bits))
+             : 1.0f;
   __syncthreads();  // the accumulators cleared
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int64_t at = static_cast<int64_t>(block.stored_view) * d.orbits_per_view + orbit_index;
@@ -662,8 +664,8 @@ __global__ void __launch_bounds__(kTiledMaxBackThreads, 1)
     BackTask<kFixed, kPlane>(d, acc, task, z_maps, [&] { return scale; });
   }
   __syncthreads();
-  WriteBackOrbit<kFixed, false, kPlane>(d, d.orbits[orbit_index], acc, {nullptr, nullptr}, scale, x, clamp,
-                                 threadIdx.x, blockDim.x);
+  WriteBackOrbit<kFixed, false, kPlane>(d, d.orbits[orbit_index], acc, {nullptr, nullptr}, scale, x,
+                                        clamp, threadIdx.x, blockDim.x);
 }
 
 // The sweep's copy in shared memory of one ART block's bookkeeping for the thread block's
@@ -1262,7 +1264,8 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     if (s.prefetch && b + 1 < s.block_count && warp == warps - 1) {
       const SweepStage next = stage_of(b + 1);
       for (int i = lane; i < owned_count; i += 32) {
-        PrefetchWarpSlots(d, next.orbits[i].first_warp, next.orbits[i].first_warp + next.orbits[i].warps);
+        PrefetchWarpSlots(d, next.orbits[i].first_warp,
+                          next.orbits[i].first_warp + next.orbits[i].warps);
       }
     }
     grid.sync();
@@ -1279,7 +1282,8 @@ __global__ void __launch_bounds__(kSweepThreads, 1)
     if (!s.resident_x) {
       ClearShared(acc, owned_count * orbit_floats);
       // x for the write-back, from device memory.
-      for (int i = 0; i < owned_count; ++i) PrefetchOrbitX(d, orbits[i], s.x, threadIdx.x, blockDim.x);
+      for (int i = 0; i < owned_count; ++i)
+        PrefetchOrbitX(d, orbits[i], s.x, threadIdx.x, blockDim.x);
     }
     // The next block's warps, lanes and tasks, unless the forward's idle warps staged them.
     if (b + 1 < s.block_count && !stage_during_forward) {
