@@ -162,7 +162,7 @@ TEST_F(DeviceStoredMatrixTest, TiledProductsOnAnOddGridEqualTheCpu) {
 
 // ART as one launch per sweep (kTiledSweep) against the CPU's block ART: the odd grid with
 // tile sides 5 to 64 (one orbit per thread block; x resident in shared memory up to side
-// 32, reloaded per block at 64), a 201^2 grid in 4- and 6-pixel tiles (about 340 and 150
+// 32, through device memory at 64), a 201^2 grid in 4- and 6-pixel tiles (about 340 and 150
 // orbits: on a device of up to 150 multiprocessors, thread blocks own several), and a
 // 530^2 grid in 16-pixel tiles (about 150 orbits through the place table: some thread
 // blocks own two), with and without the clamp; and its products (kTiledFixed's). The
