@@ -127,7 +127,10 @@ struct Options {
   std::vector<int64_t> sizes = {512, 1024, 2048};
   int64_t views = 720;
   int64_t columns = 1024;
-  int iterations = 5;
+  // 40: the sweep's seconds are the difference of two whole runs, and with 5 sweeps the same
+  // build differed by up to 16% between processes (bench/NOTES.md, sixth session of the
+  // tiled sweep).
+  int iterations = 40;
   int converge_iterations = 20;
   // Block ART at 1.9 reached the 47^2 test phantom's best error in half the sweeps of 1.0
   // (block_art_test's scan: 0.114 after 15 sweeps against 0.113 after 30).
