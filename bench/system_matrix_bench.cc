@@ -71,6 +71,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/system_matrix_bench_kernels.h"
 #include "core/base/parallel_for.h"
+#include "core/base/run_context.h"
 #include "core/base/status_macros.h"
 #include "core/algorithms/block_iterative.h"
 #include "core/devices/devices.h"
@@ -86,6 +87,8 @@ namespace tomo::bench {
 namespace {
 
 using core::Array3D;
+using core::ProgressUpdate;
+using core::RunContext;
 using namespace core::system_matrix;
 
 constexpr double kFieldMm = 256;
@@ -141,6 +144,9 @@ struct Options {
   bool on_the_fly = true;
   bool cusparse_graph = true;
   bool cpu_build = true;
+  // Print each timed sweep's seconds as the host saw them (RunArt's progress, which follows
+  // each sweep's residual back to the host): whether sweeps slow down along a run.
+  bool sweep_times = false;
   std::vector<SymmetricKernels> kernels = AllSymmetricKernels();
   std::vector<int> slab_steps = {0};
   // tiled-sweep: the most blocks' slots held in shared memory, one line per value
@@ -164,6 +170,7 @@ struct KernelResult {
   int converged_at = 0;
   double error = 0, best_error = -1, vs_cusparse = -1, vs_first = -1;
   int best_at = 0;
+  std::vector<double> sweep_s;  // --sweep-times: the timed run's sweeps, in order
 };
 
 std::string VariantName(const KernelResult& k) {
@@ -466,6 +473,11 @@ void PrintOurs(const Result& r) {
                            : "",
         k.s_per_sweep * 1e3, k.forward_s * 1e3, k.back_s * 1e3, k.s_per_sweep / r.ours_floor_s,
         k.converged_at, k.error, k.best_error, k.best_at, k.vs_first);
+    if (!k.sweep_s.empty()) {  // the first interval also holds the run's setup
+      std::printf("       sweeps (ms):");
+      for (const double s : k.sweep_s) std::printf(" %.3f", s * 1e3);
+      std::printf("\n");
+    }
   }
   std::fflush(stdout);
 }
@@ -512,8 +524,18 @@ absl::Status RunOurs(const SymmetricSystemMatrix& a, const Array3D& sinogram,
   TOMO_RETURN_IF_ERROR(device->RunArt(sinogram, art, {}).status());
   const double two = Now() - t;
   art.iterations = 2 + options.iterations;
+  RunContext timed;
+  double last_progress = 0;
+  if (options.sweep_times) {
+    timed.on_progress = [&](const ProgressUpdate&) {
+      const double now = Now();
+      k.sweep_s.push_back(now - last_progress);
+      last_progress = now;
+    };
+  }
   t = Now();
-  TOMO_RETURN_IF_ERROR(device->RunArt(sinogram, art, {}).status());
+  last_progress = t;
+  TOMO_RETURN_IF_ERROR(device->RunArt(sinogram, art, timed).status());
   k.s_per_sweep = (Now() - t - two) / options.iterations;
 
   // The products alone, on device arrays.
@@ -797,6 +819,8 @@ int main(int argc, char** argv) {
   app.add_option("--cusparse-graph", options.cusparse_graph,
                  "replay the cuSPARSE sweep as a CUDA graph (as ours)");
   app.add_option("--json", json_path, "write the results as JSON lines to this path");
+  app.add_option("--sweep-times", options.sweep_times,
+                 "print each timed sweep's milliseconds (host clock, one line per kernel)");
   app.add_option("--cpu-build", options.cpu_build,
                  "also build the matrix on the CPU and check the device build's extents");
   std::string kernels_text = "all";

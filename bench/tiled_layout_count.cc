@@ -164,6 +164,68 @@ int Count(int64_t n, const std::vector<int>& sides) {
         "critical path (an even share: %.1f)\n",
         sweep_blocks, owners.most_orbits, static_cast<double>(owners.critical_tasks) / views,
         even / views);
+    // Per ART block, the steps of the forward's and the transpose's most loaded warp, as
+    // the sweep deals them: layout warps (forward) and tasks (transpose) of the thread
+    // block's orbits, in turn to its warps; and what dealing them longest first to the
+    // least loaded warp would leave, and an even share.
+    for (const auto& [blocks_of_sweep, warps_per_block] :
+         {std::pair<int, int>{132, 24}, std::pair<int, int>{264, 12}}) {
+      const cuda::TiledSweepOwners own = cuda::AssignTiledSweepOwners(
+          tasks.orbit_task_begin(), t.orbits_per_view(), blocks_of_sweep);
+      double fw_turn = 0, fw_lpt = 0, fw_even = 0, fw_mean = 0, bk_turn = 0, bk_mean = 0;
+      const auto deal = [&](std::vector<int64_t> items, bool longest_first) {
+        if (longest_first) std::sort(items.rbegin(), items.rend());
+        std::vector<int64_t> load(static_cast<size_t>(warps_per_block), 0);
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (longest_first) {
+            *std::min_element(load.begin(), load.end()) += items[i];
+          } else {
+            load[i % load.size()] += items[i];
+          }
+        }
+        return *std::max_element(load.begin(), load.end());
+      };
+      for (int64_t v = 0; v < a.num_blocks(); ++v) {
+        int64_t most_turn = 0, most_lpt = 0, most_back = 0, total = 0;
+        double sum_turn = 0, sum_back = 0;
+        for (int b = 0; b < blocks_of_sweep; ++b) {
+          std::vector<int64_t> warp_steps, task_steps;
+          for (int i = own.begin[b]; i < own.begin[b + 1]; ++i) {
+            const size_t at = static_cast<size_t>(v * t.orbits_per_view() + own.orbits[i]);
+            for (int64_t w = t.orbit_warp_begin()[at]; w < t.orbit_warp_begin()[at + 1]; ++w) {
+              warp_steps.push_back(t.warps()[static_cast<size_t>(w)].steps);
+              total += warp_steps.back();
+            }
+            for (int64_t k = tasks.orbit_task_begin()[at]; k < tasks.orbit_task_begin()[at + 1];
+                 ++k) {
+              const TiledTask& task = tasks.tasks()[static_cast<size_t>(k)];
+              const int64_t steps_of_warp =
+                  t.warps()[static_cast<size_t>(t.orbit_warp_begin()[at] + task.warp_offset)].steps;
+              task_steps.push_back(std::min<int64_t>(
+                  kTiledTaskSteps, steps_of_warp - int64_t{task.chunk} * kTiledTaskSteps));
+            }
+          }
+          const int64_t turn = deal(warp_steps, false), back = deal(task_steps, false);
+          most_turn = std::max(most_turn, turn);
+          most_lpt = std::max(most_lpt, deal(warp_steps, true));
+          most_back = std::max(most_back, back);
+          sum_turn += static_cast<double>(turn);
+          sum_back += static_cast<double>(back);
+        }
+        fw_turn += static_cast<double>(most_turn);
+        fw_lpt += static_cast<double>(most_lpt);
+        fw_mean += sum_turn / blocks_of_sweep;
+        fw_even += static_cast<double>(total) / (blocks_of_sweep * warps_per_block);
+        bk_turn += static_cast<double>(most_back);
+        bk_mean += sum_back / blocks_of_sweep;
+      }
+      std::printf(
+          "    sweep on %d x %d warps, steps of the most loaded warp per ART block: forward "
+          "%.1f (thread blocks' mean %.1f; longest first %.1f; even %.1f), transpose %.1f "
+          "(mean %.1f)\n",
+          blocks_of_sweep, warps_per_block, fw_turn / views, fw_mean / views, fw_lpt / views,
+          fw_even / views, bk_turn / views, bk_mean / views);
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -31,6 +31,12 @@ struct TiledWarp {
   int32_t map = 0;
 };
 
+// The slots of warps first .. last of one orbit (consecutive warps' slots follow each
+// other): from first's base to the end of last's.
+TOMO_TILED_FN int64_t SlotSpan(const TiledWarp& first, const TiledWarp& last) {
+  return last.slot_base + 32 * int64_t{last.steps} - first.slot_base;
+}
+
 inline constexpr uint16_t kTiledNoRay = 0xffff;
 
 // The GPU kernels' unit of work (tiled_tasks.h): steps [chunk * kTiledTaskSteps, +

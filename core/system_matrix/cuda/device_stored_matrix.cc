@@ -275,9 +275,8 @@ class DeviceSymmetricMatrix final : public DeviceStoredMatrix {
         const int64_t first = tiled.orbit_warp_begin()[static_cast<size_t>(v * orbits)];
         const int64_t end = tiled.orbit_warp_begin()[static_cast<size_t>((v + 1) * orbits)];
         if (first == end) continue;
-        const TiledWarp& last = tiled.warps()[static_cast<size_t>(end - 1)];
-        const int64_t slots = last.slot_base + 32 * int64_t{last.steps} -
-                              tiled.warps()[static_cast<size_t>(first)].slot_base;
+        const int64_t slots = SlotSpan(tiled.warps()[static_cast<size_t>(first)],
+                                       tiled.warps()[static_cast<size_t>(end - 1)]);
         m->tiled_view_bytes_ =
             std::max<uint64_t>(m->tiled_view_bytes_, static_cast<uint64_t>(6 * slots));
       }

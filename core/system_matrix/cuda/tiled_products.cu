@@ -112,7 +112,7 @@ __device__ __forceinline__ void PrefetchWarpSlots(const TiledDeviceArrays& d, in
   if (first == end) return;
   const TiledWarp last = d.warps[end - 1];
   const int64_t begin = d.warps[first].slot_base;
-  const int64_t slots = last.slot_base + 32 * static_cast<int64_t>(last.steps) - begin;
+  const int64_t slots = SlotSpan(d.warps[first], last);
   // Slot bases are multiples of 32: 128-byte (weights) and 64-byte (places) aligned.
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d.weights + begin),
                "r"(static_cast<uint32_t>(4 * slots))
@@ -808,8 +808,7 @@ struct SweepStage {
  private:
   // The slots of the `count` staged warps from u on.
   __device__ int64_t SlotsOf(int u, int count) const {
-    const TiledWarp& last = warps[u + count - 1].header;
-    return last.slot_base + 32 * static_cast<int64_t>(last.steps) - warps[u].header.slot_base;
+    return SlotSpan(warps[u].header, warps[u + count - 1].header);
   }
 };
 

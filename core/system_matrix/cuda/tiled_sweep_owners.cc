@@ -97,8 +97,7 @@ int64_t CountTiledSweepSlots(const TiledSweepOwners& owners,
   return MostPerThreadBlock(owners, orbit_warp_begin, orbits_per_view, [&](size_t at) {
     const int64_t first = orbit_warp_begin[at], end = orbit_warp_begin[at + 1];
     if (first == end) return int64_t{0};
-    const TiledWarp& last = warps[static_cast<size_t>(end - 1)];
-    return last.slot_base + 32 * int64_t{last.steps} - warps[static_cast<size_t>(first)].slot_base;
+    return SlotSpan(warps[static_cast<size_t>(first)], warps[static_cast<size_t>(end - 1)]);
   });
 }
 
