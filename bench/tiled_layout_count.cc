@@ -167,9 +167,10 @@ int Count(int64_t n, const std::vector<int>& sides) {
     // Per ART block, the steps of the forward's and the transpose's most loaded warp, as
     // the sweep deals them: layout warps (forward) and tasks (transpose) of the thread
     // block's orbits, in turn to its warps; and what dealing them longest first to the
-    // least loaded warp would leave, and an even share.
-    for (const auto& [blocks_of_sweep, warps_per_block] :
-         {std::pair<int, int>{132, 24}, std::pair<int, int>{264, 12}}) {
+    // least loaded warp would leave, and an even share. The sweep's 768 threads per
+    // multiprocessor as one thread block or two (the product's shapes), and 1024 threads.
+    const std::pair<int, int> sweep_shapes[] = {{132, 24}, {264, 12}, {264, 16}, {132, 32}};
+    for (const auto& [blocks_of_sweep, warps_per_block] : sweep_shapes) {
       const cuda::TiledSweepOwners own = cuda::AssignTiledSweepOwners(
           tasks.orbit_task_begin(), t.orbits_per_view(), blocks_of_sweep);
       double fw_turn = 0, fw_lpt = 0, fw_even = 0, fw_mean = 0, bk_turn = 0, bk_mean = 0;
