@@ -562,7 +562,7 @@ struct XPlanes {
 // nullptr when x_planes.to is not (the resident sweep keeps x in its planes until its last
 // block). kClear: each accumulator read is set to 0 for the next block (the sweep's; every
 // accumulator of the orbit is read once, and by the thread that writes its place in
-// x_planes.to when those are the accumulators).
+// x_planes.to when those are the accumulators, which then take x instead of 0).
 template <bool kFixed, bool kClear, int kPlane>
 __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const TileOrbit& orbit,
                                                float* acc, XPlanes x_planes, float scale, float* x,
@@ -606,7 +606,8 @@ __device__ __forceinline__ void WriteBackOrbit(const TiledDeviceArrays& d, const
         } else {
           total += acc[at];
         }
-        if (kClear) acc[at] = 0.0f;
+        // Where the accumulators take the new x, this place is written below.
+        if (kClear && x_planes.to != acc) acc[at] = 0.0f;
         if (x_planes.from != nullptr && e == h) old = x_planes.from[at];
       }
       if (x_planes.from == nullptr) old = x[where[u]];
