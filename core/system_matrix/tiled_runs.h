@@ -21,8 +21,9 @@
 // warp. Slot s of lane l of a warp sits at slot_base + 32 s + l (one coalesced line of
 // weights and half a line of pixel places per step), padded to the warp's longest lane with
 // weight 0. A lane's entries of one ray are ordered so that the 32 lanes of a step fall in
-// different shared-memory banks where a few entries' look-ahead allows (a lane's sum does
-// not depend on the order); pads sit at a pixel of T0 in the least used bank. Per slot: the
+// different shared-memory banks where a few entries' look-ahead allows: each step's lanes
+// are matched to distinct banks among their next entries' (a lane's sum does not depend on
+// the order); pads sit at a pixel of T0 in the least used bank. Per slot: the
 // weight (float) and the pixel's place in the orbit's representative tile T0,
 // ly0 * stride + lx0 (uint16), that is the stored pixel M_g^-1 mapped back, g = the warp's
 // map: the kernels then index shared memory with no arithmetic per entry.
