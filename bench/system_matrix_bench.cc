@@ -20,7 +20,8 @@
 //               matrix keeps), seconds per block-ART iteration on the device (the
 //               difference between runs of 2 and 2 + --iterations sweeps, so setup and
 //               transfers cancel), and the whole products A x and A^T y alone (CUDA events),
-//               which split the sweep's time between its two passes;
+//               which split the sweep's time between its two passes; with --sweep-times,
+//               each timed sweep as the host saw it (its residual check included);
 //   cusparse    the same iteration (same blocks: the orbits, same steps, same clamp) with
 //               cusparseSpMV NON_TRANSPOSE and TRANSPOSE (default algorithm, beta = 1 into x
 //               for the transpose) on one CSR descriptor per block (32-bit indices), one

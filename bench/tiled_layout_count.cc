@@ -7,7 +7,8 @@
 // the seconds the host takes to build the layout (all threads) and to hand it out again
 // (the matrix keeps it: SymmetricSystemMatrix::TiledLayout); and the kernels' tasks
 // (tiled_tasks.h): the forward's thread blocks and atomics, the transpose's threads and
-// waves.
+// waves; and, for the one-launch sweep's shapes, the steps of the most loaded warp per ART
+// block in its forward and its transpose.
 //
 //   build/bin/tiled-layout-count --sizes 512,1024 --tile-sides 8,16,32
 #include <algorithm>
