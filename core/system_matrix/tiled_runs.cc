@@ -66,6 +66,16 @@ class StepBanks {
   int choice(int l) const { return choice_[static_cast<size_t>(l)]; }
   // After Match: bit b set when a lane is matched to bank b.
   uint32_t taken() const { return taken_; }
+  // For a lane with candidates: the entry (counted from its next) in the least used of their
+  // banks, the earliest on a tie.
+  int LeastUsed(int l, const std::array<int, 32>& used) const {
+    const Candidates& c = lanes_[static_cast<size_t>(l)];
+    int pick = 0;
+    for (int k = 1; k < c.count; ++k) {
+      if (used[c.bank[static_cast<size_t>(k)]] < used[c.bank[static_cast<size_t>(pick)]]) pick = k;
+    }
+    return c.entry[static_cast<size_t>(pick)];
+  }
 
  private:
   struct Candidates {  // in the lane's order, one per bank
@@ -483,16 +493,12 @@ void PackTile(const std::vector<TileEntry>& entries, int map,
         const size_t left = scratch.lane_end[static_cast<size_t>(l)] - next;
         if (left == 0) continue;
         TileEntry* lane = lane_entries.data() + next;
-        size_t pick = 0;
-        if (const int chosen = banks.choice(l); chosen >= 0) {
-          pick = static_cast<size_t>(chosen);
-        } else {
-          for (size_t j = 1; j < std::min(left, kScheduleWindow); ++j) {
-            if (lane[j].column != lane[0].column) break;
-            if (used[lane[j].local % 32] < used[lane[pick].local % 32]) pick = j;
-          }
-          ++used[lane[pick].local % 32];
+        int chosen = banks.choice(l);
+        if (chosen < 0) {
+          chosen = banks.LeastUsed(l, used);
+          ++used[lane[chosen].local % 32];
         }
+        const size_t pick = static_cast<size_t>(chosen);
         step_weights[l] = lane[pick].weight;
         step_local[l] = lane[pick].local;
         // Take the pick out keeping the others' order: the entries before it move up one
