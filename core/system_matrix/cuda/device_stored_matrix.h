@@ -130,8 +130,8 @@ enum class SymmetricKernels {
   // cooperative launch, or their orbits' planes exceed its shared memory) ART takes
   // kTiledFixed's launches: one_launch_sweeps() says which. Where they fit, each block's
   // slots are copied into shared memory for its products (sweep_slot_buffers()). The
-  // products are kTiledFixed's. The fastest per sweep measured (bench/NOTES.md: 4.80x /
-  // 6.09x / 5.98x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the tiled
+  // products are kTiledFixed's. The fastest per sweep measured (bench/NOTES.md: 4.88x /
+  // 6.55x / 5.88x cuSPARSE at 512^2 / 1024^2 / 2048^2 on an H200), not the default: the tiled
   // layout's build at first use.
   kTiledSweep,
 };

@@ -216,9 +216,12 @@ struct ComposeTable {
   int8_t h[8][8];
 };
 // Floats of a per-map buffer (the forward's sums, the transpose's z): 8 maps x columns x 8
-// planes, the 8 planes of (map g, ray c) at (g * columns + c) * 8. Plane p of map g is view
-// k of a block for p = M_k M_g.
-inline int64_t TiledMapBufferFloats(int32_t columns) { return int64_t{64} * columns; }
+// planes, the columns rounded up to groups of 8 (the sums keep each group's planes in two
+// 128-byte lines: SumsPlaneIndex in tiled_products.cu). Plane p of map g is view k of a block
+// for p = M_k M_g.
+inline int64_t TiledMapBufferFloats(int32_t columns) {
+  return int64_t{64} * ((int64_t{columns} + 7) / 8 * 8);
+}
 // Once per device before the tiled kernels' launches: the maps (SquareMaps()) and their
 // products (h[a][b] = ComposeSquareMaps(a, b)) into the kernels' constant memory, and their
 // dynamic shared memory allowed up to 8 planes of the layout's tiles (above 48 KB for tile

@@ -10,7 +10,7 @@
 // w xs[p][place]: 8 shared-memory loads and FMAs per stored entry, at offsets fixed at
 // compile time for the common tile sides. The sums stay in plane order: a lane of a warp of
 // tile M_g(T0) adds them, for each of its (one or two) rays c, into
-// sums[(g * columns + c) * 8 + p] (two 4-float global atomicAdds). Plane p of a warp of map
+// sums at SumsPlaneIndex(g, c, p) (two 4-float global atomicAdds). Plane p of a warp of map
 // g is view k of the block for p = M_k M_g (kTiledCompose).
 //
 // TiledCombineKernel: per ray c and view k, the sum over the maps g of the plane that is
@@ -198,9 +198,35 @@ __device__ __forceinline__ int PlaneFloats(const TiledDeviceArrays& d) {
   return kPlane > 0 ? kPlane : d.tile_side * d.stride;
 }
 
-// The float4 pair of (map g, ray c) in a per-map buffer (sums or z_maps).
+// The per-map buffers (TiledMapBufferFloats) by (map g, ray c, plane p), each (g, c) as two
+// 4-float halves, planes 0-3 and 4-7, `half` floats apart:
+// - z_maps: the 8 planes of (g, c) side by side, (g * columns + c) * 8, half 4, so that a
+//   lane's two loads of the transpose fall in one 32-byte sector.
+// - sums: the rays in groups of 8, each group in two 128-byte lines, planes 0-3 of its 8
+//   rays in the first and planes 4-7 in the second, half 32. A warp's rays are adjacent, so
+//   each of its 4-float atomics touches half the lines that 8 planes side by side would: the
+//   forward's atomics cost by the lines they touch, not by the lanes (bench/NOTES.md).
+constexpr int kZHalf = 4, kSumsHalf = 32;
 __device__ __forceinline__ int64_t MapRayIndex(const TiledDeviceArrays& d, int g, uint32_t c) {
   return (static_cast<int64_t>(g) * d.columns + c) * 8;
+}
+__device__ __forceinline__ int64_t SumsRayIndex(const TiledDeviceArrays& d, int g, uint32_t c) {
+  const int64_t group_columns = (d.columns + 7) / 8 * 8;
+  return (g * group_columns + (c & ~7u)) * 8 + (c & 7u) * 4;
+}
+__device__ __forceinline__ int64_t SumsPlaneIndex(const TiledDeviceArrays& d, int g, uint32_t c,
+                                                  int p) {
+  return SumsRayIndex(d, g, c) + (p / 4) * kSumsHalf + p % 4;
+}
+// v's 8 planes added into the sums of (g, c) at `at` (SumsRayIndex).
+__device__ __forceinline__ void AddRaySums(float* sums, int64_t at, const float (&v)[8]) {
+  atomicAdd(reinterpret_cast<float4*>(sums + at), make_float4(v[0], v[1], v[2], v[3]));
+  atomicAdd(reinterpret_cast<float4*>(sums + at + kSumsHalf), make_float4(v[4], v[5], v[6], v[7]));
+}
+// The 8 planes of one (g, c) at `at`, halves `half` floats apart, set to 0.
+__device__ __forceinline__ void ClearRayPlanes(float* buffer, int64_t at, int half) {
+  *reinterpret_cast<float4*>(buffer + at) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  *reinterpret_cast<float4*>(buffer + at + half) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 // What a lane takes of task t (of the orbit whose first warp is first_warp): its warp's map
@@ -314,11 +340,8 @@ __device__ __forceinline__ void ForwardTask(const TiledDeviceArrays& d, const fl
   float first[8] = {0, 0, 0, 0, 0, 0, 0, 0}, second[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   AddForwardSteps<kPlane>(d, xs, task.place, task.wt, task.first_step, task.steps, task.change,
                           first, second);
-  const auto add = [&](uint32_t c, const float* v) {
-    if (c == kTiledNoRay) return;
-    float4* to = reinterpret_cast<float4*>(sums + MapRayIndex(d, task.map, c));
-    atomicAdd(to, make_float4(v[0], v[1], v[2], v[3]));
-    atomicAdd(to + 1, make_float4(v[4], v[5], v[6], v[7]));
+  const auto add = [&](uint32_t c, const float(&v)[8]) {
+    if (c != kTiledNoRay) AddRaySums(sums, SumsRayIndex(d, task.map, c), v);
   };
   if (task.first_step < task.change) add(task.rays & 0xffffu, first);
   if (task.first_step + kTiledTaskSteps > task.change && task.change < task.steps) {
@@ -345,11 +368,8 @@ __device__ __forceinline__ void ForwardWarp(const TiledDeviceArrays& d, const fl
                            place, wt);
     AddForwardSteps<kPlane>(d, xs, place, wt, first_step, header.steps, change, first, second);
   }
-  const auto add = [&](uint32_t c, const float* v) {
-    if (c == kTiledNoRay) return;
-    float4* to = reinterpret_cast<float4*>(sums + MapRayIndex(d, header.map, c));
-    atomicAdd(to, make_float4(v[0], v[1], v[2], v[3]));
-    atomicAdd(to + 1, make_float4(v[4], v[5], v[6], v[7]));
+  const auto add = [&](uint32_t c, const float(&v)[8]) {
+    if (c != kTiledNoRay) AddRaySums(sums, SumsRayIndex(d, header.map, c), v);
   };
   if (change > 0) add(rays & 0xffffu, first);
   if (change < header.steps) add(rays >> 16, second);
@@ -421,14 +441,13 @@ __device__ __forceinline__ void CombineRay(const TiledDeviceArrays& d, const Orb
     float total = 0.0f;
     if (has_view) {
 #pragma unroll
-      for (int g = 0; g < 8; ++g) total += in.sums[MapRayIndex(d, g, c) + kTiledCompose.h[map][g]];
+      for (int g = 0; g < 8; ++g) {
+        total += in.sums[SumsPlaneIndex(d, g, c, kTiledCompose.h[map][g])];
+      }
     }
     __syncwarp();  // the ray's 8 threads have read its sums
-    if (on) {  // thread k clears map k's 8 sums of the ray
-      float4* clear = reinterpret_cast<float4*>(in.sums + MapRayIndex(d, k, c));
-      clear[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      clear[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
+    // Thread k clears map k's 8 sums of the ray.
+    if (on) ClearRayPlanes(in.sums, SumsRayIndex(d, k, c), kSumsHalf);
     if (has_view && in.out != nullptr) in.out[place] = total;
     if (has_view && in.projections != nullptr) {
       const float r = projection - total;
@@ -439,11 +458,8 @@ __device__ __forceinline__ void CombineRay(const TiledDeviceArrays& d, const Orb
     z = __ldg(in.z_full + place);
   }
   if (in.z_maps == nullptr) return;
-  if (on) {  // planes that are no view of the block stay 0
-    float4* zero = reinterpret_cast<float4*>(in.z_maps + MapRayIndex(d, k, c));
-    zero[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    zero[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
+  // Thread k: map k's planes, so that those of no view of the block are 0.
+  if (on) ClearRayPlanes(in.z_maps, MapRayIndex(d, k, c), kZHalf);
   __syncwarp();
   if (has_view) {
 #pragma unroll
