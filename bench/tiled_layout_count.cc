@@ -7,8 +7,9 @@
 // the seconds the host takes to build the layout (all threads) and to hand it out again
 // (the matrix keeps it: SymmetricSystemMatrix::TiledLayout); and the kernels' tasks
 // (tiled_tasks.h): the forward's thread blocks and atomics, the transpose's threads and
-// waves; and, for the one-launch sweep's shapes, the steps of the most loaded warp per ART
-// block in its forward and its transpose.
+// waves; the one-launch forward's global atomics and the 128-byte lines they touch; and, for
+// the one-launch sweep's shapes, the steps of the most loaded warp per ART block in its
+// forward and its transpose.
 //
 //   build/bin/tiled-layout-count --sizes 512,1024 --tile-sides 8,16,32
 #include <algorithm>
@@ -16,17 +17,18 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
 #include "core/geometry/geometry_builders.h"
+#include "core/system_matrix/cuda/tiled_back_threads.h"
+#include "core/system_matrix/cuda/tiled_sweep_owners.h"
 #include "core/system_matrix/matrix_memory.h"
 #include "core/system_matrix/stored_matrix.h"
 #include "core/system_matrix/symmetric_system_matrix.h"
-#include "core/system_matrix/cuda/tiled_back_threads.h"
-#include "core/system_matrix/cuda/tiled_sweep_owners.h"
 #include "core/system_matrix/tiled_runs.h"
 
 namespace {
@@ -147,6 +149,36 @@ int Count(int64_t n, const std::vector<int>& sides) {
         static_cast<long>(tasks.most_tasks_per_orbit()), launched / views, working / views,
         float4_atomics / views / 1e3, back_threads,
         static_cast<double>(t.orbits_per_view()) / (132.0 * blocks_per_sm));
+    // The one-launch sweep's forward (ForwardWarp): per layout warp, two 4-float atomic
+    // instructions (planes 0-3, planes 4-7) for its lanes' first rays and two for their
+    // second rays, and the 128-byte lines each instruction touches, which their cost follows
+    // (bench/NOTES.md): the sums by lines (8 rays to a line, SumsRayIndex) against the 8
+    // planes of a ray side by side (4 rays to a line).
+    int64_t lane_atomics = 0, lines_by_lines = 0, lines_side_by_side = 0;
+    for (size_t w = 0; w < t.warps().size(); ++w) {
+      const int64_t g = t.warps()[w].map, warp_steps = t.warps()[w].steps;
+      std::set<int64_t> by_lines[2], side_by_side[2];  // [first rays, second rays]
+      for (int l = 0; l < 32; ++l) {
+        const uint32_t rays = t.lane_rays()[32 * w + static_cast<size_t>(l)];
+        const int64_t change = t.lane_switch()[32 * w + static_cast<size_t>(l)];
+        const uint32_t ray[2] = {rays & 0xffffu, rays >> 16};
+        const bool present[2] = {change > 0, change < warp_steps};
+        for (int k = 0; k < 2; ++k) {
+          if (ray[k] == kTiledNoRay || !present[k]) continue;
+          lane_atomics += 2;
+          by_lines[k].insert(ray[k] / 8);
+          side_by_side[k].insert((g * t.columns() + ray[k]) / 4);
+        }
+      }
+      for (int k = 0; k < 2; ++k) {
+        lines_by_lines += 2 * static_cast<int64_t>(by_lines[k].size());
+        lines_side_by_side += 2 * static_cast<int64_t>(side_by_side[k].size());
+      }
+    }
+    std::printf(
+        "    one-launch forward per ART block: %.0f k 4-float atomics; lines its warp "
+        "instructions touch: %.0f k (sums by lines), %.0f k (a ray's 8 planes side by side)\n",
+        lane_atomics / views / 1e3, lines_by_lines / views / 1e3, lines_side_by_side / views / 1e3);
     // The one-launch sweep's owners on 132 thread blocks (tiled_sweep_owners.h): tasks on
     // its critical path per ART block (the most loaded thread block's), against the even
     // share.
