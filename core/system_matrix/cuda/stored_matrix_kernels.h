@@ -215,12 +215,16 @@ struct TiledDeviceArrays {
 struct ComposeTable {
   int8_t h[8][8];
 };
-// Floats of a per-map buffer (the forward's sums, the transpose's z): 8 maps x columns x 8
-// planes, the columns rounded up to groups of 8 (the sums keep each group's planes in two
-// 128-byte lines: SumsPlaneIndex in tiled_products.cu). Plane p of map g is view k of a block
-// for p = M_k M_g.
+// The per-map buffers' columns rounded up to groups of 8 rays: the sums keep each group's
+// planes in two 128-byte lines (SumsRayIndex in tiled_products.cu). In 32 bits: the layout
+// numbers rays in 16 (kTiledNoRay).
+__host__ __device__ inline int32_t TiledGroupedColumns(int32_t columns) {
+  return (columns + 7) / 8 * 8;
+}
+// Floats of a per-map buffer (the forward's sums, the transpose's z): 8 maps x the grouped
+// columns x 8 planes. Plane p of map g is view k of a block for p = M_k M_g.
 inline int64_t TiledMapBufferFloats(int32_t columns) {
-  return int64_t{64} * ((int64_t{columns} + 7) / 8 * 8);
+  return int64_t{64} * TiledGroupedColumns(columns);
 }
 // Once per device before the tiled kernels' launches: the maps (SquareMaps()) and their
 // products (h[a][b] = ComposeSquareMaps(a, b)) into the kernels' constant memory, and their

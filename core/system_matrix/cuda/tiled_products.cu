@@ -211,7 +211,7 @@ __device__ __forceinline__ int64_t MapRayIndex(const TiledDeviceArrays& d, int g
   return (static_cast<int64_t>(g) * d.columns + c) * 8;
 }
 __device__ __forceinline__ int64_t SumsRayIndex(const TiledDeviceArrays& d, int g, uint32_t c) {
-  const int64_t group_columns = (d.columns + 7) / 8 * 8;
+  const int64_t group_columns = TiledGroupedColumns(d.columns);
   return (g * group_columns + (c & ~7u)) * 8 + (c & 7u) * 4;
 }
 __device__ __forceinline__ int64_t SumsPlaneIndex(const TiledDeviceArrays& d, int g, uint32_t c,
